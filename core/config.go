@@ -1,0 +1,236 @@
+package core
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+//go:embed default_config.toml
+var defaultConfigTOML []byte
+
+// Config is the typed configuration in force. It is immutable once built;
+// a change builds a new one and swaps it in.
+type Config struct {
+	DefaultEvaluator string // default_evaluator: the tool of simple-form requests ("echo")
+	Limits           Limits
+}
+
+// Limits is the [limits] table.
+type Limits struct {
+	MaxRequestBytes int // max_request_bytes (16 MiB)
+	MaxDepth        int // max_depth (512)
+}
+
+// tree is configuration as a generic document: strings, int64, bool,
+// []any and map[string]any, checked against schema.
+type tree = map[string]any
+
+// keyKind says what a configuration key holds.
+type keyKind int
+
+const (
+	kString keyKind = iota
+	kInt
+	kBool
+	kTable
+)
+
+type keySpec struct {
+	kind     keyKind
+	min, max int64              // kInt bounds
+	check    func(string) error // kString extra check
+	keys     map[string]keySpec // kTable members
+	help     string             // what the key is, for messages
+}
+
+var schema = map[string]keySpec{
+	"default_evaluator": {kind: kString, check: checkToolName, help: "the tool of simple-form requests"},
+	"limits": {kind: kTable, keys: map[string]keySpec{
+		"max_request_bytes": {kind: kInt, min: 1, max: 1 << 30},
+		"max_depth":         {kind: kInt, min: 1, max: 1 << 20},
+	}},
+}
+
+func checkToolName(s string) error {
+	if !toolbox.ValidName(s) {
+		return fmt.Errorf("%q is not a tool name (1 to 64 letters, digits, '_' or '-')", s)
+	}
+	return nil
+}
+
+// ConfigError lists every problem found in one configuration text.
+type ConfigError struct {
+	Source   string   // where the text came from ("clara_configure", a file path)
+	Problems []string // one per problem, sorted
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Source + ": " + e.Problems[0]
+	}
+	return fmt.Sprintf("%s: %d problems: %s", e.Source, len(e.Problems), strings.Join(e.Problems, "; "))
+}
+
+// protocolError turns a ConfigError into an invalid_request envelope error
+// whose details list the problems.
+func (e *ConfigError) protocolError() *protocol.Error {
+	details := []byte{'['}
+	for i, p := range e.Problems {
+		if i > 0 {
+			details = append(details, ',')
+		}
+		details = protocol.AppendString(details, p)
+	}
+	details = append(details, ']')
+	return &protocol.Error{Code: protocol.InvalidRequest, Message: e.Error(), Details: details}
+}
+
+// parseConfig reads configuration text: JSON when it starts with '{',
+// TOML otherwise. It checks every key against the schema and reports all
+// problems at once.
+func parseConfig(text []byte, source string) (tree, error) {
+	trimmed := bytes.TrimLeft(bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")), " \t\r\n")
+	var t tree
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&t); err != nil {
+			return nil, &ConfigError{Source: source, Problems: []string{"invalid JSON: " + err.Error()}}
+		}
+		if dec.More() {
+			return nil, &ConfigError{Source: source, Problems: []string{"invalid JSON: data after the object"}}
+		}
+	} else {
+		if err := toml.Unmarshal(trimmed, &t); err != nil {
+			var de *toml.DecodeError
+			if errors.As(err, &de) {
+				row, col := de.Position()
+				return nil, &ConfigError{Source: source, Problems: []string{fmt.Sprintf("line %d, column %d: %s", row, col, de.Error())}}
+			}
+			return nil, &ConfigError{Source: source, Problems: []string{"invalid TOML: " + err.Error()}}
+		}
+	}
+	if t == nil {
+		t = tree{}
+	}
+	var problems []string
+	t = normalise(t, schema, "", &problems).(tree)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return nil, &ConfigError{Source: source, Problems: problems}
+	}
+	return t, nil
+}
+
+// normalise checks v against a table's members and converts numbers to
+// int64, appending a problem for every key that is unknown or ill-typed.
+func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string) any {
+	m, _ := v.(map[string]any)
+	out := make(tree, len(m))
+	for k, val := range m {
+		path := prefix + k
+		spec, ok := keys[k]
+		if !ok {
+			*problems = append(*problems, fmt.Sprintf("unknown key %q", path))
+			continue
+		}
+		switch spec.kind {
+		case kTable:
+			if _, ok := val.(map[string]any); !ok {
+				*problems = append(*problems, fmt.Sprintf("%s must be a table", path))
+				continue
+			}
+			out[k] = normalise(val, spec.keys, path+".", problems)
+		case kString:
+			s, ok := val.(string)
+			if !ok {
+				*problems = append(*problems, fmt.Sprintf("%s must be a string", path))
+				continue
+			}
+			if spec.check != nil {
+				if err := spec.check(s); err != nil {
+					*problems = append(*problems, fmt.Sprintf("%s: %v", path, err))
+					continue
+				}
+			}
+			out[k] = s
+		case kBool:
+			b, ok := val.(bool)
+			if !ok {
+				*problems = append(*problems, fmt.Sprintf("%s must be true or false", path))
+				continue
+			}
+			out[k] = b
+		case kInt:
+			n, ok := asInt(val)
+			if !ok || n < spec.min || n > spec.max {
+				*problems = append(*problems, fmt.Sprintf("%s must be an integer from %d to %d", path, spec.min, spec.max))
+				continue
+			}
+			out[k] = n
+		}
+	}
+	return out
+}
+
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// merge applies over on top of base: a table merges key by key, any other
+// value replaces. Neither input is modified.
+func merge(base, over tree) tree {
+	out := make(tree, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		if sub, ok := v.(tree); ok {
+			if cur, ok := out[k].(tree); ok {
+				out[k] = merge(cur, sub)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// build turns a complete, checked tree into a Config.
+func build(t tree) *Config {
+	c := &Config{}
+	c.DefaultEvaluator, _ = t["default_evaluator"].(string)
+	if lim, ok := t["limits"].(tree); ok {
+		n, _ := lim["max_request_bytes"].(int64)
+		c.Limits.MaxRequestBytes = int(n)
+		n, _ = lim["max_depth"].(int64)
+		c.Limits.MaxDepth = int(n)
+	}
+	return c
+}
+
+// defaultTree is the embedded default configuration, parsed.
+func defaultTree() tree {
+	t, err := parseConfig(defaultConfigTOML, "default_config.toml")
+	if err != nil {
+		panic("clara: the embedded default configuration is invalid: " + err.Error())
+	}
+	return t
+}

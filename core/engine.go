@@ -1,0 +1,244 @@
+// Package core is Clara's engine: configuration, the request pipeline and
+// the wiring of the subsystems. It knows nothing of C or CLIPS; capi/ is a
+// thin shell that converts C strings to byte slices and back.
+//
+// An Engine is safe for concurrent use. The call path takes no lock: the
+// configuration in force and the tool registry are immutable snapshots
+// swapped atomically, so a call that started keeps the snapshot it started
+// with.
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/core/tools"
+)
+
+// The library's version; include/clara.h carries the same numbers.
+const (
+	Version       = "0.1.0"
+	VersionNumber = 1000 // major*1000000 + minor*1000 + patch
+)
+
+// Engine serves requests. Create it with New.
+type Engine struct {
+	log   *logging.Logger
+	tools *toolbox.Registry
+	now   func() time.Time
+
+	cfg   atomic.Pointer[settings]
+	cfgMu sync.Mutex // serialises Configure, Reset and SetBase
+	base  tree       // what Reset returns to: defaults plus the start-up file
+
+	defaultSink logging.Sink // the sink SetLogSink(nil) restores
+	defaultMin  logging.Level
+}
+
+// settings is one immutable configuration snapshot.
+type settings struct {
+	tree   tree
+	config *Config
+	limits protocol.Limits
+}
+
+// Options configures New. The zero value is valid.
+type Options struct {
+	Logger *logging.Logger  // where messages go; nil discards them
+	Now    func() time.Time // the clock of get_time; nil is time.Now
+}
+
+// New returns an engine on the embedded default configuration with the
+// built-in tools registered.
+func New(opts Options) *Engine {
+	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), now: opts.Now}
+	if e.log == nil {
+		e.log = &logging.Logger{}
+	}
+	e.base = defaultTree()
+	e.install(e.base)
+	e.registerBuiltins()
+	return e
+}
+
+func (e *Engine) registerBuiltins() {
+	for _, t := range tools.Builtins(e.now) {
+		if _, err := e.tools.Register(t); err != nil {
+			panic("clara: built-in tool: " + err.Error()) // a bug in this package, caught by its tests
+		}
+	}
+}
+
+func (e *Engine) install(t tree) {
+	c := build(t)
+	e.cfg.Store(&settings{tree: t, config: c, limits: protocol.Limits{
+		MaxRequestBytes: c.Limits.MaxRequestBytes,
+		MaxDepth:        c.Limits.MaxDepth,
+	}})
+}
+
+// Config returns the configuration in force. Do not modify it.
+func (e *Engine) Config() *Config { return e.cfg.Load().config }
+
+// Tools returns the engine's tool registry.
+func (e *Engine) Tools() *toolbox.Registry { return e.tools }
+
+// Logger returns the engine's logger.
+func (e *Engine) Logger() *logging.Logger { return e.log }
+
+// Evaluate serves one request and returns the response envelope.
+func (e *Engine) Evaluate(req []byte) []byte { return e.AppendEvaluate(nil, req) }
+
+var nullInput = &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: NULL input"}
+
+// AppendEvaluate serves one request and appends the response envelope to
+// dst. A nil req stands for a NULL pointer from C. It never panics: any
+// panic becomes an internal envelope, its details logged.
+func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
+	mark := len(dst)
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Logf(logging.Error, "panic while evaluating a request: %v\n%s", r, debug.Stack())
+			out = protocol.AppendError(dst[:mark], nil, protocol.InternalError(nil))
+		}
+	}()
+	if req == nil {
+		return protocol.AppendError(dst, nil, nullInput)
+	}
+	s := e.cfg.Load()
+	r, _, perr := protocol.Parse(req, s.limits, nil)
+	if perr != nil {
+		return e.fail(dst, nil, "", perr)
+	}
+	if perr := unsupported(&r); perr != nil {
+		return e.fail(dst, r.ID, "", perr)
+	}
+	name := r.Tool
+	if r.Simple {
+		name = s.config.DefaultEvaluator
+	}
+	t, ok := e.tools.Lookup(name)
+	if !ok {
+		return e.fail(dst, r.ID, name, &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name})
+	}
+	call := toolbox.Call{Session: r.Session, Arguments: r.Arguments}
+	result, perr := toolbox.Invoke(context.Background(), t, &call)
+	if perr != nil {
+		return e.fail(dst, r.ID, name, perr)
+	}
+	env := protocol.Success{ID: r.ID, Tool: name, Result: result}
+	return env.Append(dst)
+}
+
+// unsupported refuses request fields whose subsystems this build does not
+// have yet, rather than ignoring them silently.
+func unsupported(r *protocol.Request) *protocol.Error {
+	switch {
+	case r.Policy != nil:
+		return protocol.Errorf(protocol.InvalidRequest, "\"policy\" is not supported by this version of Clara (%s)", Version)
+	case r.Async:
+		return protocol.Errorf(protocol.InvalidRequest, "\"async\" is not supported by this version of Clara (%s)", Version)
+	case r.Trace:
+		return protocol.Errorf(protocol.InvalidRequest, "\"trace\" is not supported by this version of Clara (%s)", Version)
+	}
+	return nil
+}
+
+// fail writes an error envelope and logs it: internal errors at error level
+// with their cause, the others at debug level.
+func (e *Engine) fail(dst, id []byte, tool string, perr *protocol.Error) []byte {
+	if perr.Code == protocol.Internal {
+		e.log.Logf(logging.Error, "internal error in tool %q: %v", tool, perr.Cause)
+	} else if e.log.Enabled(logging.Debug) {
+		e.log.Logf(logging.Debug, "call of %q failed: %s: %s", tool, perr.Code, perr.Message)
+	}
+	return protocol.AppendError(dst, id, perr)
+}
+
+// Configure applies configuration text (JSON or TOML) on top of the
+// configuration in force, entirely or not at all, and returns an envelope
+// whose result is the configuration now in force. A nil text stands for a
+// NULL pointer from C.
+func (e *Engine) Configure(text []byte) (out []byte) {
+	defer e.recoverTo(&out, "configure")
+	if text == nil {
+		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest, "clara_configure: NULL input"))
+	}
+	over, err := parseConfig(text, "clara_configure")
+	if err != nil {
+		return protocol.AppendError(nil, nil, err.(*ConfigError).protocolError())
+	}
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	merged := merge(e.cfg.Load().tree, over)
+	e.install(merged)
+	e.log.Logf(logging.Info, "configuration changed")
+	return e.configEnvelope(merged)
+}
+
+// SetBase applies start-up configuration text (the CLARA_CONFIG file) on
+// top of the embedded defaults and makes the result what Reset returns to.
+func (e *Engine) SetBase(text []byte, source string) error {
+	over, err := parseConfig(text, source)
+	if err != nil {
+		return err
+	}
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	e.base = merge(defaultTree(), over)
+	e.install(e.base)
+	return nil
+}
+
+// Reset returns to the embedded defaults plus the start-up file and drops
+// every tool that is not built in. The envelope's result is the
+// configuration now in force.
+func (e *Engine) Reset() (out []byte) {
+	defer e.recoverTo(&out, "reset")
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	e.install(e.base)
+	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
+	e.registerBuiltins() // a host may have replaced a built-in by name
+	return e.configEnvelope(e.base)
+}
+
+func (e *Engine) configEnvelope(t tree) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t); err != nil {
+		panic(fmt.Sprintf("encoding the configuration: %v", err))
+	}
+	result := bytes.TrimRight(buf.Bytes(), "\n")
+	env := protocol.Success{Result: []byte(`{"config":` + string(result) + `}`)}
+	return env.Append(nil)
+}
+
+func (e *Engine) recoverTo(out *[]byte, what string) {
+	if r := recover(); r != nil {
+		e.log.Logf(logging.Error, "panic in %s: %v\n%s", what, r, debug.Stack())
+		*out = protocol.AppendError(nil, nil, protocol.InternalError(nil))
+	}
+}
+
+// SetLogSink sends the engine's messages at min and above to sink. A nil
+// sink restores the default chosen at start-up (stderr at CLARA_LOG's
+// level). When it returns, the previous sink is not running and will not be
+// called again.
+func (e *Engine) SetLogSink(sink logging.Sink, min logging.Level) {
+	if sink == nil {
+		e.log.SetSink(e.defaultSink, e.defaultMin)
+		return
+	}
+	e.log.SetSink(sink, min)
+}

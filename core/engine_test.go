@@ -1,0 +1,277 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+var fixed = time.Date(2026, 11, 21, 21, 15, 37, 123e6, time.UTC)
+
+func newEngine(t testing.TB) *core.Engine {
+	t.Helper()
+	return core.New(core.Options{Now: func() time.Time { return fixed }})
+}
+
+func TestEvaluate_envelopes(t *testing.T) {
+	e := newEngine(t)
+	cases := []struct{ in, want string }{
+		// Simple form: the whole object goes to the default evaluator.
+		{`{"question":"what is 2+2?"}`, `{"status":"success","tool":"echo","result":{"question":"what is 2+2?"}}`},
+		{` {"a" : [1, 2, {"b" : null}]}  `, `{"status":"success","tool":"echo","result":{"a":[1,2,{"b":null}]}}`},
+		{`{"id":5,"session":"x"}`, `{"status":"success","tool":"echo","result":{"id":5,"session":"x"}}`},
+		// Explicit form.
+		{`{"tool":"echo","arguments":{"message":"hello"}}`, `{"status":"success","tool":"echo","result":{"message":"hello"}}`},
+		{`{"tool":"echo"}`, `{"status":"success","tool":"echo","result":{}}`},
+		{`{"tool":"echo","arguments":{"s":"\u0000\"\\é🎉"},"id":"r1"}`, `{"status":"success","id":"r1","tool":"echo","result":{"s":"\u0000\"\\é🎉"}}`},
+		{`{"id":7,"tool":"echo","session":"s1","arguments":{}}`, `{"status":"success","id":7,"tool":"echo","result":{}}`},
+		{`{"tool":"get_time"}`, `{"status":"success","tool":"get_time","result":{"time":"2026-11-21T21:15:37.123+00:00","timezone":"UTC","unix":1795295737}}`},
+		{`{"tool":"get_time","arguments":{"timezone":"Asia/Kolkata"}}`, `{"status":"success","tool":"get_time","result":{"time":"2026-11-22T02:45:37.123+05:30","timezone":"Asia/Kolkata","unix":1795295737}}`},
+		// Errors.
+		{``, `{"status":"error","error":"invalid_json","message":"Invalid JSON: empty input"}`},
+		{`{"a":`, `{"status":"error","error":"invalid_json","message":"Invalid JSON: unexpected end of input at byte 5"}`},
+		{`[1]`, `{"status":"error","error":"invalid_json","message":"Invalid JSON: the request must be an object, got an array"}`},
+		{"{\"a\":\"\xc3\x28\"}", `{"status":"error","error":"invalid_json","message":"Invalid JSON: invalid UTF-8 at byte 6"}`},
+		{`{"tool":"nonexistent"}`, `{"status":"error","error":"unknown_tool","message":"Tool not found: nonexistent"}`},
+		{`{"tool":"nope","id":"q"}`, `{"status":"error","id":"q","error":"unknown_tool","message":"Tool not found: nope"}`},
+		{`{"tool":["echo"]}`, `{"status":"error","error":"invalid_request","message":"\"tool\" must be a non-empty string, got an array"}`},
+		{`{"tool":"echo","arguments":5}`, `{"status":"error","error":"invalid_request","message":"\"arguments\" must be an object, got a number"}`},
+		{`{"tool":"get_time","arguments":{"timezone":"Mars/Base"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown timezone \"Mars/Base\" (use an IANA name such as \"Europe/Paris\")"}`},
+		{`{"tool":"get_time","arguments":{"tz":"UTC"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown argument \"tz\" (known: timezone)"}`},
+		{`{"tool":"echo","async":true}`, `{"status":"error","error":"invalid_request","message":"\"async\" is not supported by this version of Clara (0.1.0)"}`},
+	}
+	for _, c := range cases {
+		got := string(e.Evaluate([]byte(c.in)))
+		if got != c.want {
+			t.Errorf("Evaluate(%q)\n got %s\nwant %s", c.in, got, c.want)
+		}
+		if !json.Valid([]byte(got)) {
+			t.Errorf("Evaluate(%q) is not JSON: %s", c.in, got)
+		}
+	}
+	if got := string(e.Evaluate(nil)); got != `{"status":"error","error":"invalid_json","message":"Invalid JSON: NULL input"}` {
+		t.Errorf("Evaluate(nil) = %s", got)
+	}
+}
+
+func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	log := logging.New(func(l logging.Level, m string) { mu.Lock(); fmt.Fprintf(&logged, "%s %s\n", l, m); mu.Unlock() }, logging.Debug)
+	e := core.New(core.Options{Logger: log})
+	reg := func(name, returns string, run toolbox.Func) {
+		if _, err := e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: name, Returns: returns}, Run: run}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("fails", "", func(context.Context, *toolbox.Call) ([]byte, error) { return nil, errors.New("disk on fire") })
+	reg("panics", "", func(context.Context, *toolbox.Call) ([]byte, error) { panic("boom") })
+	reg("badjson", "", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(`{"a":`), nil })
+	reg("spaced", "", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(` { "a" : 1 } `), nil })
+	reg("text", "string", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte("line\n\"q\"\xff"), nil })
+	reg("nothing", "", func(context.Context, *toolbox.Call) ([]byte, error) { return nil, nil })
+	cases := []struct{ in, want string }{
+		{`{"tool":"fails"}`, `{"status":"error","error":"tool_failed","message":"disk on fire"}`},
+		{`{"tool":"panics"}`, `{"status":"error","error":"internal","message":"internal error"}`},
+		{`{"tool":"badjson"}`, `{"status":"error","error":"tool_failed","message":"tool \"badjson\" returned invalid JSON: unexpected end of input at byte 5"}`},
+		{`{"tool":"spaced"}`, `{"status":"success","tool":"spaced","result":{"a":1}}`},
+		{`{"tool":"text"}`, `{"status":"success","tool":"text","result":"line\n\"q\"` + "\uFFFD" + `"}`},
+		{`{"tool":"nothing"}`, `{"status":"success","tool":"nothing","result":null}`},
+	}
+	for _, c := range cases {
+		if got := string(e.Evaluate([]byte(c.in))); got != c.want {
+			t.Errorf("Evaluate(%q)\n got %s\nwant %s", c.in, got, c.want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), `panic in tool "panics": boom`) {
+		t.Errorf("the panic's cause is not in the log:\n%s", logged.String())
+	}
+}
+
+func TestConfigure(t *testing.T) {
+	e := newEngine(t)
+	got := string(e.Configure([]byte("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 3\n")))
+	want := `{"status":"success","result":{"config":{"default_evaluator":"get_time","limits":{"max_depth":3,"max_request_bytes":16777216}}}}`
+	if got != want {
+		t.Fatalf("Configure TOML\n got %s\nwant %s", got, want)
+	}
+	if got := string(e.Evaluate([]byte(`{}`))); !strings.HasPrefix(got, `{"status":"success","tool":"get_time"`) {
+		t.Errorf("default evaluator not applied: %s", got)
+	}
+	if got := string(e.Evaluate([]byte(`{"a":[[[1]]]}`))); got != `{"status":"error","error":"invalid_request","message":"request nests deeper than limits.max_depth (3) at byte 7"}` {
+		t.Errorf("max_depth not applied: %s", got)
+	}
+	// JSON merges key by key.
+	got = string(e.Configure([]byte(`{"limits":{"max_request_bytes":10}}`)))
+	want = `{"status":"success","result":{"config":{"default_evaluator":"get_time","limits":{"max_depth":3,"max_request_bytes":10}}}}`
+	if got != want {
+		t.Fatalf("Configure JSON\n got %s\nwant %s", got, want)
+	}
+	// Errors apply nothing and list every problem.
+	got = string(e.Configure([]byte("default_evaluator = 5\nbogus = 1\n[limits]\nmax_depth = 0\ntypo = true\n")))
+	want = `{"status":"error","error":"invalid_request","message":"clara_configure: 4 problems: default_evaluator must be a string; limits.max_depth must be an integer from 1 to 1048576; unknown key \"bogus\"; unknown key \"limits.typo\"","details":["default_evaluator must be a string","limits.max_depth must be an integer from 1 to 1048576","unknown key \"bogus\"","unknown key \"limits.typo\""]}`
+	if got != want {
+		t.Fatalf("Configure errors\n got %s\nwant %s", got, want)
+	}
+	if e.Config().Limits.MaxDepth != 3 || e.Config().DefaultEvaluator != "get_time" {
+		t.Errorf("a failed configure changed the configuration: %+v", e.Config())
+	}
+	for _, bad := range []string{"a = ", `{"a":`, `{"default_evaluator":"has space"}`, `{"limits":5}`, `{"limits":{"max_depth":1.5}}`, `{} {}`} {
+		if got := string(e.Configure([]byte(bad))); !strings.HasPrefix(got, `{"status":"error","error":"invalid_request","message":"clara_configure: `) {
+			t.Errorf("Configure(%q) = %s", bad, got)
+		}
+	}
+	if got := string(e.Configure(nil)); got != `{"status":"error","error":"invalid_request","message":"clara_configure: NULL input"}` {
+		t.Errorf("Configure(nil) = %s", got)
+	}
+	if got := string(e.Configure([]byte(""))); !strings.HasPrefix(got, `{"status":"success"`) {
+		t.Errorf("empty configuration should change nothing: %s", got)
+	}
+	// Reset returns to the defaults and drops registered tools.
+	e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "mine"}, Run: func(context.Context, *toolbox.Call) ([]byte, error) { return nil, nil }})
+	got = string(e.Reset())
+	want = `{"status":"success","result":{"config":{"default_evaluator":"echo","limits":{"max_depth":512,"max_request_bytes":16777216}}}}`
+	if got != want {
+		t.Fatalf("Reset\n got %s\nwant %s", got, want)
+	}
+	if _, ok := e.Tools().Lookup("mine"); ok {
+		t.Error("Reset kept a registered tool")
+	}
+	if _, ok := e.Tools().Lookup("echo"); !ok {
+		t.Error("Reset dropped a built-in tool")
+	}
+}
+
+func TestConfigure_tomlErrorHasPosition(t *testing.T) {
+	got := string(newEngine(t).Configure([]byte("[limits]\nmax_depth = = 3\n")))
+	if !strings.Contains(got, `clara_configure: line 2, column`) {
+		t.Errorf("no position in %s", got)
+	}
+}
+
+func TestFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/clara.toml"
+	if err := writeFile(path, "default_evaluator = \"get_time\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	env := map[string]string{"CLARA_CONFIG": path, "CLARA_LOG": "info"}
+	e := core.FromEnvironment(func(k string) string { return env[k] }, &stderr)
+	if e.Config().DefaultEvaluator != "get_time" {
+		t.Fatalf("CLARA_CONFIG not applied: %+v", e.Config())
+	}
+	e.Configure([]byte(`default_evaluator = "echo"`))
+	e.Reset()
+	if e.Config().DefaultEvaluator != "get_time" {
+		t.Errorf("Reset did not return to CLARA_CONFIG: %+v", e.Config())
+	}
+	if !strings.Contains(stderr.String(), "clara info: configuration loaded from "+path) {
+		t.Errorf("stderr: %q", stderr.String())
+	}
+
+	stderr = syncBuffer{}
+	env = map[string]string{"CLARA_CONFIG": dir + "/missing.toml", "CLARA_LOG": "loud"}
+	e = core.FromEnvironment(func(k string) string { return env[k] }, &stderr)
+	if e.Config().DefaultEvaluator != "echo" {
+		t.Errorf("a missing CLARA_CONFIG changed the configuration")
+	}
+	out := stderr.String()
+	if !strings.Contains(out, `CLARA_LOG="loud" is not one of`) || !strings.Contains(out, "CLARA_CONFIG ignored: reading "+dir+"/missing.toml") {
+		t.Errorf("stderr: %q", out)
+	}
+	// A host's sink replaces stderr; nil restores it.
+	var got []string
+	e.SetLogSink(func(l logging.Level, m string) { got = append(got, m) }, logging.Debug)
+	e.Evaluate([]byte(`{"tool":"nope"}`))
+	if len(got) != 1 || !strings.Contains(got[0], `call of "nope" failed: unknown_tool`) {
+		t.Errorf("sink got %q", got)
+	}
+	e.SetLogSink(nil, 0)
+	e.Evaluate([]byte(`{"tool":"nope"}`))
+	if len(got) != 1 {
+		t.Errorf("old sink still called")
+	}
+}
+
+// TestEngine_concurrentUse runs calls while the configuration and the
+// registry change under them (run with -race).
+func TestEngine_concurrentUse(t *testing.T) {
+	e := newEngine(t)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			req := []byte(fmt.Sprintf(`{"tool":"echo","arguments":{"g":%d}}`, g))
+			want := fmt.Sprintf(`{"status":"success","tool":"echo","result":{"g":%d}}`, g)
+			for i := 0; i < 2000; i++ {
+				if got := string(e.Evaluate(req)); got != want {
+					t.Errorf("got %s", got)
+					return
+				}
+				if got := e.Evaluate([]byte(`{"tool":"churn"}`)); !bytes.Contains(got, []byte(`"status"`)) {
+					t.Errorf("got %s", got)
+					return
+				}
+			}
+		}(g)
+	}
+	churned := make(chan struct{})
+	go func() {
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "churn"}, Run: func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
+			e.Configure([]byte(fmt.Sprintf(`{"limits":{"max_depth":%d}}`, 100+i%10)))
+			e.Tools().Unregister("churn")
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-churned
+}
+
+func BenchmarkEvaluate_echo(b *testing.B) {
+	e := newEngine(b)
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+	b.StopTimer()
+	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
+		b.Fatal(string(buf))
+	}
+}
+
+func BenchmarkEvaluate_echo_parallel(b *testing.B) {
+	e := newEngine(b)
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 256)
+		for pb.Next() {
+			buf = e.AppendEvaluate(buf[:0], req)
+		}
+	})
+}

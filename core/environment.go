@@ -1,0 +1,54 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/clara-lib/clara/core/logging"
+)
+
+// FromEnvironment builds the engine a host process gets when it loads the
+// library, reading:
+//
+//   - CLARA_LOG: debug, info, warn, error or off: the level of messages
+//     written to stderr while no log handler is set. Unset, only errors
+//     are written (a bad CLARA_CONFIG, a recovered panic).
+//   - CLARA_CONFIG: a configuration file (TOML or JSON) applied on top of
+//     the embedded defaults; it is also what Reset returns to. A file that
+//     cannot be read or is invalid is reported on the log and ignored.
+//
+// getenv is os.Getenv outside tests; stderr is os.Stderr.
+func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
+	min := logging.Error
+	var badLevel string
+	if v := getenv("CLARA_LOG"); v != "" {
+		if l, ok := logging.ParseLevel(v); ok {
+			min = l
+		} else {
+			badLevel = v
+		}
+	}
+	sink := logging.WriterSink(stderr)
+	e := New(Options{Logger: logging.New(sink, min)})
+	e.defaultSink, e.defaultMin = sink, min
+	if badLevel != "" {
+		e.log.Logf(logging.Error, "CLARA_LOG=%q is not one of debug, info, warn, error, off; logging errors only", badLevel)
+	}
+	if path := getenv("CLARA_CONFIG"); path != "" {
+		if err := e.loadBaseFile(path); err != nil {
+			e.log.Logf(logging.Error, "CLARA_CONFIG ignored: %v", err)
+		} else {
+			e.log.Logf(logging.Info, "configuration loaded from %s", path)
+		}
+	}
+	return e
+}
+
+func (e *Engine) loadBaseFile(path string) error {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return e.SetBase(text, path)
+}

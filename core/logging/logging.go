@@ -1,0 +1,128 @@
+// Package logging is Clara's leveled log with a replaceable sink.
+//
+// The level check is one atomic load, so disabled logging costs nothing on
+// the hot path. A Logger is safe for concurrent use: Log may run on any
+// goroutine, and SetSink waits for calls of the old sink to finish, so that
+// once SetSink returns the old sink is never called again (a C host may free
+// what its handler used).
+package logging
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Level orders messages. The values are part of the C ABI (CLARA_LOG_* in
+// clara.h): never renumber.
+type Level int32
+
+const (
+	Debug Level = 0
+	Info  Level = 1
+	Warn  Level = 2
+	Error Level = 3
+	// Off is above every level: a sink with this minimum receives nothing.
+	Off Level = 4
+)
+
+func (l Level) String() string {
+	switch l {
+	case Debug:
+		return "debug"
+	case Info:
+		return "info"
+	case Warn:
+		return "warn"
+	case Error:
+		return "error"
+	}
+	return "off"
+}
+
+// ParseLevel reads the names accepted by CLARA_LOG: debug, info, warn (or
+// warning), error, off.
+func ParseLevel(s string) (Level, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return Debug, true
+	case "info":
+		return Info, true
+	case "warn", "warning":
+		return Warn, true
+	case "error":
+		return Error, true
+	case "off", "none":
+		return Off, true
+	}
+	return Off, false
+}
+
+// Sink receives messages at or above the Logger's minimum level.
+type Sink func(level Level, message string)
+
+// Logger is a leveled log. The zero value discards everything.
+type Logger struct {
+	min  atomic.Int32 // Off when no sink
+	mu   sync.RWMutex // held for reading while a sink runs
+	sink Sink
+}
+
+// New returns a Logger sending messages at min or above to sink.
+func New(sink Sink, min Level) *Logger {
+	l := &Logger{}
+	l.SetSink(sink, min)
+	return l
+}
+
+// SetSink replaces the sink and the minimum level. A nil sink discards
+// everything. It returns once no call of the previous sink is running.
+func (l *Logger) SetSink(sink Sink, min Level) {
+	if sink == nil {
+		min = Off
+	}
+	l.mu.Lock()
+	l.sink = sink
+	l.min.Store(int32(min))
+	l.mu.Unlock()
+}
+
+// Enabled reports whether a message at level would reach the sink.
+func (l *Logger) Enabled(level Level) bool {
+	return l != nil && int32(level) >= l.min.Load()
+}
+
+// Log sends message at level to the sink, if enabled.
+func (l *Logger) Log(level Level, message string) {
+	if !l.Enabled(level) {
+		return
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.sink != nil && int32(level) >= l.min.Load() {
+		l.sink(level, message)
+	}
+}
+
+// Logf formats and logs; the arguments are not formatted when the level is
+// disabled.
+func (l *Logger) Logf(level Level, format string, args ...any) {
+	if l.Enabled(level) {
+		l.Log(level, fmt.Sprintf(format, args...))
+	}
+}
+
+// WriterSink writes one line per message to w ("2026-01-02T15:04:05Z clara
+// warn: message"), serialised so that lines never interleave.
+func WriterSink(w io.Writer) Sink {
+	var mu sync.Mutex
+	return func(level Level, message string) {
+		line := fmt.Sprintf("%s clara %s: %s\n", time.Now().UTC().Format(time.RFC3339), level, message)
+		mu.Lock()
+		_, _ = io.WriteString(w, line)
+		mu.Unlock()
+	}
+}

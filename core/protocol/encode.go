@@ -1,0 +1,146 @@
+package protocol
+
+import (
+	"unicode/utf8"
+)
+
+// Success is a success envelope. Result is raw JSON (already valid and
+// compact); the other fields are optional.
+type Success struct {
+	ID        []byte // raw JSON string or number, echoed from the request
+	Tool      string
+	Result    []byte
+	Truncated bool
+}
+
+// Append writes the envelope to dst:
+// {"status":"success","id":…,"tool":…,"result":…,"truncated":true}.
+func (s *Success) Append(dst []byte) []byte {
+	dst = append(dst, `{"status":"success"`...)
+	if s.ID != nil {
+		dst = append(dst, `,"id":`...)
+		dst = append(dst, s.ID...)
+	}
+	if s.Tool != "" {
+		dst = append(dst, `,"tool":`...)
+		dst = AppendString(dst, s.Tool)
+	}
+	dst = append(dst, `,"result":`...)
+	if len(s.Result) == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, s.Result...)
+	}
+	if s.Truncated {
+		dst = append(dst, `,"truncated":true`...)
+	}
+	return append(dst, '}')
+}
+
+// AppendError writes an error envelope to dst:
+// {"status":"error","id":…,"error":"code","message":"…","details":…}.
+// id may be nil.
+func AppendError(dst []byte, id []byte, e *Error) []byte {
+	dst = append(dst, `{"status":"error"`...)
+	if id != nil {
+		dst = append(dst, `,"id":`...)
+		dst = append(dst, id...)
+	}
+	dst = append(dst, `,"error":`...)
+	dst = AppendString(dst, string(e.Code))
+	dst = append(dst, `,"message":`...)
+	dst = AppendString(dst, e.Message)
+	if len(e.Details) > 0 {
+		dst = append(dst, `,"details":`...)
+		dst = append(dst, e.Details...)
+	}
+	return append(dst, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// needsEscape marks the ASCII bytes that cannot appear raw in a JSON string.
+var needsEscape = func() (t [utf8.RuneSelf]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'] = true
+	t['\\'] = true
+	return t
+}()
+
+// AppendString writes s as a JSON string. Control characters are escaped
+// (\n, \t, … or \u00XX, so NUL becomes \u0000); every other character is
+// written as UTF-8; bytes that are not valid UTF-8 become U+FFFD, so the
+// output is always valid JSON.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !needsEscape[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += n
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// AppendCompact writes src without the whitespace between its tokens. src
+// must be valid JSON (Scan accepted it); strings are copied unchanged.
+func AppendCompact(dst, src []byte) []byte {
+	inString := false
+	start := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte cannot end the string
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case ' ', '\t', '\n', '\r':
+			dst = append(dst, src[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, src[start:]...)
+}

@@ -1,0 +1,67 @@
+package protocol
+
+import (
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+)
+
+// Kind is the type of a value found by Get. The numbering is part of the C
+// ABI (CLARA_JSON_* in clara.h): never renumber.
+type Kind int
+
+const (
+	KindMissing Kind = iota // nothing at the path
+	KindNull
+	KindFalse
+	KindTrue
+	KindInteger // fits a signed 64-bit integer
+	KindFloat   // any other number
+	KindString
+	KindArray
+	KindObject
+)
+
+// Get returns the value at a gjson path in doc, which must be valid JSON (it
+// is checked with Scan and maxDepth first). The text is the unescaped value
+// for strings, the number as written for numbers, compact JSON for arrays
+// and objects, and "null", "true" or "false"; it is empty when Missing.
+func Get(doc []byte, path string, maxDepth int) (Kind, string, *ScanError) {
+	sc, err := Scan(doc, maxDepth)
+	if err != nil {
+		return KindMissing, "", err
+	}
+	src := unsafe.String(unsafe.SliceData(doc), len(doc))
+	if sc.Spaced {
+		src = string(AppendCompact(nil, doc[sc.Start:sc.End]))
+	}
+	v := gjson.Get(src, path)
+	switch v.Type {
+	case gjson.Null:
+		if !v.Exists() {
+			return KindMissing, "", nil
+		}
+		return KindNull, "null", nil
+	case gjson.False:
+		return KindFalse, "false", nil
+	case gjson.True:
+		return KindTrue, "true", nil
+	case gjson.String:
+		return KindString, strings.Clone(v.Str), nil
+	case gjson.Number:
+		raw := strings.Clone(v.Raw)
+		if !strings.ContainsAny(raw, ".eE") {
+			if _, perr := strconv.ParseInt(raw, 10, 64); perr == nil {
+				return KindInteger, raw, nil
+			}
+		}
+		return KindFloat, raw, nil
+	}
+	raw := strings.Clone(v.Raw)
+	if v.IsArray() {
+		return KindArray, raw, nil
+	}
+	return KindObject, raw, nil
+}

@@ -1,0 +1,304 @@
+package protocol
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Scanned describes a document that Scan accepted.
+type Scanned struct {
+	Start, End int  // the top-level value is data[Start:End] (outer whitespace trimmed)
+	Spaced     bool // whitespace between tokens inside the value: Compact would change it
+	Depth      int  // deepest nesting of arrays and objects (a scalar is 0)
+}
+
+// ScanError says where and why Scan refused a document.
+type ScanError struct {
+	Offset   int    // byte offset of the problem
+	Reason   string // what is wrong, for people
+	TooDeep  bool   // the document is valid so far but nests deeper than allowed
+	MaxDepth int
+}
+
+func (e *ScanError) Error() string {
+	if e.TooDeep {
+		return fmt.Sprintf("nested deeper than %d levels at byte %d", e.MaxDepth, e.Offset)
+	}
+	return fmt.Sprintf("%s at byte %d", e.Reason, e.Offset)
+}
+
+// Scan checks that data holds exactly one JSON value (RFC 8259) in valid
+// UTF-8, nested at most maxDepth arrays and objects deep. It never recurses,
+// so a hostile depth costs nothing but the scan, and it stops at the first
+// problem.
+func Scan(data []byte, maxDepth int) (Scanned, *ScanError) {
+	s := scanner{data: data, maxDepth: maxDepth}
+	var small [64]byte // container stack; deeper documents grow it on the heap
+	s.stack = small[:0]
+	return s.run()
+}
+
+type scanner struct {
+	data     []byte
+	i        int
+	stack    []byte // '{' or '[' per open container
+	maxDepth int
+	depth    int
+	spaced   bool
+	opened   bool // value() opened a non-empty container
+}
+
+func (s *scanner) fail(reason string) *ScanError {
+	return &ScanError{Offset: s.i, Reason: reason}
+}
+
+func (s *scanner) unexpected() *ScanError {
+	if s.i >= len(s.data) {
+		return s.fail("unexpected end of input")
+	}
+	return s.fail("unexpected " + describe(s.data[s.i]))
+}
+
+func describe(c byte) string {
+	if c < 0x20 || c >= 0x7f {
+		return fmt.Sprintf("byte 0x%02x", c)
+	}
+	return fmt.Sprintf("character '%c'", c)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skip passes whitespace and reports whether there was any.
+func (s *scanner) skip() bool {
+	start := s.i
+	for s.i < len(s.data) && isSpace(s.data[s.i]) {
+		s.i++
+	}
+	return s.i != start
+}
+
+// inner skips whitespace between tokens, noting that the document is not compact.
+func (s *scanner) inner() {
+	if s.skip() {
+		s.spaced = true
+	}
+}
+
+func (s *scanner) run() (Scanned, *ScanError) {
+	s.skip()
+	start := s.i
+	if s.i >= len(s.data) {
+		return Scanned{}, s.fail("no value")
+	}
+	expectValue := true
+	for {
+		if expectValue {
+			if err := s.value(); err != nil {
+				return Scanned{}, err
+			}
+			// value() leaves s.i either after a scalar or a closed empty
+			// container (stack unchanged), or inside a container it opened
+			// and positioned at its first element.
+			if s.opened {
+				s.opened = false
+				continue
+			}
+			expectValue = false
+		}
+		if len(s.stack) == 0 {
+			end := s.i
+			s.skip()
+			if s.i != len(s.data) {
+				return Scanned{}, s.fail("unexpected data after the value")
+			}
+			return Scanned{Start: start, End: end, Spaced: s.spaced, Depth: s.depth}, nil
+		}
+		s.inner()
+		if s.i >= len(s.data) {
+			return Scanned{}, s.unexpected()
+		}
+		top := s.stack[len(s.stack)-1]
+		switch c := s.data[s.i]; {
+		case c == ',':
+			s.i++
+			s.inner()
+			if top == '{' {
+				if err := s.key(); err != nil {
+					return Scanned{}, err
+				}
+			}
+			expectValue = true
+		case (top == '{' && c == '}') || (top == '[' && c == ']'):
+			s.i++
+			s.stack = s.stack[:len(s.stack)-1]
+		default:
+			return Scanned{}, s.unexpected()
+		}
+	}
+}
+
+// value consumes one scalar or an empty container, or opens a non-empty
+// container (setting s.opened) and stops at its first element's value.
+func (s *scanner) value() *ScanError {
+	if s.i >= len(s.data) {
+		return s.unexpected()
+	}
+	switch c := s.data[s.i]; c {
+	case '{', '[':
+		if len(s.stack) >= s.maxDepth {
+			return &ScanError{Offset: s.i, TooDeep: true, MaxDepth: s.maxDepth}
+		}
+		s.i++
+		s.inner()
+		closer := byte('}')
+		if c == '[' {
+			closer = ']'
+		}
+		if s.i < len(s.data) && s.data[s.i] == closer {
+			s.i++
+			if len(s.stack)+1 > s.depth {
+				s.depth = len(s.stack) + 1
+			}
+			return nil
+		}
+		s.stack = append(s.stack, c)
+		if len(s.stack) > s.depth {
+			s.depth = len(s.stack)
+		}
+		s.opened = true
+		if c == '{' {
+			return s.key()
+		}
+		return nil
+	case '"':
+		return s.str()
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return s.number()
+		}
+		return s.unexpected()
+	}
+}
+
+// key consumes `"name" :` and the whitespace before the member's value.
+func (s *scanner) key() *ScanError {
+	if s.i >= len(s.data) {
+		return s.unexpected()
+	}
+	if s.data[s.i] != '"' {
+		return s.fail(fmt.Sprintf("expected a string key, got %s", describe(s.data[s.i])))
+	}
+	if err := s.str(); err != nil {
+		return err
+	}
+	s.inner()
+	if s.i >= len(s.data) {
+		return s.unexpected()
+	}
+	if s.data[s.i] != ':' {
+		return s.fail("expected ':' after an object key")
+	}
+	s.i++
+	s.inner()
+	return nil
+}
+
+func (s *scanner) literal(word string) *ScanError {
+	if len(s.data)-s.i < len(word) || string(s.data[s.i:s.i+len(word)]) != word {
+		return s.unexpected()
+	}
+	s.i += len(word)
+	return nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func (s *scanner) number() *ScanError {
+	d := s.data
+	if d[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i < len(d) && d[s.i] == '0':
+		s.i++
+	case s.i < len(d) && d[s.i] >= '1' && d[s.i] <= '9':
+		for s.i < len(d) && isDigit(d[s.i]) {
+			s.i++
+		}
+	default:
+		return s.fail("invalid number")
+	}
+	if s.i < len(d) && d[s.i] == '.' {
+		s.i++
+		if s.i >= len(d) || !isDigit(d[s.i]) {
+			return s.fail("invalid number")
+		}
+		for s.i < len(d) && isDigit(d[s.i]) {
+			s.i++
+		}
+	}
+	if s.i < len(d) && (d[s.i] == 'e' || d[s.i] == 'E') {
+		s.i++
+		if s.i < len(d) && (d[s.i] == '+' || d[s.i] == '-') {
+			s.i++
+		}
+		if s.i >= len(d) || !isDigit(d[s.i]) {
+			return s.fail("invalid number")
+		}
+		for s.i < len(d) && isDigit(d[s.i]) {
+			s.i++
+		}
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// str consumes a string literal, checking escapes and UTF-8.
+func (s *scanner) str() *ScanError {
+	d := s.data
+	s.i++ // opening quote
+	for s.i < len(d) {
+		c := d[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return nil
+		case c == '\\':
+			s.i++
+			if s.i >= len(d) {
+				return s.unexpected()
+			}
+			switch d[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				if len(d)-s.i < 5 || !isHex(d[s.i+1]) || !isHex(d[s.i+2]) || !isHex(d[s.i+3]) || !isHex(d[s.i+4]) {
+					return s.fail("invalid \\u escape")
+				}
+				s.i += 5
+			default:
+				return s.fail("invalid escape")
+			}
+		case c < 0x20:
+			return s.fail("control character in string")
+		case c < utf8.RuneSelf:
+			s.i++
+		default:
+			r, n := utf8.DecodeRune(d[s.i:])
+			if r == utf8.RuneError && n <= 1 {
+				return s.fail("invalid UTF-8")
+			}
+			s.i += n
+		}
+	}
+	return s.fail("unterminated string")
+}
