@@ -1,0 +1,61 @@
+/* shim.c - the public clara_* functions of clara.h.
+ *
+ * Each function that needs the Go core is a one-line call of a Go export
+ * (claraGo*, see exports.go) that adds the const the cgo prototypes lack
+ * and passes string lengths, so Go never calls strlen through cgo. The
+ * functions that need no Go (version, free, strerror) are plain C. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "clara.h"
+#include "shim.h"
+#include "_cgo_export.h"
+
+const char *clara_version(void) { return CLARA_VERSION; }
+
+int clara_version_number(void) { return CLARA_VERSION_NUMBER; }
+
+char *clara_evaluate(const char *request_json) {
+    return claraGoEvaluate((char *)request_json, request_json ? strlen(request_json) : 0);
+}
+
+void clara_free_string(char *s) { free(s); }
+
+char *clara_configure(const char *config) {
+    return claraGoConfigure((char *)config, config ? strlen(config) : 0);
+}
+
+char *clara_reset(void) { return claraGoReset(); }
+
+int clara_json_get(const char *json, const char *path, char **text, size_t *length) {
+    if (text != NULL) *text = NULL;
+    if (length != NULL) *length = 0;
+    if (json == NULL || path == NULL || text == NULL) return -CLARA_EINVAL;
+    return claraGoJSONGet((char *)json, strlen(json), (char *)path, strlen(path), text, length);
+}
+
+void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
+    claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
+}
+
+const char *clara_strerror(int code) {
+    switch (code < 0 ? -code : code) {
+    case CLARA_OK: return "success";
+    case CLARA_EINVAL: return "invalid argument";
+    case CLARA_ENOMEM: return "out of memory";
+    case CLARA_EINTERNAL: return "internal error (see the log)";
+    default: return "unknown status code";
+    }
+}
+
+char *shim_copy_out(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (s == NULL) return NULL;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message) {
+    fn((void *)userdata, level, message);
+}

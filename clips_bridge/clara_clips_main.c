@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clara-clips - a CLIPS shell with Clara's functions built in.
+ *
+ * usage: clara-clips [--config PATH] [--evaluator NAME] [CLIPS options]
+ *
+ *   --config PATH     apply a Clara configuration file (TOML or JSON)
+ *   --evaluator NAME  the tool of simple-form requests, e.g. echo
+ *   -f FILE.clp       run the commands in FILE (batch), as clips -f does
+ *   -f2 FILE          the same, without echoing the commands
+ *   -l FILE           load the constructs in FILE
+ *   -h, --help        this text
+ *   --version         Clara's and CLIPS's versions
+ *
+ * Without -f, CLIPS's own interactive command loop runs. When standard
+ * input ends (Ctrl-D, or the end of a pipe or of /dev/null after a batch
+ * file), clara-clips exits with status 0 instead of waiting forever as the
+ * plain clips shell does. Exit status: what (exit N) gives, 0 at the end of
+ * input, or 2 when an option or the configuration is invalid.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clips.h"
+
+#include "clara.h"
+#include "clara_clips.h"
+
+static const char usage[] =
+    "usage: clara-clips [--config PATH] [--evaluator NAME] [-f FILE.clp | -f2 FILE | -l FILE]...\n"
+    "       clara-clips --help | --version\n";
+
+/* Reads a whole file into a malloc'd NUL-terminated string. */
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0, cap = 0, n;
+    if (f == NULL) return NULL;
+    do {
+        if (cap - len < 4096) {
+            char *grown = realloc(text, cap = cap * 2 + 4096);
+            if (grown == NULL) break;
+            text = grown;
+        }
+        n = fread(text + len, 1, cap - len - 1, f);
+        len += n;
+    } while (n > 0);
+    if (ferror(f) || text == NULL) {
+        free(text);
+        text = NULL;
+    } else {
+        text[len] = '\0';
+    }
+    fclose(f);
+    return text;
+}
+
+/* Applies configuration text; prints Clara's message and returns 0 when it
+ * is refused. */
+static int configure(const char *text, const char *what) {
+    char *response = clara_configure(text), *message = NULL, *status = NULL;
+    int ok;
+    if (response == NULL) {
+        fprintf(stderr, "clara-clips: %s: out of memory\n", what);
+        return 0;
+    }
+    clara_json_get(response, "status", &status, NULL);
+    ok = status != NULL && strcmp(status, "success") == 0;
+    if (!ok) {
+        clara_json_get(response, "message", &message, NULL);
+        fprintf(stderr, "clara-clips: %s: %s\n", what, message ? message : response);
+    }
+    clara_free_string(message);
+    clara_free_string(status);
+    clara_free_string(response);
+    return ok;
+}
+
+/* A router for "stdin" below CLIPS's batch router: batch files are read
+ * first, then standard input, and its end ends the program. */
+#define STDIN_ROUTER_PRIORITY 10
+
+#if defined(UNBOUNDED) && defined(UDFHasNextArgument) /* CLIPS 6.4x */
+static bool stdin_query(Environment *env, const char *name, void *context) {
+    (void)env, (void)context;
+    return strcmp(name, STDIN) == 0;
+}
+static int stdin_read(Environment *env, const char *name, void *context) {
+    int ch = getc(stdin);
+    (void)name, (void)context;
+    if (ch == EOF) {
+        WriteString(env, STDOUT, "\n");
+        ExitRouter(env, EXIT_SUCCESS);
+    }
+    return ch;
+}
+static int stdin_unread(Environment *env, const char *name, int ch, void *context) {
+    (void)env, (void)name, (void)context;
+    return ungetc(ch, stdin);
+}
+static int add_stdin_router(void *env) {
+    return AddRouter((Environment *)env, "clara-stdin", STDIN_ROUTER_PRIORITY, stdin_query, NULL, stdin_read,
+                     stdin_unread, NULL, NULL);
+}
+#else /* CLIPS 6.30 */
+static int stdin_query(void *env, const char *name) {
+    (void)env;
+    return strcmp(name, "stdin") == 0;
+}
+static int stdin_read(void *env, const char *name) {
+    int ch = getc(stdin);
+    (void)name;
+    if (ch == EOF) {
+        EnvPrintRouter(env, WPROMPT, "\n");
+        EnvExitRouter(env, EXIT_SUCCESS);
+    }
+    return ch;
+}
+static int stdin_unread(void *env, int ch, const char *name) {
+    (void)env, (void)name;
+    return ungetc(ch, stdin);
+}
+static int add_stdin_router(void *env) {
+    return EnvAddRouter(env, "clara-stdin", STDIN_ROUTER_PRIORITY, stdin_query, NULL, stdin_read, stdin_unread,
+                        NULL);
+}
+#endif
+
+static int valid_tool_name(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return 0;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+}
+
+int main(int argc, char *argv[]) {
+    char **clips_argv = calloc((size_t)argc + 1, sizeof *clips_argv);
+    int clips_argc = 0, i;
+    void *env;
+    if (clips_argv == NULL) return 2;
+    clips_argv[clips_argc++] = argv[0];
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("clara-clips %s (Clara %s)\n", CLARA_VERSION, clara_version());
+            return 0;
+        } else if (strcmp(a, "--config") == 0 || strcmp(a, "--evaluator") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "clara-clips: %s needs a value\n%s", a, usage);
+                return 2;
+            }
+            if (a[2] == 'c') {
+                char *text = read_file(argv[++i]);
+                int ok;
+                if (text == NULL) {
+                    fprintf(stderr, "clara-clips: cannot read %s\n", argv[i]);
+                    return 2;
+                }
+                ok = configure(text, argv[i]);
+                free(text);
+                if (!ok) return 2;
+            } else {
+                char json[128];
+                const char *name = argv[++i];
+                if (!valid_tool_name(name)) {
+                    fprintf(stderr, "clara-clips: --evaluator: %s is not a tool name\n", name);
+                    return 2;
+                }
+                snprintf(json, sizeof json, "{\"default_evaluator\":\"%s\"}", name);
+                if (!configure(json, "--evaluator")) return 2;
+            }
+        } else if (strcmp(a, "-f") == 0 || strcmp(a, "-f2") == 0 || strcmp(a, "-l") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "clara-clips: %s needs a file\n%s", a, usage);
+                return 2;
+            }
+            clips_argv[clips_argc++] = argv[i];
+            clips_argv[clips_argc++] = argv[++i];
+        } else {
+            fprintf(stderr, "clara-clips: unknown option %s\n%s", a, usage);
+            return 2;
+        }
+    }
+    env = CreateEnvironment();
+    if (env == NULL || clara_clips_register(env) != CLARA_OK || !add_stdin_router(env)) {
+        fprintf(stderr, "clara-clips: cannot set up CLIPS\n");
+        return 2;
+    }
+    RerouteStdin(env, clips_argc, clips_argv);
+    CommandLoop(env);
+    return 0;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * clara.h - the public C interface of Clara, an embeddable tools-and-rules
+ * library for rule-based programs.
+ *
+ * A caller hands Clara one JSON request; Clara routes it to a tool, runs it
+ * under the configured limits and returns one JSON response envelope. The
+ * protocol is described in docs/protocol.md; this header is the reference
+ * for the C functions.
+ *
+ * Conventions used on every declaration below:
+ *   Ownership  - strings passed in are borrowed for the duration of the call
+ *                only; every char * Clara returns was allocated with malloc
+ *                and belongs to the caller, who frees it with
+ *                clara_free_string().
+ *   Threads    - every function may be called from any thread, concurrently,
+ *                unless its comment says otherwise. Clara takes no global
+ *                lock on the call path.
+ *   Errors     - functions returning char * report failures inside the JSON
+ *                envelope ({"status":"error",...}); functions returning int
+ *                return CLARA_OK (0) or a negative -CLARA_E* code, which
+ *                clara_strerror() describes.
+ *
+ * Limits of the platform (Clara is written in Go): the library cannot be
+ * unloaded (dlclose does nothing); a process can hold only one Go-built
+ * shared library; a child created with fork() must not call Clara (exec
+ * first; in Python use the "spawn" start method); glibc only.
+ *
+ * Environment read when the library is loaded:
+ *   CLARA_CONFIG  path of a configuration file (TOML or JSON) applied on top
+ *                 of the embedded defaults.
+ *   CLARA_LOG     debug, info, warn, error or off: the level of messages
+ *                 written to stderr while no log handler is set. Unset, only
+ *                 errors are written.
+ */
+#ifndef CLARA_H
+#define CLARA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Version ------------------------------------------------------------ */
+
+#define CLARA_VERSION_MAJOR 0
+#define CLARA_VERSION_MINOR 1
+#define CLARA_VERSION_PATCH 0
+#define CLARA_VERSION "0.1.0"
+/* major*1000000 + minor*1000 + patch */
+#define CLARA_VERSION_NUMBER 1000
+
+/*
+ * clara_version - the library's version as "MAJOR.MINOR.PATCH".
+ *
+ * Ownership: a static string; never free it.
+ * Returns:   the version of the library actually loaded. A program can check
+ *            at start-up that it matches the header it was built with:
+ *            clara_version_number() == CLARA_VERSION_NUMBER.
+ */
+const char *clara_version(void);
+
+/*
+ * clara_version_number - the library's version as one integer,
+ * major*1000000 + minor*1000 + patch (CLARA_VERSION_NUMBER of the library).
+ */
+int clara_version_number(void);
+
+/* ---- Calls -------------------------------------------------------------- */
+
+/*
+ * clara_evaluate - serve one request; the one door into Clara.
+ *
+ * request_json is a JSON object in UTF-8, in one of two forms:
+ *   simple:   {"question": "..."}        no "tool" key: the whole object is
+ *             given to the default evaluator (configuration key
+ *             default_evaluator, "echo" out of the box);
+ *   explicit: {"tool": "NAME", "arguments": {...}} with optional "session"
+ *             (string) and "id" (string or number, echoed back).
+ *
+ * Ownership: request_json is borrowed for the call. The returned string is
+ *            malloc'd; free it with clara_free_string().
+ * Threads:   any thread, concurrently.
+ * Returns:   a compact JSON envelope, "status" first:
+ *              {"status":"success","tool":"echo","result":{...}}
+ *              {"status":"error","error":"unknown_tool","message":"..."}
+ *            Bad input (NULL, empty, invalid UTF-8, not an object, too large,
+ *            too deep) yields an error envelope, never a crash. NULL is
+ *            returned only when malloc itself fails.
+ */
+char *clara_evaluate(const char *request_json);
+
+/*
+ * clara_free_string - free a string returned by any clara_* function.
+ *
+ * Passing NULL is allowed and does nothing. Do not pass anything else: only
+ * strings Clara returned, each once.
+ */
+void clara_free_string(char *s);
+
+/* ---- Configuration ------------------------------------------------------ */
+
+/*
+ * clara_configure - apply configuration text (TOML, or JSON when the text
+ * starts with '{') on top of the configuration in force.
+ *
+ * A key given replaces that key; a table given merges key by key; unknown
+ * keys and ill-typed values are errors. The change applies entirely or, on
+ * any error, not at all. Calls already running finish with the
+ * configuration they started with.
+ *
+ * Ownership: config is borrowed; the returned envelope is malloc'd (free it
+ *            with clara_free_string()).
+ * Threads:   any thread; concurrent calls are applied one after another.
+ * Returns:   {"status":"success","result":{"config":{...}}} with the whole
+ *            configuration now in force, or an invalid_request envelope whose
+ *            "details" lists every problem found. NULL only if malloc fails.
+ */
+char *clara_configure(const char *config);
+
+/*
+ * clara_reset - return to the embedded default configuration plus the file
+ * named by CLARA_CONFIG at load time, and drop every tool registered through
+ * this API. Meant for tests.
+ *
+ * Ownership: the returned envelope is malloc'd (clara_free_string()).
+ * Returns:   {"status":"success","result":{"config":{...}}}.
+ */
+char *clara_reset(void);
+
+/* ---- Reading JSON ------------------------------------------------------- */
+
+/* Kinds of value returned by clara_json_get(). */
+#define CLARA_JSON_MISSING 0 /* nothing at that path; *text is set to NULL */
+#define CLARA_JSON_NULL    1 /* text "null" */
+#define CLARA_JSON_FALSE   2 /* text "false" */
+#define CLARA_JSON_TRUE    3 /* text "true" */
+#define CLARA_JSON_INTEGER 4 /* a number that fits a long long; text as written */
+#define CLARA_JSON_FLOAT   5 /* any other number; text as written */
+#define CLARA_JSON_STRING  6 /* text is the string, unescaped, in UTF-8 */
+#define CLARA_JSON_ARRAY   7 /* text is the array as compact JSON */
+#define CLARA_JSON_OBJECT  8 /* text is the object as compact JSON */
+
+/*
+ * clara_json_get - read the value at a path in a JSON document, such as an
+ * envelope returned by clara_evaluate(), without a JSON library.
+ *
+ * path uses gjson syntax: "result.message", "details.0.path",
+ * "result.items.#" (array length). See docs/c-api.md.
+ *
+ * Ownership: json and path are borrowed. On success *text receives a
+ *            malloc'd, NUL-terminated string (NULL for CLARA_JSON_MISSING)
+ *            that the caller frees with clara_free_string(). A string value
+ *            may contain NUL characters (JSON "\u0000"): when length is not
+ *            NULL, *length receives the full length in bytes.
+ * Threads:   any thread.
+ * Returns:   a CLARA_JSON_* kind (>= 0), or
+ *            -CLARA_EINVAL  json or path or text is NULL, or json is not
+ *                           valid JSON (*text is set to NULL when text is
+ *                           not NULL);
+ *            -CLARA_ENOMEM  malloc failed.
+ */
+int clara_json_get(const char *json, const char *path, char **text, size_t *length);
+
+/* ---- Logging ------------------------------------------------------------ */
+
+#define CLARA_LOG_DEBUG 0
+#define CLARA_LOG_INFO  1
+#define CLARA_LOG_WARN  2
+#define CLARA_LOG_ERROR 3
+#define CLARA_LOG_OFF   4
+
+/*
+ * clara_log_fn - receives one log message.
+ *
+ * level is a CLARA_LOG_* value; message is NUL-terminated UTF-8, borrowed
+ * for the duration of the call (copy it to keep it).
+ * Threads: called from any thread, possibly concurrently: it must be
+ *          thread-safe, and it must not call any clara_* function.
+ */
+typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
+
+/*
+ * clara_set_log_handler - send Clara's messages at min_level and above to fn.
+ *
+ * Passing fn == NULL restores the default: stderr at the CLARA_LOG level.
+ * Argument values and secrets are never logged.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, the previous handler is
+ *            not running and will not be called again, so its userdata may
+ *            be freed. Do not call it from inside a handler.
+ */
+void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
+
+/* ---- Status codes ------------------------------------------------------- */
+
+/* Functions returning int return CLARA_OK or the negative of one of these. */
+#define CLARA_OK        0
+#define CLARA_EINVAL    1 /* an argument is NULL or invalid */
+#define CLARA_ENOMEM    2 /* malloc failed */
+#define CLARA_EINTERNAL 3 /* a bug in Clara; details are on the log */
+
+/*
+ * clara_strerror - describe a status code; code may be given as CLARA_E*
+ * or as the negative value a function returned.
+ *
+ * Ownership: a static string; never free it.
+ * Returns:   a short English description; "unknown status code" for a code
+ *            Clara does not define.
+ */
+const char *clara_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLARA_H */
