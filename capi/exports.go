@@ -37,6 +37,12 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 const maxPooledBuf = 64 << 10
 
+// jsonGetMaxDepth bounds documents read by clara_json_get. It is not
+// limits.max_depth: an envelope is one level deeper than its request, and
+// reading must not depend on the request limits in force. The scan does not
+// recurse, so a generous bound costs nothing.
+const jsonGetMaxDepth = 1 << 20
+
 // bytesOf borrows C memory as a byte slice; nil for a NULL pointer.
 func bytesOf(p *C.char, n C.size_t) []byte {
 	if p == nil {
@@ -104,7 +110,7 @@ func claraGoJSONGet(doc *C.char, n C.size_t, path *C.char, pn C.size_t, text **C
 			code = -C.CLARA_EINTERNAL
 		}
 	}()
-	kind, value, err := protocol.Get(bytesOf(doc, n), string(bytesOf(path, pn)), engine.Config().Limits.MaxDepth)
+	kind, value, err := protocol.Get(bytesOf(doc, n), string(bytesOf(path, pn)), jsonGetMaxDepth)
 	if err != nil {
 		return -C.CLARA_EINVAL
 	}

@@ -39,7 +39,8 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
 }
 
 const char *clara_strerror(int code) {
-    switch (code < 0 ? -code : code) {
+    /* long long: -INT_MIN does not fit an int. */
+    switch (code < 0 ? -(long long)code : (long long)code) {
     case CLARA_OK: return "success";
     case CLARA_EINVAL: return "invalid argument";
     case CLARA_ENOMEM: return "out of memory";
@@ -51,7 +52,7 @@ const char *clara_strerror(int code) {
 char *shim_copy_out(const char *p, size_t n) {
     char *s = malloc(n + 1);
     if (s == NULL) return NULL;
-    memcpy(s, p, n);
+    if (n > 0) memcpy(s, p, n);
     s[n] = '\0';
     return s;
 }

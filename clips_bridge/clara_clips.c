@@ -172,7 +172,8 @@ struct udf_entry {
     const char *name;
     unsigned short args;    /* exact argument count */
     const char *returns;    /* 6.4x return types */
-    const char *arg_types;  /* 6.4x argument types; 6.30 restriction string */
+    const char *arg_types;  /* 6.4x argument types */
+    const char *restrictions; /* 6.30: counts and types; CLIPS keeps the pointer */
 #ifdef CLARA_CLIPS_64
     UserDefinedFunction *fn;
 #else
@@ -182,8 +183,8 @@ struct udf_entry {
 };
 
 static const struct udf_entry udfs[] = {
-    {"clara-evaluate", 1, "s", "s", clara_evaluate_fn_udf, "clara_evaluate_fn_udf"},
-    {"json-get", 2, "bdlsy", "s", json_get_fn_udf, "json_get_fn_udf"},
+    {"clara-evaluate", 1, "s", "s", "11s", clara_evaluate_fn_udf, "clara_evaluate_fn_udf"},
+    {"json-get", 2, "bdlsy", "s", "22s", json_get_fn_udf, "json_get_fn_udf"},
 };
 
 int clara_clips_register(void *environment) {
@@ -196,17 +197,10 @@ int clara_clips_register(void *environment) {
                    u->c_name, NULL) != AUE_NO_ERROR)
             return -CLARA_EINVAL;
 #else
-        /* "11s": exactly one argument, each a string (CLIPS checks constants
-         * at parse time; the function checks values at run time). */
-        char restrictions[8];
-        restrictions[0] = (char)('0' + u->args);
-        restrictions[1] = (char)('0' + u->args);
-        restrictions[2] = u->arg_types[0];
-        restrictions[3] = '\0';
         /* CLIPS 6.30 stores every function as int (*)(void *); cast through
          * a generic function pointer type, as CLIPS's own PTIEF does. */
         if (EnvDefineFunction2(environment, u->name, 'u', (int (*)(void *))(void (*)(void))u->fn, u->c_name,
-                               restrictions) == 0)
+                               u->restrictions) == 0)
             return -CLARA_EINVAL;
 #endif
     }

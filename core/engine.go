@@ -182,7 +182,16 @@ func (e *Engine) Configure(text []byte) (out []byte) {
 	merged := merge(e.cfg.Load().tree, over)
 	e.install(merged)
 	e.log.Logf(logging.Info, "configuration changed")
+	if name := e.Config().DefaultEvaluator; !e.hasTool(name) {
+		// Not an error: the host may register the tool next.
+		e.log.Logf(logging.Warn, "default_evaluator %q is not a registered tool (yet): simple-form requests get unknown_tool until it is", name)
+	}
 	return e.configEnvelope(merged)
+}
+
+func (e *Engine) hasTool(name string) bool {
+	_, ok := e.tools.Lookup(name)
+	return ok
 }
 
 // SetBase applies start-up configuration text (the CLARA_CONFIG file) on

@@ -1,0 +1,168 @@
+# Clara - build, test and benchmark.
+#
+#   make              build lib/libclara.so (+ links), bin/clara-clips, run the header and symbol checks
+#   make demo         build and run the CLIPS demo (examples_c/demo.clp)
+#   make test         everything CI runs (see test-* below)
+#   make bench        the performance table (docs/performance.md)
+#   make install PREFIX=/usr/local
+#   make help         this list
+#
+# `make demo` and `make test` install the Debian packages they need when
+# missing (tests/setup-debian.sh); Go modules come through the module proxy.
+
+SHELL := /bin/bash
+
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+CC      ?= gcc
+CXX     ?= g++
+PYTHON  ?= python3
+VALGRIND ?= valgrind
+PREFIX  ?= /usr/local
+
+VERSION := 0.1.0
+SOMAJOR := 0
+LIBFILE := libclara.so.$(VERSION)
+SONAME  := libclara.so.$(SOMAJOR)
+
+CLIPS_CFLAGS := -isystem /usr/include/clips
+CLIPS_LIBS   := -l:libclips.so.6 -lm
+WARN    := -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := $(CFLAGS) $(WARN) -Iinclude -Iclips_bridge
+
+# Programs linked against the library in the tree find it through their rpath.
+LIB_LDFLAGS := -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
+
+GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name '*_test.go' 2>/dev/null) \
+              $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
+BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
+
+.PHONY: all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+        test-python test-clips test-examples bench install uninstall clean help
+
+all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+
+setup: ## install missing Debian packages needed to build and test
+	@bash tests/setup-debian.sh build
+
+setup-bench: ## install missing Debian packages needed by the bench references
+	@bash tests/setup-debian.sh bench
+
+# ---- Library ----------------------------------------------------------------
+
+lib: lib/libclara.so ## build lib/libclara.so with its soname links
+
+lib/$(LIBFILE): $(GO_SOURCES)
+	@mkdir -p lib build
+	$(GO) build -buildmode=c-shared -trimpath -o build/libclara.so \
+	  -ldflags "-extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/clara.map'" ./capi
+	rm -f build/libclara.h   # cgo's own header; include/clara.h is the real one
+	cp build/libclara.so $@
+
+lib/$(SONAME): lib/$(LIBFILE)
+	ln -sf $(LIBFILE) $@
+
+lib/libclara.so: lib/$(SONAME)
+	ln -sf $(SONAME) $@
+
+lib/clara.pc: Makefile
+	@mkdir -p lib
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $@
+
+# ---- CLIPS ------------------------------------------------------------------
+
+clips: bin/clara-clips ## build bin/clara-clips
+
+bin/clara-clips: clips_bridge/clara_clips_main.c $(BRIDGE) include/clara.h lib/libclara.so
+	@mkdir -p bin build
+	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) -c clips_bridge/userfunctions.c -o build/userfunctions.o
+	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) clips_bridge/clara_clips.c clips_bridge/clara_clips_main.c \
+	  -o $@ $(LIB_LDFLAGS) $(CLIPS_LIBS)
+
+# ---- Checks -----------------------------------------------------------------
+
+check-header: build/header-c99.o build/header-cxx.o ## clara.h compiles as C99 and C++ with -pedantic
+
+build/header-c99.o: tests/c/header_check.c include/clara.h
+	@mkdir -p build
+	$(CC) -std=c99 -pedantic $(WARN) -Iinclude -c $< -o $@
+
+build/header-cxx.o: tests/c/header_check.c include/clara.h
+	@mkdir -p build
+	$(CXX) -x c++ -std=c++11 -pedantic $(WARN) -Iinclude -c $< -o $@
+
+check-symbols: lib/libclara.so ## the library exports exactly the functions of clara.h
+	@bash tests/check_symbols.sh lib/libclara.so include/clara.h
+
+# ---- Demo -------------------------------------------------------------------
+
+demo: ## build everything and run the CLIPS demo on the embedded default config
+	@bash tests/setup-debian.sh build
+	@$(MAKE) --no-print-directory all
+	env -u CLARA_CONFIG -u CLARA_LOG bin/clara-clips -f examples_c/demo.clp < /dev/null
+
+# ---- Tests ------------------------------------------------------------------
+
+test: ## everything CI runs
+	@bash tests/setup-debian.sh build
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples
+	@echo "make test: all passed"
+
+test-go: ## gofmt, go vet, go test -race
+	@test -z "$$(gofmt -l core capi rulelua)" || { echo "gofmt needed:"; gofmt -l core capi rulelua; exit 1; }
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+C_TESTS := $(wildcard tests/c/test_*.c)
+
+build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h lib/libclara.so
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
+	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
+
+test-c: build/harness ## the C harness
+	env -u CLARA_CONFIG -u CLARA_LOG build/harness
+
+test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
+	bash tests/c/valgrind.sh build/harness
+
+test-python: lib/libclara.so ## Python ctypes tests
+	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) -m unittest discover -s tests/python -t tests/python -v 2>&1 | tail -n 40; exit $${PIPESTATUS[0]}
+
+test-clips: bin/clara-clips ## CLIPS batch programs against their expected output
+	bash tests/clips/run.sh bin/clara-clips tests/clips
+
+test-examples: all ## the examples of examples_c/, README.md and docs/
+	bash tests/examples.sh
+
+# ---- Bench ------------------------------------------------------------------
+
+bench: ## the performance table of docs/performance.md
+	@bash tests/setup-debian.sh bench
+	@$(MAKE) --no-print-directory all
+	bash tests/bench/run.sh
+
+# ---- Install ----------------------------------------------------------------
+
+install: all lib/clara.pc ## install library, links, header, clara.pc and clara-clips under PREFIX
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(LIBFILE)
+	ln -sf $(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so
+	install -m 0644 include/clara.h $(DESTDIR)$(PREFIX)/include/clara.h
+	install -m 0644 clips_bridge/clara_clips.h $(DESTDIR)$(PREFIX)/include/clara_clips.h
+	install -m 0644 lib/clara.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
+	install -m 0755 bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara-clips
+
+uninstall: ## remove what install put under PREFIX
+	rm -f $(DESTDIR)$(PREFIX)/lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so \
+	  $(DESTDIR)$(PREFIX)/include/clara.h $(DESTDIR)$(PREFIX)/include/clara_clips.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips
+
+clean: ## remove everything built
+	rm -rf lib bin build

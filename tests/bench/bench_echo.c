@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_echo.c - rows "C echo" and "C echo, 2 threads" of the bench table.
+ *
+ * C echo:            clara_evaluate + clara_free_string of the echo request on
+ *                    one thread, against the same echo written with jansson
+ *                    (bench_jansson_echo), the two alternating block by block.
+ * C echo, 2 threads: two threads calling clara_evaluate at once (wall time of
+ *                    the block divided by the calls of both threads) against
+ *                    one thread, alternating. Both run on the same two
+ *                    long-lived worker threads, warmed up before timing, so
+ *                    thread creation and Go's first-call set-up stay out.
+ *                    The jansson echo is run the same way (1 vs 2 threads):
+ *                    it shows how well this machine scales at that moment.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "bench_common.h"
+#include "clara.h"
+
+static volatile unsigned long sink;
+
+static void run_clara(void *ctx, long n) {
+    long i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        char *s = clara_evaluate(BENCH_REQUEST);
+        if (s == NULL) abort();
+        sink += (unsigned char)s[2];
+        clara_free_string(s);
+    }
+}
+
+static void run_jansson(void *ctx, long n) {
+    long i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        char *s = bench_jansson_echo(BENCH_REQUEST);
+        if (s == NULL) abort();
+        sink += (unsigned char)s[2];
+        free(s);
+    }
+}
+
+/* ---- Two threads ---------------------------------------------------------- */
+
+/* Two long-lived workers; main hands them one phase at a time: run phase_fn
+ * phase_n times on the first phase_threads workers. Barriers (main takes
+ * part) start and end each phase and publish the variables. */
+struct worker {
+    pthread_t thread;
+    int id;
+    uint64_t start, end;
+};
+
+static pthread_barrier_t barrier;
+static struct worker workers[2];
+static bench_run_fn phase_fn;
+static long phase_n;
+static int phase_threads, quit;
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    run_clara(NULL, 20000); /* warm-up: Go's per-thread set-up happens here */
+    run_jansson(NULL, 5000);
+    pthread_barrier_wait(&barrier);
+    for (;;) {
+        pthread_barrier_wait(&barrier);
+        if (quit) break;
+        if (w->id < phase_threads) {
+            w->start = bench_now_ns();
+            phase_fn(NULL, phase_n);
+            w->end = bench_now_ns();
+        }
+        pthread_barrier_wait(&barrier);
+    }
+    return NULL;
+}
+
+/* Runs one phase; returns wall ns per call, over the calls of all threads. */
+static double phase(bench_run_fn fn, long n, int threads) {
+    uint64_t s, e;
+    phase_fn = fn;
+    phase_n = n;
+    phase_threads = threads;
+    pthread_barrier_wait(&barrier);
+    pthread_barrier_wait(&barrier);
+    s = workers[0].start;
+    e = workers[0].end;
+    if (threads == 2) {
+        if (workers[1].start < s) s = workers[1].start;
+        if (workers[1].end > e) e = workers[1].end;
+    }
+    return (double)(e - s) / (double)(n * threads);
+}
+
+int main(void) {
+    uint64_t block = bench_block_ns();
+    long n_clara, n_jansson;
+    char *a, *b;
+    int reps = bench_reps(), r, i;
+
+    /* Sanity: the reference produces Clara's envelope. */
+    a = clara_evaluate(BENCH_REQUEST);
+    b = bench_jansson_echo(BENCH_REQUEST);
+    if (a == NULL || b == NULL) {
+        fprintf(stderr, "bench_echo: an echo returned NULL\n");
+        return 1;
+    }
+    printf("info clara_version %s\n", clara_version());
+    printf("info response_bytes %zu\n", strlen(a));
+    if (strcmp(a, b) != 0) printf("info note the jansson echo differs from Clara's: %s vs %s\n", b, a);
+    clara_free_string(a);
+    free(b);
+
+    /* Row 1: C echo. */
+    n_clara = bench_calibrate(run_clara, NULL, block);
+    n_jansson = bench_calibrate(run_jansson, NULL, block);
+    for (r = 0; r < reps; r++) {
+        /* Also the process CPU time of each block: Go's runtime may use the
+         * other core (garbage collection) while the calling thread runs. */
+        uint64_t cpu = bench_cpu_ns();
+        bench_sample("c_echo", "clara", bench_time(run_clara, NULL, n_clara));
+        bench_sample("c_echo_cpu", "clara", (double)(bench_cpu_ns() - cpu) / (double)n_clara);
+        cpu = bench_cpu_ns();
+        bench_sample("c_echo", "ref", bench_time(run_jansson, NULL, n_jansson));
+        bench_sample("c_echo_cpu", "ref", (double)(bench_cpu_ns() - cpu) / (double)n_jansson);
+    }
+
+    /* Row 2: 2 threads against 1, on the same two workers. A two-thread block
+     * makes as many calls in total as a one-thread block. The jansson echo
+     * gets the same treatment: pure C with no shared state, it shows how far
+     * two threads can scale on this machine right now (the cores are shared
+     * with whatever else runs). */
+    if (pthread_barrier_init(&barrier, NULL, 3) != 0) return 1;
+    for (i = 0; i < 2; i++) {
+        workers[i].id = i;
+        if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]) != 0) {
+            fprintf(stderr, "bench_echo: pthread_create failed\n");
+            return 1;
+        }
+    }
+    pthread_barrier_wait(&barrier); /* warm-up done */
+    for (r = 0; r < reps; r++) {
+        bench_sample("c_threads", "ref", phase(run_clara, n_clara, 1));
+        bench_sample("c_threads", "clara", phase(run_clara, n_clara / 2 + 1, 2));
+        bench_sample("c_threads_jansson", "ref", phase(run_jansson, n_jansson, 1));
+        bench_sample("c_threads_jansson", "clara", phase(run_jansson, n_jansson / 2 + 1, 2));
+    }
+    quit = 1;
+    pthread_barrier_wait(&barrier);
+    for (i = 0; i < 2; i++) pthread_join(workers[i].thread, NULL);
+    pthread_barrier_destroy(&barrier);
+    return 0;
+}

@@ -1,0 +1,189 @@
+# SPDX-License-Identifier: MIT
+"""Turns the lines printed by the bench programs into the bench table.
+
+Usage: table.py SAMPLES_FILE MARKDOWN_OUT
+Reads "sample ROW SIDE NS", "info KEY VALUE...", "mem ..." and
+"failed PROGRAM LOGFILE" lines; prints the table as text on stdout and
+writes it as markdown to MARKDOWN_OUT. It reports; it never judges by
+exiting non-zero.
+"""
+import statistics
+import sys
+
+# key, row, Clara side, reference side, kind, goal operator, goal value.
+# kind "time": ratio = Clara median / reference median (lower is better).
+# kind "throughput": ratio = reference median / Clara median, i.e. how many
+# times more calls per second the Clara side makes (higher is better).
+ROWS = [
+    ("c_echo", "C echo", "jansson echo", "time", "<=", 0.35),
+    ("c_threads", "C echo, 2 threads", "Clara, 1 thread", "throughput", ">=", 1.6),
+    ("c_threads_jansson", "(machine check)", "jansson, 1 thread", "throughput", None, None),
+    ("python", "Python", "ctypes strdup", "time", "<=", 2.5),
+    ("clips_bare", "CLIPS", "bare C UDF", "time", "<=", 5.0),
+    ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
+]
+
+# What each row measures, printed under the table.
+LEGEND = [
+    "C echo: clara_evaluate + clara_free_string of the echo request, 1 thread; reference: the same echo in C "
+    "with jansson (json_loads, build the envelope, json_dumps JSON_COMPACT, free).",
+    "C echo, 2 threads: Clara on 2 threads, wall time of a block / calls of both threads; reference: Clara "
+    "on 1 thread. Machine check: the same with the jansson echo (pure C, nothing shared): what 2 threads "
+    "could gain on this machine during this run.",
+    "Python: ctypes call of clara_evaluate (restype c_void_p) + string_at + clara_free_string; reference: "
+    "ctypes call of libc strdup of a string of the response's size + string_at + free.",
+    "CLIPS: (loop-for-count (?i 1 N) do (clara-evaluate \"<request>\")) timed around EnvEval; references: "
+    "a bare C UDF returning a fresh STRING of the response's size (malloc+memcpy+EnvAddSymbol+free), and a "
+    "C UDF doing the jansson echo. All three return the same text, so EnvAddSymbol finds the same symbol.",
+]
+
+NOT_BUILT = [
+    ("condition", "simpleeval, pre-parsed", "≥ 50× faster"),
+    ("Lua rule", "lupa (LuaJIT)", "≥ 2.5× faster"),
+    ("emit", "—", "≤ 20 µs (100 rules, 10 matching)"),
+    ("globs", "—", "≤ 20 ms (10,000 paths × 50 callbacks)"),
+]
+
+MEM_TOLERANCE_KIB = 1024  # RSS wobbles by a few hundred KiB as Go's heap breathes
+
+HEADERS = ["row", "Clara: median [min–max]", "reference", "reference: median [min–max]", "ratio", "goal",
+           "met"]
+
+
+def us(ns):
+    v = ns / 1000.0
+    if v < 1:
+        return "%.3f" % v
+    if v < 10:
+        return "%.2f" % v
+    return "%.1f" % v
+
+
+def figure(values):
+    return "%s µs [%s–%s]" % (us(statistics.median(values)), us(min(values)), us(max(values)))
+
+
+def fmt_ratio(r):
+    return "%.2f×" % r
+
+
+def goal_text(op, value, kind):
+    if op is None:
+        return "— (shows the machine)"
+    sym = {"<=": "≤", ">=": "≥", "<": "<"}[op]
+    return "%s %g× (%s)" % (sym, value, "time" if kind == "time" else "throughput")
+
+
+def met_text(op, value, ratio):
+    if op is None:
+        return "—"
+    ok = {"<=": ratio <= value, ">=": ratio >= value, "<": ratio < value}[op]
+    if ok:
+        return "yes"
+    if op == ">=":
+        return "NO (%.0f%% short)" % ((1 - ratio / value) * 100)
+    return "NO (%.0f%% over)" % ((ratio / value - 1) * 100)
+
+
+def kib(v):
+    return "%.1f MiB" % (v / 1024.0)
+
+
+def main():
+    samples, info, notes, mem, checkpoints, failed = {}, {}, [], None, [], []
+    with open(sys.argv[1]) as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] == "sample":
+                samples.setdefault(parts[1], {}).setdefault(parts[2], []).append(float(parts[3]))
+            elif parts[0] == "info" and len(parts) >= 2:
+                if parts[1] == "note":
+                    notes.append(" ".join(parts[2:]))
+                else:
+                    info[parts[1]] = " ".join(parts[2:])
+            elif parts[0] == "mem" and parts[1] == "result":
+                mem = [float(x) for x in parts[2:]]
+            elif parts[0] == "mem" and parts[1] == "checkpoint":
+                checkpoints.append((int(parts[2]), int(parts[3])))
+            elif parts[0] == "failed":
+                failed.append((parts[1], parts[2]))
+
+    table = []
+    ratios = {}
+    for key, row, ref_side, kind, op, value in ROWS:
+        s = samples.get(key, {})
+        if not s.get("clara") or not s.get("ref"):
+            table.append([row, "no samples (failed to run)", ref_side, "", "", goal_text(op, value, kind), "—"])
+            continue
+        mc, mr = statistics.median(s["clara"]), statistics.median(s["ref"])
+        ratio = ratios[key] = mc / mr if kind == "time" else mr / mc
+        table.append([row, figure(s["clara"]), ref_side, figure(s["ref"]), fmt_ratio(ratio),
+                      goal_text(op, value, kind), met_text(op, value, ratio)])
+    # A missed 2-thread goal says little when the machine itself did not scale.
+    if "c_threads_jansson" in ratios and "c_threads" in ratios:
+        for r in table:
+            if r[0] == "C echo, 2 threads" and r[-1].startswith("NO"):
+                r[-1] = r[-1][:-1] + "; machine %s)" % fmt_ratio(ratios["c_threads_jansson"])
+
+    if mem is not None:
+        calls, start, end, peak, ok, err, per_call = mem
+        growth = end - start
+        table.append(["memory", "%s at end (peak %s)" % (kib(end), kib(peak)), "after warm-up", kib(start),
+                      "%+.2f MiB" % (growth / 1024.0), "flat (growth ≤ %s)" % kib(MEM_TOLERANCE_KIB),
+                      "yes" if growth <= MEM_TOLERANCE_KIB else "NO (+%s)" % kib(growth)])
+    else:
+        table.append(["memory", "no result (failed to run)", "after warm-up", "", "", "flat", "—"])
+
+    for row, ref_side, goal in NOT_BUILT:
+        table.append([row, "not built yet", ref_side, "not built yet", "", goal, "—"])
+
+    header_lines = [
+        "Clara %s bench, %s; %s CPUs (%s); load average %s at start, %s at end; "
+        "%s repetitions of %s ms blocks per row, Clara and reference interleaved; "
+        "figures are per call: median [min–max]." % (
+            info.get("clara_version", "?"), info.get("date", "?"), info.get("cpus", "?"),
+            info.get("cpu_model", "?"), info.get("load_start", "?"), info.get("load_end", "?"),
+            info.get("reps", "?"), info.get("block_ms", "?")),
+    ]
+    footer = list(LEGEND)
+    cpu = samples.get("c_echo_cpu", {})
+    if cpu.get("clara") and cpu.get("ref"):
+        footer.append("C echo, process CPU time per call (all threads, Go's runtime included): Clara %s, "
+                      "jansson echo %s." % (figure(cpu["clara"]), figure(cpu["ref"])))
+    loop = samples.get("clips_loop", {}).get("ref")
+    if loop:
+        footer.append("CLIPS: the empty loop (loop-for-count ... do TRUE) costs %s per iteration; it is "
+                      "included in all three CLIPS figures." % figure(loop))
+    if "response_bytes" in info:
+        footer.append("Echo response: %s bytes, the same for Clara and every reference." % info["response_bytes"])
+    if mem is not None:
+        footer.append("Memory: %s calls (%.0f%% error envelopes), %.2f µs per call; RSS at checkpoints (calls: RSS): "
+                      % (format(int(mem[0]), ","), 100.0 * mem[5] / max(1, mem[4] + mem[5]), mem[6] / 1000)
+                      + ", ".join("%s: %s" % (format(c, ","), kib(r)) for c, r in checkpoints) + ".")
+    footer.extend("Note: " + n for n in notes)
+    for prog, log in failed:
+        footer.append("FAILED: %s did not run to completion, see %s" % (prog, log))
+
+    # Text.
+    widths = [max(len(r[i]) for r in [HEADERS] + table) for i in range(len(HEADERS))]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    out = header_lines + ["", line(HEADERS), line(["-" * w for w in widths])]
+    out += [line(r) for r in table]
+    out += [""] + footer
+    print("\n".join(out))
+
+    # Markdown.
+    md = header_lines + ["", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    md += ["| " + " | ".join(c.strip().replace("|", "\\|") for c in r) + " |" for r in table]
+    md += [""] + ["- " + f for f in footer]
+    with open(sys.argv[2], "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+/* test_config.c - clara_configure, clara_reset and the log handler. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clara.h"
+#include "harness.h"
+
+#define DEFAULT_CONFIG "{\"default_evaluator\":\"echo\",\"limits\":{\"max_depth\":512,\"max_request_bytes\":16777216}}"
+
+static void check_config_envelope(const char *test, int line, char *r, const char *want) {
+    check_str(test, line, r, want);
+    clara_free_string(r);
+}
+#define CHECK_CONFIG(call, want) check_config_envelope(__func__, __LINE__, (call), (want))
+
+static void test_configure_toml_and_json(void) {
+    CHECK_CONFIG(clara_configure("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 4\n"),
+                 "{\"status\":\"success\",\"result\":{\"config\":{\"default_evaluator\":\"get_time\",\"limits\":"
+                 "{\"max_depth\":4,\"max_request_bytes\":16777216}}}}");
+    CHECK_ENVELOPE("{\"a\":[[[[1]]]]}",
+                   "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"request nests deeper than "
+                   "limits.max_depth (4) at byte 8\"}");
+    CHECK_CONFIG(clara_configure("{\"default_evaluator\":\"echo\"}"),
+                 "{\"status\":\"success\",\"result\":{\"config\":{\"default_evaluator\":\"echo\",\"limits\":"
+                 "{\"max_depth\":4,\"max_request_bytes\":16777216}}}}");
+    CHECK_CONFIG(clara_reset(), "{\"status\":\"success\",\"result\":{\"config\":" DEFAULT_CONFIG "}}");
+}
+
+static void test_configure_errors_apply_nothing(void) {
+    CHECK_CONFIG(clara_configure("default_evaluator = \"get_time\"\nlimts = {}\n"),
+                 "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: unknown key "
+                 "\\\"limts\\\"\",\"details\":[\"unknown key \\\"limts\\\"\"]}");
+    CHECK_ENVELOPE("{\"q\":1}", "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{\"q\":1}}");
+    CHECK_CONFIG(clara_configure(NULL),
+                 "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: NULL input\"}");
+    {
+        char *r = clara_configure("[limits\n");
+        CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: line 1, column");
+        clara_free_string(r);
+    }
+}
+
+/* The log handler gets messages from any thread; this one keeps them. */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[4096];
+static int log_calls;
+
+static void keep_log(void *userdata, int level, const char *message) {
+    pthread_mutex_lock(&log_mu);
+    log_calls++;
+    if (userdata == (void *)log_text && level == CLARA_LOG_DEBUG && strlen(log_text) + strlen(message) + 2 < sizeof log_text) {
+        strcat(log_text, message);
+        strcat(log_text, "\n");
+    }
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void test_log_handler(void) {
+    int calls;
+    clara_set_log_handler(keep_log, log_text, CLARA_LOG_DEBUG);
+    CHECK_ENVELOPE("{\"tool\":\"nope\"}", "{\"status\":\"error\",\"error\":\"unknown_tool\",\"message\":\"Tool not found: nope\"}");
+    pthread_mutex_lock(&log_mu);
+    CHECK(strstr(log_text, "call of \"nope\" failed: unknown_tool: Tool not found: nope") != NULL);
+    pthread_mutex_unlock(&log_mu);
+
+    /* Above the message's level: nothing. */
+    clara_set_log_handler(keep_log, log_text, CLARA_LOG_WARN);
+    pthread_mutex_lock(&log_mu);
+    calls = log_calls;
+    pthread_mutex_unlock(&log_mu);
+    CHECK_ENVELOPE("{\"tool\":\"nope\"}", "{\"status\":\"error\",\"error\":\"unknown_tool\",\"message\":\"Tool not found: nope\"}");
+    pthread_mutex_lock(&log_mu);
+    CHECK_INT(log_calls, calls);
+    pthread_mutex_unlock(&log_mu);
+
+    /* NULL restores the default; the old handler is never called again. */
+    clara_set_log_handler(NULL, NULL, CLARA_LOG_DEBUG);
+    CHECK_ENVELOPE("{\"tool\":\"nope\"}", "{\"status\":\"error\",\"error\":\"unknown_tool\",\"message\":\"Tool not found: nope\"}");
+    pthread_mutex_lock(&log_mu);
+    CHECK_INT(log_calls, calls);
+    pthread_mutex_unlock(&log_mu);
+}
+
+void tests_config(void) {
+    test_configure_toml_and_json();
+    test_configure_errors_apply_nothing();
+    test_log_handler();
+    free(clara_reset());
+}

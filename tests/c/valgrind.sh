@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the C harness under valgrind memcheck with the Go runtime's own
+# noise suppressed (go-runtime.supp says what and why). Fails on any
+# unsuppressed memory error and on any byte definitely lost. A canary that
+# leaks on purpose must be caught, so the check cannot pass vacuously.
+# Usage: valgrind.sh HARNESS
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+harness=$1
+vg=(valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
+    --error-exitcode=99 --suppressions="$here/go-runtime.supp")
+log=$(mktemp)
+trap 'rm -f "$log" "$root/build/leak_canary"' EXIT
+
+echo "valgrind: the harness (CLARA_HARNESS_SCALE=0.05)"
+if ! env -u CLARA_CONFIG -u CLARA_LOG CLARA_HARNESS_SCALE=0.05 "${vg[@]}" "$harness" >"$log" 2>&1; then
+  cat "$log"
+  echo "valgrind: FAILED: memory errors or leaks from Clara (log above)" >&2
+  exit 1
+fi
+grep -v -e '^--' -e '^==.*Warning' -e 'get_Form' "$log" || true
+
+echo "valgrind: the leak canary must be caught"
+cc -Wall -Wextra -Werror -I"$root/include" "$here/leak_canary.c" -o "$root/build/leak_canary" \
+  -L"$root/lib" -lclara -Wl,-rpath,"$root/lib"
+set +e
+"${vg[@]}" "$root/build/leak_canary" >"$log" 2>&1
+rc=$?
+set -e
+if [[ $rc -ne 99 ]] || ! grep -q "definitely lost" "$log"; then
+  cat "$log"
+  echo "valgrind: FAILED: the deliberate leak was not reported (exit $rc)" >&2
+  exit 1
+fi
+echo "valgrind: ok (harness clean, canary leak detected)"

@@ -1,0 +1,513 @@
+# SPDX-License-Identifier: MIT
+"""clara - a ctypes binding of libclara.so (the C interface of include/clara.h).
+
+Copy this one file next to your program; it needs only the standard library
+(Python 3.8 or later).
+
+    import clara
+    c = clara.Clara()                      # or use the module-level functions
+    c.evaluate({"question": "hi"})
+    # -> {'status': 'success', 'tool': 'echo', 'result': {'question': 'hi'}}
+    clara.evaluate({"tool": "get_time", "arguments": {"timezone": "Europe/Paris"}})
+
+Finding the library (first that loads wins; Clara.path tells which):
+  1. the path in the environment variable CLARA_LIBRARY;
+  2. libclara.so, then libclara.so.0, in the directory of this file;
+  3. ../../lib/libclara.so relative to this file (the Clara source tree);
+  4. the soname "libclara.so.0" through the dynamic loader (LD_LIBRARY_PATH,
+     ld.so.cache, ...).
+If none loads, OSError is raised listing every attempt and why it failed.
+Clara(path) loads exactly that path instead.
+
+Ownership:
+  * Everything you pass in (dicts, str, bytes) is copied or borrowed only for
+    the duration of the call; Clara keeps nothing.
+  * Every char * the library returns is malloc'd and owned by the caller. This
+    module copies it into a Python object (ctypes.string_at) and frees it with
+    clara_free_string() before returning, so you never hold a C pointer and
+    nothing leaks. That is why the char * functions are declared with
+    restype = c_void_p, never c_char_p (c_char_p would copy the bytes and
+    lose the pointer, which then could not be freed).
+  * clara_version() and clara_strerror() return static strings; they are
+    never freed.
+  * The log callback given to set_log_handler() is kept alive by this module
+    (a module global) for as long as it is installed.
+
+Threads: every function may be called from any thread, concurrently (ctypes
+releases the GIL during each call). The log handler is called by Clara from
+arbitrary threads, possibly concurrently; it must be thread-safe, and it must
+not call Clara (in particular not set_log_handler(): that deadlocks).
+
+Processes: the library holds a Go runtime. It cannot be unloaded, a process
+can hold only one Go-built shared library, and a child created by fork()
+must not use it. With multiprocessing use the "spawn" start method
+(multiprocessing.set_start_method("spawn") or get_context("spawn")); the
+"fork" start method (the default on Linux before Python 3.14) is unsafe.
+Only glibc systems are supported.
+
+Input containing a NUL byte cannot be passed through the C interface (it
+would be cut at the NUL): such input raises ValueError. A NUL inside a JSON
+string is written as the escape \\u0000, which json.dumps does for you.
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import threading
+
+__all__ = [
+    "Clara", "ClaraError", "MISSING", "load_library",
+    "version", "version_number", "evaluate", "evaluate_raw", "configure",
+    "reset", "json_get", "json_get_raw", "strerror", "set_log_handler",
+    "CLARA_VERSION", "CLARA_VERSION_NUMBER",
+    "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
+    "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL",
+    "CLARA_JSON_MISSING", "CLARA_JSON_NULL", "CLARA_JSON_FALSE",
+    "CLARA_JSON_TRUE", "CLARA_JSON_INTEGER", "CLARA_JSON_FLOAT",
+    "CLARA_JSON_STRING", "CLARA_JSON_ARRAY", "CLARA_JSON_OBJECT",
+    "CLARA_LOG_DEBUG", "CLARA_LOG_INFO", "CLARA_LOG_WARN", "CLARA_LOG_ERROR",
+    "CLARA_LOG_OFF",
+]
+
+# ---- Constants of include/clara.h ------------------------------------------
+
+CLARA_VERSION_MAJOR = 0
+CLARA_VERSION_MINOR = 1
+CLARA_VERSION_PATCH = 0
+CLARA_VERSION = "0.1.0"
+CLARA_VERSION_NUMBER = 1000  # major*1000000 + minor*1000 + patch
+
+CLARA_OK = 0
+CLARA_EINVAL = 1      # an argument is NULL or invalid
+CLARA_ENOMEM = 2      # malloc failed
+CLARA_EINTERNAL = 3   # a bug in Clara; details are on the log
+
+CLARA_JSON_MISSING = 0
+CLARA_JSON_NULL = 1
+CLARA_JSON_FALSE = 2
+CLARA_JSON_TRUE = 3
+CLARA_JSON_INTEGER = 4
+CLARA_JSON_FLOAT = 5
+CLARA_JSON_STRING = 6
+CLARA_JSON_ARRAY = 7
+CLARA_JSON_OBJECT = 8
+
+CLARA_LOG_DEBUG = 0
+CLARA_LOG_INFO = 1
+CLARA_LOG_WARN = 2
+CLARA_LOG_ERROR = 3
+CLARA_LOG_OFF = 4
+
+
+class _Missing:
+    """The type of MISSING. There is one instance; compare with `is`."""
+
+    __slots__ = ()
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "clara.MISSING"
+
+    def __bool__(self):
+        return False
+
+    def __reduce__(self):
+        return (_Missing, ())
+
+
+#: What json_get() returns when nothing is at the path (CLARA_JSON_MISSING).
+#: It is distinct from None, which stands for a JSON null. It is falsy.
+MISSING = _Missing()
+
+
+class ClaraError(RuntimeError):
+    """A negative status code other than -CLARA_EINVAL and -CLARA_ENOMEM
+    (those raise ValueError and MemoryError). .code is the positive
+    CLARA_E* value."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+# The C type of clara_log_fn: void (*)(void *userdata, int level,
+# const char *message). The message is borrowed; ctypes copies it to bytes.
+_LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+# ---- Loading ----------------------------------------------------------------
+
+def _candidates():
+    """Yield (description, path-or-name) in the order the library is sought."""
+    env = os.environ.get("CLARA_LIBRARY")
+    if env:
+        yield "CLARA_LIBRARY", env
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield "next to clara.py", os.path.join(here, "libclara.so")
+    yield "next to clara.py", os.path.join(here, "libclara.so.0")
+    yield "source tree", os.path.normpath(os.path.join(here, "..", "..", "lib", "libclara.so"))
+    yield "dynamic loader", "libclara.so.0"
+
+
+def load_library(path=None):
+    """Load libclara and return (ctypes.CDLL, the path or name loaded).
+
+    With path, only that path is tried. Raises OSError listing every attempt
+    when nothing loads. The prototypes are not set here; Clara() does that.
+    """
+    tried = []
+    cands = [("argument", path)] if path is not None else list(_candidates())
+    for what, cand in cands:
+        is_path = os.sep in cand
+        if is_path and not os.path.exists(cand):
+            tried.append("%s (%s): no such file" % (cand, what))
+            continue
+        try:
+            target = os.path.abspath(cand) if is_path else cand
+            return ctypes.CDLL(target), target
+        except OSError as e:
+            tried.append("%s (%s): %s" % (cand, what, e))
+    raise OSError("cannot load libclara; tried:\n  " + "\n  ".join(tried))
+
+
+def _declare(lib):
+    """Set argtypes/restype of every function of clara.h on lib."""
+    c_char_p, c_void_p, c_int = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int
+
+    # const char *clara_version(void);  static, never freed: c_char_p is right.
+    lib.clara_version.argtypes = []
+    lib.clara_version.restype = c_char_p
+    # int clara_version_number(void);
+    lib.clara_version_number.argtypes = []
+    lib.clara_version_number.restype = c_int
+    # char *clara_evaluate(const char *request_json);  malloc'd: c_void_p.
+    lib.clara_evaluate.argtypes = [c_char_p]
+    lib.clara_evaluate.restype = c_void_p
+    # void clara_free_string(char *s);
+    lib.clara_free_string.argtypes = [c_void_p]
+    lib.clara_free_string.restype = None
+    # char *clara_configure(const char *config);  malloc'd: c_void_p.
+    lib.clara_configure.argtypes = [c_char_p]
+    lib.clara_configure.restype = c_void_p
+    # char *clara_reset(void);  malloc'd: c_void_p.
+    lib.clara_reset.argtypes = []
+    lib.clara_reset.restype = c_void_p
+    # int clara_json_get(const char *json, const char *path, char **text,
+    #                    size_t *length);  *text is malloc'd: c_void_p.
+    lib.clara_json_get.argtypes = [c_char_p, c_char_p,
+                                   ctypes.POINTER(c_void_p),
+                                   ctypes.POINTER(ctypes.c_size_t)]
+    lib.clara_json_get.restype = c_int
+    # void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
+    lib.clara_set_log_handler.argtypes = [_LOG_FN, c_void_p, c_int]
+    lib.clara_set_log_handler.restype = None
+    # const char *clara_strerror(int code);  static, never freed.
+    lib.clara_strerror.argtypes = [c_int]
+    lib.clara_strerror.restype = c_char_p
+
+
+# ---- Helpers ----------------------------------------------------------------
+
+def _to_bytes(value, what):
+    """str -> UTF-8 bytes; bytes/bytearray/memoryview -> bytes; None -> None
+    (a NULL pointer). Refuses embedded NULs, which C would silently cut."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
+    if b"\0" in data:
+        raise ValueError("%s contains a NUL byte, which the C interface cannot carry "
+                         "(write it as \\u0000 inside a JSON string)" % what)
+    return data
+
+
+def _json_bytes(value, what):
+    """dict/list -> compact JSON in UTF-8; str/bytes -> verbatim."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _to_bytes(value, what)
+
+
+# The log handler is process-wide (the library is loaded once per process),
+# so its keep-alive is module-wide too, not per Clara instance.
+_log_lock = threading.Lock()
+_log_keepalive = None   # the installed _LOG_FN object, or None
+_log_lib = None         # the library it was installed in
+
+
+def _make_trampoline(handler):
+    def trampoline(_userdata, level, message):
+        # Runs on a Clara (Go-owned) thread. Nothing may escape into C.
+        try:
+            text = message.decode("utf-8", "replace") if message is not None else ""
+            handler(level, text)
+        except BaseException:  # noqa: B036 - swallow everything, by design
+            pass
+    return _LOG_FN(trampoline)
+
+
+@atexit.register
+def _unhook_at_exit():
+    # A message arriving while the interpreter shuts down would call into a
+    # dead interpreter: restore the default handler first.
+    global _log_keepalive, _log_lib
+    with _log_lock:
+        if _log_keepalive is not None and _log_lib is not None:
+            try:
+                _log_lib.clara_set_log_handler(_LOG_FN(), None, CLARA_LOG_OFF)
+            except Exception:
+                pass
+            _log_keepalive = None
+            _log_lib = None
+
+
+# ---- The binding ------------------------------------------------------------
+
+class Clara:
+    """A handle on the loaded library.
+
+    Clara's state (configuration, tools, log handler) is process-wide: every
+    Clara instance over the same library shares it. Instances are cheap and
+    thread-safe; there is nothing to close (the library cannot be unloaded).
+    """
+
+    def __init__(self, path=None):
+        """Load the library (see the module docstring for the search order,
+        or exactly `path` when given) and declare its functions."""
+        self._lib, self.path = load_library(path)
+        _declare(self._lib)
+
+    # -- internals --
+
+    def _take_string(self, ptr, what):
+        """Copy a malloc'd char * returned by Clara into bytes and free it."""
+        if not ptr:
+            raise MemoryError("%s returned NULL (malloc failed)" % what)
+        try:
+            return ctypes.string_at(ptr)
+        finally:
+            self._lib.clara_free_string(ptr)
+
+    # -- version --
+
+    def version(self):
+        """The loaded library's version, "MAJOR.MINOR.PATCH" (a static C
+        string, copied; nothing to free)."""
+        return self._lib.clara_version().decode("ascii")
+
+    def version_number(self):
+        """major*1000000 + minor*1000 + patch of the loaded library. Compare
+        with CLARA_VERSION_NUMBER, the version this module was written for."""
+        return self._lib.clara_version_number()
+
+    # -- calls --
+
+    def evaluate_raw(self, request):
+        """Send request (str, encoded UTF-8, or bytes sent verbatim; None
+        sends a NULL pointer) to clara_evaluate and return the envelope text
+        (str). The C string is freed before this returns. Raises MemoryError
+        if Clara returns NULL."""
+        data = _to_bytes(request, "request")
+        ptr = self._lib.clara_evaluate(data)
+        return self._take_string(ptr, "clara_evaluate").decode("utf-8")
+
+    def evaluate(self, request):
+        """Serve one request and return the envelope parsed into a dict.
+
+        request is a dict (sent as JSON, UTF-8, non-ASCII kept as is), or a
+        str/bytes sent verbatim. Protocol errors come back as error
+        envelopes ({"status": "error", "error": CODE, "message": ...}),
+        not as exceptions."""
+        return json.loads(self.evaluate_raw(_json_bytes(request, "request")))
+
+    # -- configuration --
+
+    def configure(self, config):
+        """Apply configuration on top of the one in force and return the
+        parsed envelope: {"status": "success", "result": {"config": {...}}}
+        or an invalid_request envelope whose "details" lists each problem
+        (then nothing was applied). config is a dict (sent as JSON) or a
+        str/bytes of TOML or JSON text."""
+        ptr = self._lib.clara_configure(_json_bytes(config, "config"))
+        return json.loads(self._take_string(ptr, "clara_configure").decode("utf-8"))
+
+    def reset(self):
+        """Return to the default configuration (plus CLARA_CONFIG at load
+        time) and return the parsed envelope. Meant for tests."""
+        ptr = self._lib.clara_reset()
+        return json.loads(self._take_string(ptr, "clara_reset").decode("utf-8"))
+
+    # -- reading JSON --
+
+    def json_get_raw(self, doc, path):
+        """clara_json_get as (kind, bytes): kind is a CLARA_JSON_* value and
+        bytes the text Clara returned (None for CLARA_JSON_MISSING). Strings
+        keep embedded NULs. The C string is freed before this returns.
+        Raises ValueError on -CLARA_EINVAL (doc is not valid JSON),
+        MemoryError on -CLARA_ENOMEM, ClaraError on any other code."""
+        doc_b = _json_bytes(doc, "doc")
+        path_b = _to_bytes(path, "path")
+        if doc_b is None or path_b is None:
+            raise TypeError("doc and path must not be None")
+        text = ctypes.c_void_p()
+        length = ctypes.c_size_t()
+        kind = self._lib.clara_json_get(doc_b, path_b, ctypes.byref(text), ctypes.byref(length))
+        try:
+            if kind < 0:
+                code = -kind
+                msg = "clara_json_get(path=%r): %s" % (path, self.strerror(code))
+                if code == CLARA_EINVAL:
+                    raise ValueError(msg)
+                if code == CLARA_ENOMEM:
+                    raise MemoryError(msg)
+                raise ClaraError(code, msg)
+            if kind == CLARA_JSON_MISSING or not text.value:
+                return kind, None
+            return kind, ctypes.string_at(text.value, length.value)
+        finally:
+            if text.value:
+                self._lib.clara_free_string(text.value)
+
+    def json_get(self, doc, path, default=MISSING):
+        """The value at a gjson path (e.g. "result.items.0.name",
+        "details.#") in doc (str/bytes of JSON, or a dict/list), as a Python
+        value:
+
+            missing -> `default` (the MISSING sentinel unless given; note
+                       MISSING is not None, so null and missing differ)
+            null -> None,  true/false -> bool,  integer -> int,
+            float (or an integer beyond 64 bits) -> float,
+            string -> str (embedded NULs kept),
+            array/object -> list/dict (parsed).
+
+        Raises ValueError if doc is not valid JSON (-CLARA_EINVAL); note
+        that Clara checks doc against limits.max_depth."""
+        kind, raw = self.json_get_raw(doc, path)
+        if kind == CLARA_JSON_MISSING:
+            return default
+        if kind == CLARA_JSON_NULL:
+            return None
+        if kind == CLARA_JSON_FALSE:
+            return False
+        if kind == CLARA_JSON_TRUE:
+            return True
+        if kind == CLARA_JSON_INTEGER:
+            return int(raw)
+        if kind == CLARA_JSON_FLOAT:
+            return float(raw)
+        if kind == CLARA_JSON_STRING:
+            return raw.decode("utf-8", "surrogateescape")
+        if kind in (CLARA_JSON_ARRAY, CLARA_JSON_OBJECT):
+            return json.loads(raw.decode("utf-8"))
+        raise ClaraError(CLARA_EINTERNAL, "clara_json_get returned unknown kind %d" % kind)
+
+    # -- status codes --
+
+    def strerror(self, code):
+        """Describe a status code (CLARA_E* or its negative). A static C
+        string, copied; "unknown status code" for codes Clara lacks."""
+        return self._lib.clara_strerror(code).decode("utf-8")
+
+    # -- logging --
+
+    def set_log_handler(self, handler, min_level=CLARA_LOG_INFO):
+        """Send Clara's messages at min_level (CLARA_LOG_*) and above to
+        handler(level: int, message: str); None restores the default
+        (stderr at the CLARA_LOG level).
+
+        handler is called from arbitrary threads owned by Clara, possibly
+        concurrently: make it thread-safe and quick, and never call Clara
+        from it. Any exception it raises is swallowed. This module keeps the
+        ctypes callback object alive while it is installed and drops it once
+        Clara guarantees the old handler is no longer running (when
+        clara_set_log_handler returns)."""
+        global _log_keepalive, _log_lib
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable or None")
+        with _log_lock:
+            if handler is None:
+                new = None
+                self._lib.clara_set_log_handler(_LOG_FN(), None, int(min_level))
+            else:
+                new = _make_trampoline(handler)
+                self._lib.clara_set_log_handler(new, None, int(min_level))
+            # Only now is the previous trampoline certainly idle.
+            _log_keepalive = new
+            _log_lib = self._lib if new is not None else None
+
+
+# ---- Module-level functions on a shared default instance ---------------------
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def _get():
+    global _default
+    c = _default
+    if c is None:
+        with _default_lock:
+            if _default is None:
+                _default = Clara()
+            c = _default
+    return c
+
+
+def version():
+    """See Clara.version."""
+    return _get().version()
+
+
+def version_number():
+    """See Clara.version_number."""
+    return _get().version_number()
+
+
+def evaluate(request):
+    """See Clara.evaluate."""
+    return _get().evaluate(request)
+
+
+def evaluate_raw(request):
+    """See Clara.evaluate_raw."""
+    return _get().evaluate_raw(request)
+
+
+def configure(config):
+    """See Clara.configure."""
+    return _get().configure(config)
+
+
+def reset():
+    """See Clara.reset."""
+    return _get().reset()
+
+
+def json_get(doc, path, default=MISSING):
+    """See Clara.json_get."""
+    return _get().json_get(doc, path, default)
+
+
+def json_get_raw(doc, path):
+    """See Clara.json_get_raw."""
+    return _get().json_get_raw(doc, path)
+
+
+def strerror(code):
+    """See Clara.strerror."""
+    return _get().strerror(code)
+
+
+def set_log_handler(handler, min_level=CLARA_LOG_INFO):
+    """See Clara.set_log_handler."""
+    return _get().set_log_handler(handler, min_level)

@@ -1,0 +1,44 @@
+"""Shared set-up for the Clara ctypes tests (not a test module itself).
+
+Every test runs against the real library, found the way clara.py finds it
+(CLARA_LIBRARY first). Clara's state is process-wide, so each test starts
+and ends with the default configuration and no log handler.
+"""
+
+import os
+import unittest
+
+import clara
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+HEADER = os.path.join(REPO, "include", "clara.h")
+
+# One instance for the whole run; the library is loaded once per process.
+LIB = clara.Clara()
+
+# The default configuration, as clara_reset() reports it (without
+# CLARA_CONFIG, which the Makefile unsets).
+DEFAULT_CONFIG = {
+    "default_evaluator": "echo",
+    "limits": {"max_depth": 512, "max_request_bytes": 16777216},
+}
+
+
+class ClaraTestCase(unittest.TestCase):
+    """Resets configuration and log handler around every test."""
+
+    lib = LIB
+
+    def setUp(self):
+        self.lib.set_log_handler(None, clara.CLARA_LOG_OFF)
+        self.assertEqual(self.lib.reset()["status"], "success")
+
+    def tearDown(self):
+        self.lib.set_log_handler(None, clara.CLARA_LOG_OFF)
+        self.lib.reset()
+
+    def assertEnvelope(self, request, expected):
+        """Send request (bytes/str verbatim) and compare the WHOLE envelope
+        text."""
+        self.assertEqual(self.lib.evaluate_raw(request), expected)

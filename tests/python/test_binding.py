@@ -1,0 +1,267 @@
+"""The binding itself: loading, prototypes against clara.h, constants,
+version, strerror, input checks, module-level functions."""
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import clara
+from clara_testcase import HEADER, HERE, LIB, ClaraTestCase
+
+CLARA_PY = os.path.join(HERE, "clara.py")
+
+
+def header_text():
+    with open(HEADER, encoding="utf-8") as f:
+        return f.read()
+
+
+def header_functions():
+    """{name: return type} of every function declared in clara.h."""
+    text = re.sub(r"/\*.*?\*/", "", header_text(), flags=re.S)
+    out = {}
+    for m in re.finditer(r"^\s*((?:const\s+)?[a-z_ ]+?\s*\*?)\s*(clara_\w+)\s*\(", text, re.M):
+        ret, name = m.group(1).strip(), m.group(2)
+        if ret.startswith("typedef"):
+            continue
+        out[name] = ret.replace(" ", "")
+    return out
+
+
+class TestLoading(unittest.TestCase):
+
+    def test_clara_library_is_used(self):
+        env = os.environ.get("CLARA_LIBRARY")
+        if not env:
+            self.skipTest("CLARA_LIBRARY is not set")
+        self.assertEqual(LIB.path, os.path.abspath(env))
+
+    def test_explicit_bad_path(self):
+        with self.assertRaises(OSError) as cm:
+            clara.Clara("/nonexistent/libclara.so")
+        self.assertIn("/nonexistent/libclara.so", str(cm.exception))
+        self.assertIn("no such file", str(cm.exception))
+
+    def test_explicit_path_not_a_library(self):
+        with self.assertRaises(OSError) as cm:
+            clara.Clara(CLARA_PY)
+        self.assertIn(CLARA_PY, str(cm.exception))
+
+    def run_copy(self, layout, env_extra, code="import clara; c = clara.Clara(); print(c.path); print(c.version())"):
+        """Copy clara.py into tmp/a/b/, apply layout {relpath: symlink
+        target}, run code there in a fresh interpreter; return
+        (returncode, stdout, stderr, tmp)."""
+        tmp = tempfile.mkdtemp(prefix="clara-load-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        mod = os.path.join(tmp, "a", "b")
+        os.makedirs(mod)
+        shutil.copy(CLARA_PY, mod)
+        for rel, target in layout.items():
+            p = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            os.symlink(target, p)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("CLARA_LIBRARY", "LD_LIBRARY_PATH", "PYTHONPATH")}
+        env.update(env_extra)
+        p = subprocess.run([sys.executable, "-c", code], cwd=mod, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, timeout=60)
+        return p.returncode, p.stdout, p.stderr, tmp
+
+    def test_search_next_to_module(self):
+        rc, out, err, tmp = self.run_copy(
+            {"a/b/libclara.so": LIB.path},
+            {"CLARA_LIBRARY": "/nonexistent/libclara.so"})
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), [os.path.join(tmp, "a", "b", "libclara.so"), "0.1.0"])
+
+    def test_search_next_to_module_soname(self):
+        rc, out, err, tmp = self.run_copy({"a/b/libclara.so.0": LIB.path}, {})
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), [os.path.join(tmp, "a", "b", "libclara.so.0"), "0.1.0"])
+
+    def test_search_source_tree(self):
+        rc, out, err, tmp = self.run_copy({"lib/libclara.so": LIB.path}, {})
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), [os.path.join(tmp, "lib", "libclara.so"), "0.1.0"])
+
+    def test_search_soname_through_loader(self):
+        libdir = os.path.dirname(os.path.realpath(LIB.path))
+        if not os.path.exists(os.path.join(libdir, "libclara.so.0")):
+            self.skipTest("no libclara.so.0 beside %s" % LIB.path)
+        rc, out, err, _ = self.run_copy({}, {"LD_LIBRARY_PATH": libdir})
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.split(), ["libclara.so.0", "0.1.0"])
+
+    def test_search_nothing_found(self):
+        # (The check for a system-wide libclara.so.0 must run in the child:
+        # in this process the soname is already loaded, so dlopen finds it.)
+        code = textwrap.dedent("""\
+            import clara
+            try:
+                clara.Clara()
+            except OSError as e:
+                print(e)
+            else:
+                print("LOADED")
+            """)
+        rc, out, err, tmp = self.run_copy({}, {"CLARA_LIBRARY": "/nonexistent/x.so"}, code)
+        self.assertEqual(rc, 0, err)
+        if out.startswith("LOADED"):
+            self.skipTest("libclara.so.0 is installed system-wide")
+        self.assertTrue(out.startswith("cannot load libclara; tried:"), out)
+        for what in ("/nonexistent/x.so (CLARA_LIBRARY)",
+                     os.path.join(tmp, "a", "b", "libclara.so") + " (next to clara.py)",
+                     os.path.join(tmp, "a", "b", "libclara.so.0") + " (next to clara.py)",
+                     os.path.join(tmp, "lib", "libclara.so") + " (source tree)",
+                     "libclara.so.0 (dynamic loader)"):
+            self.assertIn(what, out)
+
+    def test_spawned_child_can_use_clara(self):
+        # The documented way to use Clara from multiprocessing: "spawn".
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            out = pool.apply(_child_evaluate, ('{"question":"from child"}',))
+        self.assertEqual(out, '{"status":"success","tool":"echo","result":{"question":"from child"}}')
+
+
+def _child_evaluate(request):
+    import clara as c
+    return c.evaluate_raw(request)
+
+
+@unittest.skipUnless(os.path.exists(HEADER), "include/clara.h not found")
+class TestPrototypes(unittest.TestCase):
+    """Every function of clara.h is declared, and no char * leaks."""
+
+    def test_header_parsed(self):
+        funcs = header_functions()
+        self.assertIn("clara_evaluate", funcs)
+        self.assertIn("clara_free_string", funcs)
+        self.assertGreaterEqual(len(funcs), 9)
+
+    def test_every_function_declared(self):
+        lib = LIB._lib
+        for name, ret in header_functions().items():
+            with self.subTest(function=name):
+                f = getattr(lib, name)
+                self.assertIsNotNone(f.argtypes, "%s has no argtypes" % name)
+                if ret == "char*":
+                    # Caller-owned: must stay a pointer so it can be freed.
+                    self.assertIs(f.restype, ctypes.c_void_p)
+                elif ret == "constchar*":
+                    self.assertIs(f.restype, ctypes.c_char_p)
+                elif ret == "int":
+                    self.assertIs(f.restype, ctypes.c_int)
+                elif ret == "void":
+                    self.assertIsNone(f.restype)
+                else:
+                    self.fail("unexpected return type %r of %s" % (ret, name))
+
+    def test_argument_counts(self):
+        text = re.sub(r"/\*.*?\*/", "", header_text(), flags=re.S)
+        for name in header_functions():
+            m = re.search(r"\b%s\s*\(([^)]*)\)" % name, text)
+            params = [p for p in m.group(1).split(",") if p.strip() not in ("", "void")]
+            with self.subTest(function=name):
+                self.assertEqual(len(getattr(LIB._lib, name).argtypes), len(params))
+
+    def test_constants_match_header(self):
+        defines = dict(re.findall(r"^#define[ \t]+(CLARA_\w+)[ \t]+(\S+)", header_text(), re.M))
+        self.assertIn("CLARA_JSON_OBJECT", defines)
+        for name, value in defines.items():
+            with self.subTest(constant=name):
+                expected = value.strip('"') if value.startswith('"') else int(value)
+                self.assertEqual(getattr(clara, name), expected)
+
+
+class TestVersion(ClaraTestCase):
+
+    def test_version(self):
+        self.assertEqual(self.lib.version(), "0.1.0")
+        self.assertEqual(self.lib.version(), clara.CLARA_VERSION)
+
+    def test_version_number(self):
+        self.assertEqual(self.lib.version_number(), 1000)
+        self.assertEqual(self.lib.version_number(), clara.CLARA_VERSION_NUMBER)
+        n = self.lib.version_number()
+        self.assertEqual((n // 1000000, n // 1000 % 1000, n % 1000),
+                         (clara.CLARA_VERSION_MAJOR, clara.CLARA_VERSION_MINOR, clara.CLARA_VERSION_PATCH))
+
+    def test_strerror_known(self):
+        self.assertEqual(self.lib.strerror(clara.CLARA_OK), "success")
+        self.assertEqual(self.lib.strerror(clara.CLARA_EINVAL), "invalid argument")
+        self.assertEqual(self.lib.strerror(clara.CLARA_ENOMEM), "out of memory")
+        self.assertEqual(self.lib.strerror(clara.CLARA_EINTERNAL), "internal error (see the log)")
+
+    def test_strerror_negative(self):
+        for code in (clara.CLARA_EINVAL, clara.CLARA_ENOMEM, clara.CLARA_EINTERNAL):
+            self.assertEqual(self.lib.strerror(-code), self.lib.strerror(code))
+
+    def test_strerror_unknown(self):
+        for code in (4, -4, 99, -99, 2**31 - 1):
+            with self.subTest(code=code):
+                self.assertEqual(self.lib.strerror(code), "unknown status code")
+
+
+class TestInputs(ClaraTestCase):
+
+    def test_str_and_bytes_and_dict(self):
+        expected = '{"status":"success","tool":"echo","result":{"q":"é"}}'
+        self.assertEqual(self.lib.evaluate_raw('{"q":"é"}'), expected)
+        self.assertEqual(self.lib.evaluate_raw('{"q":"é"}'.encode()), expected)
+        self.assertEqual(self.lib.evaluate_raw(bytearray('{"q":"é"}'.encode())), expected)
+        self.assertEqual(self.lib.evaluate({"q": "é"}),
+                         {"status": "success", "tool": "echo", "result": {"q": "é"}})
+
+    def test_null_pointer(self):
+        self.assertEnvelope(None, '{"status":"error","error":"invalid_json","message":"Invalid JSON: NULL input"}')
+
+    def test_embedded_nul_refused(self):
+        with self.assertRaises(ValueError):
+            self.lib.evaluate_raw('{"q":"a\0b"}')
+        with self.assertRaises(ValueError):
+            self.lib.evaluate(b'{"q":"a\0b"}')
+        with self.assertRaises(ValueError):
+            self.lib.configure("default_evaluator = \"echo\"\0")
+        with self.assertRaises(ValueError):
+            self.lib.json_get('{"a":1}', "a\0b")
+
+    def test_wrong_types(self):
+        with self.assertRaises(TypeError):
+            self.lib.evaluate_raw(42)
+        with self.assertRaises(TypeError):
+            self.lib.evaluate(3.5)
+        with self.assertRaises(TypeError):
+            self.lib.set_log_handler("not callable", clara.CLARA_LOG_DEBUG)
+
+    def test_module_level_functions(self):
+        self.assertEqual(clara.version(), "0.1.0")
+        self.assertEqual(clara.version_number(), 1000)
+        self.assertEqual(clara.strerror(-1), "invalid argument")
+        self.assertEqual(clara.evaluate({"question": "hi"}),
+                         {"status": "success", "tool": "echo", "result": {"question": "hi"}})
+        self.assertEqual(clara.evaluate_raw('{"a":1}'), '{"status":"success","tool":"echo","result":{"a":1}}')
+        self.assertEqual(clara.configure({})["status"], "success")
+        self.assertEqual(clara.reset()["status"], "success")
+        self.assertEqual(clara.json_get('{"a":[1,2]}', "a.#"), 2)
+        self.assertIs(clara.json_get('{"a":1}', "b"), clara.MISSING)
+        self.assertEqual(clara.json_get_raw('{"a":1}', "a"), (clara.CLARA_JSON_INTEGER, b"1"))
+        clara.set_log_handler(None, clara.CLARA_LOG_OFF)
+
+    def test_missing_sentinel(self):
+        self.assertIs(clara.MISSING, type(clara.MISSING)())
+        self.assertFalse(clara.MISSING)
+        self.assertIsNot(clara.MISSING, None)
+        self.assertEqual(repr(clara.MISSING), "clara.MISSING")
+
+
+if __name__ == "__main__":
+    unittest.main()
