@@ -103,7 +103,7 @@ check-symbols: lib/libclara.so ## the library exports exactly the functions of c
 demo: ## build everything and run the CLIPS demo on the embedded default config
 	@bash tests/setup-debian.sh build
 	@$(MAKE) --no-print-directory all
-	env -u CLARA_CONFIG -u CLARA_LOG bin/clara-clips -f examples_c/demo.clp < /dev/null
+	env -u CLARA_CONFIG -u CLARA_LOG bin/clara-clips -f2 examples_c/demo.clp < /dev/null
 
 # ---- Tests ------------------------------------------------------------------
 

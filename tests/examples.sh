@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every example the project shows users and checks its output:
+# the C programs of examples_c/, the CLIPS demo of `make demo`, and the code
+# blocks of README.md and docs/*.md (tests/run_doc_blocks.py).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=build/examples
+mkdir -p "$out"
+unset CLARA_CONFIG CLARA_LOG
+fail=0
+
+for src in examples_c/*.c; do
+  name=$(basename "$src" .c)
+  ${CC:-cc} -Wall -Wextra -Werror -Iinclude "$src" -o "$out/$name" -Llib -lclara -Wl,-rpath,"$root/lib"
+  if diff -u "tests/examples/$name.out" <("$out/$name" 2>&1); then
+    echo "ok   examples_c/$name.c"
+  else
+    echo "FAIL examples_c/$name.c: output differs from tests/examples/$name.out"; fail=1
+  fi
+done
+
+# The demo exactly as `make demo` runs it.
+if diff -u tests/examples/demo.out <(bin/clara-clips -f2 examples_c/demo.clp < /dev/null 2>&1); then
+  echo "ok   examples_c/demo.clp (make demo)"
+else
+  echo "FAIL examples_c/demo.clp: output differs from tests/examples/demo.out"; fail=1
+fi
+
+python3 tests/run_doc_blocks.py README.md docs/*.md || fail=1
+exit $fail
