@@ -131,7 +131,7 @@ func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
 		return e.fail(dst, r.ID, name, &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name})
 	}
 	call := toolbox.Call{Session: r.Session, Arguments: r.Arguments}
-	result, perr := toolbox.Invoke(context.Background(), t, &call)
+	result, perr := toolbox.Invoke(context.Background(), t, call)
 	if perr != nil {
 		return e.fail(dst, r.ID, name, perr)
 	}

@@ -74,12 +74,12 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reg("fails", "", func(context.Context, *toolbox.Call) ([]byte, error) { return nil, errors.New("disk on fire") })
-	reg("panics", "", func(context.Context, *toolbox.Call) ([]byte, error) { panic("boom") })
-	reg("badjson", "", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(`{"a":`), nil })
-	reg("spaced", "", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(` { "a" : 1 } `), nil })
-	reg("text", "string", func(context.Context, *toolbox.Call) ([]byte, error) { return []byte("line\n\"q\"\xff"), nil })
-	reg("nothing", "", func(context.Context, *toolbox.Call) ([]byte, error) { return nil, nil })
+	reg("fails", "", func(context.Context, toolbox.Call) ([]byte, error) { return nil, errors.New("disk on fire") })
+	reg("panics", "", func(context.Context, toolbox.Call) ([]byte, error) { panic("boom") })
+	reg("badjson", "", func(context.Context, toolbox.Call) ([]byte, error) { return []byte(`{"a":`), nil })
+	reg("spaced", "", func(context.Context, toolbox.Call) ([]byte, error) { return []byte(` { "a" : 1 } `), nil })
+	reg("text", "string", func(context.Context, toolbox.Call) ([]byte, error) { return []byte("line\n\"q\"\xff"), nil })
+	reg("nothing", "", func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil })
 	cases := []struct{ in, want string }{
 		{`{"tool":"fails"}`, `{"status":"error","error":"tool_failed","message":"disk on fire"}`},
 		{`{"tool":"panics"}`, `{"status":"error","error":"internal","message":"internal error"}`},
@@ -140,7 +140,7 @@ func TestConfigure(t *testing.T) {
 		t.Errorf("empty configuration should change nothing: %s", got)
 	}
 	// Reset returns to the defaults and drops registered tools.
-	e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "mine"}, Run: func(context.Context, *toolbox.Call) ([]byte, error) { return nil, nil }})
+	e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "mine"}, Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
 	got = string(e.Reset())
 	want = `{"status":"success","result":{"config":{"default_evaluator":"echo","limits":{"max_depth":512,"max_request_bytes":16777216}}}}`
 	if got != want {
@@ -239,7 +239,7 @@ func TestEngine_concurrentUse(t *testing.T) {
 				return
 			default:
 			}
-			e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "churn"}, Run: func(context.Context, *toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
+			e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "churn"}, Run: func(context.Context, toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
 			e.Configure([]byte(fmt.Sprintf(`{"limits":{"max_depth":%d}}`, 100+i%10)))
 			e.Tools().Unregister("churn")
 		}

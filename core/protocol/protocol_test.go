@@ -236,3 +236,42 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestScan_bitStackBeyondOneWord checks container matching past the first
+// 64 levels, where the scanner's stack spills from one word to a slice.
+func TestScan_bitStackBeyondOneWord(t *testing.T) {
+	const depth = 200
+	var open strings.Builder
+	closers := make([]byte, 0, depth)
+	for i := 0; i < depth; i++ {
+		if i%3 == 0 {
+			open.WriteString(`{"k":`)
+			closers = append(closers, '}')
+		} else {
+			open.WriteString("[")
+			closers = append(closers, ']')
+		}
+	}
+	var closing strings.Builder
+	for i := depth - 1; i >= 0; i-- {
+		closing.WriteByte(closers[i])
+	}
+	good := open.String() + "1" + closing.String()
+	if _, err := protocol.Scan([]byte(good), 1000); err != nil {
+		t.Fatalf("valid %d-deep document refused: %v", depth, err)
+	}
+	if !json.Valid([]byte(good)) {
+		t.Fatal("test document is not valid JSON")
+	}
+	// Swap one closer deep inside (level 150): the scanner must notice.
+	bad := []byte(good)
+	pos := len(open.String()) + 1 + (depth - 1 - 150)
+	if bad[pos] == '}' {
+		bad[pos] = ']'
+	} else {
+		bad[pos] = '}'
+	}
+	if _, err := protocol.Scan(bad, 1000); err == nil {
+		t.Fatal("mismatched closer at level 150 accepted")
+	}
+}

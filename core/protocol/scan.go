@@ -33,19 +33,60 @@ func (e *ScanError) Error() string {
 // problem.
 func Scan(data []byte, maxDepth int) (Scanned, *ScanError) {
 	s := scanner{data: data, maxDepth: maxDepth}
-	var small [64]byte // container stack; deeper documents grow it on the heap
-	s.stack = small[:0]
 	return s.run()
 }
 
 type scanner struct {
 	data     []byte
 	i        int
-	stack    []byte // '{' or '[' per open container
+	stack    bitStack // open containers: true for an object, false for an array
 	maxDepth int
 	depth    int
 	spaced   bool
 	opened   bool // value() opened a non-empty container
+}
+
+// bitStack is a stack of booleans: the first 64 levels live in one word,
+// so the common document allocates nothing; deeper ones spill to a slice.
+type bitStack struct {
+	n    int
+	low  uint64
+	high []uint64
+}
+
+func (b *bitStack) len() int { return b.n }
+
+func (b *bitStack) push(v bool) {
+	i := b.n
+	b.n++
+	if i < 64 {
+		if v {
+			b.low |= 1 << i
+		} else {
+			b.low &^= 1 << i
+		}
+		return
+	}
+	w, bit := (i-64)/64, uint(i-64)%64
+	if w == len(b.high) {
+		b.high = append(b.high, 0)
+	}
+	if v {
+		b.high[w] |= 1 << bit
+	} else {
+		b.high[w] &^= 1 << bit
+	}
+}
+
+func (b *bitStack) pop() { b.n-- }
+
+// top reports the innermost value; the stack must not be empty.
+func (b *bitStack) top() bool {
+	i := b.n - 1
+	if i < 64 {
+		return b.low&(1<<i) != 0
+	}
+	return b.high[(i-64)/64]&(1<<(uint(i-64)%64)) != 0
 }
 
 func (s *scanner) fail(reason string) *ScanError {
@@ -105,7 +146,7 @@ func (s *scanner) run() (Scanned, *ScanError) {
 			}
 			expectValue = false
 		}
-		if len(s.stack) == 0 {
+		if s.stack.len() == 0 {
 			end := s.i
 			s.skip()
 			if s.i != len(s.data) {
@@ -117,20 +158,20 @@ func (s *scanner) run() (Scanned, *ScanError) {
 		if s.i >= len(s.data) {
 			return Scanned{}, s.unexpected()
 		}
-		top := s.stack[len(s.stack)-1]
+		inObject := s.stack.top()
 		switch c := s.data[s.i]; {
 		case c == ',':
 			s.i++
 			s.inner()
-			if top == '{' {
+			if inObject {
 				if err := s.key(); err != nil {
 					return Scanned{}, err
 				}
 			}
 			expectValue = true
-		case (top == '{' && c == '}') || (top == '[' && c == ']'):
+		case (inObject && c == '}') || (!inObject && c == ']'):
 			s.i++
-			s.stack = s.stack[:len(s.stack)-1]
+			s.stack.pop()
 		default:
 			return Scanned{}, s.unexpected()
 		}
@@ -145,7 +186,7 @@ func (s *scanner) value() *ScanError {
 	}
 	switch c := s.data[s.i]; c {
 	case '{', '[':
-		if len(s.stack) >= s.maxDepth {
+		if s.stack.len() >= s.maxDepth {
 			return &ScanError{Offset: s.i, TooDeep: true, MaxDepth: s.maxDepth}
 		}
 		s.i++
@@ -156,14 +197,14 @@ func (s *scanner) value() *ScanError {
 		}
 		if s.i < len(s.data) && s.data[s.i] == closer {
 			s.i++
-			if len(s.stack)+1 > s.depth {
-				s.depth = len(s.stack) + 1
+			if s.stack.len()+1 > s.depth {
+				s.depth = s.stack.len() + 1
 			}
 			return nil
 		}
-		s.stack = append(s.stack, c)
-		if len(s.stack) > s.depth {
-			s.depth = len(s.stack)
+		s.stack.push(c == '{')
+		if s.stack.len() > s.depth {
+			s.depth = s.stack.len()
 		}
 		s.opened = true
 		if c == '{' {

@@ -17,7 +17,7 @@ const maxResultDepth = 10000
 // internal error whose cause carries the stack (for the log, never the
 // envelope). Results of tools that are not built in are checked: text that
 // is not JSON is tool_failed, never passed on.
-func Invoke(ctx context.Context, t *Tool, call *Call) (result []byte, perr *protocol.Error) {
+func Invoke(ctx context.Context, t *Tool, call Call) (result []byte, perr *protocol.Error) {
 	defer func() {
 		if r := recover(); r != nil {
 			result = nil

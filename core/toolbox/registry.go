@@ -30,7 +30,7 @@ type Call struct {
 // Func runs a tool. It returns a JSON value (or text, for ReturnsString)
 // that may alias call.Arguments, or an error: a *protocol.Error keeps its
 // code, any other error becomes tool_failed with its message.
-type Func func(ctx context.Context, call *Call) ([]byte, error)
+type Func func(ctx context.Context, call Call) ([]byte, error)
 
 // Tool is a registered tool. It must not be modified after Register.
 type Tool struct {

@@ -11,7 +11,7 @@ import (
 )
 
 func tool(name string, out string) *toolbox.Tool {
-	return &toolbox.Tool{Descriptor: toolbox.Descriptor{Name: name}, Run: func(context.Context, *toolbox.Call) ([]byte, error) {
+	return &toolbox.Tool{Descriptor: toolbox.Descriptor{Name: name}, Run: func(context.Context, toolbox.Call) ([]byte, error) {
 		return []byte(out), nil
 	}}
 }
@@ -107,7 +107,7 @@ func TestRegistry_churn(t *testing.T) {
 					t.Error("stable tool vanished")
 					return
 				}
-				if out, perr := toolbox.Invoke(context.Background(), tl, &toolbox.Call{Arguments: []byte(`{}`)}); perr != nil || string(out) != `"s"` {
+				if out, perr := toolbox.Invoke(context.Background(), tl, toolbox.Call{Arguments: []byte(`{}`)}); perr != nil || string(out) != `"s"` {
 					t.Errorf("Invoke = %s, %v", out, perr)
 					return
 				}

@@ -27,7 +27,7 @@ func Echo() *toolbox.Tool {
 			Description: "Returns its arguments unchanged.",
 		},
 		Builtin: true,
-		Run: func(_ context.Context, call *toolbox.Call) ([]byte, error) {
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			return call.Arguments, nil
 		},
 	}
@@ -50,7 +50,7 @@ func GetTime(now func() time.Time) *toolbox.Tool {
 			Description: "Current date and time in ISO 8601 with offset; optional IANA timezone.",
 		},
 		Builtin: true,
-		Run: func(_ context.Context, call *toolbox.Call) ([]byte, error) {
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			zone := "UTC"
 			var bad *protocol.Error
 			gjson.ParseBytes(call.Arguments).ForEach(func(k, v gjson.Result) bool {
