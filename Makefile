@@ -60,7 +60,7 @@ lib/$(LIBFILE): $(GO_SOURCES)
 	$(GO) build -buildmode=c-shared -trimpath -o build/libclara.so \
 	  -ldflags "-extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/clara.map'" ./capi
 	rm -f build/libclara.h   # cgo's own header; include/clara.h is the real one
-	cp build/libclara.so $@
+	cp build/libclara.so $@.tmp && mv -f $@.tmp $@   # a new inode: running programs keep the old file
 
 lib/$(SONAME): lib/$(LIBFILE)
 	ln -sf $(LIBFILE) $@
