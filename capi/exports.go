@@ -65,8 +65,12 @@ func recovered(r any, where string) *C.char {
 	return copyOut(protocol.AppendError(nil, nil, protocol.InternalError(nil)))
 }
 
+// claraGoEvaluate answers req. When the envelope fits the C buffer dst
+// (dstCap bytes, NUL included) it is written there and dst is returned;
+// otherwise a new malloc'd string is returned and dst is left to the caller.
+//
 //export claraGoEvaluate
-func claraGoEvaluate(req *C.char, n C.size_t) (out *C.char) {
+func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = recovered(r, "clara_evaluate")
@@ -74,7 +78,14 @@ func claraGoEvaluate(req *C.char, n C.size_t) (out *C.char) {
 	}()
 	bp := bufs.Get().(*[]byte)
 	b := engine.AppendEvaluate((*bp)[:0], bytesOf(req, n))
-	out = copyOut(b)
+	if dst != nil && len(b) < int(dstCap) {
+		d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), len(b)+1)
+		copy(d, b)
+		d[len(b)] = 0
+		out = dst
+	} else {
+		out = copyOut(b)
+	}
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		bufs.Put(bp)

@@ -126,6 +126,35 @@ static void test_garbage(void) {
     CHECK(1);
 }
 
+/* Envelopes on both sides of the size clara_evaluate guesses before calling
+ * into Go (request + 128 bytes, at most 4096): each must come back whole. */
+static void test_envelope_sizes(void) {
+    static char req[12000], want[12100];
+    int len;
+    for (len = 3800; len < 4300; len++) {
+        const char *head = "{\"tool\":\"echo\",\"arguments\":{\"s\":\"";
+        char *got;
+        int h = (int)strlen(head);
+        memcpy(req, head, (size_t)h);
+        memset(req + h, 'x', (size_t)len);
+        strcpy(req + h + len, "\"}}");
+        snprintf(want, sizeof want, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{\"s\":\"%.*s\"}}", len, req + h);
+        got = clara_evaluate(req);
+        if (got == NULL || strcmp(got, want) != 0) {
+            CHECK_STR(got, want);
+            clara_free_string(got);
+            return;
+        }
+        clara_free_string(got);
+    }
+    /* Short requests with longer answers (the first is past the guess). */
+    CHECK_ENVELOPE("{\"tool\":\"e\",\"zz\":1}",
+                   "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"unknown field \\\"zz\\\" in request "
+                   "(known: tool, arguments, session, id, policy, async, trace)\"}");
+    CHECK_ENVELOPE("{\"tool\":\"get_time\",\"arguments\":{\"timezone\":\"Antarctica/DumontDUrville\",\"extra\":1}}",
+                   "{\"status\":\"error\",\"error\":\"invalid_args\",\"message\":\"get_time: unknown argument \\\"extra\\\" (known: timezone)\"}");
+}
+
 static void test_free_null(void) {
     clara_free_string(NULL);
     CHECK(1);
@@ -141,5 +170,6 @@ void tests_envelopes(void) {
     test_errors();
     test_huge_and_deep();
     test_garbage();
+    test_envelope_sizes();
     test_free_null();
 }
