@@ -68,11 +68,6 @@ lib/$(SONAME): lib/$(LIBFILE)
 lib/libclara.so: lib/$(SONAME)
 	ln -sf $(SONAME) $@
 
-lib/clara.pc: Makefile
-	@mkdir -p lib
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
-	  '$(PREFIX)' '$(VERSION)' > $@
-
 # ---- CLIPS ------------------------------------------------------------------
 
 clips: bin/clara-clips ## build bin/clara-clips
@@ -149,14 +144,15 @@ bench: ## the performance table of docs/performance.md
 
 # ---- Install ----------------------------------------------------------------
 
-install: all lib/clara.pc ## install library, links, header, clara.pc and clara-clips under PREFIX
+install: all ## install library, links, header, clara.pc and clara-clips under PREFIX
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(LIBFILE)
 	ln -sf $(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so
 	install -m 0644 include/clara.h $(DESTDIR)$(PREFIX)/include/clara.h
 	install -m 0644 clips_bridge/clara_clips.h $(DESTDIR)$(PREFIX)/include/clara_clips.h
-	install -m 0644 lib/clara.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
 	install -m 0755 bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara-clips
 
 uninstall: ## remove what install put under PREFIX

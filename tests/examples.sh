@@ -27,5 +27,20 @@ else
   echo "FAIL examples_c/demo.clp: output differs from tests/examples/demo.out"; fail=1
 fi
 
+# make install into a scratch prefix: pkg-config finds clara, and the
+# installed clara-clips finds the installed library.
+prefix=$root/$out/prefix
+rm -rf "$prefix"
+make --no-print-directory -s install PREFIX="$prefix" >/dev/null
+cc_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs clara)
+${CC:-cc} -Wall -Wextra -Werror examples_c/hello.c -o "$out/hello-installed" $cc_flags -Wl,-rpath,"$prefix/lib"
+if [[ "$("$out/hello-installed")" == "$(cat tests/examples/hello.out)" ]] &&
+   [[ "$(echo '(printout t (clara-evaluate "{}") crlf)' | "$prefix/bin/clara-clips" -f2 /dev/null)" == *'{"status":"success","tool":"echo","result":{}}'* ]] &&
+   [[ -L "$prefix/lib/libclara.so.0" && -f "$prefix/include/clara.h" && -f "$prefix/include/clara_clips.h" ]]; then
+  echo "ok   make install PREFIX=$out/prefix (pkg-config, clara-clips, links, headers)"
+else
+  echo "FAIL make install: the installed tree does not work"; fail=1
+fi
+
 python3 tests/run_doc_blocks.py README.md docs/*.md || fail=1
 exit $fail
