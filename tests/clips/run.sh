@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs each tests/clips/NAME.clp with `clara-clips -f` (standard input at
-# EOF, the embedded default configuration) and compares its output, minus
-# CLIPS's version banner, with NAME.out. Usage: run.sh CLARA_CLIPS DIR
+# EOF, the embedded default configuration, plus the options in NAME.args if
+# that file exists) and compares its output, minus CLIPS's version banner,
+# with NAME.out. Then checks clara-clips's own option handling.
+# Usage: run.sh CLARA_CLIPS DIR
 # Set UPDATE=1 to rewrite the .out files (then read the diff before committing).
 set -uo pipefail
 clips=$1 dir=$2
@@ -9,7 +11,9 @@ fail=0 n=0
 for clp in "$dir"/*.clp; do
   name=$(basename "$clp" .clp)
   want="$dir/$name.out"
-  got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" -f "$name.clp" < /dev/null 2>&1 \
+  args=()
+  [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
+  got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
         | grep -v '^ *CLIPS ([0-9.]* ' )
   n=$((n + 1))
   if [[ "${UPDATE:-}" == 1 ]]; then
@@ -26,6 +30,33 @@ for clp in "$dir"/*.clp; do
   fi
   rm -f /tmp/clara-clips-diff.$$
 done
+# Option handling: each case is "expected exit status|expected text in the
+# output|arguments".
+cases=(
+  "0|usage: clara-clips|--help"
+  "0|(Clara 0.1.0)|--version"
+  "2|--evaluator: bad name is not a tool name|--evaluator bad\ name"
+  "2|--config needs a value|--config"
+  "2|cannot read /nonexistent.toml|--config /nonexistent.toml"
+  "2|bad.toml: clara_configure: 2 problems: default_evaluator must be a string; unknown key \"colour\"|--config bad.toml"
+  "2|unknown option --frobnicate|--frobnicate"
+  "2|-f needs a file|-f"
+)
+for c in "${cases[@]}"; do
+  IFS='|' read -r want_rc want_text argstr <<< "$c"
+  eval "set -- $argstr"
+  n=$((n + 1))
+  out=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 20 "$OLDPWD/$clips" "$@" < /dev/null 2>&1)
+  rc=$?
+  if [[ $rc -ne $want_rc || "$out" != *"$want_text"* ]]; then
+    echo "FAIL clara-clips $argstr: exit $rc (want $want_rc), output:"
+    echo "$out"
+    fail=$((fail + 1))
+  else
+    echo "ok   clara-clips $argstr"
+  fi
+done
+
 if [[ $fail -gt 0 ]]; then
   echo "clips: $fail of $n programs FAILED"
   exit 1
