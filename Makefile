@@ -12,7 +12,8 @@
 
 SHELL := /bin/bash
 
-GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+GO      ?= $(shell bash tests/find-go.sh)
+GOFMT   ?= $(dir $(GO))gofmt
 CC      ?= gcc
 CXX     ?= g++
 PYTHON  ?= python3
@@ -72,7 +73,7 @@ lib/libclara.so: lib/$(SONAME)
 
 clips: bin/clara-clips ## build bin/clara-clips
 
-bin/clara-clips: clips_bridge/clara_clips_main.c $(BRIDGE) include/clara.h lib/libclara.so
+bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so
 	@mkdir -p bin build
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) -c clips_bridge/userfunctions.c -o build/userfunctions.o
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) clips_bridge/clara_clips.c clips_bridge/clara_clips_main.c \
@@ -109,7 +110,7 @@ test: ## everything CI runs
 	@echo "make test: all passed"
 
 test-go: ## gofmt, go vet, go test -race
-	@test -z "$$(gofmt -l core capi rulelua)" || { echo "gofmt needed:"; gofmt -l core capi rulelua; exit 1; }
+	@out=$$($(GOFMT) -l core capi rulelua) || exit 1; test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 

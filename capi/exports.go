@@ -7,22 +7,29 @@
 package main
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../include -Wall -Wextra -Werror
+// -Wno-unused-parameter: before Go 1.26 the wrappers cgo generates for
+// exports have unused parameters, and these flags apply to them too.
+#cgo CFLAGS: -I${SRCDIR}/../include -Wall -Wextra -Werror -Wno-unused-parameter
 #include <stdlib.h>
 #include "shim.h"
 */
 import "C"
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 func main() {}
@@ -39,8 +46,8 @@ const maxPooledBuf = 64 << 10
 
 // jsonGetMaxDepth bounds documents read by clara_json_get. It is not
 // limits.max_depth: an envelope is one level deeper than its request, and
-// reading must not depend on the request limits in force. The scan does not
-// recurse, so a generous bound costs nothing.
+// reading must not depend on the request limits in force. Neither the scan
+// nor a gjson path (modifiers are disabled) recurses over the document.
 const jsonGetMaxDepth = 1 << 20
 
 // bytesOf borrows C memory as a byte slice; nil for a NULL pointer.
@@ -158,8 +165,150 @@ func claraGoSetLogHandler(fn C.clara_log_fn, userdata C.uintptr_t, minLevel C.in
 		min = logging.Off
 	}
 	engine.SetLogSink(func(level logging.Level, message string) {
-		msg := make([]byte, len(message)+1) // NUL-terminated copy for C
-		copy(msg, message)
-		C.shim_call_log(fn, userdata, C.int(level), (*C.char)(unsafe.Pointer(&msg[0])))
+		// A C copy, so that the handler never reads Go memory (which tools
+		// like valgrind cannot follow).
+		msg := copyOut([]byte(message))
+		if msg == nil {
+			return
+		}
+		defer C.shim_free(unsafe.Pointer(msg))
+		C.shim_call_log(fn, userdata, C.int(level), msg)
 	}, min)
+}
+
+// ---- C tools --------------------------------------------------------------
+
+// toolCall collects what a running C tool reports through its clara_call.
+// C sees the call as an integer id, never a Go pointer.
+type toolCall struct {
+	mu     sync.Mutex
+	done   bool
+	result []byte
+	hasErr bool
+	errMsg string
+}
+
+var (
+	toolCalls  sync.Map // uintptr id -> *toolCall
+	nextCallID atomic.Uintptr
+)
+
+// cTool wraps a C function as a toolbox.Func. The arguments are copied to
+// C memory that lives until the function returns, even past a timeout.
+func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
+	return func(_ context.Context, call toolbox.Call) ([]byte, error) {
+		tc := &toolCall{}
+		id := nextCallID.Add(1)
+		toolCalls.Store(id, tc)
+		defer toolCalls.Delete(id)
+		args := copyOut(call.Arguments)
+		if args == nil {
+			return nil, errors.New("out of memory copying the arguments")
+		}
+		defer C.shim_free(unsafe.Pointer(args))
+		rc := C.shim_call_tool(fn, userdata, args, C.uintptr_t(id))
+		tc.mu.Lock()
+		defer tc.mu.Unlock()
+		tc.done = true
+		switch {
+		case tc.hasErr && tc.errMsg != "":
+			return nil, errors.New(tc.errMsg)
+		case tc.hasErr || rc != 0:
+			return nil, fmt.Errorf("tool failed (code %d)", int(rc))
+		}
+		return tc.result, nil
+	}
+}
+
+func lookupCall(id C.uintptr_t) *toolCall {
+	v, ok := toolCalls.Load(uintptr(id))
+	if !ok {
+		engine.Logger().Logf(logging.Warn, "clara_call_result/clara_call_error with a call that is not running (ignored)")
+		return nil
+	}
+	return v.(*toolCall)
+}
+
+//export claraGoCallResult
+func claraGoCallResult(id C.uintptr_t, p *C.char, n C.size_t) {
+	defer func() {
+		if r := recover(); r != nil {
+			engine.Logger().Logf(logging.Error, "panic in clara_call_result: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if tc := lookupCall(id); tc != nil {
+		tc.mu.Lock()
+		if !tc.done {
+			tc.result = bytes.Clone(bytesOf(p, n)) // nil for NULL: the result is null
+		}
+		tc.mu.Unlock()
+	}
+}
+
+//export claraGoCallError
+func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
+	defer func() {
+		if r := recover(); r != nil {
+			engine.Logger().Logf(logging.Error, "panic in clara_call_error: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if tc := lookupCall(id); tc != nil {
+		tc.mu.Lock()
+		if !tc.done {
+			tc.hasErr = true
+			tc.errMsg = string(bytesOf(p, n))
+		}
+		tc.mu.Unlock()
+	}
+}
+
+//export claraGoRegisterTool
+func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata C.uintptr_t, freeUserdata C.shim_free_fn) (code C.int) {
+	release := func() {}
+	if freeUserdata != nil {
+		release = func() { C.shim_free_userdata(freeUserdata, userdata) }
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			engine.Logger().Logf(logging.Error, "panic in clara_register_tool: %v\n%s", r, debug.Stack())
+			code = -C.CLARA_EINTERNAL
+		}
+	}()
+	if desc == nil || fn == nil {
+		release()
+		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
+		return -C.CLARA_EINVAL
+	}
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), OnRelease: release})
+	if err != nil {
+		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
+		if errors.Is(err, toolbox.ErrBuiltin) {
+			return -C.CLARA_EPERM
+		}
+		return -C.CLARA_EINVAL
+	}
+	return C.CLARA_OK
+}
+
+//export claraGoUnregisterTool
+func claraGoUnregisterTool(name *C.char, n C.size_t) (code C.int) {
+	defer func() {
+		if r := recover(); r != nil {
+			engine.Logger().Logf(logging.Error, "panic in clara_unregister_tool: %v\n%s", r, debug.Stack())
+			code = -C.CLARA_EINTERNAL
+		}
+	}()
+	if name == nil {
+		return -C.CLARA_EINVAL
+	}
+	err := engine.UnregisterTool(string(bytesOf(name, n)))
+	switch {
+	case err == nil:
+		return C.CLARA_OK
+	case errors.Is(err, toolbox.ErrBuiltin):
+		return -C.CLARA_EPERM
+	case errors.Is(err, toolbox.ErrNotFound):
+		return -C.CLARA_ENOENT
+	}
+	return -C.CLARA_EINVAL
 }

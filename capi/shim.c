@@ -47,6 +47,23 @@ int clara_json_get(const char *json, const char *path, char **text, size_t *leng
     return claraGoJSONGet((char *)json, strlen(json), (char *)path, strlen(path), text, length);
 }
 
+int clara_register_tool(const char *descriptor_json, clara_tool_fn fn, void *userdata, void (*free_userdata)(void *)) {
+    return claraGoRegisterTool((char *)descriptor_json, descriptor_json ? strlen(descriptor_json) : 0, fn,
+                               (uintptr_t)userdata, free_userdata);
+}
+
+int clara_unregister_tool(const char *name) {
+    return claraGoUnregisterTool((char *)name, name ? strlen(name) : 0);
+}
+
+void clara_call_result(clara_call *call, const char *result_json) {
+    claraGoCallResult((uintptr_t)call, (char *)result_json, result_json ? strlen(result_json) : 0);
+}
+
+void clara_call_error(clara_call *call, const char *message) {
+    claraGoCallError((uintptr_t)call, (char *)message, message ? strlen(message) : 0);
+}
+
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
@@ -58,6 +75,8 @@ const char *clara_strerror(int code) {
     case CLARA_EINVAL: return "invalid argument";
     case CLARA_ENOMEM: return "out of memory";
     case CLARA_EINTERNAL: return "internal error (see the log)";
+    case CLARA_ENOENT: return "no such tool";
+    case CLARA_EPERM: return "not allowed on a built-in tool";
     default: return "unknown status code";
     }
 }
@@ -73,3 +92,13 @@ char *shim_copy_out(const char *p, size_t n) {
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message) {
     fn((void *)userdata, level, message);
 }
+
+int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *arguments, uintptr_t call) {
+    return fn((void *)userdata, arguments, (clara_call *)call);
+}
+
+void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {
+    free_userdata((void *)userdata);
+}
+
+void shim_free(void *p) { free(p); }

@@ -15,4 +15,11 @@ char *shim_copy_out(const char *p, size_t n);
  * userdata travels as an integer so that Go never holds it as a pointer. */
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message);
 
+/* Calls a C tool, and a tool's free_userdata, for Go. The clara_call handle
+ * is an integer id that Go looks up when the tool reports its result. */
+int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *arguments, uintptr_t call);
+typedef void (*shim_free_fn)(void *);
+void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata);
+void shim_free(void *p);
+
 #endif

@@ -52,9 +52,11 @@ static void fail(struct udf_call *c, const char *message) {
     SetEvaluationError(c->env, true);
 }
 
+/* CLIPS 6.4 presets the result to void; FALSE matches 6.30 on errors. */
 #define UDF_WRAPPER(fn, lisp_name)                                              \
     static void fn##_udf(Environment *env, UDFContext *context, UDFValue *ret) { \
         struct udf_call c = {env, context, ret, lisp_name};                     \
+        ret->lexemeValue = FalseSymbol(env);                                    \
         fn(&c);                                                                 \
     }
 
@@ -154,7 +156,7 @@ static void json_get_fn(struct udf_call *c) {
         ret_string(c, text);
         break;
     case -CLARA_EINVAL:
-        fail(c, "the first argument is not valid JSON");
+        fail(c, "invalid JSON, or a path with an @modifier (write a literal @ as \\@)");
         break;
     default:
         fail(c, clara_strerror(kind));

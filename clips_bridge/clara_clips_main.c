@@ -37,16 +37,20 @@ static char *read_file(const char *path) {
     char *text = NULL;
     size_t len = 0, cap = 0, n;
     if (f == NULL) return NULL;
+    int failed = 0;
     do {
         if (cap - len < 4096) {
             char *grown = realloc(text, cap = cap * 2 + 4096);
-            if (grown == NULL) break;
+            if (grown == NULL) {
+                failed = 1; /* never hand on part of a file */
+                break;
+            }
             text = grown;
         }
         n = fread(text + len, 1, cap - len - 1, f);
         len += n;
     } while (n > 0);
-    if (ferror(f) || text == NULL) {
+    if (failed || ferror(f) || text == NULL) {
         free(text);
         text = NULL;
     } else {

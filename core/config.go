@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -22,13 +23,29 @@ var defaultConfigTOML []byte
 // a change builds a new one and swaps it in.
 type Config struct {
 	DefaultEvaluator string // default_evaluator: the tool of simple-form requests ("echo")
+	TestMode         bool   // test_mode: tools with network, fs_write or exec capabilities do not run (false)
 	Limits           Limits
+	Policy           PolicyConfig
+	Audit            AuditConfig
 }
 
 // Limits is the [limits] table.
 type Limits struct {
+	TimeoutMS       int // timeout_ms: a tool's default deadline (1000)
+	MaxOutputBytes  int // max_output_bytes: a tool's default output cap (65536)
 	MaxRequestBytes int // max_request_bytes (16 MiB)
 	MaxDepth        int // max_depth (512)
+}
+
+// PolicyConfig is the [policy] table: the configuration's layer of policy.
+type PolicyConfig struct {
+	Allow []string // allow: empty allows every registered tool
+	Deny  []string // deny: always wins
+}
+
+// AuditConfig is the [audit] table.
+type AuditConfig struct {
+	Path string // path: a JSONL file every call is appended to; "" keeps only the in-memory ring
 }
 
 // tree is configuration as a generic document: strings, int64, bool,
@@ -43,6 +60,7 @@ const (
 	kInt
 	kBool
 	kTable
+	kStrings // an array of strings
 )
 
 type keySpec struct {
@@ -55,9 +73,19 @@ type keySpec struct {
 
 var schema = map[string]keySpec{
 	"default_evaluator": {kind: kString, check: checkToolName, help: "the tool of simple-form requests"},
+	"test_mode":         {kind: kBool},
 	"limits": {kind: kTable, keys: map[string]keySpec{
+		"timeout_ms":        {kind: kInt, min: 1, max: 24 * 3600 * 1000},
+		"max_output_bytes":  {kind: kInt, min: 1, max: 1 << 30},
 		"max_request_bytes": {kind: kInt, min: 1, max: 1 << 30},
 		"max_depth":         {kind: kInt, min: 1, max: 1 << 20},
+	}},
+	"policy": {kind: kTable, keys: map[string]keySpec{
+		"allow": {kind: kStrings, check: checkToolName},
+		"deny":  {kind: kStrings, check: checkToolName},
+	}},
+	"audit": {kind: kTable, keys: map[string]keySpec{
+		"path": {kind: kString},
 	}},
 }
 
@@ -107,8 +135,8 @@ func parseConfig(text []byte, source string) (tree, error) {
 		if err := dec.Decode(&t); err != nil {
 			return nil, &ConfigError{Source: source, Problems: []string{"invalid JSON: " + err.Error()}}
 		}
-		if dec.More() {
-			return nil, &ConfigError{Source: source, Problems: []string{"invalid JSON: data after the object"}}
+		if tok, err := dec.Token(); err != io.EOF {
+			return nil, &ConfigError{Source: source, Problems: []string{fmt.Sprintf("invalid JSON: data after the object (%v)", tokenOrErr(tok, err))}}
 		}
 	} else {
 		if err := toml.Unmarshal(trimmed, &t); err != nil {
@@ -130,6 +158,13 @@ func parseConfig(text []byte, source string) (tree, error) {
 		return nil, &ConfigError{Source: source, Problems: problems}
 	}
 	return t, nil
+}
+
+func tokenOrErr(tok json.Token, err error) any {
+	if err != nil {
+		return err
+	}
+	return tok
 }
 
 // normalise checks v against a table's members and converts numbers to
@@ -164,6 +199,28 @@ func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string
 				}
 			}
 			out[k] = s
+		case kStrings:
+			list, ok := val.([]any)
+			if !ok {
+				*problems = append(*problems, fmt.Sprintf("%s must be an array of strings", path))
+				continue
+			}
+			strs := make([]any, 0, len(list))
+			for i, item := range list {
+				str, ok := item.(string)
+				if !ok {
+					*problems = append(*problems, fmt.Sprintf("%s[%d] must be a string", path, i))
+					continue
+				}
+				if spec.check != nil {
+					if err := spec.check(str); err != nil {
+						*problems = append(*problems, fmt.Sprintf("%s[%d]: %v", path, i, err))
+						continue
+					}
+				}
+				strs = append(strs, str)
+			}
+			out[k] = strs
 		case kBool:
 			b, ok := val.(bool)
 			if !ok {
@@ -217,13 +274,33 @@ func merge(base, over tree) tree {
 func build(t tree) *Config {
 	c := &Config{}
 	c.DefaultEvaluator, _ = t["default_evaluator"].(string)
-	if lim, ok := t["limits"].(tree); ok {
-		n, _ := lim["max_request_bytes"].(int64)
-		c.Limits.MaxRequestBytes = int(n)
-		n, _ = lim["max_depth"].(int64)
-		c.Limits.MaxDepth = int(n)
+	c.TestMode, _ = t["test_mode"].(bool)
+	lim, _ := t["limits"].(tree)
+	c.Limits = Limits{
+		TimeoutMS:       intOf(lim, "timeout_ms"),
+		MaxOutputBytes:  intOf(lim, "max_output_bytes"),
+		MaxRequestBytes: intOf(lim, "max_request_bytes"),
+		MaxDepth:        intOf(lim, "max_depth"),
 	}
+	pol, _ := t["policy"].(tree)
+	c.Policy = PolicyConfig{Allow: stringsOf(pol, "allow"), Deny: stringsOf(pol, "deny")}
+	aud, _ := t["audit"].(tree)
+	c.Audit.Path, _ = aud["path"].(string)
 	return c
+}
+
+func intOf(t tree, key string) int {
+	n, _ := t[key].(int64)
+	return int(n)
+}
+
+func stringsOf(t tree, key string) []string {
+	list, _ := t[key].([]any)
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		out = append(out, v.(string))
+	}
+	return out
 }
 
 // defaultTree is the embedded default configuration, parsed.

@@ -35,55 +35,90 @@ type Engine struct {
 	log   *logging.Logger
 	tools *toolbox.Registry
 	now   func() time.Time
+	audit *toolbox.Audit
+	kv    *tools.KV
 
 	cfg   atomic.Pointer[settings]
 	cfgMu sync.Mutex // serialises Configure, Reset and SetBase
 	base  tree       // what Reset returns to: defaults plus the start-up file
 
+	sessionPolicies sync.Map   // session name -> *toolbox.Policy
+	sessionPolicyMu sync.Mutex // serialises narrowing (read-modify-write)
+
+	envTestMode  bool // CLARA_TEST_MODE=1
+	envTestAllow bool // CLARA_TEST_ALLOW=1
+
 	defaultSink logging.Sink // the sink SetLogSink(nil) restores
 	defaultMin  logging.Level
 }
 
-// settings is one immutable configuration snapshot.
+// settings is one immutable configuration snapshot, with what the call
+// path needs precomputed.
 type settings struct {
-	tree   tree
-	config *Config
-	limits protocol.Limits
+	tree     tree
+	config   *Config
+	limits   protocol.Limits
+	defaults toolbox.Defaults
+	policy   *toolbox.Policy // the configuration's layer
 }
 
 // Options configures New. The zero value is valid.
 type Options struct {
-	Logger *logging.Logger  // where messages go; nil discards them
-	Now    func() time.Time // the clock of get_time; nil is time.Now
+	Logger    *logging.Logger  // where messages go; nil discards them
+	Now       func() time.Time // the clock of calls, audit and get_time; nil is time.Now
+	TestMode  bool             // as CLARA_TEST_MODE=1: test mode whatever the configuration says
+	TestAllow bool             // as CLARA_TEST_ALLOW=1: tools run even in test mode
 }
 
 // New returns an engine on the embedded default configuration with the
 // built-in tools registered.
 func New(opts Options) *Engine {
-	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), now: opts.Now}
+	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), now: opts.Now, kv: tools.NewKV(),
+		envTestMode: opts.TestMode, envTestAllow: opts.TestAllow}
 	if e.log == nil {
 		e.log = &logging.Logger{}
 	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	e.audit = toolbox.NewAudit(e.log)
 	e.base = defaultTree()
-	e.install(e.base)
+	if err := e.install(e.base); err != nil {
+		panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
+	}
 	e.registerBuiltins()
 	return e
 }
 
 func (e *Engine) registerBuiltins() {
-	for _, t := range tools.Builtins(e.now) {
-		if _, err := e.tools.Register(t); err != nil {
-			panic("clara: built-in tool: " + err.Error()) // a bug in this package, caught by its tests
+	list, err := tools.Builtins(tools.Deps{Now: e.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: e})
+	if err == nil {
+		for _, t := range list {
+			if err = e.tools.Register(t); err != nil {
+				break
+			}
 		}
+	}
+	if err != nil {
+		panic("clara: built-in tool: " + err.Error()) // a bug in this package, caught by its tests
 	}
 }
 
-func (e *Engine) install(t tree) {
+// install makes t the configuration in force. Its only side effect that
+// can fail (opening the audit file) happens first, so on error nothing
+// changes.
+func (e *Engine) install(t tree) error {
 	c := build(t)
-	e.cfg.Store(&settings{tree: t, config: c, limits: protocol.Limits{
-		MaxRequestBytes: c.Limits.MaxRequestBytes,
-		MaxDepth:        c.Limits.MaxDepth,
-	}})
+	if err := e.audit.SetFile(c.Audit.Path); err != nil {
+		return err
+	}
+	e.cfg.Store(&settings{
+		tree: t, config: c,
+		limits:   protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth},
+		defaults: toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
+		policy:   toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
+	})
+	return nil
 }
 
 // Config returns the configuration in force. Do not modify it.
@@ -94,6 +129,9 @@ func (e *Engine) Tools() *toolbox.Registry { return e.tools }
 
 // Logger returns the engine's logger.
 func (e *Engine) Logger() *logging.Logger { return e.log }
+
+// Audit returns the engine's audit.
+func (e *Engine) Audit() *toolbox.Audit { return e.audit }
 
 // Evaluate serves one request and returns the response envelope.
 func (e *Engine) Evaluate(req []byte) []byte { return e.AppendEvaluate(nil, req) }
@@ -126,16 +164,19 @@ func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
 	if r.Simple {
 		name = s.config.DefaultEvaluator
 	}
-	t, ok := e.tools.Lookup(name)
-	if !ok {
-		return e.fail(dst, r.ID, name, &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name})
+	scope := toolbox.Scope{Config: s.policy, Session: e.sessionPolicy(r.Session)}
+	if r.Policy != nil {
+		p, err := toolbox.ParsePolicy(r.Policy, "the request")
+		if err != nil {
+			return e.fail(dst, r.ID, name, protocol.Errorf(protocol.InvalidRequest, "%v", err))
+		}
+		scope.Request = p
 	}
-	call := toolbox.Call{Session: r.Session, Arguments: r.Arguments}
-	result, perr := toolbox.Invoke(context.Background(), t, call)
+	result, truncated, perr := e.call(context.Background(), s, name, r.Session, r.Arguments, scope)
 	if perr != nil {
 		return e.fail(dst, r.ID, name, perr)
 	}
-	env := protocol.Success{ID: r.ID, Tool: name, Result: result}
+	env := protocol.Success{ID: r.ID, Tool: name, Result: result, Truncated: truncated}
 	return env.Append(dst)
 }
 
@@ -143,8 +184,6 @@ func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
 // have yet, rather than ignoring them silently.
 func unsupported(r *protocol.Request) *protocol.Error {
 	switch {
-	case r.Policy != nil:
-		return protocol.Errorf(protocol.InvalidRequest, "\"policy\" is not supported by this version of Clara (%s)", Version)
 	case r.Async:
 		return protocol.Errorf(protocol.InvalidRequest, "\"async\" is not supported by this version of Clara (%s)", Version)
 	case r.Trace:
@@ -180,7 +219,9 @@ func (e *Engine) Configure(text []byte) (out []byte) {
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	merged := merge(e.cfg.Load().tree, over)
-	e.install(merged)
+	if err := e.install(merged); err != nil {
+		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest, "clara_configure: %v", err))
+	}
 	e.log.Logf(logging.Info, "configuration changed")
 	if name := e.Config().DefaultEvaluator; !e.hasTool(name) {
 		// Not an error: the host may register the tool next.
@@ -203,8 +244,11 @@ func (e *Engine) SetBase(text []byte, source string) error {
 	}
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
-	e.base = merge(defaultTree(), over)
-	e.install(e.base)
+	base := merge(defaultTree(), over)
+	if err := e.install(base); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	e.base = base
 	return nil
 }
 
@@ -215,9 +259,15 @@ func (e *Engine) Reset() (out []byte) {
 	defer e.recoverTo(&out, "reset")
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
-	e.install(e.base)
+	if err := e.install(e.base); err != nil {
+		// Only the audit file can fail; run without it rather than keep
+		// a configuration the caller asked to leave.
+		e.log.Logf(logging.Error, "reset: %v; audit file disabled", err)
+		b := merge(e.base, tree{"audit": tree{"path": ""}})
+		_ = e.install(b)
+	}
 	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
-	e.registerBuiltins() // a host may have replaced a built-in by name
+	e.sessionPolicies.Range(func(k, _ any) bool { e.sessionPolicies.Delete(k); return true })
 	return e.configEnvelope(e.base)
 }
 

@@ -18,6 +18,10 @@ import (
 
 var fixed = time.Date(2026, 11, 21, 21, 15, 37, 123e6, time.UTC)
 
+// defaultConfigJSON is the embedded default configuration as Configure and
+// Reset report it.
+const defaultConfigJSON = `{"audit":{"path":""},"default_evaluator":"echo","limits":{"max_depth":512,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"test_mode":false}`
+
 func newEngine(t testing.TB) *core.Engine {
 	t.Helper()
 	return core.New(core.Options{Now: func() time.Time { return fixed }})
@@ -47,7 +51,7 @@ func TestEvaluate_envelopes(t *testing.T) {
 		{`{"tool":["echo"]}`, `{"status":"error","error":"invalid_request","message":"\"tool\" must be a non-empty string, got an array"}`},
 		{`{"tool":"echo","arguments":5}`, `{"status":"error","error":"invalid_request","message":"\"arguments\" must be an object, got a number"}`},
 		{`{"tool":"get_time","arguments":{"timezone":"Mars/Base"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown timezone \"Mars/Base\" (use an IANA name such as \"Europe/Paris\")"}`},
-		{`{"tool":"get_time","arguments":{"tz":"UTC"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown argument \"tz\" (known: timezone)"}`},
+		{`{"tool":"get_time","arguments":{"tz":"UTC"}}`, `{"status":"error","error":"invalid_args","message":"tool \"get_time\": arguments do not match input_schema: at the top: additional properties 'tz' not allowed","details":[{"pointer":"","message":"additional properties 'tz' not allowed"}]}`},
 		{`{"tool":"echo","async":true}`, `{"status":"error","error":"invalid_request","message":"\"async\" is not supported by this version of Clara (0.1.0)"}`},
 	}
 	for _, c := range cases {
@@ -70,7 +74,11 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 	log := logging.New(func(l logging.Level, m string) { mu.Lock(); fmt.Fprintf(&logged, "%s %s\n", l, m); mu.Unlock() }, logging.Debug)
 	e := core.New(core.Options{Logger: log})
 	reg := func(name, returns string, run toolbox.Func) {
-		if _, err := e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: name, Returns: returns}, Run: run}); err != nil {
+		if returns == "" {
+			returns = "json"
+		}
+		d := fmt.Sprintf(`{"name":%q,"returns":%q}`, name, returns)
+		if err := e.RegisterTool([]byte(d), toolbox.ToolOptions{Run: run}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,7 +111,7 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 func TestConfigure(t *testing.T) {
 	e := newEngine(t)
 	got := string(e.Configure([]byte("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 3\n")))
-	want := `{"status":"success","result":{"config":{"default_evaluator":"get_time","limits":{"max_depth":3,"max_request_bytes":16777216}}}}`
+	want := `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"test_mode":false}}}`
 	if got != want {
 		t.Fatalf("Configure TOML\n got %s\nwant %s", got, want)
 	}
@@ -115,7 +123,7 @@ func TestConfigure(t *testing.T) {
 	}
 	// JSON merges key by key.
 	got = string(e.Configure([]byte(`{"limits":{"max_request_bytes":10}}`)))
-	want = `{"status":"success","result":{"config":{"default_evaluator":"get_time","limits":{"max_depth":3,"max_request_bytes":10}}}}`
+	want = `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":10,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"test_mode":false}}}`
 	if got != want {
 		t.Fatalf("Configure JSON\n got %s\nwant %s", got, want)
 	}
@@ -128,7 +136,7 @@ func TestConfigure(t *testing.T) {
 	if e.Config().Limits.MaxDepth != 3 || e.Config().DefaultEvaluator != "get_time" {
 		t.Errorf("a failed configure changed the configuration: %+v", e.Config())
 	}
-	for _, bad := range []string{"a = ", `{"a":`, `{"default_evaluator":"has space"}`, `{"limits":5}`, `{"limits":{"max_depth":1.5}}`, `{} {}`} {
+	for _, bad := range []string{"a = ", `{"a":`, `{"default_evaluator":"get_time"}]]]`, `{"default_evaluator":"get_time"} }`, `{"default_evaluator":"has space"}`, `{"limits":5}`, `{"limits":{"max_depth":1.5}}`, `{} {}`} {
 		if got := string(e.Configure([]byte(bad))); !strings.HasPrefix(got, `{"status":"error","error":"invalid_request","message":"clara_configure: `) {
 			t.Errorf("Configure(%q) = %s", bad, got)
 		}
@@ -140,9 +148,11 @@ func TestConfigure(t *testing.T) {
 		t.Errorf("empty configuration should change nothing: %s", got)
 	}
 	// Reset returns to the defaults and drops registered tools.
-	e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "mine"}, Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
+	if err := e.RegisterTool([]byte(`{"name":"mine"}`), toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
 	got = string(e.Reset())
-	want = `{"status":"success","result":{"config":{"default_evaluator":"echo","limits":{"max_depth":512,"max_request_bytes":16777216}}}}`
+	want = `{"status":"success","result":{"config":` + defaultConfigJSON + `}}`
 	if got != want {
 		t.Fatalf("Reset\n got %s\nwant %s", got, want)
 	}
@@ -196,12 +206,12 @@ func TestFromEnvironment(t *testing.T) {
 	var got []string
 	e.SetLogSink(func(l logging.Level, m string) { got = append(got, m) }, logging.Debug)
 	e.Evaluate([]byte(`{"tool":"nope"}`))
-	if len(got) != 1 || !strings.Contains(got[0], `call of "nope" failed: unknown_tool`) {
+	if len(got) != 2 || !strings.HasPrefix(got[0], `audit {"ts":`) || !strings.Contains(got[1], `call of "nope" failed: unknown_tool`) {
 		t.Errorf("sink got %q", got)
 	}
 	e.SetLogSink(nil, 0)
 	e.Evaluate([]byte(`{"tool":"nope"}`))
-	if len(got) != 1 {
+	if len(got) != 2 {
 		t.Errorf("old sink still called")
 	}
 }
@@ -239,9 +249,9 @@ func TestEngine_concurrentUse(t *testing.T) {
 				return
 			default:
 			}
-			e.Tools().Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "churn"}, Run: func(context.Context, toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
+			e.RegisterTool([]byte(`{"name":"churn"}`), toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
 			e.Configure([]byte(fmt.Sprintf(`{"limits":{"max_depth":%d}}`, 100+i%10)))
-			e.Tools().Unregister("churn")
+			e.UnregisterTool("churn")
 		}
 	}()
 	wg.Wait()

@@ -40,7 +40,10 @@ int main(void) {
         fprintf(stderr, "built with clara.h %s but loaded libclara %s\n", CLARA_VERSION, clara_version());
         return 1;
     }
-    clara_set_log_handler(print_log, stdout, CLARA_LOG_DEBUG);
+    /* Warnings and errors go to print_log from now on. */
+    clara_set_log_handler(print_log, stdout, CLARA_LOG_WARN);
+    clara_free_string(clara_configure("default_evaluator = \"weather\"")); /* not registered: a warning */
+    clara_free_string(clara_reset());
 
     call("{\"tool\":\"echo\",\"arguments\":{\"n\":42}}");
     call("{\"tool\":\"no_such_tool\"}");

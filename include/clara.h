@@ -18,8 +18,9 @@
  *                lock on the call path.
  *   Errors     - functions returning char * report failures inside the JSON
  *                envelope ({"status":"error",...}); functions returning int
- *                return CLARA_OK (0) or a negative -CLARA_E* code, which
- *                clara_strerror() describes.
+ *                report failures as a negative -CLARA_E* code, which
+ *                clara_strerror() describes (success is CLARA_OK, or a
+ *                non-negative value where the function says so).
  *
  * Limits of the platform (Clara is written in Go): the library cannot be
  * unloaded (dlclose does nothing); a process can hold only one Go-built
@@ -121,13 +122,98 @@ char *clara_configure(const char *config);
 
 /*
  * clara_reset - return to the embedded default configuration plus the file
- * named by CLARA_CONFIG at load time, and drop every tool registered through
- * this API. Meant for tests.
+ * named by CLARA_CONFIG at load time, drop every tool registered through
+ * this API (their free_userdata runs once their running calls return) and
+ * every session policy. Meant for tests.
  *
  * Ownership: the returned envelope is malloc'd (clara_free_string()).
  * Returns:   {"status":"success","result":{"config":{...}}}.
  */
 char *clara_reset(void);
+
+/* ---- Tools written in C ------------------------------------------------- */
+
+/* One running call of a C tool; opaque, valid only until the tool returns. */
+typedef struct clara_call clara_call;
+
+/*
+ * clara_tool_fn - a tool written in C (or in Python through ctypes).
+ *
+ * arguments_json is the call's arguments, a JSON object already validated
+ * against the tool's input_schema, NUL-terminated, borrowed until the
+ * function returns. Report the outcome through call, then return:
+ *   0        success; the result is what clara_call_result() set, or null;
+ *   non-zero failure; the envelope is tool_failed with the message given to
+ *            clara_call_error(), or "tool failed (code N)".
+ * Calling clara_call_error() makes the call a failure whatever is returned.
+ *
+ * Threads: called on a thread of Clara's, possibly several calls at once
+ *          (unless the descriptor sets "max_concurrency": 1). It may call
+ *          clara_evaluate() and the other functions of this header.
+ * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
+ *          at the deadline; the function keeps running until it returns, and
+ *          what it reports then is discarded. Clara cannot stop C code.
+ */
+typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_call *call);
+
+/*
+ * clara_register_tool - add a tool written in C.
+ *
+ * descriptor_json describes the tool (docs/tools.md):
+ *   {"name": "get_weather", "description": "...",
+ *    "input_schema": {JSON Schema, draft 2020-12 unless $schema says otherwise},
+ *    "returns": "json" | "string", "capabilities": ["network", ...],
+ *    "limits": {"timeout_ms": 1000, "rate_per_min": 20, "rate_scope": "tool",
+ *               "max_output_bytes": 65536, "max_concurrency": 4},
+ *    "llm_visible": true}
+ * Only "name" is required. The schema is compiled once, here. A tool of the
+ * same name registered earlier through this function is replaced; calls
+ * already running finish with the old one.
+ *
+ * Ownership: descriptor_json is borrowed. userdata is passed to fn on every
+ *            call. free_userdata (may be NULL) is called once with userdata
+ *            when the tool is unregistered or replaced, after its last
+ *            running call has returned, and also when registration fails,
+ *            so the caller never has to guess who frees.
+ * Threads:   any thread; tools may be registered while others are called.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL  descriptor_json or fn is NULL, or the descriptor
+ *                           or its schema is invalid (the reason is logged
+ *                           at error level);
+ *            -CLARA_EPERM   the name belongs to a built-in tool.
+ */
+int clara_register_tool(const char *descriptor_json, clara_tool_fn fn, void *userdata,
+                        void (*free_userdata)(void *));
+
+/*
+ * clara_unregister_tool - remove a tool added with clara_register_tool().
+ *
+ * Calls already running finish; then free_userdata runs (see above).
+ * Returns: CLARA_OK; -CLARA_EINVAL (name is NULL); -CLARA_ENOENT (no such
+ *          tool); -CLARA_EPERM (a built-in tool).
+ */
+int clara_unregister_tool(const char *name);
+
+/*
+ * clara_call_result - set the result of a call, from inside the tool.
+ *
+ * For a "returns": "json" tool, result_json must be valid JSON (otherwise
+ * the call is tool_failed); for a "string" tool it is taken verbatim as the
+ * result string. NULL means null. A later call replaces an earlier one.
+ *
+ * Ownership: result_json is copied; free it when you like.
+ * Threads:   the tool's own thread, before the tool returns. Calls with a
+ *            clara_call whose tool has returned are ignored.
+ */
+void clara_call_result(clara_call *call, const char *result_json);
+
+/*
+ * clara_call_error - report the call as failed with a message for people.
+ *
+ * Ownership: message is copied. NULL gives the default message.
+ * Threads:   as clara_call_result().
+ */
+void clara_call_error(clara_call *call, const char *message);
 
 /* ---- Reading JSON ------------------------------------------------------- */
 
@@ -147,7 +233,9 @@ char *clara_reset(void);
  * envelope returned by clara_evaluate(), without a JSON library.
  *
  * path uses gjson syntax: "result.message", "details.0.path",
- * "result.items.#" (array length). See docs/c-api.md.
+ * "result.items.#" (array length). See docs/c-api.md. gjson's @modifiers
+ * are refused (they can transform a document without bound); a key that
+ * contains '@' is written with a backslash: "user\\@host".
  *
  * Ownership: json and path are borrowed. On success *text receives a
  *            malloc'd, NUL-terminated string (NULL for CLARA_JSON_MISSING)
@@ -156,10 +244,11 @@ char *clara_reset(void);
  *            NULL, *length receives the full length in bytes.
  * Threads:   any thread.
  * Returns:   a CLARA_JSON_* kind (>= 0), or
- *            -CLARA_EINVAL  json or path or text is NULL, or json is not
- *                           valid JSON (*text is set to NULL when text is
- *                           not NULL);
- *            -CLARA_ENOMEM  malloc failed.
+ *            -CLARA_EINVAL    json or path or text is NULL, json is not
+ *                             valid JSON, or path uses an @modifier (*text
+ *                             is set to NULL when text is not NULL);
+ *            -CLARA_ENOMEM    malloc failed;
+ *            -CLARA_EINTERNAL a bug in Clara (logged).
  */
 int clara_json_get(const char *json, const char *path, char **text, size_t *length);
 
@@ -177,7 +266,11 @@ int clara_json_get(const char *json, const char *path, char **text, size_t *leng
  * level is a CLARA_LOG_* value; message is NUL-terminated UTF-8, borrowed
  * for the duration of the call (copy it to keep it).
  * Threads: called from any thread, possibly concurrently: it must be
- *          thread-safe, and it must not call any clara_* function.
+ *          thread-safe, and it must not call any clara_* function. It may
+ *          run while another thread is inside clara_configure() or
+ *          clara_set_log_handler(), so it must not wait for such a thread.
+ *          It must return normally: no longjmp and no C++ exception may
+ *          cross Clara's frames.
  */
 typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
 
@@ -201,6 +294,8 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
 #define CLARA_EINVAL    1 /* an argument is NULL or invalid */
 #define CLARA_ENOMEM    2 /* malloc failed */
 #define CLARA_EINTERNAL 3 /* a bug in Clara; details are on the log */
+#define CLARA_ENOENT    4 /* no such tool */
+#define CLARA_EPERM     5 /* not allowed on a built-in tool */
 
 /*
  * clara_strerror - describe a status code; code may be given as CLARA_E*

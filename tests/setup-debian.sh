@@ -4,7 +4,7 @@
 # work on a fresh Debian machine. Usage: setup-debian.sh build|bench
 set -euo pipefail
 
-build_pkgs=(gcc g++ make pkg-config libclips-dev valgrind python3)
+build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3)
 bench_pkgs=("${build_pkgs[@]}" libjansson-dev python3-simpleeval python3-lupa)
 
 case "${1:-build}" in
@@ -18,12 +18,36 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
   exit 0
 fi
 
+here=$(cd "$(dirname "$0")" && pwd)
+go_version=go1.24.13 # fetched from the Go module proxy when no Go >= 1.24 is installed
+need_go=0
+[[ "$(bash "$here/find-go.sh")" == go ]] && { need_go=1; wanted+=(curl unzip); }
+
 missing=()
 for p in "${wanted[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+install_go() {
+  # The Go toolchain is published on the module proxy as an ordinary module.
+  local dest=${CLARA_GO_CACHE:-$HOME/.cache/clara} arch
+  arch=$(dpkg --print-architecture)
+  local mod="golang.org/toolchain@v0.0.1-$go_version.linux-$arch"
+  local url="${GOPROXY_URL:-https://proxy.golang.org}/golang.org/toolchain/@v/v0.0.1-$go_version.linux-$arch.zip"
+  echo "setup-debian.sh: no Go >= 1.24 found; fetching $go_version from $url"
+  mkdir -p "$dest"
+  rm -rf "$dest/go" "$dest/$mod"
+  curl -sSfL "$url" -o "$dest/toolchain.zip"
+  (cd "$dest" && unzip -q toolchain.zip && mv "$mod" go && rm -f toolchain.zip)
+  chmod +x "$dest"/go/bin/* "$dest"/go/pkg/tool/*/* 2>/dev/null || true
+  "$dest/go/bin/go" version
+}
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  [[ $need_go -eq 1 ]] && install_go
+  exit 0
+fi
 
 echo "setup-debian.sh: installing ${missing[*]}"
 sudo=()
@@ -37,3 +61,5 @@ if ! "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"; th
   "${sudo[@]}" apt-get update
   "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+[[ $need_go -eq 1 ]] && install_go
+exit 0

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -24,11 +25,35 @@ const (
 	KindObject
 )
 
+// ErrModifier refuses a path that uses a gjson @modifier. Modifiers
+// (@pretty, @flatten, @dig, ...) recurse over the document and some grow
+// quadratically: on a deep document a caller's path could overflow the stack
+// or exhaust memory. Paths select; they never transform. A key that really
+// contains '@' is written with a backslash: "user\\@host".
+var ErrModifier = errors.New("gjson @modifiers are not allowed in paths (write a literal @ as \\@)")
+
+// usesModifier reports whether path has an '@' that is not escaped.
+func usesModifier(path string) bool {
+	for i := 0; i < len(path); i++ {
+		switch path[i] {
+		case '\\':
+			i++ // the next byte is literal
+		case '@':
+			return true
+		}
+	}
+	return false
+}
+
 // Get returns the value at a gjson path in doc, which must be valid JSON (it
-// is checked with Scan and maxDepth first). The text is the unescaped value
+// is checked with Scan and maxDepth first); paths with @modifiers are
+// refused with ErrModifier. The text is the unescaped value
 // for strings, the number as written for numbers, compact JSON for arrays
 // and objects, and "null", "true" or "false"; it is empty when Missing.
-func Get(doc []byte, path string, maxDepth int) (Kind, string, *ScanError) {
+func Get(doc []byte, path string, maxDepth int) (Kind, string, error) {
+	if usesModifier(path) {
+		return KindMissing, "", ErrModifier
+	}
 	sc, err := Scan(doc, maxDepth)
 	if err != nil {
 		return KindMissing, "", err

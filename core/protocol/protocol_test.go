@@ -275,3 +275,19 @@ func TestScan_bitStackBeyondOneWord(t *testing.T) {
 		t.Fatal("mismatched closer at level 150 accepted")
 	}
 }
+
+// TestGet_modifiersAreDisabled: a path cannot transform the document (a
+// deep document with @pretty once overflowed the stack or ran for minutes).
+func TestGet_modifiersAreDisabled(t *testing.T) {
+	deep := []byte(strings.Repeat("[", 5000) + "1" + strings.Repeat("]", 5000))
+	for _, path := range []string{"@pretty", "@flatten", "@dig:x", `@flatten:{"deep":true}`, "@reverse", "@this"} {
+		k, text, err := protocol.Get(deep, path, 10000)
+		if err != protocol.ErrModifier || k != protocol.KindMissing || text != "" {
+			t.Errorf("Get(deep, %q) = %v %d bytes %v, want ErrModifier", path, k, len(text), err)
+		}
+	}
+	// A literal @ in a key is written escaped.
+	if k, text, err := protocol.Get([]byte(`{"user@host":1}`), `user\@host`, 10); err != nil || k != protocol.KindInteger || text != "1" {
+		t.Errorf("escaped @: %v %q %v", k, text, err)
+	}
+}

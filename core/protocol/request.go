@@ -18,7 +18,8 @@ type Limits struct {
 
 // Request is one parsed request. Its strings and byte slices point into the
 // bytes given to Parse (or into the scratch buffer Parse compacted them
-// into): copy anything that must outlive the call.
+// into), which may be a C caller's buffer freed when the call returns:
+// copy anything that must outlive the call (strings.Clone, bytes.Clone).
 type Request struct {
 	// Simple is true for the simple form: no "tool" key, the whole object
 	// is the arguments of the default evaluator, and every other field

@@ -1,7 +1,7 @@
 package toolbox
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -13,31 +13,6 @@ const (
 	ReturnsJSON   = "json"   // the tool produces a JSON value
 	ReturnsString = "string" // the tool produces text, sent as a JSON string
 )
-
-// Descriptor describes a tool to callers and to the catalog.
-type Descriptor struct {
-	Name        string // matches ^[a-zA-Z0-9_-]{1,64}$
-	Description string
-	Returns     string // ReturnsJSON (default) or ReturnsString
-}
-
-// Call is one invocation of a tool.
-type Call struct {
-	Session   string
-	Arguments []byte // a compact JSON object; borrowed: valid only until the tool returns
-}
-
-// Func runs a tool. It returns a JSON value (or text, for ReturnsString)
-// that may alias call.Arguments, or an error: a *protocol.Error keeps its
-// code, any other error becomes tool_failed with its message.
-type Func func(ctx context.Context, call Call) ([]byte, error)
-
-// Tool is a registered tool. It must not be modified after Register.
-type Tool struct {
-	Descriptor
-	Run     Func
-	Builtin bool // shipped with Clara; survives Reset-style clearing
-}
 
 // Registry maps names to tools; safe for concurrent use.
 type Registry struct {
@@ -74,43 +49,53 @@ func (r *Registry) Lookup(name string) (*Tool, bool) {
 	return t, ok
 }
 
-// Register adds t, replacing any tool of the same name, and returns the
-// replaced tool (nil if none).
-func (r *Registry) Register(t *Tool) (*Tool, error) {
+// Registration errors, for callers that map them to codes.
+var (
+	ErrBuiltin  = errors.New("is a built-in tool")
+	ErrNotFound = errors.New("no such tool")
+)
+
+// Register adds t (built by NewTool), replacing any tool of the same name
+// that is not built in; the replaced tool is retired (released once its
+// running calls finish). Replacing a built-in tool is refused with
+// ErrBuiltin unless t is built in too.
+func (r *Registry) Register(t *Tool) error {
 	if t == nil || t.Run == nil {
-		return nil, fmt.Errorf("tool has no function")
-	}
-	if !ValidName(t.Name) {
-		return nil, fmt.Errorf("invalid tool name %q: use 1 to 64 letters, digits, '_' or '-'", t.Name)
-	}
-	switch t.Returns {
-	case "":
-		t.Returns = ReturnsJSON
-	case ReturnsJSON, ReturnsString:
-	default:
-		return nil, fmt.Errorf("tool %q: returns must be \"json\" or \"string\", not %q", t.Name, t.Returns)
+		return errors.New("tool has no function")
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := *r.tools.Load()
+	prev := old[t.Name]
+	if prev != nil && prev.Builtin && !t.Builtin {
+		r.mu.Unlock()
+		return fmt.Errorf("cannot replace %q: it %w", t.Name, ErrBuiltin)
+	}
 	next := make(map[string]*Tool, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	prev := old[t.Name]
 	next[t.Name] = t
 	r.tools.Store(&next)
-	return prev, nil
+	r.mu.Unlock()
+	if prev != nil {
+		prev.retire()
+	}
+	return nil
 }
 
-// Unregister removes the tool registered under name and returns it.
-func (r *Registry) Unregister(name string) (*Tool, bool) {
+// Unregister removes the tool registered under name and retires it (it is
+// released once its running calls finish). Built-in tools stay.
+func (r *Registry) Unregister(name string) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := *r.tools.Load()
 	prev, ok := old[name]
 	if !ok {
-		return nil, false
+		r.mu.Unlock()
+		return fmt.Errorf("cannot unregister %q: %w", name, ErrNotFound)
+	}
+	if prev.Builtin {
+		r.mu.Unlock()
+		return fmt.Errorf("cannot unregister %q: it %w", name, ErrBuiltin)
 	}
 	next := make(map[string]*Tool, len(old))
 	for k, v := range old {
@@ -119,13 +104,14 @@ func (r *Registry) Unregister(name string) (*Tool, bool) {
 		}
 	}
 	r.tools.Store(&next)
-	return prev, true
+	r.mu.Unlock()
+	prev.retire()
+	return nil
 }
 
-// RemoveIf removes every tool for which drop returns true and returns them.
-func (r *Registry) RemoveIf(drop func(*Tool) bool) []*Tool {
+// RemoveIf removes and retires every tool for which drop returns true.
+func (r *Registry) RemoveIf(drop func(*Tool) bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := *r.tools.Load()
 	next := make(map[string]*Tool, len(old))
 	var removed []*Tool
@@ -137,7 +123,10 @@ func (r *Registry) RemoveIf(drop func(*Tool) bool) []*Tool {
 		}
 	}
 	r.tools.Store(&next)
-	return removed
+	r.mu.Unlock()
+	for _, t := range removed {
+		t.retire()
+	}
 }
 
 // List returns the registered tools sorted by name.

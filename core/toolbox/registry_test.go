@@ -2,18 +2,31 @@ package toolbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-func tool(name string, out string) *toolbox.Tool {
-	return &toolbox.Tool{Descriptor: toolbox.Descriptor{Name: name}, Run: func(context.Context, toolbox.Call) ([]byte, error) {
-		return []byte(out), nil
-	}}
+// tool builds a host tool answering out; released counts its releases.
+func tool(t testing.TB, name, out string, released *atomic.Int32) *toolbox.Tool {
+	t.Helper()
+	tl, err := toolbox.NewTool(toolbox.Descriptor{Name: name}, toolbox.ToolOptions{
+		Run: func(context.Context, toolbox.Call) ([]byte, error) { return []byte(out), nil },
+		OnRelease: func() {
+			if released != nil {
+				released.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
 }
 
 func TestValidName(t *testing.T) {
@@ -29,31 +42,20 @@ func TestValidName(t *testing.T) {
 	}
 }
 
-func TestRegister_errors(t *testing.T) {
+func TestRegistry_replaceUnregisterRelease(t *testing.T) {
 	r := toolbox.NewRegistry()
-	if _, err := r.Register(&toolbox.Tool{Descriptor: toolbox.Descriptor{Name: "x"}}); err == nil || err.Error() != "tool has no function" {
-		t.Errorf("nil Run: %v", err)
+	var rel1, rel2 atomic.Int32
+	first, second := tool(t, "a", "1", &rel1), tool(t, "a", "2", &rel2)
+	if err := r.Register(first); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := r.Register(tool("bad name", "1")); err == nil || !strings.Contains(err.Error(), `invalid tool name "bad name"`) {
-		t.Errorf("bad name: %v", err)
+	if err := r.Register(second); err != nil {
+		t.Fatal(err)
 	}
-	bad := tool("t", "1")
-	bad.Returns = "xml"
-	if _, err := r.Register(bad); err == nil || err.Error() != `tool "t": returns must be "json" or "string", not "xml"` {
-		t.Errorf("bad returns: %v", err)
+	if rel1.Load() != 1 || rel2.Load() != 0 {
+		t.Fatalf("after replace: released %d, %d", rel1.Load(), rel2.Load())
 	}
-}
-
-func TestRegistry_replaceUnregisterList(t *testing.T) {
-	r := toolbox.NewRegistry()
-	first, second := tool("a", "1"), tool("a", "2")
-	if prev, _ := r.Register(first); prev != nil {
-		t.Fatal("replaced something in an empty registry")
-	}
-	if prev, _ := r.Register(second); prev != first {
-		t.Fatal("Register did not return the replaced tool")
-	}
-	r.Register(tool("b", "3"))
+	r.Register(tool(t, "b", "3", nil))
 	var names []string
 	for _, tl := range r.List() {
 		names = append(names, tl.Name)
@@ -61,15 +63,68 @@ func TestRegistry_replaceUnregisterList(t *testing.T) {
 	if strings.Join(names, ",") != "a,b" {
 		t.Errorf("List = %v", names)
 	}
-	if got, ok := r.Unregister("a"); !ok || got != second {
-		t.Error("Unregister did not return the tool")
+	if err := r.Unregister("a"); err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := r.Unregister("a"); ok {
-		t.Error("Unregister twice succeeded")
+	if rel2.Load() != 1 {
+		t.Error("unregistered tool not released")
 	}
-	removed := r.RemoveIf(func(*toolbox.Tool) bool { return true })
-	if len(removed) != 1 || len(r.List()) != 0 {
-		t.Errorf("RemoveIf removed %d, %d left", len(removed), len(r.List()))
+	if err := r.Unregister("a"); !errors.Is(err, toolbox.ErrNotFound) {
+		t.Errorf("Unregister twice: %v", err)
+	}
+	r.RemoveIf(func(*toolbox.Tool) bool { return true })
+	if len(r.List()) != 0 {
+		t.Errorf("%d left", len(r.List()))
+	}
+}
+
+func TestRegistry_builtinsStay(t *testing.T) {
+	r := toolbox.NewRegistry()
+	b, _ := toolbox.NewTool(toolbox.Descriptor{Name: "echo"}, toolbox.ToolOptions{Builtin: true,
+		Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
+	r.Register(b)
+	if err := r.Register(tool(t, "echo", "1", nil)); !errors.Is(err, toolbox.ErrBuiltin) {
+		t.Errorf("replacing a built-in: %v", err)
+	}
+	if err := r.Unregister("echo"); !errors.Is(err, toolbox.ErrBuiltin) {
+		t.Errorf("unregistering a built-in: %v", err)
+	}
+}
+
+// TestRelease_waitsForRunningCalls: a tool unregistered during a call is
+// released only when the call returns.
+func TestRelease_waitsForRunningCalls(t *testing.T) {
+	r := toolbox.NewRegistry()
+	var released atomic.Int32
+	entered, leave := make(chan struct{}), make(chan struct{})
+	tl, _ := toolbox.NewTool(toolbox.Descriptor{Name: "slow", Limits: toolbox.Limits{TimeoutMS: 10000}}, toolbox.ToolOptions{
+		Run: func(context.Context, toolbox.Call) ([]byte, error) {
+			close(entered)
+			<-leave
+			return []byte(`"done"`), nil
+		},
+		OnRelease: func() { released.Add(1) },
+	})
+	r.Register(tl)
+	got := make(chan string)
+	go func() {
+		out, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{})
+		got <- fmt.Sprintf("%s %v", out, perr)
+	}()
+	<-entered
+	r.Unregister("slow")
+	if released.Load() != 0 {
+		t.Fatal("released while a call was running")
+	}
+	close(leave)
+	if g := <-got; g != `"done" <nil>` {
+		t.Errorf("call got %s", g)
+	}
+	if released.Load() != 1 {
+		t.Fatal("not released after the call returned")
+	}
+	if _, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{}); perr == nil || perr.Code != "unknown_tool" {
+		t.Errorf("call of a released tool: %v", perr)
 	}
 }
 
@@ -77,7 +132,7 @@ func TestRegistry_replaceUnregisterList(t *testing.T) {
 // run tools: a reader always sees a complete tool (run with -race).
 func TestRegistry_churn(t *testing.T) {
 	r := toolbox.NewRegistry()
-	r.Register(tool("stable", `"s"`))
+	r.Register(tool(t, "stable", `"s"`, nil))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for w := 0; w < 4; w++ {
@@ -85,8 +140,8 @@ func TestRegistry_churn(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			name := fmt.Sprintf("t%d", w)
-			for i := 0; i < 500; i++ {
-				r.Register(tool(name, fmt.Sprint(i)))
+			for i := 0; i < 300; i++ {
+				r.Register(tool(t, name, fmt.Sprint(i), nil))
 				r.Unregister(name)
 			}
 		}(w)
@@ -107,8 +162,8 @@ func TestRegistry_churn(t *testing.T) {
 					t.Error("stable tool vanished")
 					return
 				}
-				if out, perr := toolbox.Invoke(context.Background(), tl, toolbox.Call{Arguments: []byte(`{}`)}); perr != nil || string(out) != `"s"` {
-					t.Errorf("Invoke = %s, %v", out, perr)
+				if out, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{TimeoutMS: 1000}); perr != nil || string(out) != `"s"` {
+					t.Errorf("Execute = %s, %v", out, perr)
 					return
 				}
 				for _, x := range r.List() {

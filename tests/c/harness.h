@@ -35,5 +35,6 @@ void tests_envelopes(void);
 void tests_config(void);
 void tests_json_get(void);
 void tests_threads(void);
+void tests_tools(void);
 
 #endif

@@ -18,3 +18,7 @@ char *(*check_reset)(void) = clara_reset;
 int (*check_json_get)(const char *, const char *, char **, size_t *) = clara_json_get;
 void (*check_set_log_handler)(clara_log_fn, void *, int) = clara_set_log_handler;
 const char *(*check_strerror)(int) = clara_strerror;
+int (*check_register_tool)(const char *, clara_tool_fn, void *, void (*)(void *)) = clara_register_tool;
+int (*check_unregister_tool)(const char *) = clara_unregister_tool;
+void (*check_call_result)(clara_call *, const char *) = clara_call_result;
+void (*check_call_error)(clara_call *, const char *) = clara_call_error;

@@ -1,13 +1,29 @@
-/* leak_canary.c - forgets to free one envelope on purpose. valgrind.sh
- * expects memcheck to report it as definitely lost: proof that the leak
- * check of the harness run can fail. */
+/* leak_canary.c - makes two mistakes on purpose, which valgrind.sh expects
+ * memcheck to report: proof that the suppressions of go-runtime.supp hide
+ * neither a leaked envelope nor a memory error in a C tool.
+ *   1. forgets to free one envelope (definitely lost);
+ *   2. registers a C tool that reads one byte past its arguments. */
 #include <stdio.h>
+#include <string.h>
 
 #include "clara.h"
+
+static volatile char sink;
+
+static int overread_tool(void *userdata, const char *arguments_json, clara_call *call) {
+    (void)userdata;
+    sink = arguments_json[strlen(arguments_json) + 1]; /* past the NUL: invalid read */
+    clara_call_result(call, "true");
+    return 0;
+}
 
 int main(void) {
     char *r = clara_evaluate("{\"tool\":\"echo\",\"arguments\":{\"leak\":true}}");
     printf("%s\n", r);
     r = NULL; /* the only pointer is gone: definitely lost */
+    if (clara_register_tool("{\"name\":\"overread\"}", overread_tool, NULL, NULL) != CLARA_OK) return 1;
+    r = clara_evaluate("{\"tool\":\"overread\"}");
+    printf("%s\n", r);
+    clara_free_string(r);
     return 0;
 }

@@ -6,7 +6,12 @@
 #include "clara.h"
 #include "harness.h"
 
-#define DEFAULT_CONFIG "{\"default_evaluator\":\"echo\",\"limits\":{\"max_depth\":512,\"max_request_bytes\":16777216}}"
+/* The configuration as Clara reports it; the parts tests change are macros. */
+#define CONFIG(evaluator, depth)                                                                              \
+    "{\"audit\":{\"path\":\"\"},\"default_evaluator\":\"" evaluator "\",\"limits\":{\"max_depth\":" depth                   \
+    ",\"max_output_bytes\":65536,\"max_request_bytes\":16777216,\"timeout_ms\":1000},\"policy\":{\"allow\":[],\"deny\":[]},"  \
+    "\"test_mode\":false}"
+#define DEFAULT_CONFIG CONFIG("echo", "512")
 
 static void check_config_envelope(const char *test, int line, char *r, const char *want) {
     check_str(test, line, r, want);
@@ -16,14 +21,12 @@ static void check_config_envelope(const char *test, int line, char *r, const cha
 
 static void test_configure_toml_and_json(void) {
     CHECK_CONFIG(clara_configure("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 4\n"),
-                 "{\"status\":\"success\",\"result\":{\"config\":{\"default_evaluator\":\"get_time\",\"limits\":"
-                 "{\"max_depth\":4,\"max_request_bytes\":16777216}}}}");
+                 "{\"status\":\"success\",\"result\":{\"config\":" CONFIG("get_time", "4") "}}");
     CHECK_ENVELOPE("{\"a\":[[[[1]]]]}",
                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"request nests deeper than "
                    "limits.max_depth (4) at byte 8\"}");
     CHECK_CONFIG(clara_configure("{\"default_evaluator\":\"echo\"}"),
-                 "{\"status\":\"success\",\"result\":{\"config\":{\"default_evaluator\":\"echo\",\"limits\":"
-                 "{\"max_depth\":4,\"max_request_bytes\":16777216}}}}");
+                 "{\"status\":\"success\",\"result\":{\"config\":" CONFIG("echo", "4") "}}");
     CHECK_CONFIG(clara_reset(), "{\"status\":\"success\",\"result\":{\"config\":" DEFAULT_CONFIG "}}");
 }
 

@@ -151,8 +151,10 @@ static void test_envelope_sizes(void) {
     CHECK_ENVELOPE("{\"tool\":\"e\",\"zz\":1}",
                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"unknown field \\\"zz\\\" in request "
                    "(known: tool, arguments, session, id, policy, async, trace)\"}");
-    CHECK_ENVELOPE("{\"tool\":\"get_time\",\"arguments\":{\"timezone\":\"Antarctica/DumontDUrville\",\"extra\":1}}",
-                   "{\"status\":\"error\",\"error\":\"invalid_args\",\"message\":\"get_time: unknown argument \\\"extra\\\" (known: timezone)\"}");
+    CHECK_ENVELOPE("{\"tool\":\"get_time\",\"arguments\":{\"extra\":1}}",
+                   "{\"status\":\"error\",\"error\":\"invalid_args\",\"message\":\"tool \\\"get_time\\\": arguments do not match "
+                   "input_schema: at the top: additional properties 'extra' not allowed\",\"details\":[{\"pointer\":\"\",\"message\":"
+                   "\"additional properties 'extra' not allowed\"}]}");
 }
 
 static void test_free_null(void) {

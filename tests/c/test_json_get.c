@@ -50,6 +50,11 @@ static void test_bad_input(void) {
     CHECK_INT(clara_json_get(doc, NULL, &got, NULL), -CLARA_EINVAL);
     CHECK_INT(clara_json_get(doc, "a", NULL, NULL), -CLARA_EINVAL);
     CHECK_INT(clara_json_get("", "a", &got, NULL), -CLARA_EINVAL);
+    /* @modifiers transform documents without bound: refused. */
+    CHECK_INT(clara_json_get("[[[[1]]]]", "@pretty", &got, NULL), -CLARA_EINVAL);
+    CHECK_INT(clara_json_get(doc, "arr|@reverse", &got, NULL), -CLARA_EINVAL);
+    CHECK_INT(clara_json_get("{\"a@b\":true}", "a\\@b", &got, NULL), CLARA_JSON_TRUE);
+    clara_free_string(got);
 }
 
 static void test_reads_envelopes(void) {

@@ -2,7 +2,8 @@
 # Runs the C harness under valgrind memcheck with the Go runtime's own
 # noise suppressed (go-runtime.supp says what and why). Fails on any
 # unsuppressed memory error and on any byte definitely lost. A canary that
-# leaks on purpose must be caught, so the check cannot pass vacuously.
+# leaks and overreads on purpose must be caught, so the check cannot pass
+# vacuously.
 # Usage: valgrind.sh HARNESS
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,16 +22,17 @@ if ! env -u CLARA_CONFIG -u CLARA_LOG CLARA_HARNESS_SCALE=0.05 "${vg[@]}" "$harn
 fi
 grep -v -e '^--' -e '^==.*Warning' -e 'get_Form' "$log" || true
 
-echo "valgrind: the leak canary must be caught"
-cc -Wall -Wextra -Werror -I"$root/include" "$here/leak_canary.c" -o "$root/build/leak_canary" \
+echo "valgrind: the canary's leak and its C tool's overread must be caught"
+${CC:-cc} -Wall -Wextra -Werror -I"$root/include" "$here/leak_canary.c" -o "$root/build/leak_canary" \
   -L"$root/lib" -lclara -Wl,-rpath,"$root/lib"
 set +e
 "${vg[@]}" "$root/build/leak_canary" >"$log" 2>&1
 rc=$?
 set -e
-if [[ $rc -ne 99 ]] || ! grep -q "definitely lost" "$log"; then
+if [[ $rc -ne 99 ]] || ! grep -q "definitely lost" "$log" ||
+   ! grep -A2 "Invalid read of size 1" "$log" | grep -q overread_tool; then
   cat "$log"
-  echo "valgrind: FAILED: the deliberate leak was not reported (exit $rc)" >&2
+  echo "valgrind: FAILED: a deliberate mistake of the canary was not reported (exit $rc)" >&2
   exit 1
 fi
-echo "valgrind: ok (harness clean, canary leak detected)"
+echo "valgrind: ok (harness clean; the canary's leak and overread were reported)"

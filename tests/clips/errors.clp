@@ -7,6 +7,7 @@
 (json-get "{\"a\":1}" 5)
 (json-get 1.5 "a")
 (json-get "{not json" "a")
+(json-get "{\"a\":[1,2]}" "a|@reverse")
 (printout t "after errors: " (clara-evaluate "{\"tool\":\"echo\",\"arguments\":{\"ok\":true}}") crlf)
 (deffunction call-with (?x) (clara-evaluate ?x))
 (call-with 7)

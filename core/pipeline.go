@@ -1,0 +1,132 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"strings"
+	"time"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// testModeResult is what a tool skipped by test mode answers.
+func testModeResult(name string) []byte {
+	return append(protocol.AppendString([]byte(`{"test_mode":true,"skipped":`), name), '}')
+}
+
+// call runs one tool call through the pipeline of SPEC §6.3: resolve,
+// policy, (on_tool_call rules), validation, rate limit, run with timeout
+// and concurrency cap, output clamp, audit, (on_tool_complete/failure
+// rules, callbacks). Nested calls (a chat loop, a Lua call_tool) come
+// through here too, with their caller's scope.
+func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope) (result []byte, truncated bool, perr *protocol.Error) {
+	start := e.now()
+	t, ok := e.tools.Lookup(name)
+	if !ok {
+		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name}
+		e.record(start, session, strings.Clone(name), args, perr)
+		return nil, false, perr
+	}
+	defer func() { e.record(start, session, t.Name, args, perr) }()
+	if perr = scope.Check(t.Name); perr != nil {
+		return nil, false, perr
+	}
+	// Hook: on_tool_call rules (may deny) plug in here.
+	if perr = t.Validate(args); perr != nil {
+		return nil, false, perr
+	}
+	if perr = t.Admit(session, start); perr != nil {
+		return nil, false, perr
+	}
+	if e.skippedByTestMode(s, t) {
+		return testModeResult(t.Name), false, nil
+	}
+	result, truncated, perr = t.Execute(ctx, toolbox.Call{Session: session, Arguments: args, Scope: scope}, s.defaults)
+	// Hooks: on_tool_complete / on_tool_failure rules and callbacks for
+	// changed files plug in here.
+	return result, truncated, perr
+}
+
+// skippedByTestMode: in test mode, tools that reach outside the process
+// (network, fs_write, exec) answer without running, unless allowed.
+func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
+	if !(s.config.TestMode || e.envTestMode) || e.envTestAllow {
+		return false
+	}
+	return t.HasCapability(toolbox.CapNetwork) || t.HasCapability(toolbox.CapFSWrite) || t.HasCapability(toolbox.CapExec)
+}
+
+// record adds the call to the audit. tool must be a string Clara owns
+// (the registered name, or a clone); the session is cloned because it
+// points into the request.
+func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error) {
+	r := &toolbox.Record{Time: start, Tool: tool, ArgsSHA256: sha256.Sum256(args), Duration: e.now().Sub(start)}
+	if session == protocol.DefaultSession {
+		r.Session = protocol.DefaultSession
+	} else {
+		r.Session = strings.Clone(session)
+	}
+	if perr != nil {
+		r.Code = perr.Code
+	}
+	e.audit.Add(r)
+}
+
+// sessionPolicy returns the session's policy layer (nil when none).
+func (e *Engine) sessionPolicy(session string) *toolbox.Policy {
+	if p, ok := e.sessionPolicies.Load(session); ok {
+		return p.(*toolbox.Policy)
+	}
+	return nil
+}
+
+// NarrowSessionPolicy narrows a session's policy layer by p (it can only
+// shrink) and returns the new layer.
+func (e *Engine) NarrowSessionPolicy(session string, p *toolbox.Policy) *toolbox.Policy {
+	e.sessionPolicyMu.Lock()
+	defer e.sessionPolicyMu.Unlock()
+	next := e.sessionPolicy(session).Narrow(p, "session \""+session+"\"")
+	if next == nil {
+		return nil
+	}
+	e.sessionPolicies.Store(strings.Clone(session), next)
+	return next
+}
+
+// RegisterTool adds a host tool described by descriptor JSON (SPEC §6.1).
+// It replaces a host tool of the same name (which is released once its
+// running calls finish) but never a built-in one. On error, opts.OnRelease
+// runs before RegisterTool returns: the host never has to guess who frees.
+func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err error) {
+	defer func() {
+		if err != nil && opts.OnRelease != nil {
+			opts.OnRelease()
+		}
+	}()
+	d, err := toolbox.ParseDescriptor(descriptor)
+	if err != nil {
+		return err
+	}
+	opts.Builtin = false
+	t, err := toolbox.NewTool(d, opts)
+	if err != nil {
+		return err
+	}
+	if err := e.tools.Register(t); err != nil {
+		return err
+	}
+	e.log.Logf(logging.Info, "tool %q registered", d.Name)
+	return nil
+}
+
+// UnregisterTool removes a host tool; it is released once its running
+// calls finish.
+func (e *Engine) UnregisterTool(name string) error {
+	if err := e.tools.Unregister(name); err != nil {
+		return err
+	}
+	e.log.Logf(logging.Info, "tool %q unregistered", name)
+	return nil
+}

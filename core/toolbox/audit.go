@@ -1,0 +1,136 @@
+package toolbox
+
+import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// AuditRingSize is how many records audit_tail can return.
+const AuditRingSize = 1000
+
+// Record is what the audit keeps of one call. Argument values are never
+// kept, only their SHA-256.
+type Record struct {
+	Seq        uint64
+	Time       time.Time
+	Session    string
+	Tool       string
+	ArgsSHA256 [32]byte
+	Duration   time.Duration
+	Code       protocol.Code // "" for success
+}
+
+// AppendJSON writes the record as one JSON object:
+// {"ts","session","tool","args_sha256","duration_us","status","error"}.
+func (r *Record) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"ts":`...)
+	dst = protocol.AppendString(dst, r.Time.UTC().Format("2006-01-02T15:04:05.000000Z"))
+	dst = append(dst, `,"session":`...)
+	dst = protocol.AppendString(dst, r.Session)
+	dst = append(dst, `,"tool":`...)
+	dst = protocol.AppendString(dst, r.Tool)
+	dst = append(dst, `,"args_sha256":"`...)
+	dst = hex.AppendEncode(dst, r.ArgsSHA256[:])
+	dst = append(dst, `","duration_us":`...)
+	dst = strconv.AppendInt(dst, r.Duration.Microseconds(), 10)
+	if r.Code == "" {
+		dst = append(dst, `,"status":"success","error":null}`...)
+	} else {
+		dst = append(dst, `,"status":"error","error":`...)
+		dst = protocol.AppendString(dst, string(r.Code))
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// Audit records every call: in a ring of the last AuditRingSize records
+// (lock-free on the call path), in a JSONL file when one is set, and at
+// debug level in the log.
+type Audit struct {
+	seq   atomic.Uint64
+	slots [AuditRingSize]atomic.Pointer[Record]
+	file  atomic.Pointer[auditFile]
+	log   *logging.Logger
+}
+
+type auditFile struct {
+	path string
+	mu   sync.Mutex // one write per line, never interleaved
+	f    *os.File
+	bad  bool // a write failed; reported once
+}
+
+// NewAudit returns an audit that logs through log.
+func NewAudit(log *logging.Logger) *Audit { return &Audit{log: log} }
+
+// Add records r (which must not change afterwards).
+func (a *Audit) Add(r *Record) {
+	n := a.seq.Add(1)
+	r.Seq = n
+	a.slots[(n-1)%AuditRingSize].Store(r)
+	if a.log.Enabled(logging.Debug) {
+		a.log.Log(logging.Debug, "audit "+string(r.AppendJSON(nil)))
+	}
+	if af := a.file.Load(); af != nil {
+		af.write(r, a.log)
+	}
+}
+
+func (af *auditFile) write(r *Record, log *logging.Logger) {
+	line := append(r.AppendJSON(make([]byte, 0, 256)), '\n')
+	af.mu.Lock()
+	defer af.mu.Unlock()
+	if _, err := af.f.Write(line); err != nil && !af.bad {
+		af.bad = true
+		log.Logf(logging.Error, "audit file %s: %v (further write errors are not reported)", af.path, err)
+	}
+}
+
+// Tail returns up to n of the most recent records, oldest first.
+func (a *Audit) Tail(n int) []*Record {
+	if n > AuditRingSize {
+		n = AuditRingSize
+	}
+	hi := a.seq.Load()
+	lo := uint64(0)
+	if hi > uint64(n) {
+		lo = hi - uint64(n)
+	}
+	out := make([]*Record, 0, hi-lo)
+	for s := lo + 1; s <= hi; s++ {
+		if r := a.slots[(s-1)%AuditRingSize].Load(); r != nil && r.Seq == s {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// SetFile appends records to the JSONL file at path from now on ("" stops).
+// The previous file, if any, is closed.
+func (a *Audit) SetFile(path string) error {
+	var next *auditFile
+	if path != "" {
+		if cur := a.file.Load(); cur != nil && cur.path == path {
+			return nil
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("audit.path: %w", err)
+		}
+		next = &auditFile{path: path, f: f}
+	}
+	if old := a.file.Swap(next); old != nil {
+		old.mu.Lock()
+		old.f.Close()
+		old.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package toolbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// Capabilities a tool may declare; test mode and policy look at them.
+const (
+	CapNetwork = "network"
+	CapFSRead  = "fs_read"
+	CapFSWrite = "fs_write"
+	CapExec    = "exec"
+)
+
+var knownCapabilities = map[string]bool{CapNetwork: true, CapFSRead: true, CapFSWrite: true, CapExec: true}
+
+// Rate scopes: whose calls a rate_per_min counts.
+const (
+	RateScopeTool    = "tool"    // all calls of the tool
+	RateScopeSession = "session" // each session separately
+)
+
+// Limits bound one tool's calls. Zero means "the configured default" for
+// TimeoutMS and MaxOutputBytes, and "none" for the others.
+type Limits struct {
+	TimeoutMS      int    `json:"timeout_ms,omitempty"`
+	RatePerMin     int    `json:"rate_per_min,omitempty"`
+	RateScope      string `json:"rate_scope,omitempty"`
+	MaxOutputBytes int    `json:"max_output_bytes,omitempty"`
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+}
+
+// Upper bounds of the limits a descriptor may set.
+const (
+	maxTimeoutMS      = 24 * 3600 * 1000
+	maxRatePerMin     = 1_000_000
+	maxOutputBytesCap = 1 << 30
+	maxConcurrencyCap = 1 << 16
+)
+
+// Descriptor describes a tool to callers, to the catalog an LLM sees, and
+// to the pipeline (limits, capabilities).
+type Descriptor struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"` // compact JSON; nil accepts any object
+	Returns      string          `json:"returns"`                // ReturnsJSON or ReturnsString
+	Capabilities []string        `json:"capabilities"`
+	Limits       Limits          `json:"limits"`
+	LLMVisible   bool            `json:"llm_visible"`
+}
+
+// HasCapability reports whether the tool declares capability c.
+func (d *Descriptor) HasCapability(c string) bool {
+	for _, x := range d.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseDescriptor reads a descriptor in the JSON form of SPEC §6.1,
+// strictly: unknown keys, wrong types and values out of range are errors
+// that name the key. llm_visible defaults to true.
+func ParseDescriptor(text []byte) (Descriptor, error) {
+	var raw struct {
+		Name         *string         `json:"name"`
+		Description  *string         `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		Returns      *string         `json:"returns"`
+		Capabilities []string        `json:"capabilities"`
+		Limits       *Limits         `json:"limits"`
+		LLMVisible   *bool           `json:"llm_visible"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return Descriptor{}, fmt.Errorf("descriptor: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return Descriptor{}, errors.New("descriptor: data after the JSON object")
+	}
+	d := Descriptor{LLMVisible: true, Returns: ReturnsJSON}
+	if raw.Name == nil {
+		return Descriptor{}, errors.New("descriptor: \"name\" is missing")
+	}
+	d.Name = *raw.Name
+	if raw.Description != nil {
+		d.Description = *raw.Description
+	}
+	if raw.Returns != nil {
+		d.Returns = *raw.Returns
+	}
+	if raw.LLMVisible != nil {
+		d.LLMVisible = *raw.LLMVisible
+	}
+	if raw.Limits != nil {
+		d.Limits = *raw.Limits
+	}
+	d.Capabilities = raw.Capabilities
+	if len(raw.InputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.InputSchema), []byte("null")) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw.InputSchema); err != nil {
+			return Descriptor{}, fmt.Errorf("descriptor: input_schema: %v", err)
+		}
+		d.InputSchema = buf.Bytes()
+	}
+	if err := d.check(); err != nil {
+		return Descriptor{}, err
+	}
+	return d, nil
+}
+
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return fmt.Sprintf("must be a JSON object, not %s", te.Value)
+		}
+		return fmt.Sprintf("%q must not be %s", field, te.Value)
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		return "unknown key " + strings.TrimPrefix(msg, "json: unknown field ")
+	}
+	return strings.TrimPrefix(msg, "json: ")
+}
+
+// check validates everything but the schema.
+func (d *Descriptor) check() error {
+	if !ValidName(d.Name) {
+		return fmt.Errorf("invalid tool name %q: use 1 to 64 letters, digits, '_' or '-'", d.Name)
+	}
+	if d.Returns != ReturnsJSON && d.Returns != ReturnsString {
+		return fmt.Errorf("tool %q: returns must be \"json\" or \"string\", not %q", d.Name, d.Returns)
+	}
+	seen := map[string]bool{}
+	for _, c := range d.Capabilities {
+		if !knownCapabilities[c] {
+			return fmt.Errorf("tool %q: unknown capability %q (known: exec, fs_read, fs_write, network)", d.Name, c)
+		}
+		if seen[c] {
+			return fmt.Errorf("tool %q: capability %q listed twice", d.Name, c)
+		}
+		seen[c] = true
+	}
+	sort.Strings(d.Capabilities)
+	l := &d.Limits
+	for _, c := range []struct {
+		name string
+		v    int
+		max  int
+	}{
+		{"timeout_ms", l.TimeoutMS, maxTimeoutMS},
+		{"rate_per_min", l.RatePerMin, maxRatePerMin},
+		{"max_output_bytes", l.MaxOutputBytes, maxOutputBytesCap},
+		{"max_concurrency", l.MaxConcurrency, maxConcurrencyCap},
+	} {
+		if c.v < 0 || c.v > c.max {
+			return fmt.Errorf("tool %q: limits.%s must be from 0 to %d, not %d", d.Name, c.name, c.max, c.v)
+		}
+	}
+	switch l.RateScope {
+	case "":
+		l.RateScope = RateScopeTool
+	case RateScopeTool, RateScopeSession:
+	default:
+		return fmt.Errorf("tool %q: limits.rate_scope must be \"tool\" or \"session\", not %q", d.Name, l.RateScope)
+	}
+	return nil
+}
+
+// noLoader refuses every external $ref: a schema may not make Clara read
+// files or the network.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external $ref %q is not allowed: put shared definitions under $defs", url)
+}
+
+// compileSchema compiles a tool's input_schema (draft 2020-12 unless
+// $schema says otherwise). A nil schema accepts any object.
+func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
+	if schema == nil {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input_schema is not JSON: %v", name, err)
+	}
+	if m, ok := doc.(map[string]any); ok && len(m) == 0 {
+		return nil, nil // {} accepts everything
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	loc := "clara:tool/" + name + "/input_schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+	}
+	return s, nil
+}
+
+// schemaProblems lists what is wrong with a schema: each violation of the
+// metaschema with its pointer into the schema, or the compiler's message.
+func schemaProblems(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
+		var vs []Violation
+		leaves(ve, &vs)
+		parts := make([]string, 0, len(vs))
+		for _, v := range vs {
+			parts = append(parts, pointerText(v.Pointer)+": "+v.Message)
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, "; ")
+		}
+	}
+	return oneLine(err)
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// Violation is one way arguments fail a schema.
+type Violation struct {
+	Pointer string `json:"pointer"` // JSON pointer into the arguments ("" is the whole object)
+	Message string `json:"message"`
+}
+
+// validate checks arguments against s and returns an invalid_args error
+// listing every violation, or nil.
+func validate(name string, s *jsonschema.Schema, args []byte) *protocol.Error {
+	if s == nil {
+		return nil
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, err)
+	}
+	err = s.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return protocol.Errorf(protocol.InvalidArgs, "tool %q: %v", name, oneLine(err))
+	}
+	var vs []Violation
+	leaves(ve, &vs)
+	if len(vs) == 0 {
+		vs = append(vs, Violation{Pointer: "", Message: oneLine(err)})
+	}
+	details, _ := json.Marshal(vs)
+	msg := fmt.Sprintf("tool %q: arguments do not match input_schema: %s: %s", name, pointerText(vs[0].Pointer), vs[0].Message)
+	if len(vs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(vs)-1)
+	}
+	return &protocol.Error{Code: protocol.InvalidArgs, Message: msg, Details: details}
+}
+
+func pointerText(p string) string {
+	if p == "" {
+		return "at the top"
+	}
+	return "at " + p
+}
+
+// printer renders the validator's messages in English.
+var printer = message.NewPrinter(language.English)
+
+// leaves gathers the innermost causes of a validation error: the concrete
+// problems, not the summaries ("allOf failed") above them.
+func leaves(e *jsonschema.ValidationError, out *[]Violation) {
+	if len(e.Causes) == 0 {
+		*out = append(*out, Violation{Pointer: jsonPointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)})
+		return
+	}
+	for _, c := range e.Causes {
+		leaves(c, out)
+	}
+}
+
+// jsonPointer renders a location as an RFC 6901 pointer ("" is the root).
+func jsonPointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}

@@ -1,0 +1,208 @@
+package toolbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// maxResultDepth bounds the nesting of a JSON result a tool hands back.
+const maxResultDepth = 10000
+
+// Defaults fill in the limits a descriptor leaves at zero (config [limits]).
+type Defaults struct {
+	TimeoutMS      int
+	MaxOutputBytes int
+}
+
+// Validate checks arguments against the tool's input_schema; the error
+// lists every violation with its JSON pointer.
+func (t *Tool) Validate(args []byte) *protocol.Error {
+	return validate(t.Name, t.schema, args)
+}
+
+// Admit applies rate_per_min at now: nil, or rate_limited with
+// details.retry_after_ms.
+func (t *Tool) Admit(session string, now time.Time) *protocol.Error {
+	if t.rate == nil {
+		return nil
+	}
+	ok, wait := t.rate.admit(session, now)
+	if ok {
+		return nil
+	}
+	ms := wait.Milliseconds()
+	if wait%time.Millisecond != 0 {
+		ms++
+	}
+	scope := "tool"
+	if t.rate.perSession {
+		scope = "session"
+	}
+	return &protocol.Error{
+		Code:    protocol.RateLimited,
+		Message: fmt.Sprintf("tool %q allows %d calls a minute per %s; retry in %d ms", t.Name, t.rate.n, scope, ms),
+		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, t.rate.n)),
+	}
+}
+
+// Execute runs one call under the tool's concurrency cap and timeout and
+// clamps its output. truncated is set when a string result was cut to
+// max_output_bytes.
+func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byte, truncated bool, perr *protocol.Error) {
+	if !t.acquire() {
+		return nil, false, protocol.Errorf(protocol.UnknownTool, "Tool not found: %s (unregistered while the call started)", t.Name)
+	}
+	var out []byte
+	if t.Inline {
+		out, perr = t.runInline(ctx, call)
+	} else {
+		out, perr = t.runGuarded(ctx, call, d) // releases the reference itself
+	}
+	if perr != nil {
+		return nil, false, perr
+	}
+	return t.clamp(out, d)
+}
+
+// runInline calls a trusted Go tool on the caller's goroutine.
+func (t *Tool) runInline(ctx context.Context, call Call) (out []byte, perr *protocol.Error) {
+	defer t.release()
+	defer func() {
+		if r := recover(); r != nil {
+			out, perr = nil, protocol.InternalError(fmt.Errorf("panic in tool %q: %v\n%s", t.Name, r, debug.Stack()))
+		}
+	}()
+	res, err := t.Run(ctx, call)
+	if err != nil {
+		return nil, classify(ctx, t, err)
+	}
+	return res, nil
+}
+
+type runResult struct {
+	out  []byte
+	perr *protocol.Error
+}
+
+// runGuarded runs the tool on its own goroutine: the caller gets timeout at
+// the deadline even if the tool never returns, and a late result is
+// dropped. A concurrency slot is held until the tool really returns.
+func (t *Tool) runGuarded(ctx context.Context, call Call, d Defaults) ([]byte, *protocol.Error) {
+	timeout := t.Limits.TimeoutMS
+	if timeout == 0 {
+		timeout = d.TimeoutMS
+	}
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	if t.slots != nil {
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			t.release()
+			return nil, t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
+		}
+	}
+	call.Arguments = bytes.Clone(call.Arguments) // the tool may outlive this call
+	done := make(chan runResult, 1)
+	go func() {
+		defer t.release()
+		if t.slots != nil {
+			defer func() { <-t.slots }()
+		}
+		var res runResult
+		defer func() {
+			if r := recover(); r != nil {
+				res = runResult{perr: protocol.InternalError(fmt.Errorf("panic in tool %q: %v\n%s", t.Name, r, debug.Stack()))}
+			}
+			done <- res
+		}()
+		out, err := t.Run(ctx, call)
+		if err != nil {
+			res.perr = classify(ctx, t, err)
+		} else {
+			res.out = out
+		}
+	}()
+	select {
+	case r := <-done:
+		return r.out, r.perr
+	case <-ctx.Done():
+		return nil, t.deadlineError(ctx, timeout, "running")
+	}
+}
+
+func (t *Tool) deadlineError(ctx context.Context, timeoutMS int, doing string, args ...any) *protocol.Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return protocol.Errorf(protocol.Timeout, "tool %q ran past its timeout of %d ms (%s)", t.Name, timeoutMS, fmt.Sprintf(doing, args...))
+	}
+	return protocol.Errorf(protocol.ToolFailed, "tool %q: call cancelled (%s)", t.Name, fmt.Sprintf(doing, args...))
+}
+
+// clamp encodes and checks a tool's output: text becomes a JSON string cut
+// at a UTF-8 boundary to max_output_bytes; JSON from a tool that is not
+// built in is checked and compacted, and refused when larger than
+// max_output_bytes.
+func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
+	max := t.Limits.MaxOutputBytes
+	if max == 0 {
+		max = d.MaxOutputBytes
+	}
+	if t.Returns == ReturnsString {
+		truncated := false
+		if max > 0 && len(out) > max {
+			cut := max
+			for cut > 0 && !utf8.RuneStart(out[cut]) {
+				cut--
+			}
+			out, truncated = out[:cut], true
+		}
+		return protocol.AppendString(make([]byte, 0, len(out)+2), string(out)), truncated, nil
+	}
+	if len(out) == 0 {
+		return []byte("null"), false, nil
+	}
+	if !t.Builtin {
+		sc, serr := protocol.Scan(out, maxResultDepth)
+		if serr != nil {
+			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", t.Name, serr)
+		}
+		if sc.Spaced {
+			out = protocol.AppendCompact(nil, out[sc.Start:sc.End])
+		} else {
+			out = out[sc.Start:sc.End]
+		}
+	}
+	if max > 0 && len(out) > max {
+		return nil, false, &protocol.Error{
+			Code:    protocol.OutputTooLarge,
+			Message: fmt.Sprintf("tool %q returned %d bytes of JSON, more than its max_output_bytes (%d)", t.Name, len(out), max),
+			Details: []byte(fmt.Sprintf(`{"bytes":%d,"max_output_bytes":%d}`, len(out), max)),
+		}
+	}
+	return out, false, nil
+}
+
+// classify maps a tool's error to the protocol: a *protocol.Error keeps
+// its code, a missed deadline is timeout, anything else is tool_failed.
+func classify(ctx context.Context, t *Tool, err error) *protocol.Error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf("tool %q ran past its deadline", t.Name), Cause: err}
+	}
+	return &protocol.Error{Code: protocol.ToolFailed, Message: err.Error(), Cause: err}
+}

@@ -1,0 +1,111 @@
+package toolbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Call is one invocation of a tool. Session and Arguments may point into
+// the caller's request (C memory): they are borrowed until the tool
+// returns, and anything that keeps them must copy them (strings.Clone).
+type Call struct {
+	Session   string // borrowed
+	Arguments []byte // a compact JSON object; borrowed
+	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
+}
+
+// Func runs a tool. It returns a JSON value (or text, for ReturnsString)
+// that may alias call.Arguments, or an error: a *protocol.Error keeps its
+// code, any other error becomes tool_failed with its message.
+type Func func(ctx context.Context, call Call) ([]byte, error)
+
+// Tool is a registered tool: its descriptor, compiled schema, limits state
+// and function. Build one with NewTool; it must not be modified afterwards.
+type Tool struct {
+	Descriptor
+	Run     Func
+	Builtin bool // shipped with Clara: cannot be replaced or unregistered by hosts
+	// Inline tools run on the caller's goroutine with no timer: trusted Go
+	// functions that return promptly. Others run on their own goroutine so
+	// that timeout_ms holds at the deadline whatever they do.
+	Inline bool
+
+	schema *jsonschema.Schema
+	slots  chan struct{} // max_concurrency; nil when unlimited
+	rate   *rateLimiter  // nil when no rate_per_min
+
+	// refs counts the registry's reference plus one per call running the
+	// tool. When it drops to zero the tool is gone for good and onRelease
+	// runs, exactly once: a C tool's free_userdata never races a call.
+	refs      atomic.Int64
+	onRelease func()
+	released  sync.Once
+}
+
+// ToolOptions are the parts of a tool that are not its descriptor.
+type ToolOptions struct {
+	Run       Func
+	Builtin   bool
+	Inline    bool
+	OnRelease func() // runs once when the tool is unregistered or replaced and no call is running it
+}
+
+// NewTool checks the descriptor, compiles its schema once, and returns a
+// tool ready to register. On error, OnRelease is not called: the caller
+// still owns what it would release.
+func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
+	if o.Run == nil {
+		return nil, fmt.Errorf("tool %q has no function", d.Name)
+	}
+	if d.Returns == "" {
+		d.Returns = ReturnsJSON
+	}
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	s, err := compileSchema(d.Name, d.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, schema: s, onRelease: o.OnRelease}
+	if d.Limits.MaxConcurrency > 0 {
+		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
+	}
+	if d.Limits.RatePerMin > 0 {
+		t.rate = newRateLimiter(d.Limits.RatePerMin, d.Limits.RateScope == RateScopeSession)
+	}
+	t.refs.Store(1)
+	return t, nil
+}
+
+// acquire takes a reference for one call; false when the tool is already
+// gone (unregistered and idle).
+func (t *Tool) acquire() bool {
+	for {
+		n := t.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if t.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one runs onRelease.
+func (t *Tool) release() {
+	if t.refs.Add(-1) == 0 && t.onRelease != nil {
+		t.released.Do(t.onRelease)
+	}
+}
+
+// retire drops the registry's reference: the tool finishes the calls it is
+// running, then is released.
+func (t *Tool) retire() { t.release() }
+
+// HasSchema reports whether arguments are validated against a schema.
+func (t *Tool) HasSchema() bool { return t.schema != nil }
