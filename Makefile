@@ -130,8 +130,13 @@ test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks 
 test-python: lib/libclara.so ## Python ctypes tests
 	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) -m unittest discover -s tests/python -t tests/python -v 2>&1 | tail -n 40; exit $${PIPESTATUS[0]}
 
-test-clips: bin/clara-clips ## CLIPS batch programs against their expected output
-	bash tests/clips/run.sh bin/clara-clips tests/clips
+build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) tests/clips/tool_driver.c clips_bridge/clara_clips.c -o $@ \
+	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib' $(CLIPS_LIBS)
+
+test-clips: bin/clara-clips build/clips_tool_driver ## CLIPS batch programs against their expected output
+	bash tests/clips/run.sh bin/clara-clips tests/clips build/clips_tool_driver
 
 test-examples: all ## the examples of examples_c/, README.md and docs/
 	bash tests/examples.sh

@@ -32,18 +32,20 @@ const (
 
 // Engine serves requests. Create it with New.
 type Engine struct {
-	log   *logging.Logger
-	tools *toolbox.Registry
-	now   func() time.Time
-	audit *toolbox.Audit
-	kv    *tools.KV
+	log       *logging.Logger
+	tools     *toolbox.Registry
+	now       func() time.Time
+	realClock bool // now is time.Now
+	audit     *toolbox.Audit
+	kv        *tools.KV
 
 	cfg   atomic.Pointer[settings]
 	cfgMu sync.Mutex // serialises Configure, Reset and SetBase
 	base  tree       // what Reset returns to: defaults plus the start-up file
 
-	sessionPolicies sync.Map   // session name -> *toolbox.Policy
-	sessionPolicyMu sync.Mutex // serialises narrowing (read-modify-write)
+	sessionPolicies  sync.Map    // session name -> *toolbox.Policy
+	sessionPolicyMu  sync.Mutex  // serialises narrowing (read-modify-write)
+	anySessionPolicy atomic.Bool // false until a session is given a policy
 
 	envTestMode  bool // CLARA_TEST_MODE=1
 	envTestAllow bool // CLARA_TEST_ALLOW=1
@@ -79,7 +81,7 @@ func New(opts Options) *Engine {
 		e.log = &logging.Logger{}
 	}
 	if e.now == nil {
-		e.now = time.Now
+		e.now, e.realClock = time.Now, true
 	}
 	e.audit = toolbox.NewAudit(e.log)
 	e.base = defaultTree()
@@ -267,7 +269,10 @@ func (e *Engine) Reset() (out []byte) {
 		_ = e.install(b)
 	}
 	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
+	e.sessionPolicyMu.Lock()
 	e.sessionPolicies.Range(func(k, _ any) bool { e.sessionPolicies.Delete(k); return true })
+	e.anySessionPolicy.Store(false)
+	e.sessionPolicyMu.Unlock()
 	return e.configEnvelope(e.base)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/clara-lib/clara/core/logging"
 )
@@ -17,6 +18,9 @@ import (
 //   - CLARA_CONFIG: a configuration file (TOML or JSON) applied on top of
 //     the embedded defaults; it is also what Reset returns to. A file that
 //     cannot be read or is invalid is reported on the log and ignored.
+//   - CLARA_TEST_MODE=1: test mode whatever the configuration says (tools
+//     with network, fs_write or exec capabilities do not run).
+//   - CLARA_TEST_ALLOW=1: such tools run even in test mode.
 //
 // getenv is os.Getenv outside tests; stderr is os.Stderr.
 func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
@@ -30,7 +34,8 @@ func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
 		}
 	}
 	sink := logging.WriterSink(stderr)
-	e := New(Options{Logger: logging.New(sink, min)})
+	e := New(Options{Logger: logging.New(sink, min),
+		TestMode: isOn(getenv("CLARA_TEST_MODE")), TestAllow: isOn(getenv("CLARA_TEST_ALLOW"))})
 	e.defaultSink, e.defaultMin = sink, min
 	if badLevel != "" {
 		e.log.Logf(logging.Error, "CLARA_LOG=%q is not one of debug, info, warn, error, off; logging errors only", badLevel)
@@ -51,4 +56,13 @@ func (e *Engine) loadBaseFile(path string) error {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
 	return e.SetBase(text, path)
+}
+
+// isOn reads a boolean environment variable: 1, true, yes or on.
+func isOn(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/sha256"
 	"strings"
 	"time"
 
@@ -58,24 +57,30 @@ func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 	return t.HasCapability(toolbox.CapNetwork) || t.HasCapability(toolbox.CapFSWrite) || t.HasCapability(toolbox.CapExec)
 }
 
-// record adds the call to the audit. tool must be a string Clara owns
-// (the registered name, or a clone); the session is cloned because it
-// points into the request.
+// record adds the call to the audit. tool must be a string Clara owns (the
+// registered name, or a clone); the audit copies the session and args.
 func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error) {
-	r := &toolbox.Record{Time: start, Tool: tool, ArgsSHA256: sha256.Sum256(args), Duration: e.now().Sub(start)}
-	if session == protocol.DefaultSession {
-		r.Session = protocol.DefaultSession
-	} else {
-		r.Session = strings.Clone(session)
-	}
+	r := toolbox.Record{Time: start, Session: session, Tool: tool, Duration: e.since(start)}
 	if perr != nil {
 		r.Code = perr.Code
 	}
-	e.audit.Add(r)
+	e.audit.Add(r, args)
+}
+
+// since is the time elapsed from start. With the real clock it reads only
+// the monotonic clock (time.Now reads two clocks: this is on every call).
+func (e *Engine) since(start time.Time) time.Duration {
+	if e.realClock {
+		return time.Since(start)
+	}
+	return e.now().Sub(start)
 }
 
 // sessionPolicy returns the session's policy layer (nil when none).
 func (e *Engine) sessionPolicy(session string) *toolbox.Policy {
+	if !e.anySessionPolicy.Load() {
+		return nil // the common case costs one atomic load
+	}
 	if p, ok := e.sessionPolicies.Load(session); ok {
 		return p.(*toolbox.Policy)
 	}
@@ -92,6 +97,7 @@ func (e *Engine) NarrowSessionPolicy(session string, p *toolbox.Policy) *toolbox
 		return nil
 	}
 	e.sessionPolicies.Store(strings.Clone(session), next)
+	e.anySessionPolicy.Store(true)
 	return next
 }
 

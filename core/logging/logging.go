@@ -66,9 +66,11 @@ type Sink func(level Level, message string)
 
 // Logger is a leveled log. The zero value discards everything.
 type Logger struct {
-	min  atomic.Int32 // Off when no sink
-	mu   sync.RWMutex // held for reading while a sink runs
-	sink Sink
+	// threshold is the minimum level plus one, so that the zero value (0)
+	// means "nothing is enabled" rather than "debug and up".
+	threshold atomic.Int32
+	mu        sync.RWMutex // held for reading while a sink runs
+	sink      Sink
 }
 
 // New returns a Logger sending messages at min or above to sink.
@@ -86,13 +88,17 @@ func (l *Logger) SetSink(sink Sink, min Level) {
 	}
 	l.mu.Lock()
 	l.sink = sink
-	l.min.Store(int32(min))
+	l.threshold.Store(int32(min) + 1)
 	l.mu.Unlock()
 }
 
 // Enabled reports whether a message at level would reach the sink.
 func (l *Logger) Enabled(level Level) bool {
-	return l != nil && int32(level) >= l.min.Load()
+	if l == nil {
+		return false
+	}
+	t := l.threshold.Load()
+	return t != 0 && int32(level)+1 >= t
 }
 
 // Log sends message at level to the sink, if enabled.
@@ -102,7 +108,7 @@ func (l *Logger) Log(level Level, message string) {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.sink != nil && int32(level) >= l.min.Load() {
+	if l.sink != nil && l.Enabled(level) {
 		l.sink(level, message)
 	}
 }

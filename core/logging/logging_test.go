@@ -23,6 +23,9 @@ func TestLogger_levels(t *testing.T) {
 	}
 	var zero logging.Logger
 	zero.Log(logging.Error, "discarded") // the zero value discards
+	if zero.Enabled(logging.Debug) || zero.Enabled(logging.Error) {
+		t.Error("the zero Logger reports a level enabled")
+	}
 	var nilLogger *logging.Logger
 	if nilLogger.Enabled(logging.Error) {
 		t.Error("a nil logger is enabled")

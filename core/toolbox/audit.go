@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -51,14 +52,31 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	return dst
 }
 
-// Audit records every call: in a ring of the last AuditRingSize records
-// (lock-free on the call path), in a JSONL file when one is set, and at
-// debug level in the log.
+// Audit records every call: in a ring of the last AuditRingSize records,
+// in a JSONL file when one is set, and at debug level in the log.
+//
+// The ring costs the call path no allocation and no shared lock: each slot
+// has its own mutex and reuses its buffers, and small arguments are copied
+// and hashed only when someone reads the ring (the file and the log, when
+// on, hash at once).
 type Audit struct {
 	seq   atomic.Uint64
-	slots [AuditRingSize]atomic.Pointer[Record]
+	slots [AuditRingSize]auditSlot
 	file  atomic.Pointer[auditFile]
 	log   *logging.Logger
+}
+
+// lazyHashMax is the largest argument copied to be hashed on read; larger
+// ones are hashed when the call is recorded.
+const lazyHashMax = 512
+
+type auditSlot struct {
+	mu      sync.Mutex
+	seq     uint64
+	rec     Record
+	hashed  bool   // rec.ArgsSHA256 is set; otherwise hash args
+	args    []byte // small arguments, kept to hash on read
+	session []byte // the session name (a request's bytes must not be kept)
 }
 
 type auditFile struct {
@@ -71,16 +89,37 @@ type auditFile struct {
 // NewAudit returns an audit that logs through log.
 func NewAudit(log *logging.Logger) *Audit { return &Audit{log: log} }
 
-// Add records r (which must not change afterwards).
-func (a *Audit) Add(r *Record) {
+// Add records one call. r.Session and args are copied; r.Tool must be a
+// string Clara owns. r.Seq and r.ArgsSHA256 are filled in here.
+func (a *Audit) Add(r Record, args []byte) {
 	n := a.seq.Add(1)
 	r.Seq = n
-	a.slots[(n-1)%AuditRingSize].Store(r)
-	if a.log.Enabled(logging.Debug) {
+	af := a.file.Load()
+	logged := a.log.Enabled(logging.Debug)
+	hashNow := af != nil || logged || len(args) > lazyHashMax
+	if hashNow {
+		r.ArgsSHA256 = sha256.Sum256(args)
+	}
+	s := &a.slots[(n-1)%AuditRingSize]
+	s.mu.Lock()
+	if s.seq < n { // a slower writer of an older call must not overwrite a newer one
+		s.seq = n
+		s.rec = r
+		s.rec.Session = ""
+		s.session = append(s.session[:0], r.Session...)
+		s.hashed = hashNow
+		if hashNow {
+			s.args = s.args[:0]
+		} else {
+			s.args = append(s.args[:0], args...)
+		}
+	}
+	s.mu.Unlock()
+	if logged {
 		a.log.Log(logging.Debug, "audit "+string(r.AppendJSON(nil)))
 	}
-	if af := a.file.Load(); af != nil {
-		af.write(r, a.log)
+	if af != nil {
+		af.write(&r, a.log)
 	}
 }
 
@@ -95,7 +134,7 @@ func (af *auditFile) write(r *Record, log *logging.Logger) {
 }
 
 // Tail returns up to n of the most recent records, oldest first.
-func (a *Audit) Tail(n int) []*Record {
+func (a *Audit) Tail(n int) []Record {
 	if n > AuditRingSize {
 		n = AuditRingSize
 	}
@@ -104,11 +143,19 @@ func (a *Audit) Tail(n int) []*Record {
 	if hi > uint64(n) {
 		lo = hi - uint64(n)
 	}
-	out := make([]*Record, 0, hi-lo)
-	for s := lo + 1; s <= hi; s++ {
-		if r := a.slots[(s-1)%AuditRingSize].Load(); r != nil && r.Seq == s {
+	out := make([]Record, 0, hi-lo)
+	for seq := lo + 1; seq <= hi; seq++ {
+		s := &a.slots[(seq-1)%AuditRingSize]
+		s.mu.Lock()
+		if s.seq == seq {
+			r := s.rec
+			r.Session = string(s.session)
+			if !s.hashed {
+				r.ArgsSHA256 = sha256.Sum256(s.args)
+			}
 			out = append(out, r)
 		}
+		s.mu.Unlock()
 	}
 	return out
 }

@@ -3,18 +3,25 @@
 # EOF, the embedded default configuration, plus the options in NAME.args if
 # that file exists) and compares its output, minus CLIPS's version banner,
 # with NAME.out. Then checks clara-clips's own option handling.
-# Usage: run.sh CLARA_CLIPS DIR
+# Programs named tool_*.clp run instead under TOOL_DRIVER (tool_driver.c: a
+# CLIPS program that registers a tool written in C), silently (batch*).
+# Usage: run.sh CLARA_CLIPS DIR [TOOL_DRIVER]
 # Set UPDATE=1 to rewrite the .out files (then read the diff before committing).
 set -uo pipefail
-clips=$1 dir=$2
+clips=$1 dir=$2 driver=${3:-}
 fail=0 n=0
 for clp in "$dir"/*.clp; do
   name=$(basename "$clp" .clp)
   want="$dir/$name.out"
   args=()
   [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
-  got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
-        | grep -v '^ *CLIPS ([0-9.]* ' )
+  if [[ $name == tool_* ]]; then
+    [[ -n "$driver" ]] || { echo "FAIL tests/clips/$name.clp: no TOOL_DRIVER given"; fail=$((fail + 1)); continue; }
+    got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$driver" "$name.clp" < /dev/null 2>&1)
+  else
+    got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
+          | grep -v '^ *CLIPS ([0-9.]* ' )
+  fi
   n=$((n + 1))
   if [[ "${UPDATE:-}" == 1 ]]; then
     printf '%s\n' "$got" > "$want"
