@@ -37,6 +37,7 @@ type Engine struct {
 	now       func() time.Time
 	realClock bool // now is time.Now
 	audit     *toolbox.Audit
+	auditOff  bool // set only by a benchmark, to measure what the audit costs
 	kv        *tools.KV
 
 	cfg   atomic.Pointer[settings]

@@ -60,6 +60,9 @@ func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 // record adds the call to the audit. tool must be a string Clara owns (the
 // registered name, or a clone); the audit copies the session and args.
 func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error) {
+	if e.auditOff {
+		return
+	}
 	r := toolbox.Record{Time: start, Session: session, Tool: tool, Duration: e.since(start)}
 	if perr != nil {
 		r.Code = perr.Code

@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,11 +48,20 @@ func TestParse_errors(t *testing.T) {
 		{`{"tool":"echo","async":"yes"}`, protocol.InvalidRequest, `"async" must be a boolean, got a string`},
 		{`{"tool":"echo","trace":1}`, protocol.InvalidRequest, `"trace" must be a boolean, got a number`},
 		{`{"tool":"echo","args":{}}`, protocol.InvalidRequest, `unknown field "args" in request (known: tool, arguments, session, id, policy, async, trace)`},
-		{`{"tool":"echo","tool":"kv_get"}`, protocol.InvalidRequest, `field "tool" appears more than once`},
+		{`{"tool":"echo","tool":"kv_get"}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "tool" at byte 15`},
+		{`{"tool":"kv_set","arguments":{"key":"","key":"a","value":1}}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "key" at byte 39`},
+		{`{"a":{"x":1,"x":2}}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "x" at byte 12`},
+		{`{"a":[{"k":1},{"k":2}],"b":{"k":{"k":1}},"k":0}`, "", ""},
 		{strings.Repeat("[", 600) + strings.Repeat("]", 600), protocol.InvalidRequest, "request nests deeper than limits.max_depth (512) at byte 512"},
 	}
 	for _, c := range cases {
 		_, _, err := protocol.Parse([]byte(c.in), lim, nil)
+		if c.code == "" {
+			if err != nil {
+				t.Errorf("Parse(%q): %v", c.in, err)
+			}
+			continue
+		}
 		if err == nil {
 			t.Errorf("Parse(%q): no error, want %s %q", c.in, c.code, c.msg)
 			continue
@@ -289,5 +299,34 @@ func TestGet_modifiersAreDisabled(t *testing.T) {
 	// A literal @ in a key is written escaped.
 	if k, text, err := protocol.Get([]byte(`{"user@host":1}`), `user\@host`, 10); err != nil || k != protocol.KindInteger || text != "1" {
 		t.Errorf("escaped @: %v %q %v", k, text, err)
+	}
+}
+
+// TestScanStrict_manyKeys: duplicate detection stays linear in an object
+// with very many keys, and finds a duplicate far apart.
+func TestScanStrict_manyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := 0; i < 100000; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	ok := b.String() + "}"
+	if _, err := protocol.ScanStrict([]byte(ok), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.ScanStrict([]byte(b.String()+`,"k5":1}`), 10); err == nil || !strings.Contains(err.Reason, `duplicate key "k5"`) {
+		t.Fatalf("got %v", err)
+	}
+	// Nested objects past the eighth level keep their own keys.
+	deep := strings.Repeat(`{"a":1,"n":`, 20) + "1" + strings.Repeat("}", 20)
+	if _, err := protocol.ScanStrict([]byte(deep), 100); err != nil {
+		t.Fatal(err)
+	}
+	deepDup := strings.Repeat(`{"a":1,"n":`, 20) + `{"z":1,"z":2}` + strings.Repeat("}", 20)
+	if _, err := protocol.ScanStrict([]byte(deepDup), 100); err == nil {
+		t.Fatal("duplicate at depth 21 accepted")
 	}
 }

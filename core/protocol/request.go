@@ -66,7 +66,7 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 	if maxDepth <= 0 {
 		maxDepth = 512
 	}
-	sc, serr := Scan(data, maxDepth)
+	sc, serr := ScanStrict(data, maxDepth)
 	if serr != nil {
 		if serr.TooDeep {
 			return Request{}, scratch, Errorf(InvalidRequest,

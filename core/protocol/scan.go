@@ -1,8 +1,11 @@
 package protocol
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Scanned describes a document that Scan accepted.
@@ -36,6 +39,16 @@ func Scan(data []byte, maxDepth int) (Scanned, *ScanError) {
 	return s.run()
 }
 
+// ScanStrict is Scan that also refuses an object with the same key twice
+// (compared after unescaping). RFC 8259 leaves duplicates to the reader,
+// and readers differ: gjson takes the first, encoding/json and the schema
+// validator the last. Requests are read by both, so a duplicate could make
+// the arguments a tool sees differ from the ones that were validated.
+func ScanStrict(data []byte, maxDepth int) (Scanned, *ScanError) {
+	s := scanner{data: data, maxDepth: maxDepth, strict: true}
+	return s.run()
+}
+
 type scanner struct {
 	data     []byte
 	i        int
@@ -44,6 +57,92 @@ type scanner struct {
 	depth    int
 	spaced   bool
 	opened   bool // value() opened a non-empty container
+	strict   bool // refuse duplicate keys
+	keys     keySet
+}
+
+// keySet holds the keys of every open object, each object's after the
+// previous one's. Small documents fit the fixed arrays and allocate
+// nothing; an object with many keys gets a map so that checking stays
+// linear in its size.
+type keySet struct {
+	small  [16]string
+	n      int
+	big    []string // used once small is full
+	frames [8]keyFrame
+	nf     int
+	deep   []keyFrame // frames beyond the eighth open object
+}
+
+type keyFrame struct {
+	start int
+	index map[string]struct{} // nil until the object has more than 16 keys
+}
+
+func (k *keySet) at(i int) string {
+	if k.big != nil {
+		return k.big[i]
+	}
+	return k.small[i]
+}
+
+func (k *keySet) push(key string) {
+	if k.big == nil && k.n == len(k.small) {
+		k.big = append(make([]string, 0, 64), k.small[:]...)
+	}
+	if k.big != nil {
+		k.big = append(k.big[:k.n], key)
+	} else {
+		k.small[k.n] = key
+	}
+	k.n++
+}
+
+func (k *keySet) frame(i int) *keyFrame {
+	if i < len(k.frames) {
+		return &k.frames[i]
+	}
+	return &k.deep[i-len(k.frames)]
+}
+
+func (k *keySet) open() {
+	if k.nf < len(k.frames) {
+		k.frames[k.nf] = keyFrame{start: k.n}
+	} else {
+		k.deep = append(k.deep[:k.nf-len(k.frames)], keyFrame{start: k.n})
+	}
+	k.nf++
+}
+
+func (k *keySet) close() {
+	k.nf--
+	k.n = k.frame(k.nf).start
+}
+
+// add records key in the innermost object; false if it is already there.
+func (k *keySet) add(key string) bool {
+	f := k.frame(k.nf - 1)
+	if f.index != nil {
+		if _, dup := f.index[key]; dup {
+			return false
+		}
+		f.index[key] = struct{}{}
+		k.push(key)
+		return true
+	}
+	for i := f.start; i < k.n; i++ {
+		if k.at(i) == key {
+			return false
+		}
+	}
+	k.push(key)
+	if k.n-f.start > 16 {
+		f.index = make(map[string]struct{}, 32)
+		for i := f.start; i < k.n; i++ {
+			f.index[k.at(i)] = struct{}{}
+		}
+	}
+	return true
 }
 
 // bitStack is a stack of booleans: the first 64 levels live in one word,
@@ -172,6 +271,9 @@ func (s *scanner) run() (Scanned, *ScanError) {
 		case (inObject && c == '}') || (!inObject && c == ']'):
 			s.i++
 			s.stack.pop()
+			if inObject && s.strict {
+				s.keys.close()
+			}
 		default:
 			return Scanned{}, s.unexpected()
 		}
@@ -208,6 +310,9 @@ func (s *scanner) value() *ScanError {
 		}
 		s.opened = true
 		if c == '{' {
+			if s.strict {
+				s.keys.open()
+			}
 			return s.key()
 		}
 		return nil
@@ -235,8 +340,19 @@ func (s *scanner) key() *ScanError {
 	if s.data[s.i] != '"' {
 		return s.fail(fmt.Sprintf("expected a string key, got %s", describe(s.data[s.i])))
 	}
+	at := s.i
 	if err := s.str(); err != nil {
 		return err
+	}
+	if s.strict {
+		raw := s.data[at+1 : s.i-1]
+		key := unsafe.String(unsafe.SliceData(raw), len(raw))
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			key = unescape(raw)
+		}
+		if !s.keys.add(key) {
+			return &ScanError{Offset: at, Reason: fmt.Sprintf("duplicate key %q", key)}
+		}
 	}
 	s.inner()
 	if s.i >= len(s.data) {
@@ -343,3 +459,48 @@ func (s *scanner) str() *ScanError {
 	}
 	return s.fail("unterminated string")
 }
+
+// unescape decodes the body of a JSON string that Scan accepted.
+func unescape(raw []byte) string {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		i++
+		switch raw[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(raw[i+1 : i+5])
+			i += 4
+			if utf16IsHigh(r) && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if lo := hex4(raw[i+3 : i+7]); lo >= 0xDC00 && lo <= 0xDFFF {
+					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+					i += 6
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default: // " \ /
+			out = append(out, raw[i])
+		}
+	}
+	return string(out)
+}
+
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b), 16, 32)
+	return rune(n)
+}
+
+func utf16IsHigh(r rune) bool { return r >= 0xD800 && r <= 0xDBFF }

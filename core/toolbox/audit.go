@@ -80,10 +80,11 @@ type auditSlot struct {
 }
 
 type auditFile struct {
-	path string
-	mu   sync.Mutex // one write per line, never interleaved
-	f    *os.File
-	bad  bool // a write failed; reported once
+	path   string
+	mu     sync.Mutex // one write per line, never interleaved
+	f      *os.File
+	bad    bool // a write failed; reported once
+	closed bool // replaced by SetFile: write to the current file instead
 }
 
 // NewAudit returns an audit that logs through log.
@@ -119,24 +120,35 @@ func (a *Audit) Add(r Record, args []byte) {
 		a.log.Log(logging.Debug, "audit "+string(r.AppendJSON(nil)))
 	}
 	if af != nil {
-		af.write(&r, a.log)
+		line := append(r.AppendJSON(make([]byte, 0, 256)), '\n')
+		// A file swapped out meanwhile is closed: follow to the new one.
+		for af != nil && !af.write(line, a.log) {
+			af = a.file.Load()
+		}
 	}
 }
 
-func (af *auditFile) write(r *Record, log *logging.Logger) {
-	line := append(r.AppendJSON(make([]byte, 0, 256)), '\n')
+// write appends one line; false when the file was closed by SetFile.
+func (af *auditFile) write(line []byte, log *logging.Logger) bool {
 	af.mu.Lock()
 	defer af.mu.Unlock()
+	if af.closed {
+		return false
+	}
 	if _, err := af.f.Write(line); err != nil && !af.bad {
 		af.bad = true
 		log.Logf(logging.Error, "audit file %s: %v (further write errors are not reported)", af.path, err)
 	}
+	return true
 }
 
 // Tail returns up to n of the most recent records, oldest first.
 func (a *Audit) Tail(n int) []Record {
 	if n > AuditRingSize {
 		n = AuditRingSize
+	}
+	if n <= 0 {
+		return nil
 	}
 	hi := a.seq.Load()
 	lo := uint64(0)
@@ -176,6 +188,7 @@ func (a *Audit) SetFile(path string) error {
 	}
 	if old := a.file.Swap(next); old != nil {
 		old.mu.Lock()
+		old.closed = true
 		old.f.Close()
 		old.mu.Unlock()
 	}

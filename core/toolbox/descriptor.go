@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -81,16 +84,15 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		InputSchema  json.RawMessage `json:"input_schema"`
 		Returns      *string         `json:"returns"`
 		Capabilities []string        `json:"capabilities"`
-		Limits       *Limits         `json:"limits"`
+		Limits       *Limits         `json:"-"`
+		LimitsRaw    json.RawMessage `json:"limits"`
 		LLMVisible   *bool           `json:"llm_visible"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return Descriptor{}, fmt.Errorf("descriptor: %s", describeJSONError(err))
+	if len(bytes.TrimSpace(text)) == 0 {
+		return Descriptor{}, errors.New("descriptor: empty")
 	}
-	if dec.More() {
-		return Descriptor{}, errors.New("descriptor: data after the JSON object")
+	if err := decodeStrict(text, &raw, ""); err != nil {
+		return Descriptor{}, fmt.Errorf("descriptor: %s", err)
 	}
 	d := Descriptor{LLMVisible: true, Returns: ReturnsJSON}
 	if raw.Name == nil {
@@ -109,6 +111,11 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	if raw.Limits != nil {
 		d.Limits = *raw.Limits
 	}
+	if len(raw.LimitsRaw) > 0 {
+		if err := decodeStrict(raw.LimitsRaw, &d.Limits, "limits"); err != nil {
+			return Descriptor{}, fmt.Errorf("descriptor: %s", err)
+		}
+	}
 	d.Capabilities = raw.Capabilities
 	if len(raw.InputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.InputSchema), []byte("null")) {
 		var buf bytes.Buffer
@@ -123,10 +130,30 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	return d, nil
 }
 
-func describeJSONError(err error) string {
+// decodeStrict decodes one JSON object into v, refusing unknown keys and
+// anything after the object. prefix names the object in messages ("" for
+// the top level, "limits" for a member).
+func decodeStrict(text []byte, v any, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(describeJSONError(err, prefix))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+func describeJSONError(err error, prefix string) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		field := te.Field
+		if prefix != "" && field != "" {
+			field = prefix + "." + field
+		} else if field == "" {
+			field = prefix
+		}
 		if field == "" {
 			return fmt.Sprintf("must be a JSON object, not %s", te.Value)
 		}
@@ -134,7 +161,11 @@ func describeJSONError(err error) string {
 	}
 	msg := err.Error()
 	if strings.HasPrefix(msg, "json: unknown field ") {
-		return "unknown key " + strings.TrimPrefix(msg, "json: unknown field ")
+		name, _ := strconv.Unquote(strings.TrimPrefix(msg, "json: unknown field "))
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		return fmt.Sprintf("unknown key %q", name)
 	}
 	return strings.TrimPrefix(msg, "json: ")
 }
@@ -226,6 +257,7 @@ func schemaProblems(err error) string {
 	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
 		var vs []Violation
 		leaves(ve, &vs)
+		sortViolations(vs)
 		parts := make([]string, 0, len(vs))
 		for _, v := range vs {
 			parts = append(parts, pointerText(v.Pointer)+": "+v.Message)
@@ -253,6 +285,16 @@ func validate(name string, s *jsonschema.Schema, args []byte) *protocol.Error {
 	if s == nil {
 		return nil
 	}
+	// The validator reads a repeated key's last value, gjson (and so most
+	// tools) its first: with duplicates, the tool could see arguments that
+	// were never validated. Requests are already scanned strictly; this
+	// also covers callers of the toolbox that skip the protocol.
+	if _, serr := protocol.ScanStrict(args, maxResultDepth); serr != nil {
+		if strings.HasPrefix(serr.Reason, "duplicate key") {
+			return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments: %v", name, serr)
+		}
+		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, serr)
+	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
 		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, err)
@@ -267,6 +309,7 @@ func validate(name string, s *jsonschema.Schema, args []byte) *protocol.Error {
 	}
 	var vs []Violation
 	leaves(ve, &vs)
+	sortViolations(vs)
 	if len(vs) == 0 {
 		vs = append(vs, Violation{Pointer: "", Message: oneLine(err)})
 	}
@@ -285,6 +328,17 @@ func pointerText(p string) string {
 	return "at " + p
 }
 
+// sortViolations puts violations in a stable order (by pointer, then
+// message): the validator visits object properties in map order.
+func sortViolations(vs []Violation) {
+	sort.Slice(vs, func(i, j int) bool {
+		if vs[i].Pointer != vs[j].Pointer {
+			return vs[i].Pointer < vs[j].Pointer
+		}
+		return vs[i].Message < vs[j].Message
+	})
+}
+
 // printer renders the validator's messages in English.
 var printer = message.NewPrinter(language.English)
 
@@ -292,12 +346,29 @@ var printer = message.NewPrinter(language.English)
 // problems, not the summaries ("allOf failed") above them.
 func leaves(e *jsonschema.ValidationError, out *[]Violation) {
 	if len(e.Causes) == 0 {
-		*out = append(*out, Violation{Pointer: jsonPointer(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer)})
+		msg := sortQuotedLists(e.ErrorKind.LocalizedString(printer))
+		*out = append(*out, Violation{Pointer: jsonPointer(e.InstanceLocation), Message: msg})
 		return
 	}
 	for _, c := range e.Causes {
 		leaves(c, out)
 	}
+}
+
+// quotedList matches a list of quoted names such as 'b', 'a'.
+var quotedList = regexp.MustCompile(`'[^']*'(?:, '[^']*')+`)
+
+// sortQuotedLists sorts the names in lists such as "additional properties
+// 'b', 'a' not allowed": the validator lists them in map order.
+func sortQuotedLists(msg string) string {
+	if !strings.HasPrefix(msg, "additional properties") && !strings.HasPrefix(msg, "missing properties") {
+		return msg // other lists (enum values) keep the schema's order
+	}
+	return quotedList.ReplaceAllStringFunc(msg, func(list string) string {
+		names := strings.Split(list, ", ")
+		sort.Strings(names)
+		return strings.Join(names, ", ")
+	})
 }
 
 // jsonPointer renders a location as an RFC 6901 pointer ("" is the root).

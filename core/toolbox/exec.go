@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -114,7 +115,10 @@ func (t *Tool) runGuarded(ctx context.Context, call Call, d Defaults) ([]byte, *
 			return nil, t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
 		}
 	}
-	call.Arguments = bytes.Clone(call.Arguments) // the tool may outlive this call
+	// The tool may outlive this call (past a timeout): it gets its own copies
+	// of what points into the request.
+	call.Arguments = bytes.Clone(call.Arguments)
+	call.Session = strings.Clone(call.Session)
 	done := make(chan runResult, 1)
 	go func() {
 		defer t.release()

@@ -1,8 +1,6 @@
 package toolbox
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -116,10 +114,8 @@ func ParsePolicy(raw []byte, source string) (*Policy, error) {
 		Allow []string `json:"allow"`
 		Deny  []string `json:"deny"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("\"policy\" must be {\"allow\": [names], \"deny\": [names]}: %s", describeJSONError(err))
+	if err := decodeStrict(raw, &v, ""); err != nil {
+		return nil, fmt.Errorf("\"policy\" must be {\"allow\": [names], \"deny\": [names]}: %s", err)
 	}
 	return NewPolicy(source, v.Allow, v.Deny), nil
 }

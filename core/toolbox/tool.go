@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -64,6 +65,9 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if d.Returns == "" {
 		d.Returns = ReturnsJSON
 	}
+	// The tool keeps its own copies: check sorts the capabilities.
+	d.Capabilities = append([]string(nil), d.Capabilities...)
+	d.InputSchema = bytes.Clone(d.InputSchema)
 	if err := d.check(); err != nil {
 		return nil, err
 	}

@@ -23,12 +23,26 @@ const (
 // formats, which all require an object schema.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
+// llmSchema gives a tool's schema in the form the LLM formats require: an
+// object schema with "type": "object" at the top.
 func llmSchema(t *toolbox.Tool) json.RawMessage {
 	s := t.InputSchema
-	if len(s) == 0 || string(s) == "true" || string(s) == "{}" {
+	switch string(s) {
+	case "", "true", "{}":
+		return emptyObjectSchema
+	case "false":
+		return json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
+	}
+	var m map[string]any
+	if json.Unmarshal(s, &m) != nil {
 		return emptyObjectSchema
 	}
-	return json.RawMessage(s)
+	if _, ok := m["type"]; ok {
+		return json.RawMessage(s)
+	}
+	m["type"] = "object" // arguments are always an object
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // Catalog renders the tools allowed by scope (only llm_visible ones when
@@ -57,6 +71,11 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 		toolbox.Descriptor
 		Builtin bool `json:"builtin"`
 	}
+	switch format {
+	case FormatClara, FormatOpenAI, FormatAnthropic, FormatMCP:
+	default:
+		return nil, protocol.Errorf(protocol.InvalidArgs, "tools_list: unknown format %q (clara, openai, anthropic, mcp)", format)
+	}
 	list := []any{}
 	for _, t := range reg.List() {
 		if !scope.Allows(t.Name) || (llmOnly && !t.LLMVisible) {
@@ -75,8 +94,6 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 			list = append(list, anthropicTool{t.Name, t.Description, llmSchema(t)})
 		case FormatMCP:
 			list = append(list, mcpTool{t.Name, t.Description, llmSchema(t)})
-		default:
-			return nil, protocol.Errorf(protocol.InvalidArgs, "tools_list: unknown format %q (clara, openai, anthropic, mcp)", format)
 		}
 	}
 	return json.Marshal(struct {
@@ -86,7 +103,7 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 }
 
 func toolsList(reg *toolbox.Registry) (*toolbox.Tool, error) {
-	return builtin("tools_list",
+	return builtinMaxOut(16<<20, "tools_list",
 		"Lists the tools this call may use, as Clara descriptors or in OpenAI, Anthropic or MCP format.",
 		`{"type":"object","properties":{"format":{"enum":["clara","openai","anthropic","mcp"]},"llm_visible_only":{"type":"boolean"}},"additionalProperties":false}`,
 		false,
@@ -100,7 +117,9 @@ func toolsList(reg *toolbox.Registry) (*toolbox.Tool, error) {
 }
 
 func auditTail(a *toolbox.Audit) (*toolbox.Tool, error) {
-	return builtin("audit_tail",
+	// Room for the whole ring: a record is at most about 200 bytes plus its
+	// session name.
+	return builtinMaxOut(4<<20, "audit_tail",
 		fmt.Sprintf("The last N audit records (default 20, at most %d): time, session, tool, SHA-256 of the arguments, duration, status.", toolbox.AuditRingSize),
 		fmt.Sprintf(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":%d}},"additionalProperties":false}`, toolbox.AuditRingSize),
 		false,

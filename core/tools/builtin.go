@@ -57,7 +57,14 @@ func Builtins(d Deps) ([]*toolbox.Tool, error) {
 
 // builtin builds a built-in tool from its descriptor fields.
 func builtin(name, description, schema string, llmVisible bool, run toolbox.Func) (*toolbox.Tool, error) {
-	d := toolbox.Descriptor{Name: name, Description: description, LLMVisible: llmVisible, Returns: toolbox.ReturnsJSON}
+	return builtinMaxOut(0, name, description, schema, llmVisible, run)
+}
+
+// builtinMaxOut is builtin with its own max_output_bytes, for tools whose
+// documented answers can exceed the configured default (0: the default).
+func builtinMaxOut(maxOut int, name, description, schema string, llmVisible bool, run toolbox.Func) (*toolbox.Tool, error) {
+	d := toolbox.Descriptor{Name: name, Description: description, LLMVisible: llmVisible, Returns: toolbox.ReturnsJSON,
+		Limits: toolbox.Limits{MaxOutputBytes: maxOut}}
 	if schema != "" {
 		d.InputSchema = []byte(schema)
 	}

@@ -85,7 +85,8 @@ func kvSet(kv *KV) (*toolbox.Tool, error) {
 }
 
 func kvGet(kv *KV) (*toolbox.Tool, error) {
-	return builtin("kv_get", "Reads the JSON value stored under a key in this session's key-value store.",
+	// Room for a value of the largest size kv_set accepts, and its wrapping.
+	return builtinMaxOut(KVMaxValueBytes+KVMaxKeyBytes*6+64, "kv_get", "Reads the JSON value stored under a key in this session's key-value store.",
 		`{"type":"object","properties":{`+keySchema+`},"required":["key"],"additionalProperties":false}`,
 		true,
 		func(_ context.Context, call toolbox.Call) ([]byte, error) {

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/tidwall/gjson"
 
@@ -16,15 +16,23 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-// Bounds of math_eval. An expression is small, compiles to few nodes, and
-// runs with a small memory budget, so no input can make it allocate or run
-// without bound.
+// Bounds of math_eval. An expression is small, compiles to few nodes, may
+// use only arithmetic (a whitelist of syntax, below), and runs with a small
+// memory budget, so no input can make it allocate or run without bound.
 const (
-	MathMaxSource       = 1000 // bytes of expression
-	MathMaxNodes        = 200  // AST nodes
-	mathMemoryBudget    = 1000 // expr's VM units (array and range elements)
-	mathAllowedBuiltins = "abs ceil floor round int float max min mean median sum"
+	MathMaxSource    = 1000 // bytes of expression
+	MathMaxNodes     = 200  // AST nodes
+	mathMemoryBudget = 1000 // expr's VM units (array elements)
 )
+
+// mathBuiltins are the expr built-ins math_eval allows: functions of
+// numbers and of (literal) arrays of numbers. No loops, no strings, no time.
+var mathBuiltins = map[string]bool{"abs": true, "ceil": true, "floor": true, "round": true, "float": true,
+	"max": true, "min": true, "mean": true, "median": true, "sum": true}
+
+// mathOperators are the binary operators math_eval allows.
+var mathOperators = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "**": true, "^": true,
+	"==": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true, "and": true, "or": true, "&&": true, "||": true}
 
 // mathFuncs are the functions math_eval adds to expr's arithmetic.
 var mathFuncs = map[string]func(float64) float64{
@@ -35,14 +43,74 @@ var mathFuncs = map[string]func(float64) float64{
 // mathEnv holds the only names an expression can see: two constants.
 var mathEnv = map[string]any{"pi": math.Pi, "e": math.E}
 
-func mathOptions() []expr.Option {
+// mathGuard walks an expression before it is compiled: it refuses any
+// syntax outside arithmetic (loops over collections, variables, member
+// access, strings, ranges, maps) and turns integer literals into floats, so
+// that arithmetic never wraps around on overflow (numbers are IEEE doubles,
+// as in JSON and JavaScript). One guard per compilation.
+type mathGuard struct{ refused string }
+
+func (g *mathGuard) refuse(what string) {
+	if g.refused == "" {
+		g.refused = what
+	}
+}
+
+func (g *mathGuard) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.FloatNode, *ast.BoolNode, *ast.ConditionalNode, *ast.ArrayNode:
+	case *ast.IntegerNode:
+		ast.Patch(node, &ast.FloatNode{Value: float64(n.Value)})
+	case *ast.IdentifierNode:
+		if _, ok := mathEnv[n.Value]; !ok && mathFuncs[n.Value] == nil && n.Value != "pow" && n.Value != "fmod" {
+			g.refuse(fmt.Sprintf("unknown name %q (only pi and e)", n.Value))
+		}
+	case *ast.UnaryNode:
+		if n.Operator != "-" && n.Operator != "+" && n.Operator != "!" && n.Operator != "not" {
+			g.refuse("operator " + n.Operator)
+		}
+	case *ast.BinaryNode:
+		if !mathOperators[n.Operator] {
+			g.refuse("operator " + n.Operator)
+		}
+	case *ast.CallNode:
+		id, ok := n.Callee.(*ast.IdentifierNode)
+		if !ok || (mathFuncs[id.Value] == nil && id.Value != "pow") {
+			g.refuse("this function call")
+		}
+	case *ast.BuiltinNode:
+		if !mathBuiltins[n.Name] {
+			g.refuse("function " + n.Name)
+		}
+	case *ast.StringNode, *ast.BytesNode:
+		g.refuse("strings")
+	case *ast.MemberNode, *ast.ChainNode, *ast.SliceNode:
+		g.refuse("member access")
+	case *ast.PointerNode, *ast.PredicateNode:
+		g.refuse("loops over collections")
+	case *ast.VariableDeclaratorNode:
+		g.refuse("variables")
+	case *ast.MapNode, *ast.PairNode:
+		g.refuse("maps")
+	default:
+		g.refuse("this syntax")
+	}
+}
+
+func mathOptions(guard *mathGuard) []expr.Option {
 	opts := []expr.Option{
 		expr.Env(mathEnv),
 		expr.DisableAllBuiltins(),
 		expr.MaxNodes(MathMaxNodes),
 		expr.Optimize(false), // no constant folding: budgets apply at run time, where they are enforced
+		expr.Patch(guard),
+		// % on the floats that integer literals became.
+		expr.Function("fmod", func(args ...any) (any, error) {
+			return math.Mod(args[0].(float64), args[1].(float64)), nil
+		}, new(func(float64, float64) float64)),
+		expr.Operator("%", "fmod"),
 	}
-	for _, b := range strings.Fields(mathAllowedBuiltins) {
+	for b := range mathBuiltins {
 		opts = append(opts, expr.EnableBuiltin(b))
 	}
 	for name, f := range mathFuncs {
@@ -78,9 +146,8 @@ func toFloat(v any) (float64, bool) {
 
 // MathEval evaluates an arithmetic expression with expr-lang.
 func MathEval() (*toolbox.Tool, error) {
-	opts := mathOptions()
 	return builtin("math_eval",
-		"Evaluates an arithmetic expression: numbers, + - * / % **, comparisons, and the functions abs, ceil, floor, round, min, max, sqrt, pow, exp, log, sin, cos, tan; constants pi and e.",
+		"Evaluates an arithmetic expression: numbers, + - * / % **, comparisons, and/or/not, cond ? a : b, and the functions abs, ceil, floor, round, float, min, max, mean, median, sum, sqrt, pow, exp, log, log2, log10, sin, cos, tan, asin, acos, atan; constants pi and e.",
 		fmt.Sprintf(`{"type":"object","properties":{"expression":{"type":"string","minLength":1,"maxLength":%d}},"required":["expression"],"additionalProperties":false}`, MathMaxSource),
 		true,
 		func(_ context.Context, call toolbox.Call) ([]byte, error) {
@@ -88,7 +155,11 @@ func MathEval() (*toolbox.Tool, error) {
 			if len(src) > MathMaxSource {
 				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: the expression is %d bytes, more than the %d allowed", len(src), MathMaxSource)
 			}
-			prog, err := expr.Compile(src, opts...)
+			guard := &mathGuard{}
+			prog, err := expr.Compile(src, mathOptions(guard)...)
+			if guard.refused != "" {
+				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: not allowed in an arithmetic expression: %s", guard.refused)
+			}
 			if err != nil {
 				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: %s", oneLine(err.Error()))
 			}
@@ -100,8 +171,8 @@ func MathEval() (*toolbox.Tool, error) {
 			out := append([]byte(`{"expression":`), protocol.AppendString(nil, src)...)
 			out = append(out, `,"value":`...)
 			switch x := v.(type) {
-			case int:
-				out = strconv.AppendInt(out, int64(x), 10)
+			case int: // only from built-ins such as round of an integer
+				out = append(out, fmt.Sprint(x)...)
 			case float64:
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: the result is not a finite number (%v)", x)
@@ -109,7 +180,7 @@ func MathEval() (*toolbox.Tool, error) {
 				b, _ := json.Marshal(x)
 				out = append(out, b...)
 			case bool:
-				out = strconv.AppendBool(out, x)
+				out = append(out, fmt.Sprint(x)...)
 			default:
 				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: the result must be a number or a boolean, not %T", v)
 			}

@@ -70,6 +70,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_echo.c -o "$out/bench_echo" "${ldcl
 build "$cc" "${cflags[@]}" tests/bench/bench_clips.c clips_bridge/clara_clips.c -o "$out/bench_clips" \
   "${ldclara[@]}" -ljansson -l:libclips.so.6 -lm
 build "$cc" "${cflags[@]}" tests/bench/bench_mem.c -o "$out/bench_mem" "${ldclara[@]}"
+build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ldclara[@]}" -ljansson
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -97,6 +98,27 @@ run echo "$out/bench_echo"
 run python "$python" tests/bench/bench_python.py "$root/$libdir/libclara.so.0"
 run clips "$out/bench_clips"
 run memory "$out/bench_mem"
+run tools "$out/bench_tools"
+# The audit and validation rows compare pairs of Go benchmarks of the engine
+# (no cgo: the audit cannot be turned off in the library, and validation is
+# best seen without a thread handoff around it). Each pair is alternated,
+# one run each, $CLARA_BENCH_REPS times.
+go_pair() { # row clara_bench ref_bench
+  local go row=$1 clara=$2 ref=$3
+  go=$(bash tests/find-go.sh)
+  "$go" test -c -o "$out/core.test" ./core || return 1
+  for ((i = 0; i < CLARA_BENCH_REPS; i++)); do
+    for side in clara ref; do
+      local name=$clara
+      [[ $side == ref ]] && name=$ref
+      "$out/core.test" -test.run '^$' -test.bench "^${name}\$" -test.benchtime 300ms -test.count 1 2>&1 |
+        awk -v row="$row" -v side="$side" '/^Benchmark/ { print "sample " row " " side " " $3 }'
+    done
+  done
+}
+echo "run.sh: running audit and validation (Go benchmarks)" >&2
+go_pair audit BenchmarkEvaluate_echo_audit BenchmarkEvaluate_echo_noAudit >> "$samples" 2> "$out/audit.err" || status=1
+go_pair validation BenchmarkEvaluate_schema5 BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
 echo "info load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$samples"
 
 # ---- Table ------------------------------------------------------------------

@@ -21,6 +21,9 @@ ROWS = [
     ("python", "Python", "ctypes strdup", "time", "<=", 2.5),
     ("clips_bare", "CLIPS", "bare C UDF", "time", "<=", 5.0),
     ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
+    ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
+    ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
+    ("audit", "echo, audit on (Go)", "echo, audit off (Go)", "time", None, None),
 ]
 
 # What each row measures, printed under the table.
@@ -35,6 +38,14 @@ LEGEND = [
     "CLIPS: (loop-for-count (?i 1 N) do (clara-evaluate \"<request>\")) timed around EnvEval; references: "
     "a bare C UDF returning a fresh STRING of the response's size (malloc+memcpy+EnvAddSymbol+free), and a "
     "C UDF doing the jansson echo. All three return the same text, so EnvAddSymbol finds the same symbol.",
+    "C tool: a tool written in C that returns its arguments, through clara_evaluate; reference: the built-in "
+    "echo with the same 5 arguments. The difference is the cost of a host tool (arguments copied to C, its "
+    "own goroutine under a timer, its JSON checked).",
+    "5-property schema: Go benchmarks of the engine calling one Go tool (run inline, like a built-in) with "
+    "the same 5 arguments, registered with a 5-property input_schema (types, enum, pattern, bounds, required, "
+    "additionalProperties) vs without: the cost of validating the arguments.",
+    "audit: Go benchmarks of the engine's echo (no cgo), with and without the audit record of every call, "
+    "alternated one run each.",
 ]
 
 NOT_BUILT = [
@@ -171,6 +182,13 @@ def main():
                       "minus the first half's. RSS in MiB at each 1/%d of the calls: %s."
                       % (format(int(mem[0]), ","), 100.0 * mem[5] / max(1, mem[4] + mem[5]), mem[6] / 1000,
                          max(1, len(checkpoints) - 1), " ".join("%.1f" % (r / 1024.0) for _, r in checkpoints)))
+    for key, what in (("c_tool", "a C tool costs over the built-in echo"),
+                      ("validation", "validating 5 arguments against a schema costs"),
+                      ("audit", "the audit record of a call costs")):
+        s = samples.get(key, {})
+        if s.get("clara") and s.get("ref"):
+            diff = statistics.median(s["clara"]) - statistics.median(s["ref"])
+            footer.append("Difference of the medians: %s %+.3f µs per call." % (what, diff / 1000.0))
     footer.extend("Note: " + n for n in notes)
     for prog, log in failed:
         footer.append("FAILED: %s did not run to completion, see %s" % (prog, log))

@@ -1,0 +1,67 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// BenchmarkEvaluate_echo_audit and _noAudit measure what recording every
+// call costs the cheapest call (make bench reports the pair as one row).
+// The switch exists for this measurement only: Clara always audits.
+func BenchmarkEvaluate_echo_audit(b *testing.B)   { benchEcho(b, false) }
+func BenchmarkEvaluate_echo_noAudit(b *testing.B) { benchEcho(b, true) }
+
+// BenchmarkEvaluate_schema5 and _noSchema call the same Go tool (run
+// inline, as a built-in is) with the same 5 arguments, with and without a
+// 5-property input_schema: the difference is the cost of validation.
+func BenchmarkEvaluate_schema5(b *testing.B)  { benchSchema(b, true) }
+func BenchmarkEvaluate_noSchema(b *testing.B) { benchSchema(b, false) }
+
+const schema5 = `{"type":"object","properties":{"city":{"type":"string","minLength":1},` +
+	`"country":{"type":"string","pattern":"^[A-Z]{2}$"},"days":{"type":"integer","minimum":1,"maximum":14},` +
+	`"units":{"enum":["metric","imperial"]},"detailed":{"type":"boolean"}},` +
+	`"required":["city","country"],"additionalProperties":false}`
+
+func benchSchema(b *testing.B, withSchema bool) {
+	e := New(Options{})
+	d := toolbox.Descriptor{Name: "g", Returns: toolbox.ReturnsJSON}
+	if withSchema {
+		d.InputSchema = []byte(schema5)
+	}
+	t, err := toolbox.NewTool(d, toolbox.ToolOptions{Inline: true, Builtin: true,
+		Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.tools.Register(t)
+	req := []byte(`{"tool":"g","arguments":{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}}`)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+	b.StopTimer()
+	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
+		b.Fatal(string(buf))
+	}
+}
+
+func benchEcho(b *testing.B, noAudit bool) {
+	e := New(Options{})
+	e.auditOff = noAudit
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+	b.StopTimer()
+	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
+		b.Fatal(string(buf))
+	}
+}

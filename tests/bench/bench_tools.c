@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_tools.c - rows of the toolbox (issue 3):
+ *
+ * C tool:     clara_evaluate of a tool written in C that echoes its
+ *             arguments (clara_call_result), against the built-in echo with
+ *             the same arguments. The difference is what a host tool costs
+ *             over a built-in one: copying the arguments to C, running on
+ *             its own goroutine under a timer, checking the JSON it returns.
+ * (The cost of validation is measured by Go benchmarks of the engine, see
+ * run.sh: next to a tool call that hands off to another thread it would be
+ * lost in the noise.)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_common.h"
+#include "clara.h"
+
+#define TOOL_ARGS "{\"city\":\"Lyon\",\"country\":\"FR\",\"days\":3,\"units\":\"metric\",\"detailed\":false}"
+
+static const char *echo_request = "{\"tool\":\"echo\",\"arguments\":" TOOL_ARGS "}";
+static const char *tool_request = "{\"tool\":\"c_echo\",\"arguments\":" TOOL_ARGS "}";
+
+static volatile unsigned long sink;
+
+static int c_echo(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    clara_call_result(call, args);
+    return 0;
+}
+
+static void run_request(void *ctx, long n) {
+    const char *req = ctx;
+    unsigned long sum = 0;
+    long i;
+    for (i = 0; i < n; i++) {
+        char *s = clara_evaluate(req);
+        if (s == NULL || strncmp(s, "{\"status\":\"success\"", 19) != 0) {
+            fprintf(stderr, "bench_tools: %s -> %s\n", req, s ? s : "(NULL)");
+            abort();
+        }
+        sum += (unsigned char)s[2];
+        clara_free_string(s);
+    }
+    sink = sum;
+}
+
+int main(void) {
+    uint64_t block = bench_block_ns();
+    int reps = bench_reps(), r;
+    long n_echo, n_tool;
+    if (clara_register_tool("{\"name\":\"c_echo\"}", c_echo, NULL, NULL) != CLARA_OK) {
+        fprintf(stderr, "bench_tools: registration failed\n");
+        return 1;
+    }
+    n_echo = bench_calibrate(run_request, (void *)echo_request, block);
+    n_tool = bench_calibrate(run_request, (void *)tool_request, block);
+    for (r = 0; r < reps; r++) {
+        bench_sample("c_tool", "clara", bench_time(run_request, (void *)tool_request, n_tool));
+        bench_sample("c_tool", "ref", bench_time(run_request, (void *)echo_request, n_echo));
+    }
+    return 0;
+}
