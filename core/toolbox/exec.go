@@ -48,7 +48,7 @@ func (t *Tool) Admit(session string, now time.Time) *protocol.Error {
 	}
 	return &protocol.Error{
 		Code:    protocol.RateLimited,
-		Message: fmt.Sprintf("tool %q allows %d calls a minute per %s; retry in %d ms", t.Name, t.rate.n, scope, ms),
+		Message: fmt.Sprintf("tool %q allows %d call%s a minute per %s; retry in %d ms", t.Name, t.rate.n, plural(t.rate.n), scope, ms),
 		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, t.rate.n)),
 	}
 }
@@ -209,4 +209,11 @@ func classify(ctx context.Context, t *Tool, err error) *protocol.Error {
 		return &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf("tool %q ran past its deadline", t.Name), Cause: err}
 	}
 	return &protocol.Error{Code: protocol.ToolFailed, Message: err.Error(), Cause: err}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

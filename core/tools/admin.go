@@ -112,7 +112,13 @@ func toolsList(reg *toolbox.Registry) (*toolbox.Tool, error) {
 			if format == "" {
 				format = FormatClara
 			}
-			return Catalog(reg, call.Scope, format, gjson.GetBytes(call.Arguments, "llm_visible_only").Bool())
+			// A catalog in an LLM's format is for an LLM: by default it holds
+			// only the tools an LLM may see (SPEC §6.5).
+			llmOnly := format != FormatClara
+			if v := gjson.GetBytes(call.Arguments, "llm_visible_only"); v.Exists() {
+				llmOnly = v.Bool()
+			}
+			return Catalog(reg, call.Scope, format, llmOnly)
 		})
 }
 

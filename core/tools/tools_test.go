@@ -832,7 +832,8 @@ func TestToolsList_publishedShapes(t *testing.T) {
 		"math_eval", "noschema", "session_policy", "tools_list", "trueschema"}
 	for _, format := range []string{"openai", "anthropic", "mcp"} {
 		t.Run(format, func(t *testing.T) {
-			f, entries := catalog(t, e, `{"format":"`+format+`"}`, toolbox.Scope{})
+			// LLM formats default to llm_visible tools only: ask for all.
+			f, entries := catalog(t, e, `{"format":"`+format+`","llm_visible_only":false}`, toolbox.Scope{})
 			if f != format {
 				t.Errorf("format %q", f)
 			}
@@ -924,8 +925,10 @@ func TestToolsList_filtering(t *testing.T) {
 		{"llm_visible_only", `{"llm_visible_only":true}`, toolbox.Scope{},
 			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,trueschema"},
 		{"llm_visible_only false", `{"llm_visible_only":false,"format":"mcp"}`, onlyTools("hidden", "tools_list", "echo"), "echo,hidden,tools_list"},
-		{"config deny", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
+		{"config deny", `{"format":"openai","llm_visible_only":false}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
 			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,session_policy,tools_list,trueschema"},
+		{"LLM formats default to llm_visible", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
+			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,trueschema"},
 		{"session allow", `{"format":"anthropic"}`, toolbox.Scope{Session: toolbox.NewPolicy(`session "s"`, []string{"kv_get", "kv_set", "nonexistent"}, nil)},
 			"kv_get,kv_set"},
 		{"layers combine", `{"llm_visible_only":true}`, toolbox.Scope{

@@ -10,6 +10,15 @@ Copy this one file next to your program; it needs only the standard library
     # -> {'status': 'success', 'tool': 'echo', 'result': {'question': 'hi'}}
     clara.evaluate({"tool": "get_time", "arguments": {"timezone": "Europe/Paris"}})
 
+    # A Python function as a tool (arguments validated by Clara first):
+    clara.register_tool({"name": "add", "input_schema": {
+        "type": "object", "required": ["a", "b"],
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}},
+        lambda args: args["a"] + args["b"])
+    clara.evaluate({"tool": "add", "arguments": {"a": 1, "b": 2}})
+    # -> {'status': 'success', 'tool': 'add', 'result': 3}
+    clara.unregister_tool("add")
+
 Finding the library (first that loads wins; Clara.path tells which):
   1. the path in the environment variable CLARA_LIBRARY;
   2. libclara.so, then libclara.so.0, in the directory of this file;
@@ -32,11 +41,24 @@ Ownership:
     never freed.
   * The log callback given to set_log_handler() is kept alive by this module
     (a module global) for as long as it is installed.
+  * A tool given to register_tool() is kept alive by this module (the
+    ctypes callback and your function, in a module-level dict keyed by an
+    integer id that is the C userdata) until Clara releases it: Clara calls
+    free_userdata exactly once, after the tool was unregistered, replaced or
+    dropped by reset() AND its last running call has returned (or at once
+    when the registration fails). Only then is the entry dropped, so a call
+    still running never jumps into a freed callback.
 
 Threads: every function may be called from any thread, concurrently (ctypes
 releases the GIL during each call). The log handler is called by Clara from
 arbitrary threads, possibly concurrently; it must be thread-safe, and it must
 not call Clara (in particular not set_log_handler(): that deadlocks).
+Tools registered with register_tool() also run on Clara's threads, possibly
+several calls at once (unless the descriptor sets "max_concurrency": 1);
+ctypes takes the GIL around each call, so Python code in tools runs one
+thread at a time but may be interleaved. Tools may call Clara (evaluate()
+and the rest). A call that runs past its timeout_ms keeps running after the
+caller got "timeout": let it finish before the interpreter exits.
 
 Processes: the library holds a Go runtime. It cannot be unloaded, a process
 can hold only one Go-built shared library, and a child created by fork()
@@ -60,9 +82,11 @@ __all__ = [
     "Clara", "ClaraError", "MISSING", "load_library",
     "version", "version_number", "evaluate", "evaluate_raw", "configure",
     "reset", "json_get", "json_get_raw", "strerror", "set_log_handler",
+    "register_tool", "unregister_tool", "ToolError",
     "CLARA_VERSION", "CLARA_VERSION_NUMBER",
     "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
     "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL",
+    "CLARA_ENOENT", "CLARA_EPERM",
     "CLARA_JSON_MISSING", "CLARA_JSON_NULL", "CLARA_JSON_FALSE",
     "CLARA_JSON_TRUE", "CLARA_JSON_INTEGER", "CLARA_JSON_FLOAT",
     "CLARA_JSON_STRING", "CLARA_JSON_ARRAY", "CLARA_JSON_OBJECT",
@@ -82,6 +106,8 @@ CLARA_OK = 0
 CLARA_EINVAL = 1      # an argument is NULL or invalid
 CLARA_ENOMEM = 2      # malloc failed
 CLARA_EINTERNAL = 3   # a bug in Clara; details are on the log
+CLARA_ENOENT = 4      # no such tool
+CLARA_EPERM = 5       # not allowed on a built-in tool
 
 CLARA_JSON_MISSING = 0
 CLARA_JSON_NULL = 1
@@ -127,18 +153,37 @@ MISSING = _Missing()
 
 
 class ClaraError(RuntimeError):
-    """A negative status code other than -CLARA_EINVAL and -CLARA_ENOMEM
-    (those raise ValueError and MemoryError). .code is the positive
-    CLARA_E* value."""
+    """A negative status code. .code is the positive CLARA_E* value.
+    json_get raises ValueError and MemoryError instead for -CLARA_EINVAL
+    and -CLARA_ENOMEM; register_tool and unregister_tool raise ToolError,
+    a subclass, for every code."""
 
     def __init__(self, code, message):
         super().__init__(message)
         self.code = code
 
 
+class ToolError(ClaraError):
+    """register_tool() or unregister_tool() failed. .code is the positive
+    CLARA_E* value (CLARA_EINVAL: invalid descriptor or schema, whose
+    reason Clara logs at error level; CLARA_EPERM: a built-in tool's name;
+    CLARA_ENOENT: no such tool), .name the tool's name (None if unknown)."""
+
+    def __init__(self, code, message, name=None):
+        super().__init__(code, message)
+        self.name = name
+
+
 # The C type of clara_log_fn: void (*)(void *userdata, int level,
 # const char *message). The message is borrowed; ctypes copies it to bytes.
 _LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+# The C type of clara_tool_fn: int (*)(void *userdata, const char
+# *arguments_json, clara_call *call). clara_call is opaque: a c_void_p.
+_TOOL_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+
+# The C type of free_userdata: void (*)(void *userdata).
+_FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 # ---- Loading ----------------------------------------------------------------
@@ -207,6 +252,19 @@ def _declare(lib):
     # void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
     lib.clara_set_log_handler.argtypes = [_LOG_FN, c_void_p, c_int]
     lib.clara_set_log_handler.restype = None
+    # int clara_register_tool(const char *descriptor_json, clara_tool_fn fn,
+    #                         void *userdata, void (*free_userdata)(void *));
+    lib.clara_register_tool.argtypes = [c_char_p, _TOOL_FN, c_void_p, _FREE_FN]
+    lib.clara_register_tool.restype = c_int
+    # int clara_unregister_tool(const char *name);
+    lib.clara_unregister_tool.argtypes = [c_char_p]
+    lib.clara_unregister_tool.restype = c_int
+    # void clara_call_result(clara_call *call, const char *result_json);
+    lib.clara_call_result.argtypes = [c_void_p, c_char_p]
+    lib.clara_call_result.restype = None
+    # void clara_call_error(clara_call *call, const char *message);
+    lib.clara_call_error.argtypes = [c_void_p, c_char_p]
+    lib.clara_call_error.restype = None
     # const char *clara_strerror(int code);  static, never freed.
     lib.clara_strerror.argtypes = [c_int]
     lib.clara_strerror.restype = c_char_p
@@ -269,6 +327,96 @@ def _unhook_at_exit():
                 pass
             _log_keepalive = None
             _log_lib = None
+
+
+# Tools are process-wide too. _tool_keepalive maps the integer id given to
+# Clara as userdata to (ctypes callback, Python function). An entry is added
+# before clara_register_tool is called and removed only by _free_userdata,
+# which Clara calls exactly once when it no longer needs the callback.
+_tool_lock = threading.Lock()
+_tool_keepalive = {}    # id -> (_TOOL_FN object, func)
+_tool_next_id = 1       # never 0: userdata 0 would be a NULL pointer
+_tool_lib = None        # the library the tools were registered in (for atexit)
+
+
+def _free_userdata(userdata):
+    # Runs on whatever thread Clara releases the tool from (the caller of
+    # clara_unregister_tool/clara_register_tool/clara_reset, or the thread
+    # of the tool's last running call). Nothing may escape into C.
+    entry = None
+    try:
+        with _tool_lock:
+            entry = _tool_keepalive.pop(userdata, None)
+        # The callback and func die here, outside the lock (a __del__ of
+        # func may do anything, register a tool included).
+        entry = None
+    except BaseException:  # noqa: B036 - swallow everything, by design
+        pass
+
+
+# Module-level and never dropped: Clara may call it at any time, for tools
+# registered through any Clara instance.
+_FREE_USERDATA = _FREE_FN(_free_userdata)
+
+
+def _error_text(exc):
+    """"<ExceptionType>: <message>" (just the type when the message is
+    empty), as bytes C can carry (UTF-8, no NUL)."""
+    try:
+        msg = str(exc)
+    except BaseException:  # noqa: B036 - a broken __str__
+        msg = ""
+    text = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
+    return text.encode("utf-8", "replace").replace(b"\0", b"\\0")
+
+
+def _make_tool_trampoline(lib, func, returns):
+    """The _TOOL_FN that runs func for Clara. It returns 0 after setting the
+    result with clara_call_result, or 1 after clara_call_error."""
+    call_result, call_error = lib.clara_call_result, lib.clara_call_error
+
+    def trampoline(_userdata, arguments, call):
+        # Runs on a Clara (Go-owned) thread, with the GIL taken by ctypes.
+        # Nothing may escape into C: every exception becomes a tool error.
+        try:
+            args = json.loads(arguments.decode("utf-8")) if arguments is not None else {}
+            result = func(args)
+            if returns == "string":
+                if not isinstance(result, str):
+                    raise TypeError('a "returns": "string" tool must return str, not %s'
+                                    % type(result).__name__)
+                data = _to_bytes(result, "the tool's result")
+            else:
+                data = json.dumps(result, ensure_ascii=False, allow_nan=False,
+                                  separators=(",", ":")).encode("utf-8")
+            call_result(call, data)
+            return 0
+        except BaseException as e:  # noqa: B036 - by design
+            try:
+                call_error(call, _error_text(e))
+            except BaseException:  # noqa: B036
+                pass
+            return 1
+    return _TOOL_FN(trampoline)
+
+
+@atexit.register
+def _unregister_tools_at_exit():
+    # No new call may enter the interpreter while it shuts down. (Calls that
+    # are still running cannot be stopped; they should have returned.)
+    with _tool_lock:
+        lib = _tool_lib
+        names = {}
+        for cb, func in _tool_keepalive.values():
+            names[getattr(cb, "_clara_name", None)] = True
+    if lib is None:
+        return
+    for name in names:
+        if name:
+            try:
+                lib.clara_unregister_tool(name.encode("utf-8"))
+            except Exception:
+                pass
 
 
 # ---- The binding ------------------------------------------------------------
@@ -445,6 +593,94 @@ class Clara:
             _log_keepalive = new
             _log_lib = self._lib if new is not None else None
 
+    # -- tools --
+
+    def register_tool(self, descriptor, func):
+        """Register the Python callable func as a Clara tool and return its
+        name.
+
+        descriptor is a dict or JSON text (str/bytes) in the form of
+        clara.h / docs/tools.md; only "name" is required:
+            {"name": "add", "description": "...",
+             "input_schema": {JSON Schema}, "returns": "json" | "string",
+             "capabilities": [...], "limits": {"timeout_ms": ..., ...},
+             "llm_visible": true}
+        Clara validates the arguments against input_schema before func is
+        called, as func(arguments: dict). For "returns": "json" (the
+        default) the value func returns is sent as JSON (json.dumps,
+        ensure_ascii=False; NaN and infinities refused); for "string" it
+        must be a str and is the result text verbatim. Any exception raised
+        by func, or a result that cannot be encoded, makes the call fail
+        with tool_failed and the message "<ExceptionType>: <message>" (just
+        the type's name when the message is empty; a NUL is written \\0);
+        no exception ever reaches Clara, not even SystemExit or
+        KeyboardInterrupt.
+
+        A tool of the same name registered earlier (through this API, from
+        Python or C) is replaced; calls already running finish with it.
+
+        Ownership: this module keeps the ctypes callback and func alive in
+        a module-level dict until Clara calls free_userdata for them, which
+        happens once, after the tool is unregistered, replaced or dropped by
+        reset() and its last running call has returned.
+
+        Threads: func runs on Clara's threads (not the caller's), possibly
+        several calls at once unless "limits": {"max_concurrency": 1};
+        ctypes takes the GIL for each call. func may call Clara. A call
+        that passes its timeout_ms (limits.timeout_ms of the configuration,
+        1000 ms by default, unless the descriptor sets one) leaves the
+        caller with "timeout" while func keeps running to its end (Python
+        cannot be interrupted); its result is then discarded. Let such
+        calls finish before the interpreter exits; at exit this module
+        unregisters its tools so that no new call starts.
+
+        Raises TypeError (func not callable, descriptor not a dict/str/
+        bytes), ValueError (a NUL byte in the text), or ToolError with
+        .code CLARA_EINVAL (invalid descriptor or schema; Clara logs the
+        reason at error level) or CLARA_EPERM (the name of a built-in
+        tool)."""
+        global _tool_next_id, _tool_lib
+        if not callable(func):
+            raise TypeError("func must be callable")
+        if descriptor is None:
+            raise TypeError("descriptor must be a dict or JSON text, not None")
+        data = _json_bytes(descriptor, "descriptor")
+        try:
+            parsed = json.loads(data.decode("utf-8"))
+        except ValueError:
+            parsed = None   # Clara says what is wrong (on the log)
+        if not isinstance(parsed, dict):
+            parsed = {}
+        name = parsed.get("name") if isinstance(parsed.get("name"), str) else None
+        returns = parsed.get("returns", "json")
+        callback = _make_tool_trampoline(self._lib, func, returns)
+        callback._clara_name = name
+        with _tool_lock:
+            ident = _tool_next_id
+            _tool_next_id += 1
+            _tool_keepalive[ident] = (callback, func)
+            _tool_lib = self._lib
+        # No lock held here: Clara may call _free_userdata from inside this
+        # call (for this tool when it fails, for a replaced one otherwise).
+        rc = self._lib.clara_register_tool(data, callback, ident, _FREE_USERDATA)
+        if rc != CLARA_OK:
+            code = -rc
+            raise ToolError(code, "clara_register_tool(%r): %s" % (name, self.strerror(code)), name)
+        return name
+
+    def unregister_tool(self, name):
+        """Remove a tool registered with register_tool() (or from C). Calls
+        already running finish; then Clara releases the callback (see
+        register_tool). Raises ToolError with .code CLARA_ENOENT (no such
+        tool) or CLARA_EPERM (a built-in tool), TypeError for a name that
+        is not str/bytes."""
+        if name is None:
+            raise TypeError("name must be str or bytes, not None")
+        rc = self._lib.clara_unregister_tool(_to_bytes(name, "name"))
+        if rc != CLARA_OK:
+            code = -rc
+            raise ToolError(code, "clara_unregister_tool(%r): %s" % (name, self.strerror(code)), name)
+
 
 # ---- Module-level functions on a shared default instance ---------------------
 
@@ -511,3 +747,13 @@ def strerror(code):
 def set_log_handler(handler, min_level=CLARA_LOG_INFO):
     """See Clara.set_log_handler."""
     return _get().set_log_handler(handler, min_level)
+
+
+def register_tool(descriptor, func):
+    """See Clara.register_tool."""
+    return _get().register_tool(descriptor, func)
+
+
+def unregister_tool(name):
+    """See Clara.unregister_tool."""
+    return _get().unregister_tool(name)

@@ -20,8 +20,12 @@ LIB = clara.Clara()
 # The default configuration, as clara_reset() reports it (without
 # CLARA_CONFIG, which the Makefile unsets).
 DEFAULT_CONFIG = {
+    "audit": {"path": ""},
     "default_evaluator": "echo",
-    "limits": {"max_depth": 512, "max_request_bytes": 16777216},
+    "limits": {"max_depth": 512, "max_output_bytes": 65536,
+               "max_request_bytes": 16777216, "timeout_ms": 1000},
+    "policy": {"allow": [], "deny": []},
+    "test_mode": False,
 }
 
 

@@ -145,7 +145,9 @@ class TestPrototypes(unittest.TestCase):
         funcs = header_functions()
         self.assertIn("clara_evaluate", funcs)
         self.assertIn("clara_free_string", funcs)
-        self.assertGreaterEqual(len(funcs), 9)
+        self.assertIn("clara_register_tool", funcs)
+        self.assertIn("clara_call_error", funcs)
+        self.assertGreaterEqual(len(funcs), 13)
 
     def test_every_function_declared(self):
         lib = LIB._lib
@@ -200,13 +202,16 @@ class TestVersion(ClaraTestCase):
         self.assertEqual(self.lib.strerror(clara.CLARA_EINVAL), "invalid argument")
         self.assertEqual(self.lib.strerror(clara.CLARA_ENOMEM), "out of memory")
         self.assertEqual(self.lib.strerror(clara.CLARA_EINTERNAL), "internal error (see the log)")
+        self.assertEqual(self.lib.strerror(clara.CLARA_ENOENT), "no such tool")
+        self.assertEqual(self.lib.strerror(clara.CLARA_EPERM), "not allowed on a built-in tool")
 
     def test_strerror_negative(self):
-        for code in (clara.CLARA_EINVAL, clara.CLARA_ENOMEM, clara.CLARA_EINTERNAL):
+        for code in (clara.CLARA_EINVAL, clara.CLARA_ENOMEM, clara.CLARA_EINTERNAL,
+                     clara.CLARA_ENOENT, clara.CLARA_EPERM):
             self.assertEqual(self.lib.strerror(-code), self.lib.strerror(code))
 
     def test_strerror_unknown(self):
-        for code in (4, -4, 99, -99, 2**31 - 1):
+        for code in (6, -6, 99, -99, 2**31 - 1, -2**31):
             with self.subTest(code=code):
                 self.assertEqual(self.lib.strerror(code), "unknown status code")
 

@@ -107,6 +107,42 @@ class TestConfigure(ClaraTestCase):
                 self.assertEqual(env["details"], [problem])
         self.assertEqual(self.current(), before)
 
+    def test_toolbox_keys(self):
+        want = copy.deepcopy(self.current())
+        want["test_mode"] = True
+        want["limits"]["timeout_ms"] = 250
+        want["limits"]["max_output_bytes"] = 100
+        want["policy"] = {"allow": ["echo", "get_time"], "deny": ["get_time"]}
+        env = self.lib.configure('test_mode = true\n[limits]\ntimeout_ms = 250\nmax_output_bytes = 100\n'
+                                 '[policy]\nallow = ["echo", "get_time"]\ndeny = ["get_time"]\n')
+        self.assertEqual(env, ok(want))
+        # An array given replaces the array.
+        want["policy"]["allow"] = []
+        self.assertEqual(self.lib.configure({"policy": {"allow": []}}), ok(want))
+        self.assertEnvelope('{"tool":"get_time"}',
+                            '{"status":"error","error":"denied","message":"tool \\"get_time\\" denied by '
+                            'the policy of the configuration: its deny list names it"}')
+
+    def test_toolbox_keys_ill_typed(self):
+        before = self.current()
+        env = self.lib.configure({"policy": {"deny": [1]}, "test_mode": 1,
+                                  "limits": {"timeout_ms": -1, "max_output_bytes": 0},
+                                  "audit": {"path": 5}})
+        problems = [
+            "audit.path must be a string",
+            "limits.max_output_bytes must be an integer from 1 to 1073741824",
+            "limits.timeout_ms must be an integer from 1 to 86400000",
+            "policy.deny[0] must be a string",
+            "test_mode must be true or false",
+        ]
+        self.assertEqual(env, {
+            "status": "error",
+            "error": "invalid_request",
+            "message": "clara_configure: 5 problems: " + "; ".join(problems),
+            "details": problems,
+        })
+        self.assertEqual(self.current(), before)
+
     def test_invalid_toml(self):
         env = self.lib.configure("this is = = not toml")
         self.assertEqual(env["error"], "invalid_request")

@@ -78,8 +78,23 @@ class TestJsonGet(ClaraTestCase):
         self.assertEqual(self.lib.json_get([10, 20], "1"), 20)
 
     def test_scalar_documents(self):
-        self.assertEqual(self.lib.json_get_raw('"str"', "@this"), (clara.CLARA_JSON_STRING, b"str"))
+        # A path names a member or an element, so a scalar document has
+        # nothing to read but is valid; an array has its length.
+        self.assertEqual(self.lib.json_get_raw('"str"', "a"), (clara.CLARA_JSON_MISSING, None))
+        self.assertEqual(self.lib.json_get_raw("5", "0"), (clara.CLARA_JSON_MISSING, None))
         self.assertEqual(self.lib.json_get_raw("[1,2]", "#"), (clara.CLARA_JSON_INTEGER, b"2"))
+
+    def test_modifiers_refused(self):
+        # gjson's @modifiers can transform a document without bound (a deep
+        # document with @pretty overflowed the stack): -CLARA_EINVAL.
+        for path in ("@this", "@pretty", "@reverse", "a|@ugly", "arr.@flatten"):
+            with self.subTest(path=path):
+                with self.assertRaises(ValueError) as cm:
+                    self.lib.json_get_raw(DOC, path)
+                self.assertEqual(str(cm.exception), "clara_json_get(path=%r): invalid argument" % path)
+        # A key containing '@' is still reachable, escaped.
+        self.assertEqual(self.lib.json_get('{"user@host":1,"@":2}', "user\\@host"), 1)
+        self.assertEqual(self.lib.json_get('{"user@host":1,"@":2}', "\\@"), 2)
 
     def test_invalid_json_is_einval(self):
         for doc in ("{bad", "", "[1", '{"a":1}x', b'{"a":"\xff"}'):

@@ -1,6 +1,7 @@
 """clara_set_log_handler through the binding."""
 
 import gc
+import re
 import threading
 import unittest
 
@@ -8,6 +9,29 @@ import clara
 from clara_testcase import ClaraTestCase
 
 NOPE = 'call of "nope" failed: unknown_tool: Tool not found: nope'
+
+# Every call also leaves an audit record at debug level, logged before the
+# failure message: "audit {...}" with the SHA-256 of the arguments ({} here),
+# never their values.
+EMPTY_ARGS_SHA256 = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+
+def audit_re(tool):
+    return re.compile(r'^audit \{"ts":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z","session":"default",'
+                      r'"tool":%s,"args_sha256":"%s","duration_us":\d+,"status":"error",'
+                      r'"error":"unknown_tool"\}$' % (re.escape('"%s"' % tool), EMPTY_ARGS_SHA256))
+
+
+NOPE_AUDIT = audit_re("nope")
+
+
+def is_audit(message):
+    return message.startswith("audit {")
+
+
+def without_audit(messages):
+    """messages (strings) without the audit records."""
+    return [m for m in messages if not is_audit(m)]
 
 
 class Recorder:
@@ -21,9 +45,18 @@ class Recorder:
         with self.lock:
             self.records.append((level, message, threading.get_ident()))
 
-    def messages(self):
+    def all(self):
+        """Every (level, message) received, audit records included."""
         with self.lock:
             return [(lvl, msg) for lvl, msg, _ in self.records]
+
+    def messages(self):
+        """(level, message) of everything but the audit records."""
+        return [(lvl, msg) for lvl, msg in self.all() if not is_audit(msg)]
+
+    def audits(self):
+        """(level, message) of the audit records."""
+        return [(lvl, msg) for lvl, msg in self.all() if is_audit(msg)]
 
 
 class TestLogHandler(ClaraTestCase):
@@ -33,11 +66,15 @@ class TestLogHandler(ClaraTestCase):
         self.lib.set_log_handler(rec, clara.CLARA_LOG_DEBUG)
         env = self.lib.evaluate({"tool": "nope"})
         self.assertEqual(env["error"], "unknown_tool")
-        self.assertEqual(rec.messages(), [(clara.CLARA_LOG_DEBUG, NOPE)])
+        got = rec.all()
+        self.assertEqual(len(got), 2, got)
+        self.assertEqual(got[0][0], clara.CLARA_LOG_DEBUG)
+        self.assertRegex(got[0][1], NOPE_AUDIT)
+        self.assertEqual(got[1], (clara.CLARA_LOG_DEBUG, NOPE))
         self.lib.set_log_handler(None, clara.CLARA_LOG_DEBUG)
         self.lib.evaluate({"tool": "nope"})
         self.lib.configure({})
-        self.assertEqual(rec.messages(), [(clara.CLARA_LOG_DEBUG, NOPE)])
+        self.assertEqual(rec.all(), got)
 
     def test_min_level_filters(self):
         rec = Recorder()
@@ -69,8 +106,10 @@ class TestLogHandler(ClaraTestCase):
         self.lib.evaluate({"tool": "nope"})
         self.lib.set_log_handler(second, clara.CLARA_LOG_DEBUG)
         self.lib.evaluate({"tool": "nope"})
-        self.assertEqual(len(first.records), 1)
-        self.assertEqual(len(second.records), 1)
+        for rec in (first, second):
+            self.assertEqual(rec.messages(), [(clara.CLARA_LOG_DEBUG, NOPE)])
+            self.assertEqual(len(rec.audits()), 1)
+            self.assertEqual(len(rec.records), 2)
 
     def test_exceptions_are_swallowed(self):
         calls = []
@@ -83,7 +122,10 @@ class TestLogHandler(ClaraTestCase):
         env = self.lib.evaluate({"tool": "nope"})
         self.assertEqual(env, {"status": "error", "error": "unknown_tool",
                                "message": "Tool not found: nope"})
-        self.assertEqual(calls, [NOPE])
+        # Raising on the audit record did not stop the next message.
+        self.assertEqual(len(calls), 2)
+        self.assertRegex(calls[0], NOPE_AUDIT)
+        self.assertEqual(calls[1], NOPE)
 
         def exits(level, message):
             raise SystemExit(3)
@@ -100,7 +142,8 @@ class TestLogHandler(ClaraTestCase):
             gc.collect()
         for _ in range(100):
             self.lib.evaluate({"tool": "nope"})
-        self.assertEqual(box, [NOPE] * 100)
+        self.assertEqual(without_audit(box), [NOPE] * 100)
+        self.assertEqual(len(box), 200)
 
     def test_callback_outlives_instance(self):
         # The handler is process-wide, so its keep-alive must not die with
@@ -111,7 +154,7 @@ class TestLogHandler(ClaraTestCase):
         del tmp
         gc.collect()
         self.lib.evaluate({"tool": "nope"})
-        self.assertEqual(box, [NOPE])
+        self.assertEqual(without_audit(box), [NOPE])
 
     def test_non_ascii_message(self):
         rec = Recorder()
@@ -119,6 +162,9 @@ class TestLogHandler(ClaraTestCase):
         self.lib.evaluate({"tool": "ça-va"})
         self.assertEqual(rec.messages(),
                          [(clara.CLARA_LOG_DEBUG, 'call of "ça-va" failed: unknown_tool: Tool not found: ça-va')])
+        audits = rec.audits()
+        self.assertEqual(len(audits), 1)
+        self.assertRegex(audits[0][1], audit_re("ça-va"))
 
     def test_concurrent_calls_and_swaps(self):
         # Workers log from several threads while another thread keeps
@@ -169,6 +215,8 @@ class TestLogHandler(ClaraTestCase):
         for t in threads:
             t.join()
         self.assertEqual(len(rec.messages()), 1000)
+        self.assertEqual(len(rec.audits()), 1000)
+        self.assertTrue(all(NOPE_AUDIT.match(m) for _, m in rec.audits()))
 
 
 if __name__ == "__main__":

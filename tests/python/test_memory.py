@@ -4,6 +4,7 @@ freed. A memory check, never a timing check."""
 import sys
 import unittest
 
+import clara
 from clara_testcase import ClaraTestCase
 
 WARMUP = 20000
@@ -60,6 +61,47 @@ class TestMemory(ClaraTestCase):
                          "(+6000 json_get/configure/reset): growth %+d KiB (limit %d KiB) ... "
                          % (before, WARMUP, after, CALLS, growth, LIMIT_KIB))
         self.assertLess(growth, LIMIT_KIB)
+
+    def tool_round(self, n):
+        """n calls of Python tools (successes and failures) and n/10
+        registrations, replacements and unregistrations."""
+        ev = self.lib.evaluate_raw
+        for i in range(n):
+            ev(b'{"tool":"py_ok","arguments":{"i":%d,"s":"%s"}}' % (i, b"y" * (i % 300)))
+            if i % 4 == 0:
+                ev(b'{"tool":"py_fail"}')
+            if i % 10 == 0:
+                name = "py_tmp%d" % (i % 3)
+                self.lib.register_tool({"name": name, "returns": "string"}, lambda args, i=i: str(i))
+                self.lib.register_tool({"name": name}, lambda args, i=i: [i])   # replaces
+                self.lib.unregister_tool(name)
+
+    def test_rss_flat_with_python_tools(self):
+        # Tools written in Python: the arguments copied for each call, the
+        # results and errors handed back, and the ctypes callbacks of
+        # released tools must all be freed.
+        try:
+            rss_kib()
+        except OSError:
+            self.skipTest("/proc/self/status not readable")
+
+        def fail(args):
+            raise ValueError("no " * 50)
+
+        self.lib.register_tool({"name": "py_ok"}, lambda args: {"echo": args})
+        self.lib.register_tool({"name": "py_fail"}, fail)
+        self.tool_round(3000)
+        before = rss_kib()
+        self.tool_round(10000)
+        after = rss_kib()
+        growth = after - before
+        self.assertEqual(len(clara._tool_keepalive), 2)
+        sys.stderr.write("\n  RSS: %d KiB after 3000 Python tool calls, %d KiB after 10000 more "
+                         "(+2500 failures, 1000 register/replace/unregister): growth %+d KiB (limit %d KiB) ... "
+                         % (before, after, growth, LIMIT_KIB))
+        self.assertLess(growth, LIMIT_KIB)
+        self.lib.reset()
+        self.assertEqual(len(clara._tool_keepalive), 0)
 
 
 if __name__ == "__main__":

@@ -128,22 +128,59 @@ class TestErrors(ClaraTestCase):
         self.assertEnvelope('{"tool":"echo","bogus":1}',
                             err("invalid_request", 'unknown field "bogus" in request (known: %s)' % KNOWN))
 
+    # A key twice in one object is refused as invalid JSON, at any depth
+    # (readers disagree on which one wins, so the arguments a tool sees
+    # could differ from the ones validated); keys compare unescaped.
     def test_duplicate_tool(self):
         self.assertEnvelope('{"tool":"echo","tool":"echo"}',
-                            err("invalid_request", 'field "tool" appears more than once'))
+                            err("invalid_json", 'Invalid JSON: duplicate key "tool" at byte 15'))
         self.assertEnvelope('{"tool":"echo","arguments":{"k":1},"tool":"x"}',
-                            err("invalid_request", 'field "tool" appears more than once'))
+                            err("invalid_json", 'Invalid JSON: duplicate key "tool" at byte 35'))
 
     def test_duplicate_arguments(self):
         self.assertEnvelope('{"tool":"echo","arguments":{"a":1},"arguments":{}}',
-                            err("invalid_request", 'field "arguments" appears more than once'))
+                            err("invalid_json", 'Invalid JSON: duplicate key "arguments" at byte 35'))
+
+    def test_duplicate_keys_nested(self):
+        self.assertEnvelope('{"tool":"kv_set","arguments":{"key":"","key":"a","value":1}}',
+                            err("invalid_json", 'Invalid JSON: duplicate key "key" at byte 39'))
+        self.assertEnvelope('{"q":{"x":1,"x":2}}', err("invalid_json", 'Invalid JSON: duplicate key "x" at byte 12'))
+        self.assertEnvelope('{"a":1,"\\u0061":2}', err("invalid_json", 'Invalid JSON: duplicate key "a" at byte 7'))
+        # The same key in different objects is fine.
+        self.assertEnvelope('{"a":[{"k":1},{"k":2}],"k":{"k":0}}',
+                            '{"status":"success","tool":"echo","result":{"a":[{"k":1},{"k":2}],"k":{"k":0}}}')
 
     def test_unsupported_fields(self):
-        for field, value in (("async", "true"), ("trace", "true"), ("policy", '{"allow":[]}')):
+        for field, value in (("async", "true"), ("trace", "true")):
             with self.subTest(field=field):
                 self.assertEnvelope('{"tool":"echo","%s":%s}' % (field, value),
                                     err("invalid_request",
                                         '"%s" is not supported by this version of Clara (0.1.0)' % field))
+
+    def test_policy_field(self):
+        # "policy" is supported since the toolbox: it narrows what the call
+        # may use (an empty allow list restricts nothing, as in [policy]).
+        self.assertEnvelope('{"tool":"echo","policy":{"allow":[]},"arguments":{"a":1}}',
+                            '{"status":"success","tool":"echo","result":{"a":1}}')
+        self.assertEnvelope('{"tool":"echo","policy":{"allow":["echo"],"deny":["get_time"]}}',
+                            '{"status":"success","tool":"echo","result":{}}')
+        self.assertEnvelope('{"tool":"echo","id":7,"policy":{"deny":["echo"]}}',
+                            err("denied", 'tool "echo" denied by the policy of the request: '
+                                          'its deny list names it', "7"))
+        self.assertEnvelope('{"tool":"echo","policy":{"allow":["get_time"]}}',
+                            err("denied", 'tool "echo" denied by the policy of the request: '
+                                          'it is not in its allow list'))
+        # In the simple form every field is data for the default evaluator,
+        # "policy" included (SPEC §2).
+        self.assertEnvelope('{"q":1,"policy":{"deny":["echo"]}}',
+                            '{"status":"success","tool":"echo","result":{"q":1,"policy":{"deny":["echo"]}}}')
+
+    def test_policy_field_invalid(self):
+        self.assertEnvelope('{"tool":"echo","policy":5}',
+                            err("invalid_request", '"policy" must be an object, got a number'))
+        self.assertEnvelope('{"tool":"echo","policy":{"bogus":1}}',
+                            err("invalid_request", '"policy" must be {"allow": [names], "deny": [names]}: '
+                                                   'unknown key "bogus"'))
 
     def test_very_deep_nesting_open(self):
         req = '{"a":' + "[" * 100000 + "}"
@@ -211,10 +248,22 @@ class TestGetTime(ClaraTestCase):
                                                 '(use an IANA name such as "Europe/Paris")'))
 
     def test_bad_arguments(self):
+        # get_time's arguments are checked against its input_schema: every
+        # violation is in details with its JSON pointer.
         self.assertEnvelope('{"tool":"get_time","arguments":{"tz":"UTC"}}',
-                            err("invalid_args", 'get_time: unknown argument "tz" (known: timezone)'))
+                            '{"status":"error","error":"invalid_args","message":"tool \\"get_time\\": arguments '
+                            'do not match input_schema: at the top: additional properties \'tz\' not allowed",'
+                            '"details":[{"pointer":"","message":"additional properties \'tz\' not allowed"}]}')
         self.assertEnvelope('{"tool":"get_time","arguments":{"timezone":1}}',
-                            err("invalid_args", 'get_time: "timezone" must be a string'))
+                            '{"status":"error","error":"invalid_args","message":"tool \\"get_time\\": arguments '
+                            'do not match input_schema: at /timezone: got number, want string",'
+                            '"details":[{"pointer":"/timezone","message":"got number, want string"}]}')
+        self.assertEnvelope('{"tool":"get_time","id":"t","arguments":{"timezone":1,"x":2}}',
+                            '{"status":"error","id":"t","error":"invalid_args","message":"tool \\"get_time\\": '
+                            'arguments do not match input_schema: at the top: additional properties \'x\' not allowed '
+                            '(and 1 more)","details":[{"pointer":"",'
+                            '"message":"additional properties \'x\' not allowed"},'
+                            '{"pointer":"/timezone","message":"got number, want string"}]}')
 
 
 if __name__ == "__main__":
