@@ -24,6 +24,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/clara-lib/clara/core"
@@ -186,6 +187,7 @@ type toolCall struct {
 	result []byte
 	hasErr bool
 	errMsg string
+	tool   *toolbox.Tool // released when an abandoned job ends
 }
 
 var (
@@ -193,20 +195,44 @@ var (
 	nextCallID atomic.Uintptr
 )
 
-// cTool wraps a C function as a toolbox.Func. The arguments are copied to
-// C memory that lives until the function returns, even past a timeout.
+// cTool wraps a C function as a self-timed toolbox.Func: the function runs
+// on a worker thread of workers.c while the caller waits there, in C, until
+// the call's deadline. A call past its deadline is abandoned: the worker
+// finishes it later and claraGoJobAbandoned releases the tool then.
 func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
-	return func(_ context.Context, call toolbox.Call) ([]byte, error) {
-		tc := &toolCall{}
+	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		var timeout C.longlong
+		if d, ok := ctx.Deadline(); ok {
+			if timeout = C.longlong(time.Until(d)); timeout <= 0 {
+				timeout = 1
+			}
+		}
+		tc := &toolCall{tool: call.Tool}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
-		defer toolCalls.Delete(id)
-		args := copyOut(call.Arguments)
+		args := copyOut(call.Arguments) // owned by the job from here
 		if args == nil {
+			toolCalls.Delete(id)
 			return nil, errors.New("out of memory copying the arguments")
 		}
-		defer C.shim_free(unsafe.Pointer(args))
-		rc := C.shim_call_tool(fn, userdata, args, C.uintptr_t(id))
+		job := C.shim_job_new(fn, userdata, args, C.uintptr_t(id))
+		if job == nil {
+			C.shim_free(unsafe.Pointer(args))
+			toolCalls.Delete(id)
+			return nil, errors.New("out of memory starting the call")
+		}
+		switch C.shim_job_run(job, timeout) {
+		case 0: // abandoned: the tool still runs, and owns the job now
+			return nil, toolbox.ErrStillRunning
+		case 1:
+		default:
+			C.shim_job_free(job)
+			toolCalls.Delete(id)
+			return nil, errors.New("no thread could be started for the call")
+		}
+		rc := C.shim_job_status(job)
+		C.shim_job_free(job)
+		toolCalls.Delete(id)
 		tc.mu.Lock()
 		defer tc.mu.Unlock()
 		tc.done = true
@@ -217,6 +243,29 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			return nil, fmt.Errorf("tool failed (code %d)", int(rc))
 		}
 		return tc.result, nil
+	}
+}
+
+// claraGoJobAbandoned: the job of a call that timed out has ended (its
+// late result is dropped); the tool may now be released.
+//
+//export claraGoJobAbandoned
+func claraGoJobAbandoned(id C.uintptr_t) {
+	defer func() {
+		if r := recover(); r != nil {
+			engine.Logger().Logf(logging.Error, "panic ending an abandoned tool call: %v\n%s", r, debug.Stack())
+		}
+	}()
+	v, ok := toolCalls.LoadAndDelete(uintptr(id))
+	if !ok {
+		return
+	}
+	tc := v.(*toolCall)
+	tc.mu.Lock()
+	tc.done = true
+	tc.mu.Unlock()
+	if tc.tool != nil {
+		tc.tool.Finished()
 	}
 }
 
@@ -279,7 +328,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
 		return -C.CLARA_EINVAL
 	}
-	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), OnRelease: release})
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

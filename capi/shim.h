@@ -15,11 +15,23 @@ char *shim_copy_out(const char *p, size_t n);
  * userdata travels as an integer so that Go never holds it as a pointer. */
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message);
 
-/* Calls a C tool, and a tool's free_userdata, for Go. The clara_call handle
- * is an integer id that Go looks up when the tool reports its result. */
-int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *arguments, uintptr_t call);
+/* Calls a tool's free_userdata for Go. */
 typedef void (*shim_free_fn)(void *);
 void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata);
 void shim_free(void *p);
+
+/* The worker pool of workers.c: runs C tools on threads of their own so
+ * that a caller can stop waiting at the deadline. */
+struct shim_job;
+/* A job owns args (malloc'd). NULL if malloc fails. */
+struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, uintptr_t call);
+/* Runs the job and waits at most timeout_ns (0: no limit). Returns 1 when it
+ * finished (read shim_job_status, then shim_job_free it), 0 when the
+ * deadline passed (the job is abandoned: never touch it again; Go hears of
+ * its end through claraGoJobAbandoned), or -CLARA_ENOMEM when no thread
+ * could run it (free it). */
+int shim_job_run(struct shim_job *job, long long timeout_ns);
+int shim_job_status(const struct shim_job *job);
+void shim_job_free(struct shim_job *job);
 
 #endif

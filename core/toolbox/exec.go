@@ -16,6 +16,10 @@ import (
 // maxResultDepth bounds the nesting of a JSON result a tool hands back.
 const maxResultDepth = 10000
 
+// ErrStillRunning is what a self-timed tool's Run returns when the call's
+// deadline passed while the tool goes on running (see ToolOptions).
+var ErrStillRunning = errors.New("the tool is still running past its deadline")
+
 // Defaults fill in the limits a descriptor leaves at zero (config [limits]).
 type Defaults struct {
 	TimeoutMS      int
@@ -61,15 +65,74 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 		return nil, false, protocol.Errorf(protocol.UnknownTool, "Tool not found: %s (unregistered while the call started)", t.Name)
 	}
 	var out []byte
-	if t.Inline {
+	switch {
+	case t.Inline:
 		out, perr = t.runInline(ctx, call)
-	} else {
+	case t.SelfTimed:
+		out, perr = t.runSelfTimed(ctx, call, d) // releases the reference, now or when the tool stops
+	default:
 		out, perr = t.runGuarded(ctx, call, d) // releases the reference itself
 	}
 	if perr != nil {
 		return nil, false, perr
 	}
 	return t.clamp(out, d)
+}
+
+// runSelfTimed calls a tool that keeps its own deadline (a C tool) on the
+// caller's goroutine, with the concurrency slot taken here.
+func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []byte, perr *protocol.Error) {
+	timeout := t.Limits.TimeoutMS
+	if timeout == 0 {
+		timeout = d.TimeoutMS
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+		defer cancel()
+	}
+	if t.slots != nil {
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			t.release()
+			return nil, t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
+		}
+	}
+	stillRunning := false
+	defer func() {
+		if r := recover(); r != nil {
+			out, perr = nil, protocol.InternalError(fmt.Errorf("panic in tool %q: %v\n%s", t.Name, r, debug.Stack()))
+		}
+		if !stillRunning {
+			t.Finished()
+		}
+	}()
+	call.Tool = t
+	res, err := t.Run(ctx, call)
+	if errors.Is(err, ErrStillRunning) {
+		stillRunning = true
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil, t.deadlineError(ctx, timeout, "running")
+		}
+		// The runner's clock may reach the deadline a hair before ctx's.
+		return nil, protocol.Errorf(protocol.Timeout, "tool %q ran past its timeout of %d ms (running)", t.Name, timeout)
+	}
+	if err != nil {
+		return nil, classify(ctx, t, err)
+	}
+	return res, nil
+}
+
+// Finished ends a call of a self-timed tool: it frees the call's
+// concurrency slot and its reference to the tool. The toolbox calls it
+// when Run returns; a self-timed runner calls it itself for a call it gave
+// up on (Run returned ErrStillRunning), once the tool has really stopped.
+func (t *Tool) Finished() {
+	if t.slots != nil {
+		<-t.slots
+	}
+	t.release()
 }
 
 // runInline calls a trusted Go tool on the caller's goroutine.

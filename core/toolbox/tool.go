@@ -17,6 +17,7 @@ type Call struct {
 	Session   string // borrowed
 	Arguments []byte // a compact JSON object; borrowed
 	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
+	Tool      *Tool  // the tool being called, for self-timed runners (see ToolOptions.SelfTimed)
 }
 
 // Func runs a tool. It returns a JSON value (or text, for ReturnsString)
@@ -31,9 +32,12 @@ type Tool struct {
 	Run     Func
 	Builtin bool // shipped with Clara: cannot be replaced or unregistered by hosts
 	// Inline tools run on the caller's goroutine with no timer: trusted Go
-	// functions that return promptly. Others run on their own goroutine so
-	// that timeout_ms holds at the deadline whatever they do.
-	Inline bool
+	// functions that return promptly. Self-timed tools run on the caller's
+	// goroutine too but enforce the deadline themselves (see
+	// ToolOptions.SelfTimed). Others run on their own goroutine so that
+	// timeout_ms holds at the deadline whatever they do.
+	Inline    bool
+	SelfTimed bool
 
 	schema *jsonschema.Schema
 	slots  chan struct{} // max_concurrency; nil when unlimited
@@ -49,9 +53,16 @@ type Tool struct {
 
 // ToolOptions are the parts of a tool that are not its descriptor.
 type ToolOptions struct {
-	Run       Func
-	Builtin   bool
-	Inline    bool
+	Run     Func
+	Builtin bool
+	Inline  bool
+	// SelfTimed: Run gets a context whose deadline is the call's timeout
+	// and must return by then. When the tool itself goes on running past
+	// it, Run returns ErrStillRunning at the deadline and calls
+	// call.Tool.Finished() once the tool has really stopped; the tool (and
+	// its concurrency slot) stays held until then. This is how C tools
+	// run: on a thread of their own, handed over without the Go scheduler.
+	SelfTimed bool
 	OnRelease func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
@@ -75,7 +86,8 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, schema: s, onRelease: o.OnRelease}
+	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
+		onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}

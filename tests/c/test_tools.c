@@ -264,6 +264,34 @@ static void test_timeout(void) {
     CHECK_INT(freed(), before_free + 1);
 }
 
+/* slow_with_counter: a slow tool whose userdata must stay alive until it
+ * returns, even when its caller timed out and the tool was unregistered. */
+static int slow_with_counter(void *userdata, const char *args, clara_call *call) {
+    struct counter *c = userdata;
+    (void)args;
+    sleep_ms(300);
+    pthread_mutex_lock(&c->mu); /* would crash under valgrind if c were freed */
+    c->calls++;
+    pthread_mutex_unlock(&c->mu);
+    clara_call_result(call, "\"late\"");
+    return 0;
+}
+
+static void test_userdata_outlives_an_abandoned_call(void) {
+    int before = freed();
+    char *r;
+    CHECK_INT(clara_register_tool("{\"name\":\"lingers\",\"limits\":{\"timeout_ms\":30}}", slow_with_counter, new_counter(),
+                                  free_counter),
+              CLARA_OK);
+    r = clara_evaluate("{\"tool\":\"lingers\"}");
+    CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"timeout\"");
+    clara_free_string(r);
+    CHECK_INT(clara_unregister_tool("lingers"), CLARA_OK);
+    CHECK_INT(freed(), before); /* still running: not released yet */
+    sleep_ms(600);
+    CHECK_INT(freed(), before + 1); /* released once the tool returned */
+}
+
 struct caller {
     const char *request;
     int calls, bad;
@@ -366,6 +394,7 @@ void tests_tools(void) {
     test_registration_errors_release_userdata();
     test_results_and_errors();
     test_timeout();
+    test_userdata_outlives_an_abandoned_call();
     test_max_concurrency_one();
     test_rate_limit();
     test_policy();
