@@ -223,6 +223,10 @@ func FuzzScan(f *testing.F) {
 		if !sc.Spaced && string(compact) != string(data[sc.Start:sc.End]) {
 			t.Fatalf("Spaced=false but compact changed %q", data)
 		}
+		// The strict scan differs only by refusing duplicate keys.
+		if _, serr := protocol.ScanStrict(data, 1<<20); serr != nil && !strings.HasPrefix(serr.Reason, "duplicate key") {
+			t.Fatalf("ScanStrict(%q) = %v, but Scan accepted it", data, serr)
+		}
 	})
 }
 
@@ -234,6 +238,9 @@ func FuzzParseRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, _, err := protocol.Parse(data, lim, nil)
+		if err != nil && err.Code == protocol.Internal {
+			t.Fatalf("Parse(%q): internal error %v", data, err)
+		}
 		var out []byte
 		if err != nil {
 			out = protocol.AppendError(nil, r.ID, err)

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"fmt"
 	"unsafe"
 
@@ -66,7 +67,8 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 	if maxDepth <= 0 {
 		maxDepth = 512
 	}
-	sc, serr := ScanStrict(data, maxDepth)
+	s := scanner{data: data, maxDepth: maxDepth, strict: true, capture: true}
+	sc, serr := s.run()
 	if serr != nil {
 		if serr.TooDeep {
 			return Request{}, scratch, Errorf(InvalidRequest,
@@ -80,15 +82,23 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 			Message: "Invalid JSON: the request must be an object, got " + kindOf(doc[0])}
 	}
 	if sc.Spaced {
+		// Values are passed on compact: scan the compact copy for the
+		// members' offsets in it (only requests with whitespace pay twice).
 		scratch = AppendCompact(scratch[:0], doc)
 		doc = scratch
+		s = scanner{data: doc, maxDepth: maxDepth, strict: true, capture: true}
+		if _, serr := s.run(); serr != nil {
+			return Request{}, scratch, InternalError(fmt.Errorf("compacting a valid request broke it: %v", serr))
+		}
 	}
-	req, err := fields(doc)
+	req, err := fields(doc, &s.members)
 	return req, scratch, err
 }
 
 func kindOf(first byte) string {
 	switch first {
+	case '{':
+		return "an object"
 	case '[':
 		return "an array"
 	case '"':
@@ -102,77 +112,70 @@ func kindOf(first byte) string {
 	}
 }
 
-// fields reads the top-level members of a compact, valid JSON object.
-func fields(doc []byte) (Request, *Error) {
+// fields reads the top-level members of a compact, valid JSON object, found
+// by the scan; string values are decoded with gjson.
+func fields(doc []byte, ms *members) (Request, *Error) {
 	req := Request{Session: DefaultSession}
 	var seen int
-	var unknown, duplicate string
+	var unknown string
 	var bad *Error
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(doc), len(doc)))
-	root.ForEach(func(k, v gjson.Result) bool {
-		var bit int
-		switch k.Str {
+	for i := 0; i < ms.len(); i++ {
+		m := ms.at(i)
+		raw := doc[m.Start:m.End]
+		switch m.Key {
 		case "tool":
-			bit = fTool
-			if v.Type != gjson.String || v.Str == "" {
-				bad = firstErr(bad, fieldType("tool", "a non-empty string", v))
+			seen |= fTool
+			req.Tool = stringValue(raw)
+			if raw[0] != '"' || req.Tool == "" {
+				bad = firstErr(bad, fieldType("tool", "a non-empty string", raw))
 			}
-			req.Tool = v.Str
 		case "arguments":
-			bit = fArguments
-			if !v.IsObject() {
-				bad = firstErr(bad, fieldType("arguments", "an object", v))
+			seen |= fArguments
+			if raw[0] != '{' {
+				bad = firstErr(bad, fieldType("arguments", "an object", raw))
 			}
-			req.Arguments = doc[v.Index : v.Index+len(v.Raw)]
+			req.Arguments = raw
 		case "session":
-			bit = fSession
-			if v.Type != gjson.String || v.Str == "" {
-				bad = firstErr(bad, fieldType("session", "a non-empty string", v))
+			seen |= fSession
+			req.Session = stringValue(raw)
+			if raw[0] != '"' || req.Session == "" {
+				bad = firstErr(bad, fieldType("session", "a non-empty string", raw))
 			}
-			req.Session = v.Str
 		case "id":
-			bit = fID
-			if v.Type != gjson.String && v.Type != gjson.Number {
-				bad = firstErr(bad, fieldType("id", "a string or a number", v))
+			seen |= fID
+			if raw[0] != '"' && raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+				bad = firstErr(bad, fieldType("id", "a string or a number", raw))
 			}
-			req.ID = doc[v.Index : v.Index+len(v.Raw)]
+			req.ID = raw
 		case "policy":
-			bit = fPolicy
-			if !v.IsObject() {
-				bad = firstErr(bad, fieldType("policy", "an object", v))
+			seen |= fPolicy
+			if raw[0] != '{' {
+				bad = firstErr(bad, fieldType("policy", "an object", raw))
 			}
-			req.Policy = doc[v.Index : v.Index+len(v.Raw)]
+			req.Policy = raw
 		case "async":
-			bit = fAsync
-			if !v.IsBool() {
-				bad = firstErr(bad, fieldType("async", "a boolean", v))
+			seen |= fAsync
+			if raw[0] != 't' && raw[0] != 'f' {
+				bad = firstErr(bad, fieldType("async", "a boolean", raw))
 			}
-			req.Async = v.Type == gjson.True
+			req.Async = raw[0] == 't'
 		case "trace":
-			bit = fTrace
-			if !v.IsBool() {
-				bad = firstErr(bad, fieldType("trace", "a boolean", v))
+			seen |= fTrace
+			if raw[0] != 't' && raw[0] != 'f' {
+				bad = firstErr(bad, fieldType("trace", "a boolean", raw))
 			}
-			req.Trace = v.Type == gjson.True
+			req.Trace = raw[0] == 't'
 		default:
 			if unknown == "" {
-				unknown = k.Str
+				unknown = m.Key
 			}
-			return true
 		}
-		if seen&bit != 0 && duplicate == "" {
-			duplicate = k.Str
-		}
-		seen |= bit
-		return true
-	})
+	}
 	if seen&fTool == 0 {
 		// Simple form: every field is an argument of the default evaluator.
 		return Request{Simple: true, Arguments: doc, Session: DefaultSession}, nil
 	}
 	switch {
-	case duplicate != "":
-		return Request{}, Errorf(InvalidRequest, "field %q appears more than once", duplicate)
 	case bad != nil:
 		return Request{}, bad
 	case unknown != "":
@@ -184,6 +187,19 @@ func fields(doc []byte) (Request, *Error) {
 	return req, nil
 }
 
+// stringValue decodes a JSON string value ("" for other values): without
+// escapes it is the bytes between the quotes; otherwise gjson unescapes.
+func stringValue(raw []byte) string {
+	if raw[0] != '"' {
+		return ""
+	}
+	body := raw[1 : len(raw)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return unsafe.String(unsafe.SliceData(body), len(body))
+	}
+	return gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw))).Str
+}
+
 func firstErr(have, next *Error) *Error {
 	if have != nil {
 		return have
@@ -191,26 +207,14 @@ func firstErr(have, next *Error) *Error {
 	return next
 }
 
-func fieldType(name, want string, v gjson.Result) *Error {
-	return &Error{Code: InvalidRequest, Message: fmt.Sprintf("%q must be %s, got %s", name, want, typeName(v))}
+func fieldType(name, want string, raw []byte) *Error {
+	return &Error{Code: InvalidRequest, Message: fmt.Sprintf("%q must be %s, got %s", name, want, typeName(raw))}
 }
 
-func typeName(v gjson.Result) string {
-	switch v.Type {
-	case gjson.String:
-		if v.Str == "" {
-			return "an empty string"
-		}
-		return "a string"
-	case gjson.Number:
-		return "a number"
-	case gjson.True, gjson.False:
-		return "a boolean"
-	case gjson.Null:
-		return "null"
+// typeName names the type of a raw JSON value by its first byte.
+func typeName(raw []byte) string {
+	if string(raw) == `""` {
+		return "an empty string"
 	}
-	if v.IsArray() {
-		return "an array"
-	}
-	return "an object"
+	return kindOf(raw[0])
 }

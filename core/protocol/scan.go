@@ -49,6 +49,39 @@ func ScanStrict(data []byte, maxDepth int) (Scanned, *ScanError) {
 	return s.run()
 }
 
+// member is one member of a top-level object, recorded while scanning a
+// request so that its fields are read without a second parse.
+type member struct {
+	Key        string // unescaped; may point into the scanned bytes
+	Start, End int    // the value is data[Start:End]
+}
+
+// members collects the members of a top-level object; the first few need
+// no allocation.
+type members struct {
+	small [6]member
+	n     int
+	more  []member
+}
+
+func (m *members) len() int { return m.n }
+
+func (m *members) at(i int) member {
+	if i < len(m.small) {
+		return m.small[i]
+	}
+	return m.more[i-len(m.small)]
+}
+
+func (m *members) add(x member) {
+	if m.n < len(m.small) {
+		m.small[m.n] = x
+	} else {
+		m.more = append(m.more, x)
+	}
+	m.n++
+}
+
 type scanner struct {
 	data     []byte
 	i        int
@@ -59,6 +92,12 @@ type scanner struct {
 	opened   bool // value() opened a non-empty container
 	strict   bool // refuse duplicate keys
 	keys     keySet
+
+	capture     bool // record the top-level object's members
+	members     members
+	memberKey   string // the member whose value is being scanned
+	memberStart int
+	inMember    bool
 }
 
 // keySet holds the keys of every open object, each object's after the
@@ -66,17 +105,17 @@ type scanner struct {
 // nothing; an object with many keys gets a map so that checking stays
 // linear in its size.
 type keySet struct {
-	small  [16]string
+	small  [12]string
 	n      int
 	big    []string // used once small is full
-	frames [8]keyFrame
+	frames [4]keyFrame
 	nf     int
-	deep   []keyFrame // frames beyond the eighth open object
+	deep   []keyFrame // frames beyond the fourth open object
 }
 
 type keyFrame struct {
 	start int
-	index map[string]struct{} // nil until the object has more than 16 keys
+	index map[string]struct{} // nil until the object has more than 16 keys (a linear search beyond costs more)
 }
 
 func (k *keySet) at(i int) string {
@@ -245,6 +284,10 @@ func (s *scanner) run() (Scanned, *ScanError) {
 			}
 			expectValue = false
 		}
+		if s.inMember && s.stack.len() == 1 {
+			s.members.add(member{Key: s.memberKey, Start: s.memberStart, End: s.i})
+			s.inMember = false
+		}
 		if s.stack.len() == 0 {
 			end := s.i
 			s.skip()
@@ -353,6 +396,9 @@ func (s *scanner) key() *ScanError {
 		if !s.keys.add(key) {
 			return &ScanError{Offset: at, Reason: fmt.Sprintf("duplicate key %q", key)}
 		}
+		if s.capture && s.stack.len() == 1 {
+			s.memberKey, s.inMember = key, true
+		}
 	}
 	s.inner()
 	if s.i >= len(s.data) {
@@ -363,6 +409,9 @@ func (s *scanner) key() *ScanError {
 	}
 	s.i++
 	s.inner()
+	if s.capture && s.stack.len() == 1 {
+		s.memberStart = s.i
+	}
 	return nil
 }
 
