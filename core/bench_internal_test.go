@@ -65,3 +65,18 @@ func benchEcho(b *testing.B, noAudit bool) {
 		b.Fatal(string(buf))
 	}
 }
+
+func BenchmarkEvaluate_echo_parallel_audit(b *testing.B)   { benchEchoParallel(b, false) }
+func BenchmarkEvaluate_echo_parallel_noAudit(b *testing.B) { benchEchoParallel(b, true) }
+
+func benchEchoParallel(b *testing.B, noAudit bool) {
+	e := New(Options{})
+	e.auditOff = noAudit
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 256)
+		for pb.Next() {
+			buf = e.AppendEvaluate(buf[:0], req)
+		}
+	})
+}

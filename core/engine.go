@@ -35,7 +35,8 @@ type Engine struct {
 	log       *logging.Logger
 	tools     *toolbox.Registry
 	now       func() time.Time
-	realClock bool // now is time.Now
+	realClock bool // now is the real clock (fastNow)
+	clockBase atomic.Pointer[time.Time]
 	audit     *toolbox.Audit
 	auditOff  bool // set only by a benchmark, to measure what the audit costs
 	kv        *tools.KV
@@ -82,7 +83,9 @@ func New(opts Options) *Engine {
 		e.log = &logging.Logger{}
 	}
 	if e.now == nil {
-		e.now, e.realClock = time.Now, true
+		e.now, e.realClock = e.fastNow, true
+		base := time.Now()
+		e.clockBase.Store(&base)
 	}
 	e.audit = toolbox.NewAudit(e.log)
 	e.base = defaultTree()

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,16 +57,29 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 // Audit records every call: in a ring of the last AuditRingSize records,
 // in a JSONL file when one is set, and at debug level in the log.
 //
-// The ring costs the call path no allocation and no shared lock: each slot
-// has its own mutex and reuses its buffers, and small arguments are copied
-// and hashed only when someone reads the ring (the file and the log, when
-// on, hash at once).
+// The ring costs the call path no allocation and no shared lock. It is
+// sharded: a call writes into the shard of the processor it runs on (each
+// shard keeps its own last AuditRingSize records), so threads calling at
+// once do not pass cache lines back and forth; Tail merges the shards by
+// sequence number. Small arguments are copied and hashed only when someone
+// reads the ring (the file and the log, when on, hash at once).
 type Audit struct {
-	seq   atomic.Uint64
-	slots [AuditRingSize]auditSlot
-	file  atomic.Pointer[auditFile]
-	log   *logging.Logger
+	seq    atomic.Uint64
+	shards []auditShard
+	picker sync.Pool // *int: a shard index; sync.Pool caches it per processor
+	next   atomic.Uint32
+	file   atomic.Pointer[auditFile]
+	log    *logging.Logger
 }
+
+type auditShard struct {
+	head  atomic.Uint64 // records written into this shard
+	slots [AuditRingSize]auditSlot
+	_     [64]byte // keep the next shard's head off this one's last line
+}
+
+// maxAuditShards bounds the memory of the ring (a shard is about 200 KiB).
+const maxAuditShards = 8
 
 // lazyHashMax is the largest argument copied to be hashed on read; larger
 // ones are hashed when the call is recorded.
@@ -88,7 +103,18 @@ type auditFile struct {
 }
 
 // NewAudit returns an audit that logs through log.
-func NewAudit(log *logging.Logger) *Audit { return &Audit{log: log} }
+func NewAudit(log *logging.Logger) *Audit {
+	n := runtime.GOMAXPROCS(0)
+	if n > maxAuditShards {
+		n = maxAuditShards
+	}
+	a := &Audit{log: log, shards: make([]auditShard, n)}
+	a.picker.New = func() any {
+		i := int(a.next.Add(1)-1) % len(a.shards)
+		return &i
+	}
+	return a
+}
 
 // Add records one call. r.Session and args are copied; r.Tool must be a
 // string Clara owns. r.Seq and r.ArgsSHA256 are filled in here.
@@ -101,7 +127,11 @@ func (a *Audit) Add(r Record, args []byte) {
 	if hashNow {
 		r.ArgsSHA256 = sha256.Sum256(args)
 	}
-	s := &a.slots[(n-1)%AuditRingSize]
+	pick := a.picker.Get().(*int)
+	sh := &a.shards[*pick]
+	a.picker.Put(pick)
+	h := sh.head.Add(1)
+	s := &sh.slots[(h-1)%AuditRingSize]
 	s.mu.Lock()
 	if s.seq < n { // a slower writer of an older call must not overwrite a newer one
 		s.seq = n
@@ -150,24 +180,30 @@ func (a *Audit) Tail(n int) []Record {
 	if n <= 0 {
 		return nil
 	}
-	hi := a.seq.Load()
 	lo := uint64(0)
-	if hi > uint64(n) {
-		lo = hi - uint64(n)
+	if hi := a.seq.Load(); hi > uint64(n) {
+		lo = hi - uint64(n) // nothing older than the last n calls can be among them
 	}
-	out := make([]Record, 0, hi-lo)
-	for seq := lo + 1; seq <= hi; seq++ {
-		s := &a.slots[(seq-1)%AuditRingSize]
-		s.mu.Lock()
-		if s.seq == seq {
-			r := s.rec
-			r.Session = string(s.session)
-			if !s.hashed {
-				r.ArgsSHA256 = sha256.Sum256(s.args)
+	var out []Record
+	for i := range a.shards {
+		sh := &a.shards[i]
+		for j := range sh.slots {
+			s := &sh.slots[j]
+			s.mu.Lock()
+			if s.seq > lo {
+				r := s.rec
+				r.Session = string(s.session)
+				if !s.hashed {
+					r.ArgsSHA256 = sha256.Sum256(s.args)
+				}
+				out = append(out, r)
 			}
-			out = append(out, r)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if len(out) > n {
+		out = out[len(out)-n:]
 	}
 	return out
 }

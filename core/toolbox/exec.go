@@ -184,10 +184,12 @@ func (t *Tool) runGuarded(ctx context.Context, call Call, d Defaults) ([]byte, *
 	call.Session = strings.Clone(call.Session)
 	done := make(chan runResult, 1)
 	go func() {
-		defer t.release()
+		// Deferred calls run last first: the reference goes before the slot,
+		// so a caller that finds the slot free finds this call finished.
 		if t.slots != nil {
 			defer func() { <-t.slots }()
 		}
+		defer t.release()
 		var res runResult
 		defer func() {
 			if r := recover(); r != nil {

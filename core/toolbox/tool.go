@@ -99,8 +99,13 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 }
 
 // acquire takes a reference for one call; false when the tool is already
-// gone (unregistered and idle).
+// gone (unregistered and idle). Built-in tools are never released, so they
+// skip the count: an atomic shared by every call would pass its cache line
+// between the threads calling at once.
 func (t *Tool) acquire() bool {
+	if t.Builtin {
+		return true
+	}
 	for {
 		n := t.refs.Load()
 		if n <= 0 {
@@ -114,6 +119,9 @@ func (t *Tool) acquire() bool {
 
 // release drops a reference; the last one runs onRelease.
 func (t *Tool) release() {
+	if t.Builtin {
+		return
+	}
 	if t.refs.Add(-1) == 0 && t.onRelease != nil {
 		t.released.Do(t.onRelease)
 	}
