@@ -78,14 +78,14 @@ func recovered(r any, where string) *C.char {
 // otherwise a new malloc'd string is returned and dst is left to the caller.
 //
 //export claraGoEvaluate
-func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
+func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t, thread C.uint) (out *C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = recovered(r, "clara_evaluate")
 		}
 	}()
 	bp := bufs.Get().(*[]byte)
-	b := engine.AppendEvaluate((*bp)[:0], bytesOf(req, n))
+	b := engine.AppendEvaluateFrom((*bp)[:0], bytesOf(req, n), uint32(thread))
 	if dst != nil && len(b) < int(dstCap) {
 		d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), len(b)+1)
 		copy(d, b)

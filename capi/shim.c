@@ -4,6 +4,7 @@
  * (claraGo*, see exports.go) that adds the const the cgo prototypes lack
  * and passes string lengths, so Go never calls strlen through cgo. The
  * functions that need no Go (version, free, strerror) are plain C. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,11 +38,21 @@ int clara_version_number(void) { return CLARA_VERSION_NUMBER; }
 #define ENVELOPE_SLACK 128
 #define ENVELOPE_GUESS_MAX 4096
 
+/* Each calling thread gets a number (1, 2, ...) on its first call, so that
+ * Go can keep its calls on the same per-thread structures. */
+static _Atomic unsigned next_thread;
+static _Thread_local unsigned this_thread;
+
+static unsigned thread_number(void) {
+    if (this_thread == 0) this_thread = atomic_fetch_add(&next_thread, 1) + 1;
+    return this_thread;
+}
+
 char *clara_evaluate(const char *request_json) {
     size_t n = request_json ? strlen(request_json) : 0;
     size_t guess = n < ENVELOPE_GUESS_MAX - ENVELOPE_SLACK ? n + ENVELOPE_SLACK : ENVELOPE_GUESS_MAX;
     char *buf = malloc(guess);
-    char *out = claraGoEvaluate((char *)request_json, n, buf, buf ? guess : 0);
+    char *out = claraGoEvaluate((char *)request_json, n, buf, buf ? guess : 0, thread_number());
     if (out != buf) free(buf);
     else if (out != NULL) DEFINED(out, guess);
     return out;

@@ -147,7 +147,12 @@ var nullInput = &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JS
 // AppendEvaluate serves one request and appends the response envelope to
 // dst. A nil req stands for a NULL pointer from C. It never panics: any
 // panic becomes an internal envelope, its details logged.
-func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
+func (e *Engine) AppendEvaluate(dst, req []byte) []byte { return e.AppendEvaluateFrom(dst, req, 0) }
+
+// AppendEvaluateFrom is AppendEvaluate for a caller that numbers its
+// threads (1, 2, ...; 0 for unknown): calls from one thread then keep to
+// the same per-thread structures, which matters when threads call at once.
+func (e *Engine) AppendEvaluateFrom(dst, req []byte, thread uint32) (out []byte) {
 	mark := len(dst)
 	defer func() {
 		if r := recover(); r != nil {
@@ -178,7 +183,7 @@ func (e *Engine) AppendEvaluate(dst, req []byte) (out []byte) {
 		}
 		scope.Request = p
 	}
-	result, truncated, perr := e.call(context.Background(), s, name, r.Session, r.Arguments, scope)
+	result, truncated, perr := e.call(context.Background(), s, name, r.Session, r.Arguments, scope, thread)
 	if perr != nil {
 		return e.fail(dst, r.ID, name, perr)
 	}

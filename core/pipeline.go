@@ -20,15 +20,15 @@ func testModeResult(name string) []byte {
 // and concurrency cap, output clamp, audit, (on_tool_complete/failure
 // rules, callbacks). Nested calls (a chat loop, a Lua call_tool) come
 // through here too, with their caller's scope.
-func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope) (result []byte, truncated bool, perr *protocol.Error) {
+func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope, thread uint32) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.now()
 	t, ok := e.tools.Lookup(name)
 	if !ok {
 		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name}
-		e.record(start, session, strings.Clone(name), args, perr)
+		e.record(start, session, strings.Clone(name), args, perr, thread)
 		return nil, false, perr
 	}
-	defer func() { e.record(start, session, t.Name, args, perr) }()
+	defer func() { e.record(start, session, t.Name, args, perr, thread) }()
 	if perr = scope.Check(t.Name); perr != nil {
 		return nil, false, perr
 	}
@@ -59,7 +59,7 @@ func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 
 // record adds the call to the audit. tool must be a string Clara owns (the
 // registered name, or a clone); the audit copies the session and args.
-func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error) {
+func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error, thread uint32) {
 	if e.auditOff {
 		return
 	}
@@ -67,7 +67,7 @@ func (e *Engine) record(start time.Time, session, tool string, args []byte, perr
 	if perr != nil {
 		r.Code = perr.Code
 	}
-	e.audit.Add(r, args)
+	e.audit.AddFrom(r, args, thread)
 }
 
 // fastNow is the time of day for the call path: a base wall-clock reading

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,7 +103,9 @@ func TestPipeline_policyLayers(t *testing.T) {
 // TestPipeline_auditEveryCall: every call leaves one record, whatever its
 // outcome, and never the argument values.
 func TestPipeline_auditEveryCall(t *testing.T) {
-	e := newEngine(t)
+	// The ring orders records by time: give each call its own instant.
+	var tick atomic.Int64
+	e := core.New(core.Options{Now: func() time.Time { return fixed.Add(time.Duration(tick.Add(1)) * time.Microsecond) }})
 	register(t, e, `{"name":"strict","input_schema":{"type":"object","required":["x"]}}`, answer("1"))
 	e.Configure([]byte(`[policy]` + "\n" + `deny = ["get_time"]`))
 	reqs := []string{

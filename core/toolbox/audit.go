@@ -22,7 +22,7 @@ const AuditRingSize = 1000
 // Record is what the audit keeps of one call. Argument values are never
 // kept, only their SHA-256.
 type Record struct {
-	Seq        uint64
+	Seq        uint64 // order among the records of one shard of the ring (see Audit)
 	Time       time.Time
 	Session    string
 	Tool       string
@@ -57,14 +57,14 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 // Audit records every call: in a ring of the last AuditRingSize records,
 // in a JSONL file when one is set, and at debug level in the log.
 //
-// The ring costs the call path no allocation and no shared lock. It is
-// sharded: a call writes into the shard of the processor it runs on (each
-// shard keeps its own last AuditRingSize records), so threads calling at
-// once do not pass cache lines back and forth; Tail merges the shards by
-// sequence number. Small arguments are copied and hashed only when someone
+// The ring costs the call path no allocation and no shared write. It is
+// sharded: a call writes into the shard of its thread (or processor), and
+// each shard keeps its own last AuditRingSize records and counts its own
+// sequence, so threads calling at once never write the same cache line (a
+// single shared counter made two threads slower than one). Tail merges the
+// shards by time. Small arguments are copied and hashed only when someone
 // reads the ring (the file and the log, when on, hash at once).
 type Audit struct {
-	seq    atomic.Uint64
 	shards []auditShard
 	picker sync.Pool // *int: a shard index; sync.Pool caches it per processor
 	next   atomic.Uint32
@@ -118,20 +118,29 @@ func NewAudit(log *logging.Logger) *Audit {
 
 // Add records one call. r.Session and args are copied; r.Tool must be a
 // string Clara owns. r.Seq and r.ArgsSHA256 are filled in here.
-func (a *Audit) Add(r Record, args []byte) {
-	n := a.seq.Add(1)
-	r.Seq = n
+func (a *Audit) Add(r Record, args []byte) { a.AddFrom(r, args, 0) }
+
+// AddFrom is Add for a caller that knows which thread it runs on: thread
+// (1, 2, ...; 0 for unknown) picks the shard, so that a thread keeps writing
+// the same memory. C callers pass a thread-local number.
+func (a *Audit) AddFrom(r Record, args []byte, thread uint32) {
 	af := a.file.Load()
 	logged := a.log.Enabled(logging.Debug)
 	hashNow := af != nil || logged || len(args) > lazyHashMax
 	if hashNow {
 		r.ArgsSHA256 = sha256.Sum256(args)
 	}
-	pick := a.picker.Get().(*int)
-	sh := &a.shards[*pick]
-	a.picker.Put(pick)
-	h := sh.head.Add(1)
-	s := &sh.slots[(h-1)%AuditRingSize]
+	var sh *auditShard
+	if thread != 0 {
+		sh = &a.shards[int(thread-1)%len(a.shards)]
+	} else {
+		pick := a.picker.Get().(*int)
+		sh = &a.shards[*pick]
+		a.picker.Put(pick)
+	}
+	n := sh.head.Add(1)
+	r.Seq = n
+	s := &sh.slots[(n-1)%AuditRingSize]
 	s.mu.Lock()
 	if s.seq < n { // a slower writer of an older call must not overwrite a newer one
 		s.seq = n
@@ -180,13 +189,17 @@ func (a *Audit) Tail(n int) []Record {
 	if n <= 0 {
 		return nil
 	}
-	lo := uint64(0)
-	if hi := a.seq.Load(); hi > uint64(n) {
-		lo = hi - uint64(n) // nothing older than the last n calls can be among them
+	type shardRecord struct {
+		Record
+		shard int
 	}
-	var out []Record
+	var all []shardRecord
 	for i := range a.shards {
 		sh := &a.shards[i]
+		lo := uint64(0)
+		if hi := sh.head.Load(); hi > uint64(n) {
+			lo = hi - uint64(n) // nothing older than this shard's last n can be among them
+		}
 		for j := range sh.slots {
 			s := &sh.slots[j]
 			s.mu.Lock()
@@ -196,14 +209,27 @@ func (a *Audit) Tail(n int) []Record {
 				if !s.hashed {
 					r.ArgsSHA256 = sha256.Sum256(s.args)
 				}
-				out = append(out, r)
+				all = append(all, shardRecord{r, i})
 			}
 			s.mu.Unlock()
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	if len(out) > n {
-		out = out[len(out)-n:]
+	sort.Slice(all, func(i, j int) bool {
+		x, y := &all[i], &all[j]
+		if !x.Time.Equal(y.Time) {
+			return x.Time.Before(y.Time)
+		}
+		if x.shard != y.shard {
+			return x.shard < y.shard
+		}
+		return x.Seq < y.Seq
+	})
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	out := make([]Record, len(all))
+	for i := range all {
+		out[i] = all[i].Record
 	}
 	return out
 }
