@@ -39,12 +39,6 @@ func main() {}
 // library is loaded.
 var engine = core.FromEnvironment(os.Getenv, os.Stderr)
 
-// bufs recycles response buffers; the answer is copied to C memory before
-// a buffer goes back.
-var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxPooledBuf = 64 << 10
-
 // jsonGetMaxDepth bounds documents read by clara_json_get. It is not
 // limits.max_depth: an envelope is one level deeper than its request, and
 // reading must not depend on the request limits in force. Neither the scan
@@ -84,21 +78,20 @@ func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t, thre
 			out = recovered(r, "clara_evaluate")
 		}
 	}()
-	bp := bufs.Get().(*[]byte)
-	b := engine.AppendEvaluateFrom((*bp)[:0], bytesOf(req, n), uint32(thread))
-	if dst != nil && len(b) < int(dstCap) {
-		d := unsafe.Slice((*byte)(unsafe.Pointer(dst)), len(b)+1)
-		copy(d, b)
-		d[len(b)] = 0
-		out = dst
-	} else {
-		out = copyOut(b)
+	// The envelope is appended straight into the caller's C buffer (one
+	// byte kept for the NUL). Only an envelope too long for it moves to Go
+	// memory, and then to a malloc'd copy. No Go buffer is shared between
+	// calls, so threads calling at once touch no common memory here.
+	var cbuf []byte
+	if dst != nil && dstCap > 1 {
+		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[:0 : int(dstCap)-1]
 	}
-	if cap(b) <= maxPooledBuf {
-		*bp = b
-		bufs.Put(bp)
+	b := engine.AppendEvaluateFrom(cbuf, bytesOf(req, n), uint32(thread))
+	if cbuf != nil && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(cbuf) {
+		unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[len(b)] = 0
+		return dst
 	}
-	return out
+	return copyOut(b)
 }
 
 //export claraGoConfigure
