@@ -84,7 +84,7 @@ func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t, thre
 	// calls, so threads calling at once touch no common memory here.
 	var cbuf []byte
 	if dst != nil && dstCap > 1 {
-		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[:0 : int(dstCap)-1]
+		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[: 0 : int(dstCap)-1]
 	}
 	b := engine.AppendEvaluateFrom(cbuf, bytesOf(req, n), uint32(thread))
 	if cbuf != nil && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(cbuf) {
