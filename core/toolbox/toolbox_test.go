@@ -1562,10 +1562,11 @@ func TestAudit_argsHashed(t *testing.T) {
 				a.SetFile(path)
 				defer a.SetFile("")
 			}
-			for _, args := range [][]byte{small, large, nil, []byte(`{}`)} {
+			for i, args := range [][]byte{small, large, nil, []byte(`{}`)} {
 				buf := bytes.Clone(args)
 				sess := []byte("sess-1")
-				a.Add(toolbox.Record{Time: t0, Session: unsafe.String(unsafe.SliceData(sess), len(sess)), Tool: "t"}, buf)
+				// Distinct times: the ring orders records by time.
+				a.Add(toolbox.Record{Time: t0.Add(time.Duration(i) * time.Millisecond), Session: unsafe.String(unsafe.SliceData(sess), len(sess)), Tool: "t"}, buf)
 				// The caller's buffers are reused once Add returns.
 				for i := range buf {
 					buf[i] = 'Z'
