@@ -5,8 +5,8 @@
  * C tool:     clara_evaluate of a tool written in C that echoes its
  *             arguments (clara_call_result), against the built-in echo with
  *             the same arguments. The difference is what a host tool costs
- *             over a built-in one: copying the arguments to C, running on
- *             its own goroutine under a timer, checking the JSON it returns.
+ *             over a built-in one: copying the arguments to C, handing the
+ *             call to a worker thread and back, checking the JSON it returns.
  * (The cost of validation is measured by Go benchmarks of the engine, see
  * run.sh: next to a tool call that hands off to another thread it would be
  * lost in the noise.)

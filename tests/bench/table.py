@@ -39,8 +39,8 @@ LEGEND = [
     "a bare C UDF returning a fresh STRING of the response's size (malloc+memcpy+EnvAddSymbol+free), and a "
     "C UDF doing the jansson echo. All three return the same text, so EnvAddSymbol finds the same symbol.",
     "C tool: a tool written in C that returns its arguments, through clara_evaluate; reference: the built-in "
-    "echo with the same 5 arguments. The difference is the cost of a host tool (arguments copied to C, its "
-    "own goroutine under a timer, its JSON checked).",
+    "echo with the same 5 arguments. The difference is the cost of a host tool (arguments copied to C, the "
+    "call handed to a worker thread and back, its JSON checked).",
     "5-property schema: Go benchmarks of the engine calling one Go tool (run inline, like a built-in) with "
     "the same 5 arguments, registered with a 5-property input_schema (types, enum, pattern, bounds, required, "
     "additionalProperties) vs without: the cost of validating the arguments.",
