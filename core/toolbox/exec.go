@@ -82,22 +82,10 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 // runSelfTimed calls a tool that keeps its own deadline (a C tool) on the
 // caller's goroutine, with the concurrency slot taken here.
 func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []byte, perr *protocol.Error) {
-	timeout := t.Limits.TimeoutMS
-	if timeout == 0 {
-		timeout = d.TimeoutMS
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
-		defer cancel()
-	}
-	if t.slots != nil {
-		select {
-		case t.slots <- struct{}{}:
-		case <-ctx.Done():
-			t.release()
-			return nil, t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
-		}
+	ctx, cancel, timeout := t.withDeadline(ctx, d)
+	defer cancel()
+	if perr := t.takeSlot(ctx, timeout); perr != nil {
+		return nil, perr
 	}
 	stillRunning := false
 	defer func() {
@@ -122,6 +110,36 @@ func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []b
 		return nil, classify(ctx, t, err)
 	}
 	return res, nil
+}
+
+// withDeadline gives ctx the call's timeout (the tool's timeout_ms, or the
+// configured default; none when both are 0) and returns it in ms.
+func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, context.CancelFunc, int) {
+	timeout := t.Limits.TimeoutMS
+	if timeout == 0 {
+		timeout = d.TimeoutMS
+	}
+	if timeout > 0 {
+		ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+		return ctx, cancel, timeout
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, cancel, timeout
+}
+
+// takeSlot waits for one of the tool's max_concurrency slots until ctx's
+// deadline; on failure it drops the call's reference to the tool.
+func (t *Tool) takeSlot(ctx context.Context, timeout int) *protocol.Error {
+	if t.slots == nil {
+		return nil
+	}
+	select {
+	case t.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		t.release()
+		return t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
+	}
 }
 
 // Finished ends a call of a self-timed tool: it frees the call's
@@ -159,24 +177,10 @@ type runResult struct {
 // the deadline even if the tool never returns, and a late result is
 // dropped. A concurrency slot is held until the tool really returns.
 func (t *Tool) runGuarded(ctx context.Context, call Call, d Defaults) ([]byte, *protocol.Error) {
-	timeout := t.Limits.TimeoutMS
-	if timeout == 0 {
-		timeout = d.TimeoutMS
-	}
-	var cancel context.CancelFunc
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
-	} else {
-		ctx, cancel = context.WithCancel(ctx)
-	}
+	ctx, cancel, timeout := t.withDeadline(ctx, d)
 	defer cancel()
-	if t.slots != nil {
-		select {
-		case t.slots <- struct{}{}:
-		case <-ctx.Done():
-			t.release()
-			return nil, t.deadlineError(ctx, timeout, "waiting for one of its %d concurrent slots", t.Limits.MaxConcurrency)
-		}
+	if perr := t.takeSlot(ctx, timeout); perr != nil {
+		return nil, perr
 	}
 	// The tool may outlive this call (past a timeout): it gets its own copies
 	// of what points into the request.
