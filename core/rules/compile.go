@@ -1,0 +1,501 @@
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Bounds on rule expressions. Rules are configuration, but a mistake must
+// not take the host down: an expression is short and small, repeat (which
+// can allocate without bound) is gone, and every run has a memory budget
+// (ranges, arrays and maps count against it).
+const (
+	MaxExpressionBytes = 4096
+	MaxExpressionNodes = 1000
+	memoryBudget       = 10000
+)
+
+// helpers are the functions of SPEC §7.2. They read the event's context,
+// which the compiler passes as a hidden first argument.
+var helpers = map[string]func(ctx map[string]any, args []any) (any, error){
+	"context_above_threshold": func(ctx map[string]any, args []any) (any, error) {
+		t, ok := number(args[0])
+		if !ok {
+			return nil, fmt.Errorf("context_above_threshold needs a number")
+		}
+		usage, _ := number(dig(ctx, "turn", "token_usage"))
+		return usage >= t, nil
+	},
+	"tool_completed": func(ctx map[string]any, args []any) (any, error) {
+		return toolEvent(ctx, args, "on_tool_complete")
+	},
+	"tool_failed": func(ctx map[string]any, args []any) (any, error) {
+		return toolEvent(ctx, args, "on_tool_failure")
+	},
+}
+
+// toolEvent: the event is event (a tool completing or failing) of the tool
+// named by args[0].
+func toolEvent(ctx map[string]any, args []any, event string) (any, error) {
+	name, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("needs a tool name")
+	}
+	return dig(ctx, "event", "name") == event && dig(ctx, "tool", "name") == name, nil
+}
+
+func dig(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+type compiler struct {
+	thresholds map[string]any
+	opts       []expr.Option
+}
+
+// helperCalls rewrites helper(x) into __helper(context, x): helpers read
+// the event without a closure per evaluation.
+type helperCalls struct{}
+
+func (helperCalls) Visit(node *ast.Node) {
+	call, ok := (*node).(*ast.CallNode)
+	if !ok {
+		return
+	}
+	id, ok := call.Callee.(*ast.IdentifierNode)
+	if !ok || helpers[id.Value] == nil {
+		return
+	}
+	call.Callee = &ast.IdentifierNode{Value: "__" + id.Value}
+	call.Arguments = append([]ast.Node{&ast.IdentifierNode{Value: "context"}}, call.Arguments...)
+}
+
+func newCompiler(thresholds map[string]any) *compiler {
+	if thresholds == nil {
+		thresholds = map[string]any{}
+	}
+	c := &compiler{thresholds: thresholds}
+	c.opts = []expr.Option{
+		expr.Env(map[string]any{"context": map[string]any{}, "thresholds": thresholds}),
+		expr.DisableBuiltin("repeat"),
+		expr.MaxNodes(MaxExpressionNodes),
+		expr.Patch(helperCalls{}),
+	}
+	for name, fn := range helpers {
+		fn, name := fn, name
+		c.opts = append(c.opts, expr.Function("__"+name, func(args ...any) (any, error) {
+			ctx, _ := args[0].(map[string]any)
+			if len(args) != 2 {
+				return nil, fmt.Errorf("%s takes one argument", name)
+			}
+			return fn(ctx, args[1:])
+		}))
+	}
+	return c
+}
+
+func (c *compiler) compile(src string, asBool bool) (*vm.Program, error) {
+	if len(src) > MaxExpressionBytes {
+		return nil, fmt.Errorf("expression is %d bytes, more than the %d allowed", len(src), MaxExpressionBytes)
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, fmt.Errorf("empty expression")
+	}
+	opts := c.opts
+	if asBool {
+		opts = append(opts[:len(opts):len(opts)], expr.AsBool())
+	}
+	p, err := expr.Compile(src, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
+	}
+	return p, nil
+}
+
+// condition compiles a rule condition, which must be a boolean.
+func (c *compiler) condition(src string) (*vm.Program, error) { return c.compile(src, true) }
+
+// ---- Templates --------------------------------------------------------------
+
+// A template is text with {{ expression | filter ... }} parts, compiled
+// once. Filters: percent, round, upper, lower, json.
+type template struct {
+	source string
+	parts  []tmplPart
+}
+
+type tmplPart struct {
+	text    string      // literal text, when prog is nil
+	prog    *vm.Program // an expression
+	filters []string
+}
+
+var filters = map[string]func(any) (any, error){
+	"percent": func(v any) (any, error) {
+		f, ok := number(v)
+		if !ok {
+			return nil, fmt.Errorf("percent needs a number, not %T", v)
+		}
+		return strconv.FormatFloat(math.Round(f*100), 'f', -1, 64) + "%", nil
+	},
+	"round": func(v any) (any, error) {
+		f, ok := number(v)
+		if !ok {
+			return nil, fmt.Errorf("round needs a number, not %T", v)
+		}
+		return math.Round(f), nil
+	},
+	"upper": func(v any) (any, error) { return strings.ToUpper(text(v)), nil },
+	"lower": func(v any) (any, error) { return strings.ToLower(text(v)), nil },
+	"json": func(v any) (any, error) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	},
+}
+
+var filterSuffix = regexp.MustCompile(`\|\s*([a-z]+)\s*$`)
+
+func (c *compiler) template(src string) (*template, error) {
+	t := &template{source: src}
+	rest := src
+	for rest != "" {
+		open := strings.Index(rest, "{{")
+		if open < 0 {
+			t.parts = append(t.parts, tmplPart{text: rest})
+			break
+		}
+		if open > 0 {
+			t.parts = append(t.parts, tmplPart{text: rest[:open]})
+		}
+		end := strings.Index(rest[open:], "}}")
+		if end < 0 {
+			return nil, fmt.Errorf("template %q: {{ without }}", src)
+		}
+		inner := rest[open+2 : open+end]
+		rest = rest[open+end+2:]
+		// Trailing "| name" parts naming a filter are filters; anything
+		// else (such as ||) belongs to the expression.
+		var fs []string
+		for {
+			m := filterSuffix.FindStringSubmatchIndex(inner)
+			if m == nil || filters[inner[m[2]:m[3]]] == nil || strings.HasSuffix(inner[:m[0]], "|") {
+				break // not a filter: expr reads the rest (a typo fails to compile)
+			}
+			fs = append([]string{inner[m[2]:m[3]]}, fs...)
+			inner = inner[:m[0]]
+		}
+		prog, err := c.compile(inner, false)
+		if err != nil {
+			return nil, fmt.Errorf("template %q: %v", src, err)
+		}
+		t.parts = append(t.parts, tmplPart{prog: prog, filters: fs})
+	}
+	return t, nil
+}
+
+// whole reports whether the template is a single {{ }} part, whose value
+// keeps its type (a number stays a number).
+func (t *template) whole() bool { return len(t.parts) == 1 && t.parts[0].prog != nil }
+
+// value evaluates a whole template to its typed value.
+func (t *template) value(r *runner) (any, error) { return t.parts[0].eval(r) }
+
+// render evaluates the template to text.
+func (t *template) render(r *runner) (string, error) {
+	if len(t.parts) == 1 && t.parts[0].prog == nil {
+		return t.parts[0].text, nil
+	}
+	var b strings.Builder
+	for i := range t.parts {
+		p := &t.parts[i]
+		if p.prog == nil {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := p.eval(r)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(text(v))
+	}
+	return b.String(), nil
+}
+
+func (p *tmplPart) eval(r *runner) (any, error) {
+	v, err := r.run(p.prog)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range p.filters {
+		if v, err = filters[f](v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// text renders a value for a message: numbers without a needless ".0",
+// strings as they are, everything else as JSON.
+func text(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case int:
+		return strconv.Itoa(x)
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// ---- Values with templates (set_state value, payloads, tool arguments) ----
+
+// valueTmpl is a JSON-like value in which every string may be a template.
+type valueTmpl struct {
+	literal any
+	tmpl    *template
+	object  map[string]*valueTmpl
+	array   []*valueTmpl
+}
+
+func (c *compiler) value(v any) (*valueTmpl, error) {
+	switch x := v.(type) {
+	case string:
+		if !strings.Contains(x, "{{") {
+			return &valueTmpl{literal: x}, nil
+		}
+		t, err := c.template(x)
+		if err != nil {
+			return nil, err
+		}
+		return &valueTmpl{tmpl: t}, nil
+	case map[string]any:
+		out := &valueTmpl{object: map[string]*valueTmpl{}}
+		for k, e := range x {
+			ev, err := c.value(e)
+			if err != nil {
+				return nil, err
+			}
+			out.object[k] = ev
+		}
+		return out, nil
+	case []any:
+		out := &valueTmpl{array: []*valueTmpl{}}
+		for _, e := range x {
+			ev, err := c.value(e)
+			if err != nil {
+				return nil, err
+			}
+			out.array = append(out.array, ev)
+		}
+		return out, nil
+	}
+	return &valueTmpl{literal: normalise(v)}, nil
+}
+
+// normalise turns TOML's numbers and dates into JSON's.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case nil, bool, float64, string:
+		return x
+	}
+	return fmt.Sprint(v)
+}
+
+func (v *valueTmpl) eval(r *runner) (any, error) {
+	switch {
+	case v.tmpl != nil:
+		if v.tmpl.whole() {
+			return v.tmpl.value(r)
+		}
+		return v.tmpl.render(r)
+	case v.object != nil:
+		out := make(map[string]any, len(v.object))
+		for k, e := range v.object {
+			x, err := e.eval(r)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	case v.array != nil:
+		out := make([]any, 0, len(v.array))
+		for _, e := range v.array {
+			x, err := e.eval(r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, x)
+		}
+		return out, nil
+	}
+	return v.literal, nil
+}
+
+// ---- Actions ----------------------------------------------------------------
+
+// Action kinds (SPEC §7.4).
+const (
+	ActNotify   = "notify_self"
+	ActLog      = "log"
+	ActSetState = "set_state"
+	ActEmit     = "emit_event"
+	ActDeny     = "deny"
+	ActCallTool = "call_tool"
+)
+
+var notifyPriorities = map[string]bool{"low": true, "normal": true, "high": true, "critical": true}
+var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "error": true}
+
+type action struct {
+	kind     string
+	message  *template // notify_self, log
+	reason   *template // deny
+	priority string    // notify_self
+	level    string    // log
+	key      string    // set_state
+	value    *valueTmpl
+	event    string     // emit_event
+	payload  *valueTmpl // emit_event
+	tool     string     // call_tool
+	args     *valueTmpl // call_tool
+}
+
+func (c *compiler) compileAction(trigger string, d *actionDoc) (action, error) {
+	a := action{kind: d.Type}
+	given := map[string]bool{
+		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
+		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
+		"tool": d.Tool != nil, "arguments": d.Arguments != nil,
+	}
+	takes := map[string][]string{
+		ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
+		ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
+	}
+	allowed, ok := takes[d.Type]
+	if !ok {
+		return a, fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool)", d.Type)
+	}
+	for _, k := range sortedKeys(given) {
+		if given[k] && !contains(allowed, k) {
+			return a, fmt.Errorf("%s does not take %q (it takes %s)", d.Type, k, strings.Join(allowed, ", "))
+		}
+	}
+	var err error
+	switch d.Type {
+	case ActNotify:
+		if d.Message == nil {
+			return a, fmt.Errorf("message is missing")
+		}
+		a.priority = "normal"
+		if d.Priority != nil {
+			if !notifyPriorities[*d.Priority] {
+				return a, fmt.Errorf("priority %q: use low, normal, high or critical", *d.Priority)
+			}
+			a.priority = *d.Priority
+		}
+		a.message, err = c.template(*d.Message)
+	case ActLog:
+		if d.Message == nil {
+			return a, fmt.Errorf("message is missing")
+		}
+		a.level = "info"
+		if d.Level != nil {
+			if !logLevels[*d.Level] {
+				return a, fmt.Errorf("level %q: use debug, info, warn or error", *d.Level)
+			}
+			a.level = *d.Level
+		}
+		a.message, err = c.template(*d.Message)
+	case ActSetState:
+		if d.Key == nil || *d.Key == "" || d.Value == nil {
+			return a, fmt.Errorf("key and value are required")
+		}
+		a.key = *d.Key
+		a.value, err = c.value(d.Value)
+	case ActEmit:
+		if d.Event == nil || !ValidEventName(*d.Event) {
+			return a, fmt.Errorf("event must be an event name ([a-z][a-z0-9_.]*)")
+		}
+		a.event = *d.Event
+		if d.Payload != nil {
+			a.payload, err = c.value(d.Payload)
+		}
+	case ActDeny:
+		if trigger != "on_tool_call" {
+			return a, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
+		}
+		if d.Reason == nil {
+			return a, fmt.Errorf("reason is missing")
+		}
+		a.reason, err = c.template(*d.Reason)
+	case ActCallTool:
+		if d.Tool == nil || *d.Tool == "" {
+			return a, fmt.Errorf("tool is missing")
+		}
+		a.tool = *d.Tool
+		if d.Arguments != nil {
+			a.args, err = c.value(d.Arguments)
+		}
+	}
+	return a, err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

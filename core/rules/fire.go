@@ -1,0 +1,498 @@
+package rules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/clara-lib/clara/core/logging"
+)
+
+// Rule is one compiled rule. Read-only.
+type Rule struct {
+	ID          string
+	Description string
+	Trigger     string
+	Priority    int
+	Stop        bool
+	File        string
+	Line        int
+	CondSource  string // "" when the rule has no condition (it always matches)
+
+	cond    *vm.Program
+	simple  *simpleCond // the condition's fast form, when it has one
+	actions []action
+	order   int      // load order, the tie-break of equal priorities
+	sources []string // condition and template texts, to find what they read
+}
+
+// Set is a compiled, immutable rule set.
+type Set struct {
+	all       []*Rule
+	byTrigger map[string][]*Rule // highest priority first, then load order
+	needs     map[string]Needs   // what the rules of a trigger read of context
+}
+
+// Needs says which parts of `context` the rules of a trigger read, so that
+// the engine builds only those: an event on every tool call must be cheap.
+type Needs struct {
+	All        bool // `context` used whole (e.g. passed to a filter)
+	Event      bool
+	Tool       bool
+	ToolFields map[string]bool // fields of context.tool read by name; nil with Tool means all
+	History    bool
+	State      bool
+}
+
+// ToolField reports whether context.tool.name (field) is read.
+func (n Needs) ToolField(name string) bool {
+	return n.Tool && (n.ToolFields == nil || n.ToolFields[name])
+}
+
+var contextRef = regexp.MustCompile(`\bcontext\b(\s*\??\.\s*([A-Za-z_][A-Za-z0-9_]*))?`)
+
+// toolRef finds context.tool.FIELD; a bare context.tool (or tool[...])
+// means every field.
+var toolRef = regexp.MustCompile(`\bcontext\s*\??\.\s*tool\b(\s*\??\.\s*([A-Za-z_][A-Za-z0-9_]*))?`)
+
+// needsOf reads a rule's sources (condition and templates) for the parts of
+// context they use. Helpers count as the parts they read.
+func needsOf(sources []string) Needs {
+	var n Needs
+	fields := map[string]bool{}
+	allFields := false
+	for _, src := range sources {
+		if strings.Contains(src, "tool_completed") || strings.Contains(src, "tool_failed") {
+			n.Event, n.Tool = true, true
+			fields["name"] = true
+		}
+		for _, m := range toolRef.FindAllStringSubmatch(src, -1) {
+			if m[2] == "" {
+				allFields = true
+			}
+			fields[m[2]] = true
+		}
+		for _, m := range contextRef.FindAllStringSubmatch(src, -1) {
+			switch m[2] {
+			case "":
+				n.All = true
+			case "event":
+				n.Event = true
+			case "tool":
+				n.Tool = true
+			case "history":
+				n.History = true
+			case "state":
+				n.State = true
+			}
+		}
+	}
+	if n.All {
+		n.Event, n.Tool, n.History, n.State = true, true, true, true
+		allFields = true
+	}
+	if n.Tool && !allFields {
+		n.ToolFields = fields
+	}
+	return n
+}
+
+func (n Needs) or(m Needs) Needs {
+	out := Needs{All: n.All || m.All, Event: n.Event || m.Event, Tool: n.Tool || m.Tool,
+		History: n.History || m.History, State: n.State || m.State}
+	switch {
+	case !out.Tool:
+	case (n.Tool && n.ToolFields == nil) || (m.Tool && m.ToolFields == nil):
+		// one of them reads every field
+	default:
+		out.ToolFields = map[string]bool{}
+		for k := range n.ToolFields {
+			out.ToolFields[k] = true
+		}
+		for k := range m.ToolFields {
+			out.ToolFields[k] = true
+		}
+	}
+	return out
+}
+
+// NeedsFor says what the rules of trigger read of context.
+func (s *Set) NeedsFor(trigger string) Needs {
+	if s == nil {
+		return Needs{}
+	}
+	return s.needs[trigger]
+}
+
+func newSet(rules []*Rule) *Set {
+	s := &Set{all: rules, byTrigger: map[string][]*Rule{}, needs: map[string]Needs{}}
+	for _, r := range rules {
+		s.byTrigger[r.Trigger] = append(s.byTrigger[r.Trigger], r)
+		s.needs[r.Trigger] = s.needs[r.Trigger].or(needsOf(r.sources))
+	}
+	for _, list := range s.byTrigger {
+		sort.SliceStable(list, func(i, j int) bool {
+			if list[i].Priority != list[j].Priority {
+				return list[i].Priority > list[j].Priority
+			}
+			return list[i].order < list[j].order
+		})
+	}
+	return s
+}
+
+// Rules returns every rule in load order.
+func (s *Set) Rules() []*Rule {
+	if s == nil {
+		return nil
+	}
+	return s.all
+}
+
+// Watches reports whether any rule has this trigger (so the caller can skip
+// building an event nobody reads).
+func (s *Set) Watches(trigger string) bool { return s != nil && len(s.byTrigger[trigger]) > 0 }
+
+// MaxChainDepth bounds emit_event chains: an event emitted by a rule
+// emitted by a rule... at most this deep.
+const MaxChainDepth = 8
+
+// Event is one emission.
+type Event struct {
+	Name    string
+	Session string
+	// Context is what conditions see as `context` (SPEC §7.2): the payload's
+	// fields at the top, plus event, tool, history and state. Fire only
+	// reads it, and asks for the whole map only when a rule needs it.
+	Context ContextSource
+	Trace   bool
+	Depth   int // 0 for an emission from outside; +1 per emit_event
+}
+
+// StateWrite is one set_state of an emission.
+type StateWrite struct {
+	Key   string
+	Value []byte // JSON
+}
+
+// Host is what Fire needs from the engine. Called from the goroutine that
+// called Fire.
+type Host interface {
+	// ApplyState writes an emission's set_state values, in one transaction.
+	ApplyState(session string, writes []StateWrite) error
+	// Chain fires a rule-emitted event (depth is the new event's).
+	Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) *Outcome
+	// CallTool runs a tool through the whole pipeline, in the session.
+	CallTool(ctx context.Context, session, tool string, args []byte) (result []byte, err error)
+	// Log writes a log action's message.
+	Log(level logging.Level, message string)
+}
+
+// Notice is a message from a rule (notify_self) for the caller.
+type Notice struct {
+	Rule     string `json:"rule"`
+	Message  string `json:"message"`
+	Priority string `json:"priority"`
+	Event    string `json:"event"`
+}
+
+// Fired is a rule that matched, with what its actions did.
+type Fired struct {
+	Rule    string           `json:"rule"`
+	Event   string           `json:"event,omitempty"` // set for rules fired by a chained event
+	Actions []map[string]any `json:"actions"`
+}
+
+// Denial is a deny action's verdict on a tool call.
+type Denial struct {
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// TraceEntry explains one candidate rule (SPEC §7.7).
+type TraceEntry struct {
+	Rule       string           `json:"rule"`
+	Event      string           `json:"event"`
+	Matched    bool             `json:"matched"`
+	Value      any              `json:"value,omitempty"`
+	Error      string           `json:"error,omitempty"`
+	DurationUS int64            `json:"duration_us"`
+	Actions    []map[string]any `json:"actions,omitempty"`
+	Skipped    string           `json:"skipped,omitempty"` // why a matched rule did not act
+}
+
+// Outcome is what an emission did.
+type Outcome struct {
+	Fired   []Fired      `json:"fired"`
+	Notices []Notice     `json:"notices"`
+	Denied  *Denial      `json:"denied"`
+	Trace   []TraceEntry `json:"trace,omitempty"`
+}
+
+// ContextSource gives Fire an event's context. Lookup reads one scalar
+// without building the whole context (ok false: cannot tell, build it);
+// Context builds it, once.
+type ContextSource interface {
+	Lookup(path []string) (v Value, ok bool)
+	Context() map[string]any
+}
+
+// MapSource is a ContextSource over a context already built.
+type MapSource map[string]any
+
+// Lookup walks the map.
+func (m MapSource) Lookup(path []string) (Value, bool) {
+	v, ok := walk(m, path)
+	if !ok {
+		return Value{}, false
+	}
+	return valueOf(v), true
+}
+
+// Context returns the map.
+func (m MapSource) Context() map[string]any { return m }
+
+// noOutcome is what an emission that fired nothing returns: shared, never
+// written to.
+var noOutcome = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
+
+// runner evaluates expressions for one emission: one VM, one environment.
+type runner struct {
+	vm  vm.VM
+	env map[string]any
+}
+
+var runners = sync.Pool{New: func() any { return &runner{env: map[string]any{}} }}
+
+func (r *runner) run(p *vm.Program) (v any, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			err = fmt.Errorf("%v", x)
+		}
+	}()
+	r.vm.MemoryBudget = memoryBudget
+	return r.vm.Run(p, r.env)
+}
+
+// Fire evaluates ev against the set: the rules of its trigger in priority
+// order, every match firing unless a fired rule has stop = true. A rule's
+// actions apply all or none: its templates are evaluated first, and an
+// error skips the rule (reported in the trace and the log). The set_state
+// writes of the emission commit in one transaction at the end.
+func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, host Host) *Outcome {
+	if s == nil {
+		return noOutcome
+	}
+	candidates := s.byTrigger[ev.Name]
+	if len(candidates) == 0 {
+		return noOutcome
+	}
+	var out *Outcome
+	// The expression runner and the whole context are made only when a rule
+	// needs them: simple conditions that do not match cost neither.
+	var r *runner
+	exprRunner := func() *runner {
+		if r == nil {
+			r = runners.Get().(*runner)
+			r.env["context"] = ev.Context.Context()
+			r.env["thresholds"] = thresholds
+		}
+		return r
+	}
+	defer func() {
+		if r != nil {
+			r.env["context"], r.env["thresholds"] = nil, nil
+			runners.Put(r)
+		}
+	}()
+	resolve := func(o operand) (Value, bool) {
+		if o.literal {
+			return o.value, true
+		}
+		if o.root == "thresholds" {
+			v, ok := walk(thresholds, o.path)
+			return valueOf(v), ok
+		}
+		return ev.Context.Lookup(o.path)
+	}
+	var writes []StateWrite
+	for _, rule := range candidates {
+		var start time.Time
+		if ev.Trace {
+			start = time.Now()
+		}
+		matched, decided := true, false
+		var value any
+		var condErr error
+		if rule.simple != nil {
+			matched, decided = rule.simple.eval(resolve)
+			value = matched
+		}
+		if !decided && rule.cond != nil {
+			value, condErr = exprRunner().run(rule.cond)
+			b, _ := value.(bool)
+			matched = condErr == nil && b
+			if condErr != nil {
+				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d): condition: %v", rule.ID, rule.File, rule.Line, condErr))
+			}
+		}
+		if !matched && !ev.Trace {
+			continue
+		}
+		if out == nil {
+			out = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
+		}
+		entry := TraceEntry{Rule: rule.ID, Event: ev.Name, Matched: matched}
+		if rule.cond != nil {
+			entry.Value = value
+		}
+		if condErr != nil {
+			entry.Error = "condition: " + condErr.Error()
+		}
+		if matched {
+			records, ws, skipped := s.act(ctx, rule, ev, exprRunner(), host, out)
+			if skipped != "" {
+				entry.Skipped = skipped
+				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
+			} else {
+				writes = append(writes, ws...)
+				entry.Actions = records
+				out.Fired = append(out.Fired, Fired{Rule: rule.ID, Actions: records})
+			}
+		}
+		if ev.Trace {
+			entry.DurationUS = time.Since(start).Microseconds()
+			out.Trace = append(out.Trace, entry)
+		}
+		if matched && entry.Skipped == "" && rule.Stop {
+			break
+		}
+	}
+	if out == nil {
+		return noOutcome
+	}
+	if len(writes) > 0 {
+		if err := host.ApplyState(ev.Session, writes); err != nil {
+			host.Log(logging.Error, fmt.Sprintf("rules: state of %q not saved: %v", ev.Session, err))
+			if ev.Trace {
+				out.Trace = append(out.Trace, TraceEntry{Event: ev.Name, Error: "set_state: " + err.Error()})
+			}
+		}
+	}
+	return out
+}
+
+// rendered is an action with its templates evaluated.
+type rendered struct {
+	a     *action
+	text  string // message or reason
+	value any    // set_state value, emit_event payload, call_tool arguments
+}
+
+// act renders every action of a matched rule, then applies them in order.
+// If any template fails, nothing applies and skipped says why.
+func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Host, out *Outcome) (records []map[string]any, writes []StateWrite, skipped string) {
+	defer func() {
+		if x := recover(); x != nil {
+			records, writes = nil, nil
+			skipped = fmt.Sprintf("internal error: %v", x)
+			host.Log(logging.Error, fmt.Sprintf("panic in rule %q: %v\n%s", rule.ID, x, debug.Stack()))
+		}
+	}()
+	ready := make([]rendered, len(rule.actions))
+	for i := range rule.actions {
+		a := &rule.actions[i]
+		ready[i].a = a
+		var err error
+		switch a.kind {
+		case ActNotify, ActLog:
+			ready[i].text, err = a.message.render(r)
+		case ActDeny:
+			ready[i].text, err = a.reason.render(r)
+		case ActSetState:
+			ready[i].value, err = a.value.eval(r)
+		case ActEmit:
+			if a.payload != nil {
+				ready[i].value, err = a.payload.eval(r)
+			}
+		case ActCallTool:
+			if a.args != nil {
+				ready[i].value, err = a.args.eval(r)
+			}
+		}
+		if err != nil {
+			return nil, nil, fmt.Sprintf("action %d (%s): %v", i+1, a.kind, err)
+		}
+	}
+	for _, x := range ready {
+		rec := map[string]any{"type": x.a.kind}
+		switch x.a.kind {
+		case ActNotify:
+			n := Notice{Rule: rule.ID, Message: x.text, Priority: x.a.priority, Event: ev.Name}
+			out.Notices = append(out.Notices, n)
+			rec["message"], rec["priority"] = x.text, x.a.priority
+		case ActLog:
+			level, _ := logging.ParseLevel(x.a.level)
+			host.Log(level, fmt.Sprintf("rule %q: %s", rule.ID, x.text))
+			rec["level"], rec["message"] = x.a.level, x.text
+		case ActSetState:
+			b, err := json.Marshal(x.value)
+			if err != nil {
+				rec["error"] = err.Error()
+				break
+			}
+			writes = append(writes, StateWrite{Key: x.a.key, Value: b})
+			rec["key"], rec["value"] = x.a.key, x.value
+		case ActDeny:
+			if out.Denied == nil {
+				out.Denied = &Denial{Rule: rule.ID, Reason: x.text}
+			}
+			rec["reason"] = x.text
+		case ActEmit:
+			rec["event"] = x.a.event
+			if ev.Depth+1 >= MaxChainDepth {
+				rec["error"] = fmt.Sprintf("emit_event: chain deeper than %d events", MaxChainDepth)
+				host.Log(logging.Warn, fmt.Sprintf("rule %q: %s", rule.ID, rec["error"]))
+				break
+			}
+			payload, _ := x.value.(map[string]any)
+			child := host.Chain(ctx, ev.Session, x.a.event, payload, ev.Depth+1, ev.Trace)
+			for _, f := range child.Fired {
+				if f.Event == "" {
+					f.Event = x.a.event
+				}
+				out.Fired = append(out.Fired, f)
+			}
+			out.Notices = append(out.Notices, child.Notices...)
+			out.Trace = append(out.Trace, child.Trace...)
+			rec["fired"] = len(child.Fired)
+		case ActCallTool:
+			rec["tool"] = x.a.tool
+			args := []byte("{}")
+			if x.value != nil {
+				b, err := json.Marshal(x.value)
+				if err != nil {
+					rec["error"] = err.Error()
+					break
+				}
+				args = b
+			}
+			result, err := host.CallTool(ctx, ev.Session, x.a.tool, args)
+			if err != nil {
+				rec["error"] = err.Error()
+			} else {
+				rec["result"] = json.RawMessage(result)
+			}
+		}
+		records = append(records, rec)
+	}
+	return records, writes, ""
+}

@@ -1,0 +1,240 @@
+package rules
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/clara-lib/clara/core/logging"
+)
+
+// A rule test file (TOML or JSON): events in, expected fired rules and
+// actions out (SPEC §7.7).
+//
+//	rules = ["token_budget.toml"]   # optional: rule files, relative to the test file
+//	[thresholds]                    # optional: overrides
+//	token_budget = 0.8
+//	[[cases]]
+//	name = "warns above the budget"
+//	event = "on_turn_start"
+//	payload = { turn = { token_usage = 0.85 } }
+//	fired = ["token_budget"]
+//	notices = ["Token budget at 85%. Consider wrapping up."]
+type TestFile struct {
+	Name       string         `toml:"-" json:"-"`
+	Rules      []string       `toml:"rules" json:"rules"`
+	Thresholds map[string]any `toml:"thresholds" json:"thresholds"`
+	Cases      []TestCase     `toml:"cases" json:"cases"`
+}
+
+// TestCase is one event and what it should do. Every expectation given is
+// checked; those left out are not.
+type TestCase struct {
+	Name    string         `toml:"name" json:"name"`
+	Event   string         `toml:"event" json:"event"`
+	Session string         `toml:"session" json:"session"`
+	Payload map[string]any `toml:"payload" json:"payload"`
+	Tool    map[string]any `toml:"tool" json:"tool"`       // context.tool, for on_tool_* events
+	History map[string]any `toml:"history" json:"history"` // context.history
+	State   map[string]any `toml:"state" json:"state"`     // the session's state before the event
+
+	Fired      *[]string      `toml:"fired" json:"fired"`             // exactly these rules, in order
+	Notices    *[]string      `toml:"notices" json:"notices"`         // exactly these messages
+	Denied     *string        `toml:"denied" json:"denied"`           // the deny reason; "" for not denied
+	StateAfter map[string]any `toml:"state_after" json:"state_after"` // keys set_state wrote, with their values
+}
+
+// ParseTests reads a rule test file.
+func ParseTests(src Source) (*TestFile, error) {
+	var tf TestFile
+	isJSON := strings.HasSuffix(src.Name, ".json")
+	if err := decode(src.Text, isJSON, &tf); err != nil {
+		return nil, fmt.Errorf("%s:%s", src.Name, err)
+	}
+	tf.Name = src.Name
+	if len(tf.Cases) == 0 {
+		return nil, fmt.Errorf("%s: no [[cases]]", src.Name)
+	}
+	for i, c := range tf.Cases {
+		if c.Name == "" || !ValidEventName(c.Event) {
+			return nil, fmt.Errorf("%s: case %d: name and a valid event are required", src.Name, i+1)
+		}
+		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil {
+			return nil, fmt.Errorf("%s: case %q expects nothing (give fired, notices, denied or state_after)", src.Name, c.Name)
+		}
+	}
+	return &tf, nil
+}
+
+// CaseResult is one case's verdict; Problems says how it differed.
+type CaseResult struct {
+	Name     string   `json:"name"`
+	Passed   bool     `json:"passed"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// TestReport is a test file's verdict.
+type TestReport struct {
+	File   string       `json:"file"`
+	Passed int          `json:"passed"`
+	Failed int          `json:"failed"`
+	Cases  []CaseResult `json:"cases"`
+}
+
+// Run fires every case against set. thresholds are merged with the file's
+// own. Nothing leaves the test: state lives in memory, and call_tool is
+// recorded but not run.
+func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
+	th := map[string]any{}
+	for k, v := range thresholds {
+		th[k] = v
+	}
+	for k, v := range tf.Thresholds {
+		th[k] = normalise(v)
+	}
+	rep := TestReport{File: tf.Name, Cases: []CaseResult{}}
+	for _, c := range tf.Cases {
+		res := tf.runCase(set, th, c)
+		if res.Passed {
+			rep.Passed++
+		} else {
+			rep.Failed++
+		}
+		rep.Cases = append(rep.Cases, res)
+	}
+	return rep
+}
+
+type testHost struct {
+	set        *Set
+	thresholds map[string]any
+	state      map[string]any
+	history    map[string]any
+	written    map[string]any
+}
+
+func (h *testHost) ApplyState(_ string, writes []StateWrite) error {
+	for _, w := range writes {
+		var v any
+		if err := json.Unmarshal(w.Value, &v); err != nil {
+			return err
+		}
+		h.written[w.Key] = v
+		h.state[w.Key] = v
+	}
+	return nil
+}
+
+func (h *testHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) *Outcome {
+	return h.set.Fire(ctx, Event{Name: event, Session: session, Depth: depth, Trace: trace,
+		Context: MapSource(h.context(event, session, payload, nil))}, h.thresholds, h)
+}
+
+func (h *testHost) CallTool(context.Context, string, string, []byte) ([]byte, error) {
+	return nil, errors.New("call_tool is not run in rule tests")
+}
+
+func (h *testHost) Log(logging.Level, string) {}
+
+func (h *testHost) context(event, session string, payload, tool map[string]any) map[string]any {
+	ctx := map[string]any{}
+	for k, v := range payload {
+		ctx[k] = v
+	}
+	ctx["event"] = map[string]any{"name": event, "session": session}
+	ctx["history"] = h.history
+	ctx["state"] = h.state
+	if tool != nil {
+		ctx["tool"] = tool
+	}
+	return ctx
+}
+
+// jsonish turns TOML values into what JSON decoding gives (float64
+// numbers, []any, map[string]any), so that test data compares as events do.
+func jsonish(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+func asMap(v any) map[string]any {
+	m, _ := jsonish(v).(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+func (tf *TestFile) runCase(set *Set, th map[string]any, c TestCase) CaseResult {
+	session := c.Session
+	if session == "" {
+		session = "test"
+	}
+	h := &testHost{set: set, thresholds: th, state: asMap(c.State), history: asMap(c.History), written: map[string]any{}}
+	var tool map[string]any
+	if c.Tool != nil {
+		tool = asMap(c.Tool)
+	}
+	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session,
+		Context: MapSource(h.context(c.Event, session, asMap(c.Payload), tool))}, th, h)
+	res := CaseResult{Name: c.Name}
+	if c.Fired != nil {
+		got := []string{}
+		for _, f := range out.Fired {
+			got = append(got, f.Rule)
+		}
+		if !equalStrings(got, *c.Fired) {
+			res.Problems = append(res.Problems, fmt.Sprintf("fired: got %q, want %q", got, *c.Fired))
+		}
+	}
+	if c.Notices != nil {
+		got := []string{}
+		for _, n := range out.Notices {
+			got = append(got, n.Message)
+		}
+		if !equalStrings(got, *c.Notices) {
+			res.Problems = append(res.Problems, fmt.Sprintf("notices: got %q, want %q", got, *c.Notices))
+		}
+	}
+	if c.Denied != nil {
+		got := ""
+		if out.Denied != nil {
+			got = out.Denied.Reason
+		}
+		if got != *c.Denied {
+			res.Problems = append(res.Problems, fmt.Sprintf("denied: got %q, want %q", got, *c.Denied))
+		}
+	}
+	if c.StateAfter != nil {
+		want := asMap(c.StateAfter)
+		for _, k := range sortedKeys(want) {
+			if got, ok := h.written[k]; !ok || !reflect.DeepEqual(got, want[k]) {
+				res.Problems = append(res.Problems, fmt.Sprintf("state %q: got %s, want %s", k, text(h.written[k]), text(want[k])))
+			}
+		}
+	}
+	res.Passed = len(res.Problems) == 0
+	return res
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
