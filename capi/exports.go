@@ -114,6 +114,16 @@ func claraGoReset() (out *C.char) {
 	return copyOut(engine.Reset())
 }
 
+//export claraGoEmit
+func claraGoEmit(event *C.char, n C.size_t) (out *C.char) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = recovered(r, "clara_emit")
+		}
+	}()
+	return copyOut(engine.Emit(bytesOf(event, n)))
+}
+
 //export claraGoJSONGet
 func claraGoJSONGet(doc *C.char, n C.size_t, path *C.char, pn C.size_t, text **C.char, length *C.size_t) (code C.int) {
 	defer func() {

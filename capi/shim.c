@@ -66,6 +66,10 @@ char *clara_configure(const char *config) {
 
 char *clara_reset(void) { return claraGoReset(); }
 
+char *clara_emit(const char *event_json) {
+    return claraGoEmit((char *)event_json, event_json ? strlen(event_json) : 0);
+}
+
 int clara_json_get(const char *json, const char *path, char **text, size_t *length) {
     if (text != NULL) *text = NULL;
     if (length != NULL) *length = 0;

@@ -27,6 +27,16 @@ type Config struct {
 	Limits           Limits
 	Policy           PolicyConfig
 	Audit            AuditConfig
+	ProjectRoot      string // project_root: where rule paths and state_dir are resolved (".")
+	StateDir         string // state_dir: relative to project_root (".clara"); "" keeps state in memory
+	Rules            RulesConfig
+}
+
+// RulesConfig is the [rules] table.
+type RulesConfig struct {
+	Paths      []string       // paths: glob patterns of rule files, relative to project_root
+	Builtin    bool           // builtin: load the shipped rules (true)
+	Thresholds map[string]any // thresholds: what rules see as `thresholds` (the built-in rules' settings)
 }
 
 // Limits is the [limits] table.
@@ -61,6 +71,7 @@ const (
 	kBool
 	kTable
 	kStrings // an array of strings
+	kNumber  // an integer or a float
 )
 
 type keySpec struct {
@@ -86,6 +97,18 @@ var schema = map[string]keySpec{
 	}},
 	"audit": {kind: kTable, keys: map[string]keySpec{
 		"path": {kind: kString},
+	}},
+	"project_root": {kind: kString},
+	"state_dir":    {kind: kString},
+	"rules": {kind: kTable, keys: map[string]keySpec{
+		"paths":   {kind: kStrings},
+		"builtin": {kind: kBool},
+		"thresholds": {kind: kTable, keys: map[string]keySpec{
+			"token_budget":       {kind: kNumber},
+			"iteration_budget":   {kind: kNumber},
+			"large_result_bytes": {kind: kNumber},
+			"repeated_failures":  {kind: kNumber},
+		}},
 	}},
 }
 
@@ -228,6 +251,13 @@ func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string
 				continue
 			}
 			out[k] = b
+		case kNumber:
+			f, ok := asFloat(val)
+			if !ok {
+				*problems = append(*problems, fmt.Sprintf("%s must be a number", path))
+				continue
+			}
+			out[k] = f
 		case kInt:
 			n, ok := asInt(val)
 			if !ok || n < spec.min || n > spec.max {
@@ -238,6 +268,19 @@ func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string
 		}
 	}
 	return out
+}
+
+func asFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
 
 func asInt(v any) (int64, bool) {
@@ -286,6 +329,17 @@ func build(t tree) *Config {
 	c.Policy = PolicyConfig{Allow: stringsOf(pol, "allow"), Deny: stringsOf(pol, "deny")}
 	aud, _ := t["audit"].(tree)
 	c.Audit.Path, _ = aud["path"].(string)
+	c.ProjectRoot, _ = t["project_root"].(string)
+	c.StateDir, _ = t["state_dir"].(string)
+	ru, _ := t["rules"].(tree)
+	c.Rules.Paths = stringsOf(ru, "paths")
+	c.Rules.Builtin, _ = ru["builtin"].(bool)
+	c.Rules.Thresholds = map[string]any{}
+	if th, ok := ru["thresholds"].(tree); ok {
+		for k, v := range th {
+			c.Rules.Thresholds[k] = v
+		}
+	}
 	return c
 }
 

@@ -20,6 +20,8 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/state"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
@@ -45,6 +47,13 @@ type Engine struct {
 	cfgMu sync.Mutex // serialises Configure, Reset and SetBase
 	base  tree       // what Reset returns to: defaults plus the start-up file
 
+	sessions         sync.Map // session name -> *session (rule history, notices)
+	defaultSession   *session
+	extraRules       []rules.Source // added by rules_load; under cfgMu
+	storeMu          sync.Mutex
+	store            *state.Store // the rule state, opened on first use
+	storePath        string
+	storeOpen        bool
 	sessionPolicies  sync.Map    // session name -> *toolbox.Policy
 	sessionPolicyMu  sync.Mutex  // serialises narrowing (read-modify-write)
 	anySessionPolicy atomic.Bool // false until a session is given a policy
@@ -59,11 +68,14 @@ type Engine struct {
 // settings is one immutable configuration snapshot, with what the call
 // path needs precomputed.
 type settings struct {
-	tree     tree
-	config   *Config
-	limits   protocol.Limits
-	defaults toolbox.Defaults
-	policy   *toolbox.Policy // the configuration's layer
+	tree       tree
+	config     *Config
+	limits     protocol.Limits
+	defaults   toolbox.Defaults
+	policy     *toolbox.Policy // the configuration's layer
+	rules      *rules.Set
+	thresholds map[string]any
+	host       *ruleHost // what the rules of this configuration reach
 }
 
 // Options configures New. The zero value is valid.
@@ -78,7 +90,7 @@ type Options struct {
 // built-in tools registered.
 func New(opts Options) *Engine {
 	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), now: opts.Now, kv: tools.NewKV(),
-		envTestMode: opts.TestMode, envTestAllow: opts.TestAllow}
+		envTestMode: opts.TestMode, envTestAllow: opts.TestAllow, defaultSession: &session{}}
 	if e.log == nil {
 		e.log = &logging.Logger{}
 	}
@@ -90,7 +102,13 @@ func New(opts Options) *Engine {
 	e.audit = toolbox.NewAudit(e.log)
 	e.base = defaultTree()
 	if err := e.install(e.base); err != nil {
-		panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
+		// Rule files found through the default rules.paths do not load:
+		// report them and start without them rather than not at all.
+		e.log.Logf(logging.Error, "%v; starting without rule files", err)
+		e.base = merge(e.base, tree{"rules": tree{"paths": []any{}}})
+		if err := e.install(e.base); err != nil {
+			panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
+		}
 	}
 	e.registerBuiltins()
 	return e
@@ -98,6 +116,11 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	list, err := tools.Builtins(tools.Deps{Now: e.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: e})
+	if err == nil {
+		var more []*toolbox.Tool
+		more, err = e.engineTools()
+		list = append(list, more...)
+	}
 	if err == nil {
 		for _, t := range list {
 			if err = e.tools.Register(t); err != nil {
@@ -115,15 +138,23 @@ func (e *Engine) registerBuiltins() {
 // changes.
 func (e *Engine) install(t tree) error {
 	c := build(t)
+	set, thresholds, err := e.loadRules(c)
+	if err != nil {
+		return err
+	}
 	if err := e.audit.SetFile(c.Audit.Path); err != nil {
 		return err
 	}
-	e.cfg.Store(&settings{
+	s := &settings{
 		tree: t, config: c,
-		limits:   protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth},
-		defaults: toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
-		policy:   toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
-	})
+		limits:     protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth},
+		defaults:   toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
+		policy:     toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
+		rules:      set,
+		thresholds: thresholds,
+	}
+	s.host = &ruleHost{e: e, s: s}
+	e.cfg.Store(s)
 	return nil
 }
 
@@ -183,22 +214,37 @@ func (e *Engine) AppendEvaluateFrom(dst, req []byte, thread uint32) (out []byte)
 		}
 		scope.Request = p
 	}
-	result, truncated, perr := e.call(context.Background(), s, name, r.Session, r.Arguments, scope, thread)
+	rep := report{wantTrace: r.Trace}
+	result, truncated, perr := e.call(context.Background(), s, name, r.Session, r.Arguments, scope, thread, &rep)
+	extras := e.extras(&rep)
 	if perr != nil {
-		return e.fail(dst, r.ID, name, perr)
+		e.logFailure(name, perr)
+		return protocol.AppendErrorExtras(dst, r.ID, perr, extras)
 	}
-	env := protocol.Success{ID: r.ID, Tool: name, Result: result, Truncated: truncated}
+	env := protocol.Success{ID: r.ID, Tool: name, Result: result, Truncated: truncated, Extras: extras}
 	return env.Append(dst)
+}
+
+// extras renders a report's notices and trace for the envelope.
+func (e *Engine) extras(rep *report) protocol.Extras {
+	var x protocol.Extras
+	if len(rep.notices) > 0 {
+		x.Notices, _ = json.Marshal(rep.notices)
+	}
+	if rep.wantTrace {
+		if rep.trace == nil {
+			rep.trace = []rules.TraceEntry{}
+		}
+		x.Trace, _ = json.Marshal(rep.trace)
+	}
+	return x
 }
 
 // unsupported refuses request fields whose subsystems this build does not
 // have yet, rather than ignoring them silently.
 func unsupported(r *protocol.Request) *protocol.Error {
-	switch {
-	case r.Async:
+	if r.Async {
 		return protocol.Errorf(protocol.InvalidRequest, "\"async\" is not supported by this version of Clara (%s)", Version)
-	case r.Trace:
-		return protocol.Errorf(protocol.InvalidRequest, "\"trace\" is not supported by this version of Clara (%s)", Version)
 	}
 	return nil
 }
@@ -206,12 +252,16 @@ func unsupported(r *protocol.Request) *protocol.Error {
 // fail writes an error envelope and logs it: internal errors at error level
 // with their cause, the others at debug level.
 func (e *Engine) fail(dst, id []byte, tool string, perr *protocol.Error) []byte {
+	e.logFailure(tool, perr)
+	return protocol.AppendError(dst, id, perr)
+}
+
+func (e *Engine) logFailure(tool string, perr *protocol.Error) {
 	if perr.Code == protocol.Internal {
 		e.log.Logf(logging.Error, "internal error in tool %q: %v", tool, perr.Cause)
 	} else if e.log.Enabled(logging.Debug) {
 		e.log.Logf(logging.Debug, "call of %q failed: %s: %s", tool, perr.Code, perr.Message)
 	}
-	return protocol.AppendError(dst, id, perr)
 }
 
 // Configure applies configuration text (JSON or TOML) on top of the
@@ -270,14 +320,19 @@ func (e *Engine) Reset() (out []byte) {
 	defer e.recoverTo(&out, "reset")
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
+	e.extraRules = nil
 	if err := e.install(e.base); err != nil {
-		// Only the audit file can fail; run without it rather than keep
-		// a configuration the caller asked to leave.
-		e.log.Logf(logging.Error, "reset: %v; audit file disabled", err)
-		b := merge(e.base, tree{"audit": tree{"path": ""}})
+		// The audit file or rule files on disk may have become unusable;
+		// run without them rather than keep a configuration the caller
+		// asked to leave.
+		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
+		b := merge(e.base, tree{"audit": tree{"path": ""}, "rules": tree{"paths": []any{}}})
 		_ = e.install(b)
 	}
 	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
+	e.sessions.Range(func(k, _ any) bool { e.sessions.Delete(k); return true })
+	e.defaultSession.clear()
+	e.kv.Reset()
 	e.sessionPolicyMu.Lock()
 	e.sessionPolicies.Range(func(k, _ any) bool { e.sessionPolicies.Delete(k); return true })
 	e.anySessionPolicy.Store(false)

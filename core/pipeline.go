@@ -20,32 +20,65 @@ func testModeResult(name string) []byte {
 // and concurrency cap, output clamp, audit, (on_tool_complete/failure
 // rules, callbacks). Nested calls (a chat loop, a Lua call_tool) come
 // through here too, with their caller's scope.
-func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope, thread uint32) (result []byte, truncated bool, perr *protocol.Error) {
+func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope, thread uint32, rep *report) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.now()
 	t, ok := e.tools.Lookup(name)
 	if !ok {
 		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name}
-		e.record(start, session, strings.Clone(name), args, perr, thread)
+		e.record(start, e.since(start), session, strings.Clone(name), args, perr, thread)
 		return nil, false, perr
 	}
-	defer func() { e.record(start, session, t.Name, args, perr, thread) }()
+	var took time.Duration // measured once, for the rules and the audit
+	defer func() {
+		if took == 0 && !e.auditOff {
+			took = e.since(start)
+		}
+		e.record(start, took, session, t.Name, args, perr, thread)
+	}()
 	if perr = scope.Check(t.Name); perr != nil {
 		return nil, false, perr
 	}
-	// Hook: on_tool_call rules (may deny) plug in here.
-	if perr = t.Validate(args); perr != nil {
+	if s.rules.Watches("on_tool_call") {
+		src := e.newEventSource(s, "on_tool_call", session, nil)
+		src.toolName, src.args = t.Name, args
+		out := e.fire(ctx, s, rep, src)
+		src.release()
+		if out.Denied != nil {
+			perr = protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
+			return nil, false, perr
+		}
+	}
+	result, truncated, perr = e.run(ctx, s, t, session, args, scope, start)
+	// History, then the on_tool_complete / on_tool_failure rules; callbacks
+	// for changed files will plug in here.
+	e.sessionFor(session).recordCall(t.Name, perr != nil)
+	event := "on_tool_complete"
+	if perr != nil {
+		event = "on_tool_failure"
+	}
+	if s.rules.Watches(event) {
+		took = e.since(start)
+		src := e.newEventSource(s, event, session, nil)
+		src.toolName, src.args, src.done, src.result, src.took, src.perr = t.Name, args, true, result, took, perr
+		e.fire(ctx, s, rep, src)
+		src.release()
+	}
+	return result, truncated, perr
+}
+
+// run is the part of a call after policy and on_tool_call rules:
+// validation, rate limit, test mode, execution.
+func (e *Engine) run(ctx context.Context, s *settings, t *toolbox.Tool, session string, args []byte, scope toolbox.Scope, start time.Time) ([]byte, bool, *protocol.Error) {
+	if perr := t.Validate(args); perr != nil {
 		return nil, false, perr
 	}
-	if perr = t.Admit(session, start); perr != nil {
+	if perr := t.Admit(session, start); perr != nil {
 		return nil, false, perr
 	}
 	if e.skippedByTestMode(s, t) {
 		return testModeResult(t.Name), false, nil
 	}
-	result, truncated, perr = t.Execute(ctx, toolbox.Call{Session: session, Arguments: args, Scope: scope}, s.defaults)
-	// Hooks: on_tool_complete / on_tool_failure rules and callbacks for
-	// changed files plug in here.
-	return result, truncated, perr
+	return t.Execute(ctx, toolbox.Call{Session: session, Arguments: args, Scope: scope}, s.defaults)
 }
 
 // skippedByTestMode: in test mode, tools that reach outside the process
@@ -59,11 +92,11 @@ func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 
 // record adds the call to the audit. tool must be a string Clara owns (the
 // registered name, or a clone); the audit copies the session and args.
-func (e *Engine) record(start time.Time, session, tool string, args []byte, perr *protocol.Error, thread uint32) {
+func (e *Engine) record(start time.Time, took time.Duration, session, tool string, args []byte, perr *protocol.Error, thread uint32) {
 	if e.auditOff {
 		return
 	}
-	r := toolbox.Record{Time: start, Session: session, Tool: tool, Duration: e.since(start)}
+	r := toolbox.Record{Time: start, Session: session, Tool: tool, Duration: took}
 	if perr != nil {
 		r.Code = perr.Code
 	}

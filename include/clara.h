@@ -131,6 +131,28 @@ char *clara_configure(const char *config);
  */
 char *clara_reset(void);
 
+/* ---- Events and rules --------------------------------------------------- */
+
+/*
+ * clara_emit - fire an event at the rules (docs/rules.md).
+ *
+ * event_json is {"event": "name", "session": "s", "payload": {...},
+ * "trace": false}; only "event" is required ([a-z][a-z0-9_.]*, and not one
+ * of the on_tool_* events, which the tool pipeline emits itself). Every
+ * rule whose trigger is the event and whose condition holds acts, in
+ * priority order; notify_self messages are returned here and also queued
+ * for the session (the tool notifications_drain reads the queue).
+ *
+ * Ownership: event_json is borrowed; the returned envelope is malloc'd
+ *            (clara_free_string()).
+ * Threads:   any thread, concurrently with every other call.
+ * Returns:   {"status":"success","result":{"fired":[{"rule","actions"}],
+ *            "notices":[{"rule","message","priority","event"}],
+ *            "denied":null}} (plus "trace" when asked), or an error envelope
+ *            (invalid_json, invalid_request). NULL only if malloc fails.
+ */
+char *clara_emit(const char *event_json);
+
 /* ---- Tools written in C ------------------------------------------------- */
 
 /* One running call of a C tool; opaque, valid only until the tool returns. */

@@ -3,7 +3,7 @@
 # looking at PATH, /usr/local/go, then the copy tests/setup-debian.sh
 # downloads from the Go module proxy. Prints "go" when none is found, so
 # that make reports a missing command.
-min_minor=24
+min_minor=26
 here=$(cd "$(dirname "$0")" && pwd)
 for g in "$(command -v go 2>/dev/null)" /usr/local/go/bin/go "${CLARA_GO_CACHE:-$HOME/.cache/clara}/go/bin/go"; do
   [[ -n "$g" && -x "$g" ]] || continue

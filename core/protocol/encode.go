@@ -11,6 +11,26 @@ type Success struct {
 	Tool      string
 	Result    []byte
 	Truncated bool
+	Extras
+}
+
+// Extras are what a call's rules and callbacks add to its envelope,
+// success or error: raw JSON arrays, nil when absent.
+type Extras struct {
+	Notices []byte
+	Trace   []byte
+}
+
+func (x *Extras) append(dst []byte) []byte {
+	if x.Notices != nil {
+		dst = append(dst, `,"notices":`...)
+		dst = append(dst, x.Notices...)
+	}
+	if x.Trace != nil {
+		dst = append(dst, `,"trace":`...)
+		dst = append(dst, x.Trace...)
+	}
+	return dst
 }
 
 // Append writes the envelope to dst:
@@ -34,6 +54,7 @@ func (s *Success) Append(dst []byte) []byte {
 	if s.Truncated {
 		dst = append(dst, `,"truncated":true`...)
 	}
+	dst = s.Extras.append(dst)
 	return append(dst, '}')
 }
 
@@ -41,6 +62,11 @@ func (s *Success) Append(dst []byte) []byte {
 // {"status":"error","id":…,"error":"code","message":"…","details":…}.
 // id may be nil.
 func AppendError(dst []byte, id []byte, e *Error) []byte {
+	return AppendErrorExtras(dst, id, e, Extras{})
+}
+
+// AppendErrorExtras is AppendError with notices and a trace.
+func AppendErrorExtras(dst []byte, id []byte, e *Error, x Extras) []byte {
 	dst = append(dst, `{"status":"error"`...)
 	if id != nil {
 		dst = append(dst, `,"id":`...)
@@ -54,6 +80,7 @@ func AppendError(dst []byte, id []byte, e *Error) []byte {
 		dst = append(dst, `,"details":`...)
 		dst = append(dst, e.Details...)
 	}
+	dst = x.append(dst)
 	return append(dst, '}')
 }
 

@@ -46,6 +46,11 @@ func (kv *KV) session(name string, create bool) *kvSession {
 	return s.(*kvSession)
 }
 
+// Reset forgets every session's data.
+func (kv *KV) Reset() {
+	kv.sessions.Range(func(k, _ any) bool { kv.sessions.Delete(k); return true })
+}
+
 // DropSession frees a session's data.
 func (kv *KV) DropSession(name string) { kv.sessions.Delete(name) }
 

@@ -243,6 +243,9 @@ def _declare(lib):
     # char *clara_reset(void);  malloc'd: c_void_p.
     lib.clara_reset.argtypes = []
     lib.clara_reset.restype = c_void_p
+
+    lib.clara_emit.argtypes = [c_char_p]
+    lib.clara_emit.restype = c_void_p
     # int clara_json_get(const char *json, const char *path, char **text,
     #                    size_t *length);  *text is malloc'd: c_void_p.
     lib.clara_json_get.argtypes = [c_char_p, c_char_p,
@@ -495,6 +498,31 @@ class Clara:
         ptr = self._lib.clara_reset()
         return json.loads(self._take_string(ptr, "clara_reset").decode("utf-8"))
 
+    # -- events --
+
+    def emit_raw(self, event):
+        """Send event (str/bytes verbatim; None sends a NULL pointer) to
+        clara_emit and return the envelope text."""
+        ptr = self._lib.clara_emit(_to_bytes(event, "event"))
+        return self._take_string(ptr, "clara_emit").decode("utf-8")
+
+    def emit(self, event, payload=None, session=None, trace=False):
+        """Fire an event at the rules and return the parsed envelope:
+        {"status": "success", "result": {"fired": [...], "notices": [...],
+        "denied": None}} ("trace" too when asked). event is the event's name,
+        or a dict sent as the whole request."""
+        if isinstance(event, dict):
+            request = event
+        else:
+            request = {"event": event}
+            if payload is not None:
+                request["payload"] = payload
+            if session is not None:
+                request["session"] = session
+            if trace:
+                request["trace"] = True
+        return json.loads(self.emit_raw(_json_bytes(request, "event")))
+
     # -- reading JSON --
 
     def json_get_raw(self, doc, path):
@@ -727,6 +755,11 @@ def configure(config):
 def reset():
     """See Clara.reset."""
     return _get().reset()
+
+
+def emit(event, payload=None, session=None, trace=False):
+    """See Clara.emit."""
+    return _get().emit(event, payload, session, trace)
 
 
 def json_get(doc, path, default=MISSING):

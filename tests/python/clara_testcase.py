@@ -25,6 +25,11 @@ DEFAULT_CONFIG = {
     "limits": {"max_depth": 512, "max_output_bytes": 65536,
                "max_request_bytes": 16777216, "timeout_ms": 1000},
     "policy": {"allow": [], "deny": []},
+    "project_root": ".",
+    "rules": {"builtin": True, "paths": ["rules/*.toml"],
+              "thresholds": {"iteration_budget": 25, "large_result_bytes": 32768,
+                             "repeated_failures": 3, "token_budget": 0.8}},
+    "state_dir": ".clara",
     "test_mode": False,
 }
 
@@ -33,10 +38,16 @@ class ClaraTestCase(unittest.TestCase):
     """Resets configuration and log handler around every test."""
 
     lib = LIB
+    # Most tests compare whole envelopes of calls that may fail again and
+    # again; the built-in rules would add notices to them (repeated_failure).
+    # Rule tests turn them on. State stays in memory: tests write no files.
+    builtin_rules = False
 
     def setUp(self):
         self.lib.set_log_handler(None, clara.CLARA_LOG_OFF)
         self.assertEqual(self.lib.reset()["status"], "success")
+        env = self.lib.configure({"rules": {"builtin": self.builtin_rules}, "state_dir": ""})
+        self.assertEqual(env["status"], "success", env)
 
     def tearDown(self):
         self.lib.set_log_handler(None, clara.CLARA_LOG_OFF)

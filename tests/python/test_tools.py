@@ -904,12 +904,15 @@ class TestBuiltins(ToolTestCase):
         self.register({"name": "hidden", "llm_visible": False}, lambda args: 1)
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
-        builtins = ["audit_tail", "echo", "get_time", "kv_delete", "kv_get", "kv_list", "kv_set",
-                    "math_eval", "session_policy", "tools_list"]
+        builtins = ["audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+                    "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
+                    "session_end", "session_policy", "state_get", "state_set", "tools_list"]
+        admin = ("audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
+                 "session_policy", "state_get", "state_set", "tools_list")
         every = sorted(builtins + ["add", "bare", "hidden"])
 
         # LLM formats list only llm_visible tools unless told otherwise.
-        visible = [n for n in every if n not in ("audit_tail", "hidden", "session_policy", "tools_list")]
+        visible = [n for n in every if n not in admin + ("hidden",)]
         self.assertEqual([t["function"]["name"] for t in self.catalog("openai")], visible)
         openai = self.catalog("openai", llm_visible_only=False)
         self.assertEqual([t["function"]["name"] for t in openai], every)
@@ -955,7 +958,7 @@ class TestBuiltins(ToolTestCase):
         # What an LLM may see: llm_visible tools only (no admin tools).
         visible = [t["function"]["name"] for t in self.catalog("openai", llm_visible_only=True)]
         self.assertEqual(visible, ["add", "bare", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
-                                   "kv_set", "math_eval"])
+                                   "kv_set", "math_eval", "notifications_drain"])
         self.assertEnvelope('{"tool":"tools_list","arguments":{"format":"xml"}}', err(
             "invalid_args", "tool \"tools_list\": arguments do not match input_schema: at /format: "
                             "value must be one of 'clara', 'openai', 'anthropic', 'mcp'",

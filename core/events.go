@@ -1,0 +1,428 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/state"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// report collects what rules said around one request, for its envelope.
+type report struct {
+	wantTrace bool
+	notices   []rules.Notice
+	trace     []rules.TraceEntry
+}
+
+// fire evaluates an event against the rules in force and keeps its notices
+// (in the response's report and the session's queue). The event's context
+// is built only as far as the rules need it.
+func (e *Engine) fire(ctx context.Context, s *settings, rep *report, src *eventSource) *rules.Outcome {
+	ev := rules.Event{Name: src.name, Session: src.session, Trace: rep.wantTrace, Context: src}
+	out := s.rules.Fire(ctx, ev, s.thresholds, s.host)
+	if len(out.Notices) > 0 {
+		e.sessionFor(src.session).queue(out.Notices)
+		rep.notices = append(rep.notices, out.Notices...)
+	}
+	rep.trace = append(rep.trace, out.Trace...)
+	return out
+}
+
+// eventSource is an event's `context` (SPEC §7.2): the payload's fields at
+// the top, plus event, tool, history and state. Simple conditions read
+// single values through Lookup; the map is built on first need, with only
+// the parts the rules of the event read (history and state cost a copy and
+// a lookup, and tool events come with every call).
+type eventSource struct {
+	e        *Engine
+	s        *settings
+	needs    rules.Needs
+	name     string
+	session  string
+	payload  map[string]any
+	built    map[string]any
+	toolName string // "" when the event is not a tool event
+	// Of a finished tool call (on_tool_complete, on_tool_failure):
+	done   bool
+	args   []byte
+	result []byte
+	took   time.Duration
+	perr   *protocol.Error
+}
+
+var eventSources = sync.Pool{New: func() any { return new(eventSource) }}
+
+// newEventSource returns a pooled source; release it after Fire.
+func (e *Engine) newEventSource(s *settings, name, session string, payload map[string]any) *eventSource {
+	src := eventSources.Get().(*eventSource)
+	*src = eventSource{e: e, s: s, needs: s.rules.NeedsFor(name), name: name, session: session, payload: payload}
+	return src
+}
+
+func (src *eventSource) release() {
+	*src = eventSource{}
+	eventSources.Put(src)
+}
+
+// Lookup reads event.*, tool.* (but arguments) and scalar payload fields
+// without building anything.
+func (src *eventSource) Lookup(path []string) (rules.Value, bool) {
+	if len(path) == 2 {
+		switch path[0] {
+		case "event":
+			if !src.needs.Event {
+				break
+			}
+			switch path[1] {
+			case "name":
+				return rules.String(src.name), true
+			case "session":
+				return rules.String(src.session), true
+			}
+			return rules.Value{}, false
+		case "tool":
+			if src.toolName == "" || !src.needs.Tool {
+				break
+			}
+			switch path[1] {
+			case "name":
+				return rules.String(src.toolName), true
+			case "result_bytes":
+				if src.done {
+					return rules.Number(float64(len(src.result))), true
+				}
+			case "duration_ms":
+				if src.done {
+					return rules.Number(durationMS(src.took)), true
+				}
+			case "error":
+				if src.done && src.perr != nil {
+					return rules.String(toolError(src.perr)), true
+				}
+			}
+			return rules.Value{}, false
+		}
+	}
+	switch path[0] {
+	case "event", "tool", "history", "state":
+		return rules.Value{}, false
+	}
+	return rules.MapSource(src.payload).Lookup(path)
+}
+
+// Context builds the map conditions see, once.
+func (src *eventSource) Context() map[string]any {
+	if src.built != nil {
+		return src.built
+	}
+	ctx := make(map[string]any, len(src.payload)+4)
+	for k, v := range src.payload {
+		ctx[k] = v
+	}
+	if src.needs.Event {
+		ctx["event"] = map[string]any{"name": src.name, "session": src.session}
+	}
+	if src.needs.History {
+		ctx["history"] = src.e.sessionFor(src.session).historyView()
+	}
+	if src.needs.State {
+		ctx["state"] = src.e.stateScope(src.s, src.session)
+	}
+	if src.toolName != "" && src.needs.Tool {
+		ctx["tool"] = src.toolInfo()
+	}
+	src.built = ctx
+	return ctx
+}
+
+// toolInfo is context.tool for the on_tool_* events; the arguments are
+// decoded only when a rule reads them.
+func (src *eventSource) toolInfo() map[string]any {
+	needs := src.needs
+	info := make(map[string]any, 5)
+	if needs.ToolField("name") {
+		info["name"] = src.toolName
+	}
+	if needs.ToolField("arguments") {
+		var decoded any = map[string]any{}
+		if len(src.args) > 0 {
+			_ = json.Unmarshal(src.args, &decoded)
+		}
+		info["arguments"] = decoded
+	}
+	if src.done {
+		if needs.ToolField("result_bytes") {
+			info["result_bytes"] = float64(len(src.result))
+		}
+		if needs.ToolField("duration_ms") {
+			info["duration_ms"] = durationMS(src.took)
+		}
+		if needs.ToolField("error") {
+			if src.perr != nil {
+				info["error"] = toolError(src.perr)
+			} else {
+				info["error"] = nil
+			}
+		}
+	}
+	return info
+}
+
+func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func toolError(perr *protocol.Error) string { return string(perr.Code) + ": " + perr.Message }
+
+// ruleHost gives the rules what they may reach: state, chained events,
+// tool calls through the pipeline, the log.
+type ruleHost struct {
+	e *Engine
+	s *settings
+}
+
+var _ rules.Host = (*ruleHost)(nil)
+
+func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
+	st, err := h.e.stateStore(h.s, true)
+	if err != nil {
+		return err
+	}
+	ws := make([]state.Write, len(writes))
+	for i, w := range writes {
+		ws[i] = state.Write{Scope: strings.Clone(session), Key: w.Key, Value: w.Value}
+	}
+	return st.Apply(ws)
+}
+
+func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) *rules.Outcome {
+	src := h.e.newEventSource(h.s, event, session, payload)
+	defer src.release()
+	ev := rules.Event{Name: event, Session: session, Depth: depth, Trace: trace, Context: src}
+	return h.s.rules.Fire(ctx, ev, h.s.thresholds, h)
+}
+
+type depthKey struct{}
+
+// CallTool runs a rule's call_tool through the whole pipeline, in the
+// session, under the configuration's and the session's policy. Calls
+// nest at most rules.MaxChainDepth deep (a rule on on_tool_complete that
+// calls a tool would otherwise call itself forever).
+func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []byte) ([]byte, error) {
+	depth, _ := ctx.Value(depthKey{}).(int)
+	if depth+1 >= rules.MaxChainDepth {
+		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
+	}
+	ctx = context.WithValue(ctx, depthKey{}, depth+1)
+	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessionPolicy(session)}
+	result, _, perr := h.e.call(ctx, h.s, tool, session, args, scope, 0, &report{})
+	if perr != nil {
+		return nil, errors.New(string(perr.Code) + ": " + perr.Message)
+	}
+	return result, nil
+}
+
+func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
+
+// ---- Emit -------------------------------------------------------------------
+
+// Emit fires an event given as JSON, {"event", "session", "payload",
+// "trace"} (SPEC §7.3), and returns the envelope
+// {"status":"success","result":{"fired":[...],"notices":[...],"denied":null}}.
+// A nil text stands for a NULL pointer from C.
+func (e *Engine) Emit(text []byte) (out []byte) {
+	defer e.recoverTo(&out, "emit")
+	if text == nil {
+		return protocol.AppendError(nil, nil, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: NULL input"})
+	}
+	s := e.cfg.Load()
+	if _, serr := protocol.ScanStrict(text, s.limits.MaxDepth); serr != nil {
+		return protocol.AppendError(nil, nil, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: " + serr.Error()})
+	}
+	var ev struct {
+		Event   string         `json:"event"`
+		Session string         `json:"session"`
+		Payload map[string]any `json:"payload"`
+		Trace   bool           `json:"trace"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest,
+			"an event is {\"event\", \"session\", \"payload\", \"trace\"}: %s", strings.TrimPrefix(err.Error(), "json: ")))
+	}
+	if ev.Session == "" {
+		ev.Session = protocol.DefaultSession
+	}
+	result, perr := e.emit(context.Background(), s, ev.Event, ev.Session, ev.Payload, ev.Trace)
+	if perr != nil {
+		return protocol.AppendError(nil, nil, perr)
+	}
+	env := protocol.Success{Result: result}
+	return env.Append(nil)
+}
+
+// emit fires an event from a caller (clara_emit, emit_event, session_end)
+// and renders the outcome as the result object of SPEC §7.3.
+func (e *Engine) emit(ctx context.Context, s *settings, event, session string, payload map[string]any, trace bool) ([]byte, *protocol.Error) {
+	if !rules.ValidEventName(event) {
+		return nil, protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
+	}
+	if strings.HasPrefix(event, "on_tool_") {
+		return nil, protocol.Errorf(protocol.InvalidRequest, "%s is emitted by the tool pipeline itself, not by callers", event)
+	}
+	if len(session) > maxSessionLength {
+		return nil, protocol.Errorf(protocol.InvalidRequest, "session name longer than %d bytes", maxSessionLength)
+	}
+	rep := &report{wantTrace: trace}
+	src := e.newEventSource(s, event, session, payload)
+	defer src.release()
+	out := e.fire(ctx, s, rep, src)
+	body := struct {
+		Fired   []rules.Fired      `json:"fired"`
+		Notices []rules.Notice     `json:"notices"`
+		Denied  *rules.Denial      `json:"denied"`
+		Trace   []rules.TraceEntry `json:"trace,omitempty"`
+	}{out.Fired, out.Notices, out.Denied, nil}
+	if trace {
+		body.Trace = rep.trace
+		if body.Trace == nil {
+			body.Trace = []rules.TraceEntry{}
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, protocol.InternalError(err)
+	}
+	return b, nil
+}
+
+// ---- Rule sets and state ------------------------------------------------------
+
+// loadRules compiles the rule set a configuration asks for: the built-in
+// rules, the files its paths match, and what rules_load added.
+func (e *Engine) loadRules(c *Config) (*rules.Set, map[string]any, error) {
+	th := map[string]any{}
+	for k, v := range rules.DefaultThresholds {
+		th[k] = v
+	}
+	for k, v := range c.Rules.Thresholds {
+		th[k] = v
+	}
+	var sources []rules.Source
+	if c.Rules.Builtin {
+		sources = append(sources, rules.BuiltinSources()...)
+	}
+	files, err := ruleFiles(c.ProjectRoot, c.Rules.Paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	sources = append(sources, files...)
+	sources = append(sources, e.extraRules...)
+	set, err := rules.Load(sources, th)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rules: %w", err)
+	}
+	return set, th, nil
+}
+
+// ruleFiles reads the files matching patterns (relative to root), sorted.
+func ruleFiles(root string, patterns []string) ([]rules.Source, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("rules.paths %q: %v", p, err)
+		}
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				names = append(names, m)
+			}
+		}
+	}
+	sort.Strings(names)
+	out := make([]rules.Source, 0, len(names))
+	for _, n := range names {
+		text, err := os.ReadFile(n)
+		if err != nil {
+			return nil, fmt.Errorf("rules: %v", err)
+		}
+		out = append(out, rules.Source{Name: n, Text: text})
+	}
+	return out, nil
+}
+
+// statePath is where the state database lives: "" for memory.
+func statePath(c *Config) string {
+	if c.StateDir == "" {
+		return ""
+	}
+	dir := c.StateDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(c.ProjectRoot, dir)
+	}
+	return filepath.Join(dir, "state.db")
+}
+
+// stateStore returns the state database of the configuration in force,
+// opening it on first use. Without create, a database file that does not
+// exist yet is not created (nil, nil): the state directory appears only
+// when something is stored.
+func (e *Engine) stateStore(s *settings, create bool) (*state.Store, error) {
+	path := statePath(s.config)
+	e.storeMu.Lock()
+	defer e.storeMu.Unlock()
+	if e.store != nil && e.storeOpen && e.storePath == path {
+		return e.store, nil
+	}
+	if path != "" && !create {
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil
+		}
+	}
+	st, err := state.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if e.store != nil {
+		_ = e.store.Close()
+	}
+	e.store, e.storePath, e.storeOpen = st, path, true
+	return st, nil
+}
+
+var emptyState = map[string]any{}
+
+// stateScope is context.state: the session's state (read-only).
+func (e *Engine) stateScope(s *settings, session string) map[string]any {
+	st, err := e.stateStore(s, false)
+	if err != nil {
+		e.log.Logf(logging.Error, "%v", err)
+		return emptyState
+	}
+	if st == nil {
+		return emptyState
+	}
+	m, err := st.Scope(session)
+	if err != nil {
+		e.log.Logf(logging.Error, "state of %q: %v", session, err)
+		return emptyState
+	}
+	return m
+}

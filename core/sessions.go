@@ -1,0 +1,116 @@
+package core
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/clara-lib/clara/core/rules"
+)
+
+// Limits of a session's in-memory data.
+const (
+	recentToolsKept  = 20   // context.history.recent_tools
+	noticesKept      = 1000 // notices waiting for notifications_drain
+	maxSessionLength = 256  // bytes of a session name
+)
+
+// session is what Clara keeps in memory per session (SPEC §5.2): the rule
+// history and the notices not yet drained. Created on first use, freed by
+// session_end. (Key-value data and session policy live with their tools.)
+type session struct {
+	mu           sync.Mutex
+	toolCount    int
+	failureCount int
+	recent       []string // last recentToolsKept tool names, oldest first
+	consecutive  map[string]int
+	notices      []rules.Notice
+	dropped      int // notices dropped because the queue was full, reported by the next drain
+}
+
+// sessionFor returns the session named name, creating it.
+func (e *Engine) sessionFor(name string) *session {
+	if name == "default" {
+		return e.defaultSession
+	}
+	if s, ok := e.sessions.Load(name); ok {
+		return s.(*session)
+	}
+	s, _ := e.sessions.LoadOrStore(strings.Clone(name), &session{})
+	return s.(*session)
+}
+
+// clear forgets everything the session holds.
+func (s *session) clear() {
+	s.mu.Lock()
+	s.toolCount, s.failureCount, s.recent, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, nil, 0
+	s.mu.Unlock()
+}
+
+// recordCall updates the history after a tool call.
+func (s *session) recordCall(tool string, failed bool) {
+	s.mu.Lock()
+	s.toolCount++
+	if len(s.recent) == recentToolsKept {
+		copy(s.recent, s.recent[1:])
+		s.recent = s.recent[:recentToolsKept-1]
+	}
+	s.recent = append(s.recent, tool)
+	if failed {
+		s.failureCount++
+		if s.consecutive == nil {
+			s.consecutive = map[string]int{}
+		}
+		s.consecutive[tool]++
+	} else if s.consecutive[tool] != 0 {
+		delete(s.consecutive, tool)
+	}
+	s.mu.Unlock()
+}
+
+// historyView is context.history: {tool_count, failure_count,
+// recent_tools, consecutive_failures}, a fresh copy.
+func (s *session) historyView() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recent := make([]any, len(s.recent))
+	for i, t := range s.recent {
+		recent[i] = t
+	}
+	consecutive := make(map[string]any, len(s.consecutive))
+	for t, n := range s.consecutive {
+		consecutive[t] = float64(n)
+	}
+	return map[string]any{
+		"tool_count":           float64(s.toolCount),
+		"failure_count":        float64(s.failureCount),
+		"recent_tools":         recent,
+		"consecutive_failures": consecutive,
+	}
+}
+
+// queue keeps notices for notifications_drain; when full, the oldest go
+// and the next drain says how many.
+func (s *session) queue(ns []rules.Notice) {
+	if len(ns) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.notices = append(s.notices, ns...)
+	if over := len(s.notices) - noticesKept; over > 0 {
+		s.notices = append(s.notices[:0], s.notices[over:]...)
+		s.dropped += over
+	}
+	s.mu.Unlock()
+}
+
+// drain returns and forgets the queued notices.
+func (s *session) drain() ([]rules.Notice, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns, dropped := s.notices, s.dropped
+	s.notices, s.dropped = nil, 0
+	if ns == nil {
+		ns = []rules.Notice{}
+	}
+	return ns, dropped
+}
