@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -79,6 +80,7 @@ type keySpec struct {
 	min, max int64              // kInt bounds
 	check    func(string) error // kString extra check
 	keys     map[string]keySpec // kTable members
+	other    *keySpec           // kTable: the spec of members keys does not name (nil: refused)
 	help     string             // what the key is, for messages
 }
 
@@ -103,14 +105,19 @@ var schema = map[string]keySpec{
 	"rules": {kind: kTable, keys: map[string]keySpec{
 		"paths":   {kind: kStrings},
 		"builtin": {kind: kBool},
+		// The built-in rules' thresholds, and any a project's own rules
+		// read as thresholds.NAME.
 		"thresholds": {kind: kTable, keys: map[string]keySpec{
 			"token_budget":       {kind: kNumber},
 			"iteration_budget":   {kind: kNumber},
 			"large_result_bytes": {kind: kNumber},
 			"repeated_failures":  {kind: kNumber},
-		}},
+		}, other: &keySpec{kind: kNumber}},
 	}},
 }
+
+// identifier is a name expressions can reach with a dot (thresholds.NAME).
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func checkToolName(s string) error {
 	if !toolbox.ValidName(s) {
@@ -175,7 +182,7 @@ func parseConfig(text []byte, source string) (tree, error) {
 		t = tree{}
 	}
 	var problems []string
-	t = normalise(t, schema, "", &problems).(tree)
+	t = normalise(t, schema, nil, "", &problems).(tree)
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		return nil, &ConfigError{Source: source, Problems: problems}
@@ -192,12 +199,15 @@ func tokenOrErr(tok json.Token, err error) any {
 
 // normalise checks v against a table's members and converts numbers to
 // int64, appending a problem for every key that is unknown or ill-typed.
-func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string) any {
+func normalise(v any, keys map[string]keySpec, other *keySpec, prefix string, problems *[]string) any {
 	m, _ := v.(map[string]any)
 	out := make(tree, len(m))
 	for k, val := range m {
 		path := prefix + k
 		spec, ok := keys[k]
+		if !ok && other != nil && identifier.MatchString(k) {
+			spec, ok = *other, true
+		}
 		if !ok {
 			*problems = append(*problems, fmt.Sprintf("unknown key %q", path))
 			continue
@@ -208,7 +218,7 @@ func normalise(v any, keys map[string]keySpec, prefix string, problems *[]string
 				*problems = append(*problems, fmt.Sprintf("%s must be a table", path))
 				continue
 			}
-			out[k] = normalise(val, spec.keys, path+".", problems)
+			out[k] = normalise(val, spec.keys, spec.other, path+".", problems)
 		case kString:
 			s, ok := val.(string)
 			if !ok {

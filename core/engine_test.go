@@ -164,6 +164,21 @@ func TestConfigure(t *testing.T) {
 	}
 }
 
+// Projects' own rules read thresholds of their own: rules.thresholds takes
+// any number under a name expressions can reach, and nothing else.
+func TestConfigure_ownThresholds(t *testing.T) {
+	e := newEngine(t)
+	got := string(e.Configure([]byte("[rules.thresholds]\ntoo_warm = 30\n")))
+	if !strings.Contains(got, `"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8,"too_warm":30}`) {
+		t.Fatalf("own threshold not kept: %s", got)
+	}
+	got = string(e.Configure([]byte(`{"rules":{"thresholds":{"too-warm":1,"name":"x"}}}`)))
+	want := `{"status":"error","error":"invalid_request","message":"clara_configure: 2 problems: rules.thresholds.name must be a number; unknown key \"rules.thresholds.too-warm\"","details":["rules.thresholds.name must be a number","unknown key \"rules.thresholds.too-warm\""]}`
+	if got != want {
+		t.Fatalf("bad thresholds\n got %s\nwant %s", got, want)
+	}
+}
+
 func TestConfigure_tomlErrorHasPosition(t *testing.T) {
 	got := string(newEngine(t).Configure([]byte("[limits]\nmax_depth = = 3\n")))
 	if !strings.Contains(got, `clara_configure: line 2, column`) {
