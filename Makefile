@@ -39,7 +39,7 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
 .PHONY: all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
-        test-python test-clips test-examples bench install uninstall clean help
+        test-python test-clips test-examples rules-test bench install uninstall clean help
 
 all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
 
@@ -106,7 +106,7 @@ demo: ## build everything and run the CLIPS demo on the embedded default config
 test: ## everything CI runs
 	@bash tests/setup-debian.sh build
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples
+	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples rules-test
 	@echo "make test: all passed"
 
 test-go: ## gofmt, go vet, go test -race
@@ -137,6 +137,9 @@ build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib
 
 test-clips: bin/clara-clips build/clips_tool_driver ## CLIPS batch programs against their expected output
 	bash tests/clips/run.sh bin/clara-clips tests/clips build/clips_tool_driver
+
+rules-test: lib/libclara.so ## the rule test files of the built-in rules and of rules/ (through rules_test)
+	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) tests/rules_test.py $(RULE_TESTS)
 
 test-examples: all ## the examples of examples_c/, README.md and docs/
 	bash tests/examples.sh

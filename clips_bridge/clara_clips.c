@@ -125,6 +125,21 @@ static void clara_evaluate_fn(struct udf_call *c) {
     clara_free_string(response);
 }
 
+/* (clara-emit ?json) -> what the event fired, an envelope STRING. */
+enum { clara_emit_fn_args = 1 };
+static void clara_emit_fn(struct udf_call *c) {
+    const char *event;
+    char *response;
+    if (!arg_string(c, 1, &event)) return;
+    response = clara_emit(event);
+    if (response == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    ret_string(c, response);
+    clara_free_string(response);
+}
+
 /* (json-get ?json ?path) -> the value at path, typed for CLIPS. */
 enum { json_get_fn_args = 2 };
 static void json_get_fn(struct udf_call *c) {
@@ -166,6 +181,7 @@ static void json_get_fn(struct udf_call *c) {
 }
 
 UDF_WRAPPER(clara_evaluate_fn, "clara-evaluate")
+UDF_WRAPPER(clara_emit_fn, "clara-emit")
 UDF_WRAPPER(json_get_fn, "json-get")
 
 /* ---- Registration ------------------------------------------------------- */
@@ -186,6 +202,7 @@ struct udf_entry {
 
 static const struct udf_entry udfs[] = {
     {"clara-evaluate", 1, "s", "s", "11s", clara_evaluate_fn_udf, "clara_evaluate_fn_udf"},
+    {"clara-emit", 1, "s", "s", "11s", clara_emit_fn_udf, "clara_emit_fn_udf"},
     {"json-get", 2, "bdlsy", "s", "22s", json_get_fn_udf, "json_get_fn_udf"},
 };
 

@@ -6,6 +6,7 @@
  * environment; see docs/clips.md for what each returns:
  *
  *   (clara-evaluate ?json)   the response envelope of clara_evaluate(), a STRING
+ *   (clara-emit ?json)       the envelope of clara_emit(): what the event fired
  *   (json-get ?json ?path)   the value at a gjson path: STRING, INTEGER, FLOAT,
  *                            the symbols TRUE/FALSE, the symbol nil for null or
  *                            missing, a STRING of JSON for arrays and objects

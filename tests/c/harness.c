@@ -67,6 +67,7 @@ int main(void) {
     tests_json_get();
     tests_threads();
     tests_tools();
+    tests_rules();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -36,5 +36,6 @@ void tests_config(void);
 void tests_json_get(void);
 void tests_threads(void);
 void tests_tools(void);
+void tests_rules(void);
 
 #endif

@@ -1,7 +1,8 @@
-/* tool_driver.c - a CLIPS program with a tool written in C: registers
- * "weather" with Clara, adds Clara's functions to a CLIPS environment and
- * runs a batch file silently (batch*). Used by tests/clips/run.sh for the
- * programs whose names start with tool_. CLIPS 6.30 API.
+/* tool_driver.c - a CLIPS program with tools written in C: registers
+ * "weather" and "sensor" (a tool that always fails) with Clara, adds Clara's
+ * functions to a CLIPS environment and runs a batch file silently (batch*).
+ * Used by tests/clips/run.sh for the programs whose names start with tool_.
+ * CLIPS 6.30 API.
  *
  * usage: tool_driver FILE.clp */
 #include <stdio.h>
@@ -23,6 +24,14 @@ static int weather(void *userdata, const char *args, clara_call *call) {
     return 0;
 }
 
+/* sensor: always fails, as a device that went offline. */
+static int sensor(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    (void)args;
+    clara_call_error(call, "sensor offline");
+    return 1;
+}
+
 int main(int argc, char *argv[]) {
     void *env;
     if (argc != 2) {
@@ -35,6 +44,11 @@ int main(int argc, char *argv[]) {
                             "\"additionalProperties\":false}}",
                             weather, NULL, NULL) != CLARA_OK) {
         fprintf(stderr, "tool_driver: cannot register weather\n");
+        return 2;
+    }
+    if (clara_register_tool("{\"name\":\"sensor\",\"description\":\"Reads a sensor.\"}", sensor, NULL, NULL) !=
+        CLARA_OK) {
+        fprintf(stderr, "tool_driver: cannot register sensor\n");
         return 2;
     }
     env = CreateEnvironment();
