@@ -229,13 +229,10 @@ func (e *Engine) AppendEvaluateFrom(dst, req []byte, thread uint32) (out []byte)
 func (e *Engine) extras(rep *report) protocol.Extras {
 	var x protocol.Extras
 	if len(rep.notices) > 0 {
-		x.Notices, _ = json.Marshal(rep.notices)
+		x.Notices = rules.AppendNotices(nil, rep.notices)
 	}
 	if rep.wantTrace {
-		if rep.trace == nil {
-			rep.trace = []rules.TraceEntry{}
-		}
-		x.Trace, _ = json.Marshal(rep.trace)
+		x.Trace = rules.AppendTrace(nil, rep.trace)
 	}
 	return x
 }

@@ -93,6 +93,7 @@ func (e *Engine) toolSessionEnd(ctx context.Context, call toolbox.Call) ([]byte,
 	name = strings.Clone(name)
 	result, perr := e.emit(ctx, e.cfg.Load(), "on_session_end", name, nil, false)
 	if perr != nil {
+		perr.Code = protocol.InvalidArgs // the session named in the arguments
 		return nil, perr
 	}
 	// Free what lives in memory; the rule state in SQLite stays.
@@ -248,11 +249,12 @@ func (e *Engine) toolRulesTest(_ context.Context, call toolbox.Call) ([]byte, er
 	}
 	s := e.cfg.Load()
 	var src rules.Source
+	var p string // the test file, resolved
 	switch {
 	case a.TOML != nil && a.Path == "":
 		src = rules.Source{Name: "inline", Text: []byte(*a.TOML)}
 	case a.Path != "" && a.TOML == nil:
-		p := a.Path
+		p = a.Path
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(s.config.ProjectRoot, p)
 		}
@@ -272,8 +274,8 @@ func (e *Engine) toolRulesTest(_ context.Context, call toolbox.Call) ([]byte, er
 	if len(tf.Rules) > 0 {
 		// The rule files the test names, relative to the test file.
 		dir := s.config.ProjectRoot
-		if a.Path != "" {
-			dir = filepath.Dir(filepath.Join(s.config.ProjectRoot, a.Path))
+		if p != "" {
+			dir = filepath.Dir(p)
 		}
 		files, err := ruleFiles(dir, tf.Rules)
 		if err != nil {

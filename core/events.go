@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
@@ -215,10 +216,16 @@ func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map
 
 type depthKey struct{}
 
+// requestPolicyKey carries a request's policy (a *toolbox.Policy) in the
+// context of its call, to the rules the call fires and what they call.
+type requestPolicyKey struct{}
+
 // CallTool runs a rule's call_tool through the whole pipeline, in the
-// session, under the configuration's and the session's policy. Calls
-// nest at most rules.MaxChainDepth deep (a rule on on_tool_complete that
-// calls a tool would otherwise call itself forever).
+// session, under the configuration's and the session's policy, and the
+// policy of the request whose call fired the rule, if any (SPEC §2: it
+// narrows "this call and everything it calls"). Calls nest at most
+// rules.MaxChainDepth deep (a rule on on_tool_complete that calls a tool
+// would otherwise call itself forever).
 func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []byte) ([]byte, error) {
 	depth, _ := ctx.Value(depthKey{}).(int)
 	if depth+1 >= rules.MaxChainDepth {
@@ -226,6 +233,7 @@ func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []by
 	}
 	ctx = context.WithValue(ctx, depthKey{}, depth+1)
 	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessionPolicy(session)}
+	scope.Request, _ = ctx.Value(requestPolicyKey{}).(*toolbox.Policy)
 	result, _, perr := h.e.call(ctx, h.s, tool, session, args, scope, 0, &report{})
 	if perr != nil {
 		return nil, errors.New(string(perr.Code) + ": " + perr.Message)
@@ -240,37 +248,123 @@ func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level,
 // Emit fires an event given as JSON, {"event", "session", "payload",
 // "trace"} (SPEC §7.3), and returns the envelope
 // {"status":"success","result":{"fired":[...],"notices":[...],"denied":null}}.
-// A nil text stands for a NULL pointer from C.
+// A nil text stands for a NULL pointer from C. The request limits
+// (limits.max_request_bytes, limits.max_depth) apply to events too.
 func (e *Engine) Emit(text []byte) (out []byte) {
 	defer e.recoverTo(&out, "emit")
 	if text == nil {
-		return protocol.AppendError(nil, nil, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: NULL input"})
+		return protocol.AppendError(nil, nil, nullInput)
 	}
 	s := e.cfg.Load()
-	if _, serr := protocol.ScanStrict(text, s.limits.MaxDepth); serr != nil {
-		return protocol.AppendError(nil, nil, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: " + serr.Error()})
+	ev, perr := parseEvent(text, s.limits)
+	if perr != nil {
+		return protocol.AppendError(nil, nil, perr)
 	}
-	var ev struct {
-		Event   string         `json:"event"`
-		Session string         `json:"session"`
-		Payload map[string]any `json:"payload"`
-		Trace   bool           `json:"trace"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ev); err != nil {
-		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest,
-			"an event is {\"event\", \"session\", \"payload\", \"trace\"}: %s", strings.TrimPrefix(err.Error(), "json: ")))
-	}
-	if ev.Session == "" {
-		ev.Session = protocol.DefaultSession
-	}
-	result, perr := e.emit(context.Background(), s, ev.Event, ev.Session, ev.Payload, ev.Trace)
+	result, perr := e.emit(context.Background(), s, ev.event, ev.session, ev.payload, ev.trace)
 	if perr != nil {
 		return protocol.AppendError(nil, nil, perr)
 	}
 	env := protocol.Success{Result: result}
-	return env.Append(nil)
+	return env.Append(make([]byte, 0, len(result)+32))
+}
+
+type eventRequest struct {
+	event, session string
+	payload        map[string]any
+	trace          bool
+}
+
+const eventShape = `an event is {"event", "session", "payload", "trace"}: `
+
+// parseEvent reads clara_emit's argument as strictly as a request: one
+// JSON object (invalid_json otherwise) within the request limits, whose
+// members are the four known ones, spelled exactly, each of its type or
+// null (invalid_request otherwise).
+func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error) {
+	ev := eventRequest{session: protocol.DefaultSession}
+	if len(text) == 0 {
+		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: empty input"}
+	}
+	if lim.MaxRequestBytes > 0 && len(text) > lim.MaxRequestBytes {
+		return ev, protocol.Errorf(protocol.InvalidRequest, "event is %d bytes, more than limits.max_request_bytes (%d)", len(text), lim.MaxRequestBytes)
+	}
+	sc, serr := protocol.ScanStrict(text, lim.MaxDepth)
+	if serr != nil {
+		if serr.TooDeep {
+			return ev, protocol.Errorf(protocol.InvalidRequest, "event nests deeper than limits.max_depth (%d) at byte %d", serr.MaxDepth, serr.Offset)
+		}
+		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: " + serr.Error()}
+	}
+	if text[sc.Start] != '{' {
+		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: an event must be an object, got " + jsonKind(text[sc.Start])}
+	}
+	// Members by their exact names (encoding/json would match them without
+	// regard to case). The scan checked the text: gjson reads it as is.
+	doc := text[sc.Start:sc.End]
+	var perr *protocol.Error
+	gjson.ParseBytes(doc).ForEach(func(key, value gjson.Result) bool {
+		var want string
+		switch key.Str {
+		case "event", "session":
+			want = "a string"
+		case "payload":
+			want = "an object"
+		case "trace":
+			want = "a boolean"
+		default:
+			perr = protocol.Errorf(protocol.InvalidRequest, eventShape+"unknown field %q", key.Str)
+			return false
+		}
+		if value.Type == gjson.Null {
+			return true // null: absent
+		}
+		if got := jsonKind(value.Raw[0]); got != want {
+			perr = protocol.Errorf(protocol.InvalidRequest, eventShape+"%q must be %s, got %s", key.Str, want, got)
+			return false
+		}
+		switch key.Str {
+		case "event":
+			ev.event = value.Str
+		case "session":
+			ev.session = value.Str
+		case "trace":
+			ev.trace = value.Type == gjson.True
+		case "payload":
+			raw := []byte(value.Raw)
+			if i := value.Index; i > 0 && i+len(value.Raw) <= len(doc) {
+				raw = doc[i : i+len(value.Raw)] // no copy
+			}
+			if err := json.Unmarshal(raw, &ev.payload); err != nil {
+				perr = protocol.InternalError(fmt.Errorf("decoding a scanned payload: %w", err))
+				return false
+			}
+		}
+		return true
+	})
+	if perr != nil {
+		return ev, perr
+	}
+	if ev.session == "" {
+		ev.session = protocol.DefaultSession
+	}
+	return ev, nil
+}
+
+// jsonKind names the kind of the JSON value that starts with first.
+func jsonKind(first byte) string {
+	switch first {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // emit fires an event from a caller (clara_emit, emit_event, session_end)
@@ -289,23 +383,10 @@ func (e *Engine) emit(ctx context.Context, s *settings, event, session string, p
 	src := e.newEventSource(s, event, session, payload)
 	defer src.release()
 	out := e.fire(ctx, s, rep, src)
-	body := struct {
-		Fired   []rules.Fired      `json:"fired"`
-		Notices []rules.Notice     `json:"notices"`
-		Denied  *rules.Denial      `json:"denied"`
-		Trace   []rules.TraceEntry `json:"trace,omitempty"`
-	}{out.Fired, out.Notices, out.Denied, nil}
-	if trace {
-		body.Trace = rep.trace
-		if body.Trace == nil {
-			body.Trace = []rules.TraceEntry{}
-		}
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, protocol.InternalError(err)
-	}
-	return b, nil
+	body := rules.Outcome{Fired: out.Fired, Notices: out.Notices, Denied: out.Denied, Trace: rep.trace}
+	// Room for a typical answer: a rule fired with its actions is ~150 bytes.
+	buf := make([]byte, 0, 64+192*(len(out.Fired)+len(out.Notices)))
+	return body.AppendJSON(buf, trace), nil // "trace" present, if empty, when asked for
 }
 
 // ---- Rule sets and state ------------------------------------------------------
@@ -338,10 +419,13 @@ func (e *Engine) loadRules(c *Config) (*rules.Set, map[string]any, error) {
 }
 
 // ruleFiles reads the files matching patterns (relative to root), sorted.
+// A wildcard does not match rule tests (NAME.test.toml), which may sit
+// beside the rules they test.
 func ruleFiles(root string, patterns []string) ([]rules.Source, error) {
 	var names []string
 	seen := map[string]bool{}
 	for _, p := range patterns {
+		wildcard := strings.ContainsAny(p, "*?[")
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(root, p)
 		}
@@ -350,6 +434,9 @@ func ruleFiles(root string, patterns []string) ([]rules.Source, error) {
 			return nil, fmt.Errorf("rules.paths %q: %v", p, err)
 		}
 		for _, m := range matches {
+			if wildcard && isRuleTest(m) {
+				continue // a test kept beside the rules, as the shipped ones are
+			}
 			if !seen[m] {
 				seen[m] = true
 				names = append(names, m)
@@ -366,6 +453,13 @@ func ruleFiles(root string, patterns []string) ([]rules.Source, error) {
 		out = append(out, rules.Source{Name: n, Text: text})
 	}
 	return out, nil
+}
+
+// isRuleTest reports whether a file is a rule test (NAME.test.toml or
+// NAME.test.json) rather than a rule file.
+func isRuleTest(name string) bool {
+	base := strings.ToLower(filepath.Base(name))
+	return strings.HasSuffix(base, ".test.toml") || strings.HasSuffix(base, ".test.json")
 }
 
 // statePath is where the state database lives: "" for memory.

@@ -38,6 +38,11 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 	if perr = scope.Check(t.Name); perr != nil {
 		return nil, false, perr
 	}
+	if scope.Request != nil && ctx.Value(requestPolicyKey{}) != any(scope.Request) {
+		// The request's policy also narrows what the rules this call fires
+		// may call (call_tool), directly or through the tools they call.
+		ctx = context.WithValue(ctx, requestPolicyKey{}, scope.Request)
+	}
 	if s.rules.Watches("on_tool_call") {
 		src := e.newEventSource(s, "on_tool_call", session, nil)
 		src.toolName, src.args = t.Name, args

@@ -96,7 +96,11 @@ func (s *session) queue(ns []rules.Notice) {
 	}
 	s.mu.Lock()
 	s.notices = append(s.notices, ns...)
-	if over := len(s.notices) - noticesKept; over > 0 {
+	// Only the newest noticesKept are kept. Dropping the oldest on every
+	// queue would copy the whole queue each time a caller that never drains
+	// gets a notice; letting it grow to twice that and cutting back in one
+	// copy costs O(1) per notice. drain returns the newest noticesKept.
+	if over := len(s.notices) - noticesKept; over >= noticesKept {
 		s.notices = append(s.notices[:0], s.notices[over:]...)
 		s.dropped += over
 	}
@@ -108,6 +112,9 @@ func (s *session) drain() ([]rules.Notice, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns, dropped := s.notices, s.dropped
+	if over := len(ns) - noticesKept; over > 0 {
+		ns, dropped = ns[over:], dropped+over
+	}
 	s.notices, s.dropped = nil, 0
 	if ns == nil {
 		ns = []rules.Notice{}

@@ -11,6 +11,7 @@ import (
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
+	"github.com/expr-lang/expr/vm/runtime"
 )
 
 // Bounds on rule expressions. Rules are configuration, but a mistake must
@@ -101,16 +102,46 @@ func (helperCalls) Visit(node *ast.Node) {
 	call.Arguments = append([]ast.Node{&ast.IdentifierNode{Value: "context"}}, call.Arguments...)
 }
 
+// mapFetches rewrites x.key into __get(x, "key"). expr reads members of
+// map[string]any through reflection, which allocates and costs more than
+// the rest of a typical condition; contexts are JSON, maps all the way.
+// Optional members (x?.key) keep expr's own code, which short-circuits.
+type mapFetches struct{}
+
+func (mapFetches) Visit(node *ast.Node) {
+	m, ok := (*node).(*ast.MemberNode)
+	if !ok || m.Optional || m.Method {
+		return
+	}
+	key, ok := m.Property.(*ast.StringNode)
+	if !ok {
+		return
+	}
+	call := &ast.CallNode{Callee: &ast.IdentifierNode{Value: "__get"}, Arguments: []ast.Node{m.Node, &ast.StringNode{Value: key.Value}}}
+	ast.Patch(node, call)
+}
+
+// get is x.key for mapFetches: a map lookup for maps, expr's own fetch
+// (and its error) for anything else.
+func get(args ...any) (any, error) {
+	if m, ok := args[0].(map[string]any); ok {
+		return m[args[1].(string)], nil
+	}
+	return runtime.Fetch(args[0], args[1]), nil
+}
+
 func newCompiler(thresholds map[string]any) *compiler {
 	if thresholds == nil {
 		thresholds = map[string]any{}
 	}
 	c := &compiler{thresholds: thresholds}
 	c.opts = []expr.Option{
-		expr.Env(map[string]any{"context": map[string]any{}, "thresholds": thresholds}),
+		expr.Env(exprEnv{}),
 		expr.DisableBuiltin("repeat"),
 		expr.MaxNodes(MaxExpressionNodes),
 		expr.Patch(helperCalls{}),
+		expr.Patch(mapFetches{}),
+		expr.Function("__get", get, new(func(any, string) any)),
 	}
 	for name, fn := range helpers {
 		fn, name := fn, name
@@ -158,6 +189,7 @@ type template struct {
 type tmplPart struct {
 	text    string      // literal text, when prog is nil
 	prog    *vm.Program // an expression
+	path    []string    // when the expression is a plain path (context.a.b), read without the VM
 	filters []string
 }
 
@@ -222,7 +254,11 @@ func (c *compiler) template(src string) (*template, error) {
 		if err != nil {
 			return nil, fmt.Errorf("template %q: %v", src, err)
 		}
-		t.parts = append(t.parts, tmplPart{prog: prog, filters: fs})
+		part := tmplPart{prog: prog, filters: fs}
+		if p := strings.TrimSpace(inner); simplePath.MatchString(p) {
+			part.path = strings.Split(p, ".")
+		}
+		t.parts = append(t.parts, part)
 	}
 	return t, nil
 }
@@ -256,9 +292,12 @@ func (t *template) render(r *runner) (string, error) {
 }
 
 func (p *tmplPart) eval(r *runner) (any, error) {
-	v, err := r.run(p.prog)
-	if err != nil {
-		return nil, err
+	var err error
+	v, ok := r.lookup(p.path)
+	if !ok {
+		if v, err = r.run(p.prog); err != nil {
+			return nil, err
+		}
 	}
 	for _, f := range p.filters {
 		if v, err = filters[f](v); err != nil {

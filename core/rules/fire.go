@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"sort"
@@ -27,11 +28,14 @@ type Rule struct {
 	Line        int
 	CondSource  string // "" when the rule has no condition (it always matches)
 
-	cond    *vm.Program
-	simple  *simpleCond // the condition's fast form, when it has one
-	actions []action
-	order   int      // load order, the tie-break of equal priorities
-	sources []string // condition and template texts, to find what they read
+	cond         *vm.Program
+	simple       *simpleCond  // the condition's fast form, when it has one
+	folded       *simpleCond  // simple with the Set's thresholds read in
+	guards       []comparison // when not simple: comparisons that can rule it out
+	foldedGuards []comparison
+	actions      []action
+	order        int      // load order, the tie-break of equal priorities
+	sources      []string // condition and template texts, to find what they read
 }
 
 // Set is a compiled, immutable rule set.
@@ -39,6 +43,10 @@ type Set struct {
 	all       []*Rule
 	byTrigger map[string][]*Rule // highest priority first, then load order
 	needs     map[string]Needs   // what the rules of a trigger read of context
+	// thresholds are those Load was given: when Fire gets the same map
+	// (the engine's case; rule tests pass their own), simple conditions
+	// use them folded in.
+	thresholds map[string]any
 }
 
 // Needs says which parts of `context` the rules of a trigger read, so that
@@ -267,10 +275,31 @@ var noOutcome = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
 // runner evaluates expressions for one emission: one VM, one environment.
 type runner struct {
 	vm  vm.VM
-	env map[string]any
+	env exprEnv
 }
 
-var runners = sync.Pool{New: func() any { return &runner{env: map[string]any{}} }}
+// exprEnv is what expressions see. A struct, not a map: expr reads its
+// fields by index, with no hashing.
+type exprEnv struct {
+	Context    map[string]any `expr:"context"`
+	Thresholds map[string]any `expr:"thresholds"`
+}
+
+var runners = sync.Pool{New: func() any { return new(runner) }}
+
+// lookup reads a plain path (context.a.b, thresholds.x) the way expr would
+// when every step is a map holding the key; ok is false otherwise (and for
+// a nil path), and then the VM decides.
+func (r *runner) lookup(path []string) (any, bool) {
+	if len(path) < 2 {
+		return nil, false
+	}
+	root := r.env.Context
+	if path[0] == "thresholds" {
+		root = r.env.Thresholds
+	}
+	return walk(root, path[1:])
+}
 
 func (r *runner) run(p *vm.Program) (v any, err error) {
 	defer func() {
@@ -279,7 +308,7 @@ func (r *runner) run(p *vm.Program) (v any, err error) {
 		}
 	}()
 	r.vm.MemoryBudget = memoryBudget
-	return r.vm.Run(p, r.env)
+	return r.vm.Run(p, &r.env)
 }
 
 // Fire evaluates ev against the set: the rules of its trigger in priority
@@ -302,18 +331,17 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 	exprRunner := func() *runner {
 		if r == nil {
 			r = runners.Get().(*runner)
-			r.env["context"] = ev.Context.Context()
-			r.env["thresholds"] = thresholds
+			r.env = exprEnv{Context: ev.Context.Context(), Thresholds: thresholds}
 		}
 		return r
 	}
 	defer func() {
 		if r != nil {
-			r.env["context"], r.env["thresholds"] = nil, nil
+			r.env = exprEnv{}
 			runners.Put(r)
 		}
 	}()
-	resolve := func(o operand) (Value, bool) {
+	resolve := func(o *operand) (Value, bool) {
 		if o.literal {
 			return o.value, true
 		}
@@ -323,6 +351,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		}
 		return ev.Context.Lookup(o.path)
 	}
+	useFolded := s.thresholds != nil && sameMap(thresholds, s.thresholds)
 	var writes []StateWrite
 	for _, rule := range candidates {
 		var start time.Time
@@ -332,9 +361,19 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		matched, decided := true, false
 		var value any
 		var condErr error
-		if rule.simple != nil {
-			matched, decided = rule.simple.eval(resolve)
+		if cond := rule.simple; cond != nil {
+			if useFolded {
+				cond = rule.folded
+			}
+			matched, decided = cond.eval(resolve)
 			value = matched
+		} else if guards := rule.guards; guards != nil && !ev.Trace {
+			if useFolded {
+				guards = rule.foldedGuards
+			}
+			if ruledOut(guards, resolve) {
+				matched, decided = false, true
+			}
 		}
 		if !decided && rule.cond != nil {
 			value, condErr = exprRunner().run(rule.cond)
@@ -388,6 +427,11 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		}
 	}
 	return out
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+func sameMap(a, b map[string]any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // rendered is an action with its templates evaluated.

@@ -113,7 +113,19 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 	if len(problems) > 0 {
 		return nil, &LoadError{Problems: problems}
 	}
-	return newSet(all), nil
+	set := newSet(all)
+	if thresholds != nil {
+		set.thresholds = thresholds
+		for _, r := range all {
+			if r.simple != nil {
+				r.folded = r.simple.fold(thresholds)
+			}
+			if r.guards != nil {
+				r.foldedGuards = (&simpleCond{terms: r.guards}).fold(thresholds).terms
+			}
+		}
+	}
+	return set, nil
 }
 
 func (c *compiler) loadSource(src Source) ([]*Rule, []string) {
@@ -254,6 +266,9 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 			}
 			r.cond = prog
 			r.simple = parseSimple(*cd.Expression)
+			if r.simple == nil {
+				r.guards = parseGuards(*cd.Expression)
+			}
 		}
 	}
 	actions := d.Actions

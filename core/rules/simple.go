@@ -6,14 +6,101 @@ import (
 	"strings"
 )
 
-// A simple condition compares two operands, each a path into context or
-// thresholds or a literal: `context.tool.result_bytes >
-// thresholds.large_result_bytes`. Most rules on hot events look like this,
-// and Fire evaluates them without expr and without building the whole
-// context (an event on every tool call must cost little). When the values
-// are not both numbers or both strings, Fire falls back to expr, so the
-// result, or the error, is always expr's.
+// A simple condition is one comparison of two operands, each a path into
+// context or thresholds or a literal (`context.tool.result_bytes >
+// thresholds.large_result_bytes`), or several joined all by `and` or all by
+// `or`. Most rules on hot events look like this, and Fire evaluates them
+// without expr and without building the whole context (an event on every
+// tool call must cost little). Whenever an operand is absent or the two
+// sides are not both numbers, both strings or both booleans, Fire falls
+// back to expr, so the result, or the error, is always expr's.
 type simpleCond struct {
+	terms []comparison
+	or    bool // terms joined by `or` (else by `and`)
+}
+
+// guards are the simple comparisons among the top-level `and` terms of a
+// condition that is not simple as a whole (`context.tool.name == "x" and
+// len(context.tool.arguments.q) > 3`). When one of them is false, so is
+// the condition, and Fire skips expr's VM; as rule engines filter facts on
+// their cheap tests first. Only without trace: a condition expr would have
+// failed on (an error in an earlier term) then reads as not matched, and
+// the trace must show expr's verdict.
+func parseGuards(src string) []comparison {
+	pieces, ok := topLevelAnds(src)
+	if !ok || len(pieces) < 2 {
+		return nil
+	}
+	var guards []comparison
+	for _, p := range pieces {
+		if cmp, ok := parseComparison(p); ok {
+			guards = append(guards, cmp)
+		}
+	}
+	return guards
+}
+
+// topLevelAnds splits src at its top-level `and` / `&&` operators: outside
+// brackets and string literals. ok is false when src has, at top level, an
+// operator binding looser than `and` (or, ||, the ternary ?:, the pipe |,
+// let ... ;), so that its `and` terms are not its operands.
+func topLevelAnds(src string) (pieces []string, ok bool) {
+	depth, start := 0, 0
+	isWord := func(b byte) bool {
+		return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+	}
+	word := func(i int, w string) bool { // w at i, not inside a longer word
+		return strings.HasPrefix(src[i:], w) && (i == 0 || !isWord(src[i-1])) &&
+			(i+len(w) == len(src) || !isWord(src[i+len(w)]))
+	}
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '"', '\'', '`':
+			for i++; i < len(src) && src[i] != c; i++ {
+				if src[i] == '\\' && c != '`' {
+					i++
+				}
+			}
+			if i >= len(src) {
+				return nil, false
+			}
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth--; depth < 0 {
+				return nil, false
+			}
+		default:
+			if depth > 0 {
+				continue
+			}
+			switch {
+			case c == '|' || c == ';' || word(i, "or") || word(i, "let"):
+				return nil, false
+			case c == '?':
+				if i+1 < len(src) && (src[i+1] == '.' || src[i+1] == '?') {
+					i++ // ?. and ?? bind tighter than and
+					continue
+				}
+				return nil, false // the ternary
+			case c == '&' && i+1 < len(src) && src[i+1] == '&':
+				pieces = append(pieces, src[start:i])
+				i++
+				start = i + 1
+			case word(i, "and"):
+				pieces = append(pieces, src[start:i])
+				i += 2
+				start = i + 1
+			}
+		}
+	}
+	if depth != 0 {
+		return nil, false
+	}
+	return append(pieces, src[start:]), true
+}
+
+type comparison struct {
 	op          string
 	left, right operand
 }
@@ -42,18 +129,43 @@ var simpleShape = regexp.MustCompile(`^\s*(\S+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$`
 var simplePath = regexp.MustCompile(`^(context|thresholds)(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
 var simpleString = regexp.MustCompile(`^"[^"\\]*"$|^'[^'\\]*'$`)
 
-// parseSimple returns the simple form of a condition, or nil.
+var simpleAnd = regexp.MustCompile(`\s+(?:and|&&)\s+`)
+var simpleOr = regexp.MustCompile(`\s+(?:or|\|\|)\s+`)
+
+// parseSimple returns the simple form of a condition, or nil. A string
+// literal holding " and " splits into pieces that are not comparisons, so
+// such conditions are simply left to expr.
 func parseSimple(src string) *simpleCond {
+	ands, ors := simpleAnd.Split(src, -1), simpleOr.Split(src, -1)
+	if len(ands) > 1 && len(ors) > 1 {
+		return nil // mixed: precedence is expr's business
+	}
+	c := &simpleCond{}
+	pieces := ands
+	if len(ors) > 1 {
+		pieces, c.or = ors, true
+	}
+	for _, p := range pieces {
+		cmp, ok := parseComparison(p)
+		if !ok {
+			return nil
+		}
+		c.terms = append(c.terms, cmp)
+	}
+	return c
+}
+
+func parseComparison(src string) (comparison, bool) {
 	m := simpleShape.FindStringSubmatch(src)
 	if m == nil {
-		return nil
+		return comparison{}, false
 	}
 	l, ok1 := parseOperand(m[1])
 	r, ok2 := parseOperand(m[3])
 	if !ok1 || !ok2 || (l.literal && r.literal) {
-		return nil
+		return comparison{}, false
 	}
-	return &simpleCond{op: m[2], left: l, right: r}
+	return comparison{op: m[2], left: l, right: r}, true
 }
 
 func parseOperand(s string) (operand, bool) {
@@ -70,6 +182,31 @@ func parseOperand(s string) (operand, bool) {
 		return operand{literal: true, value: Number(f)}, true
 	}
 	return operand{}, false
+}
+
+// fold returns the condition with its thresholds read from thresholds
+// (they do not change while a Set is in force), or c itself when it reads
+// none. A threshold that is not there stays a path, and expr decides.
+func (c *simpleCond) fold(thresholds map[string]any) *simpleCond {
+	out := &simpleCond{terms: append([]comparison(nil), c.terms...), or: c.or}
+	changed := false
+	for i := range out.terms {
+		for _, o := range []*operand{&out.terms[i].left, &out.terms[i].right} {
+			if o.literal || o.root != "thresholds" {
+				continue
+			}
+			if v, ok := walk(thresholds, o.path); ok {
+				if val := valueOf(v); val.Kind != 0 {
+					*o = operand{literal: true, value: val}
+					changed = true
+				}
+			}
+		}
+	}
+	if !changed {
+		return c
+	}
+	return out
 }
 
 // Lookup resolves a path under context without building it. ok is false
@@ -109,10 +246,36 @@ func walk(m map[string]any, path []string) (any, bool) {
 	return v, true
 }
 
-// eval evaluates the condition; ok is false when expr must decide.
-func (c *simpleCond) eval(resolve func(operand) (Value, bool)) (result, ok bool) {
-	l, ok1 := resolve(c.left)
-	r, ok2 := resolve(c.right)
+// ruledOut reports whether a guard is decided false.
+func ruledOut(guards []comparison, resolve func(*operand) (Value, bool)) bool {
+	for i := range guards {
+		if r, ok := guards[i].eval(resolve); ok && !r {
+			return true
+		}
+	}
+	return false
+}
+
+// eval evaluates the condition; ok is false when expr must decide. Terms
+// are evaluated left to right and stop where expr's would (the first false
+// of an `and`, the first true of an `or`); a term that cannot be decided
+// before that leaves the whole condition to expr.
+func (c *simpleCond) eval(resolve func(*operand) (Value, bool)) (result, ok bool) {
+	for i := range c.terms {
+		r, ok := c.terms[i].eval(resolve)
+		if !ok {
+			return false, false
+		}
+		if r == c.or {
+			return r, true
+		}
+	}
+	return !c.or, true
+}
+
+func (c *comparison) eval(resolve func(*operand) (Value, bool)) (result, ok bool) {
+	l, ok1 := resolve(&c.left)
+	r, ok2 := resolve(&c.right)
 	if !ok1 || !ok2 || l.Kind == 0 || r.Kind == 0 || l.Kind != r.Kind {
 		return false, false
 	}

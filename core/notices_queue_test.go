@@ -1,0 +1,39 @@
+package core
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/clara-lib/clara/core/rules"
+)
+
+// The queue keeps the newest noticesKept notices, in order, and counts the
+// rest as dropped, however the notices arrive.
+func TestNoticeQueueKeepsTheNewest(t *testing.T) {
+	for _, batch := range []int{1, 7, 999, 1000, 2500} {
+		s := &session{}
+		total := 2*noticesKept + 345
+		for i := 0; i < total; {
+			var ns []rules.Notice
+			for j := 0; j < batch && i < total; j, i = j+1, i+1 {
+				ns = append(ns, rules.Notice{Message: fmt.Sprint(i)})
+			}
+			s.queue(ns)
+			if len(s.notices) > 2*noticesKept+batch {
+				t.Fatalf("batch %d: queue holds %d notices", batch, len(s.notices))
+			}
+		}
+		got, dropped := s.drain()
+		if len(got) != noticesKept || dropped != total-noticesKept {
+			t.Fatalf("batch %d: drained %d, dropped %d; want %d, %d", batch, len(got), dropped, noticesKept, total-noticesKept)
+		}
+		for i, n := range got {
+			if want := fmt.Sprint(total - noticesKept + i); n.Message != want {
+				t.Fatalf("batch %d: notice %d is %s, want %s", batch, i, n.Message, want)
+			}
+		}
+		if got, dropped := s.drain(); len(got) != 0 || dropped != 0 {
+			t.Fatalf("batch %d: second drain gave %d notices, %d dropped", batch, len(got), dropped)
+		}
+	}
+}
