@@ -71,6 +71,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_clips.c clips_bridge/clara_clips.c 
   "${ldclara[@]}" -ljansson -l:libclips.so.6 -lm
 build "$cc" "${cflags[@]}" tests/bench/bench_mem.c -o "$out/bench_mem" "${ldclara[@]}"
 build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ldclara[@]}" -ljansson
+build "$cc" "${cflags[@]}" tests/bench/bench_emit.c -o "$out/bench_emit" "${ldclara[@]}"
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -99,6 +100,7 @@ run python "$python" tests/bench/bench_python.py "$root/$libdir/libclara.so.0"
 run clips "$out/bench_clips"
 run memory "$out/bench_mem"
 run tools "$out/bench_tools"
+run emit "$out/bench_emit"
 # The audit and validation rows compare pairs of Go benchmarks of the engine
 # (no cgo: the audit cannot be turned off in the library, and validation is
 # best seen without a thread handoff around it). Each pair is alternated,
@@ -119,6 +121,21 @@ go_pair() { # row clara_bench ref_bench
 echo "run.sh: running audit and validation (Go benchmarks)" >&2
 go_pair audit BenchmarkEvaluate_echo_audit BenchmarkEvaluate_echo_noAudit >> "$samples" 2> "$out/audit.err" || status=1
 go_pair validation BenchmarkEvaluate_schema5 BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
+# The condition rows: a Go benchmark of the rule engine against simpleeval
+# in Python, alternated one run each, $CLARA_BENCH_REPS times.
+condition_rows() {
+  local go
+  go=$(bash tests/find-go.sh)
+  "$go" test -c -o "$out/rules.test" ./core/rules || return 1
+  for ((i = 0; i < CLARA_BENCH_REPS; i++)); do
+    "$out/rules.test" -test.run '^$' -test.bench '^BenchmarkFire_condition(VM)?$' -test.benchtime 300ms -test.count 1 2>&1 |
+      awk '/^BenchmarkFire_conditionVM/ { print "sample condition_vm clara " $3; next }
+           /^BenchmarkFire_condition/ { print "sample condition clara " $3 }'
+    "$python" tests/bench/bench_condition.py condition condition_vm || return 1
+  done
+}
+echo "run.sh: running condition (Go benchmark and simpleeval)" >&2
+condition_rows >> "$samples" 2> "$out/condition.err" || { echo "failed condition $out/condition.err" >> "$samples"; status=1; }
 echo "info load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$samples"
 
 # ---- Table ------------------------------------------------------------------
