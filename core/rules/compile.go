@@ -17,7 +17,8 @@ import (
 // Bounds on rule expressions. Rules are configuration, but a mistake must
 // not take the host down: an expression is short and small, repeat (which
 // can allocate without bound) is gone, and every run has a memory budget
-// (ranges, arrays and maps count against it).
+// (ranges, arrays and maps count against it) and a byte budget (strings and
+// values built, budget.go).
 const (
 	MaxExpressionBytes = 4096
 	MaxExpressionNodes = 1000
@@ -143,6 +144,7 @@ func newCompiler(thresholds map[string]any) *compiler {
 		expr.Patch(mapFetches{}),
 		expr.Function("__get", get, new(func(any, string) any)),
 	}
+	c.opts = append(c.opts, boundedOptions()...)
 	for name, fn := range helpers {
 		fn, name := fn, name
 		c.opts = append(c.opts, expr.Function("__"+name, func(args ...any) (any, error) {
@@ -168,6 +170,10 @@ func (c *compiler) compile(src string, asBool bool) (*vm.Program, error) {
 		opts = append(opts[:len(opts):len(opts)], expr.AsBool())
 	}
 	p, err := expr.Compile(src, opts...)
+	if err == nil && mayBuild(src) {
+		// Checked as written; what runs has its large values bounded (budget.go).
+		p, err = expr.Compile(src, append(opts[:len(opts):len(opts)], expr.Patch(bounded{}))...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
 	}
@@ -275,20 +281,20 @@ func (t *template) render(r *runner) (string, error) {
 	if len(t.parts) == 1 && t.parts[0].prog == nil {
 		return t.parts[0].text, nil
 	}
-	var b strings.Builder
+	buf := make([]byte, 0, len(t.source)+32)
 	for i := range t.parts {
 		p := &t.parts[i]
 		if p.prog == nil {
-			b.WriteString(p.text)
+			buf = append(buf, p.text...)
 			continue
 		}
 		v, err := p.eval(r)
 		if err != nil {
 			return "", err
 		}
-		b.WriteString(text(v))
+		buf = appendText(buf, v)
 	}
-	return b.String(), nil
+	return string(buf), nil
 }
 
 func (p *tmplPart) eval(r *runner) (any, error) {
@@ -299,12 +305,30 @@ func (p *tmplPart) eval(r *runner) (any, error) {
 			return nil, err
 		}
 	}
+	if err = r.mem.charge(sizeOf(v, memoryBytes)); err != nil {
+		return nil, err // the rule's values together stay within the budget (budget.go)
+	}
 	for _, f := range p.filters {
 		if v, err = filters[f](v); err != nil {
 			return nil, err
 		}
 	}
 	return v, nil
+}
+
+// appendText appends text(v) without making a string of it first.
+func appendText(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case string:
+		return append(dst, x...)
+	case float64:
+		return strconv.AppendFloat(dst, x, 'f', -1, 64)
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10)
+	case bool:
+		return strconv.AppendBool(dst, x)
+	}
+	return append(dst, text(v)...)
 }
 
 // text renders a value for a message: numbers without a needless ".0",

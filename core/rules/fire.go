@@ -276,6 +276,7 @@ var noOutcome = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
 type runner struct {
 	vm  vm.VM
 	env exprEnv
+	mem memBudget // bytes built (budget.go)
 }
 
 // exprEnv is what expressions see. A struct, not a map: expr reads its
@@ -283,6 +284,7 @@ type runner struct {
 type exprEnv struct {
 	Context    map[string]any `expr:"context"`
 	Thresholds map[string]any `expr:"thresholds"`
+	Mem        *memBudget     `expr:"__mem"`
 }
 
 var runners = sync.Pool{New: func() any { return new(runner) }}
@@ -308,6 +310,7 @@ func (r *runner) run(p *vm.Program) (v any, err error) {
 		}
 	}()
 	r.vm.MemoryBudget = memoryBudget
+	r.env.Mem = &r.mem
 	return r.vm.Run(p, &r.env)
 }
 
@@ -376,7 +379,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			}
 		}
 		if !decided && rule.cond != nil {
-			value, condErr = exprRunner().run(rule.cond)
+			value, condErr = exprRunner().fresh().run(rule.cond)
 			b, _ := value.(bool)
 			matched = condErr == nil && b
 			if condErr != nil {
@@ -387,7 +390,8 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			continue
 		}
 		if out == nil {
-			out = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
+			n := min(len(candidates), 8) // room for a few matches without regrowing
+			out = &Outcome{Fired: make([]Fired, 0, n), Notices: make([]Notice, 0, n)}
 		}
 		entry := TraceEntry{Rule: rule.ID, Event: ev.Name, Matched: matched}
 		if rule.cond != nil {
@@ -397,7 +401,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			entry.Error = "condition: " + condErr.Error()
 		}
 		if matched {
-			records, ws, skipped := s.act(ctx, rule, ev, exprRunner(), host, out)
+			records, ws, skipped := s.act(ctx, rule, ev, exprRunner().fresh(), host, out)
 			if skipped != "" {
 				entry.Skipped = skipped
 				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))

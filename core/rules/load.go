@@ -150,6 +150,8 @@ func (c *compiler) loadSource(src Source) ([]*Rule, []string) {
 			return nil, []string{fmt.Sprintf("%s:1: with [[rules]], each rule has its own condition and action(s) ([rules.condition], [[rules.actions]])", src.Name)}
 		}
 		docs = doc.Rules
+	case doc.Condition != nil || doc.Action != nil || doc.Actions != nil:
+		return nil, []string{fmt.Sprintf("%s:1: [condition] and [action] belong to a rule: give [rule] (or [[rules]])", src.Name)}
 	default:
 		return nil, nil // an empty file holds no rules
 	}
@@ -182,6 +184,9 @@ func decode(text []byte, isJSON bool, v any) error {
 				line = lineAt(text, int(te.Offset))
 			}
 			return fmt.Errorf("%d: %s", line, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		if rest := bytes.TrimLeft(text[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+			return fmt.Errorf("%d: data after the JSON value", lineAt(text, len(text)-len(rest)))
 		}
 		return nil
 	}
@@ -221,6 +226,18 @@ func locate(text []byte, needle string) int {
 		if i := bytes.Index(text, []byte(needle)); i >= 0 {
 			return lineAt(text, i)
 		}
+		// In a TOML basic string or in JSON, quotes, backslashes and
+		// control characters appear escaped.
+		var esc bytes.Buffer
+		enc := json.NewEncoder(&esc)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(needle) == nil {
+			if quoted := bytes.TrimSuffix(esc.Bytes(), []byte("\n")); len(quoted) > 2 && !bytes.Equal(quoted[1:len(quoted)-1], []byte(needle)) {
+				if i := bytes.Index(text, quoted[1:len(quoted)-1]); i >= 0 {
+					return lineAt(text, i)
+				}
+			}
+		}
 		if nl := strings.IndexByte(needle, '\n'); nl > 0 {
 			return locate(text, needle[:nl])
 		}
@@ -254,7 +271,7 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 			}
 		}
 		switch {
-		case n > 1:
+		case n != 1:
 			fail(line, "condition: give one of expression, lua or script")
 		case cd.Lua != nil || cd.Script != nil:
 			fail(line, "condition: Lua conditions (lua, script) are not available in this version of Clara; use expression")
