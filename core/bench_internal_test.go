@@ -80,3 +80,18 @@ func benchEchoParallel(b *testing.B, noAudit bool) {
 		}
 	})
 }
+
+// BenchmarkEvaluate_echo_noRules is the echo with the built-in rules off:
+// beside BenchmarkEvaluate_echo, what watching every call (large_result on
+// on_tool_complete) costs.
+func BenchmarkEvaluate_echo_noRules(b *testing.B) {
+	e := New(Options{})
+	e.Configure([]byte("[rules]\nbuiltin = false\n"))
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+}

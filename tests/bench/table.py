@@ -24,6 +24,7 @@ ROWS = [
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
     ("audit", "echo, audit on (Go)", "echo, audit off (Go)", "time", None, None),
+    ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
 ]
@@ -54,6 +55,8 @@ LEGEND = [
     "additionalProperties) vs without: the cost of validating the arguments.",
     "audit: Go benchmarks of the engine's echo (no cgo), with and without the audit record of every call, "
     "alternated one run each.",
+    "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
+    "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "condition: one rule whose condition is `context.tool.result_bytes > thresholds.large_result_bytes and "
     "context.tool.name != \"echo\"`, fired through the rule engine (Set.Fire, Go benchmark, context built) vs "
     "simpleeval evaluating the same text, parsed once, on SimpleNamespace objects (/usr/bin/python3). "
@@ -210,7 +213,8 @@ def main():
                          max(1, len(checkpoints) - 1), " ".join("%.1f" % (r / 1024.0) for _, r in checkpoints)))
     for key, what in (("c_tool", "a C tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),
-                      ("audit", "the audit record of a call costs")):
+                      ("audit", "the audit record of a call costs"),
+                      ("rules_watch", "a rule watching every completed call costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):
             diff = statistics.median(s["clara"]) - statistics.median(s["ref"])
