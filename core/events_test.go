@@ -1298,7 +1298,8 @@ event = "loop"
 func TestEmitEvent_chaining(t *testing.T) {
 	e := rulesEngine(t, "[rules]\nbuiltin = false\n")
 	loadRuleText(t, e, "chain", chainRules)
-	const result = `{"fired":[{"rule":"second","event":"second","actions":[{"message":"second 2 in %[1]s","priority":"normal","type":"notify_self"}]},{"rule":"first","actions":[{"message":"first 1 in %[1]s","priority":"normal","type":"notify_self"},{"event":"second","fired":1,"type":"emit_event"}]}],"notices":[{"rule":"first","message":"first 1 in %[1]s","priority":"normal","event":"first"},{"rule":"second","message":"second 2 in %[1]s","priority":"normal","event":"second"}],"denied":null}`
+	// A rule comes before the rules its events fire.
+	const result = `{"fired":[{"rule":"first","actions":[{"message":"first 1 in %[1]s","priority":"normal","type":"notify_self"},{"event":"second","fired":1,"type":"emit_event"}]},{"rule":"second","event":"second","actions":[{"message":"second 2 in %[1]s","priority":"normal","type":"notify_self"}]}],"notices":[{"rule":"first","message":"first 1 in %[1]s","priority":"normal","event":"first"},{"rule":"second","message":"second 2 in %[1]s","priority":"normal","event":"second"}],"denied":null}`
 	expectEq(t, "Emit", emitString(t, e, `{"event":"first","session":"c1","payload":{"n":1}}`),
 		`{"status":"success","result":`+fmt.Sprintf(result, "c1")+`}`)
 	// The emit_event tool emits in the calling session.
@@ -1313,7 +1314,7 @@ func TestEmitEvent_chaining(t *testing.T) {
 	if len(fired) != 8 {
 		t.Fatalf("loop fired %d rules, want 8: %v", len(fired), m)
 	}
-	innermost := fired[0].(map[string]any)["actions"].([]any)[0].(map[string]any)
+	innermost := fired[7].(map[string]any)["actions"].([]any)[0].(map[string]any)
 	if innermost["error"] != "emit_event: chain deeper than 8 events" {
 		t.Errorf("innermost: %v", innermost)
 	}

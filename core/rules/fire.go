@@ -400,20 +400,30 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		if condErr != nil {
 			entry.Error = "condition: " + condErr.Error()
 		}
+		// A rule's place in Fired and Trace is taken before its actions run,
+		// so that rules fired by an event it emits come after it.
+		firedAt, traceAt := -1, -1
+		if ev.Trace {
+			traceAt = len(out.Trace)
+			out.Trace = append(out.Trace, TraceEntry{})
+		}
 		if matched {
+			firedAt = len(out.Fired)
+			out.Fired = append(out.Fired, Fired{Rule: rule.ID})
 			records, ws, skipped := s.act(ctx, rule, ev, exprRunner().fresh(), host, out)
 			if skipped != "" {
 				entry.Skipped = skipped
 				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
+				out.Fired = append(out.Fired[:firedAt], out.Fired[firedAt+1:]...)
 			} else {
 				writes = append(writes, ws...)
 				entry.Actions = records
-				out.Fired = append(out.Fired, Fired{Rule: rule.ID, Actions: records})
+				out.Fired[firedAt].Actions = records
 			}
 		}
 		if ev.Trace {
 			entry.DurationUS = time.Since(start).Microseconds()
-			out.Trace = append(out.Trace, entry)
+			out.Trace[traceAt] = entry
 		}
 		if matched && entry.Skipped == "" && rule.Stop {
 			break
