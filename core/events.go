@@ -330,14 +330,10 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 		case "trace":
 			ev.trace = value.Type == gjson.True
 		case "payload":
-			raw := []byte(value.Raw)
-			if i := value.Index; i > 0 && i+len(value.Raw) <= len(doc) {
-				raw = doc[i : i+len(value.Raw)] // no copy
-			}
-			if err := json.Unmarshal(raw, &ev.payload); err != nil {
-				perr = protocol.InternalError(fmt.Errorf("decoding a scanned payload: %w", err))
-				return false
-			}
+			// The scan checked it: gjson decodes it as encoding/json would
+			// (float64 numbers, []any, map[string]any), at a fraction of
+			// the cost.
+			ev.payload, _ = value.Value().(map[string]any)
 		}
 		return true
 	})

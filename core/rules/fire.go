@@ -47,6 +47,7 @@ type Set struct {
 	// (the engine's case; rule tests pass their own), simple conditions
 	// use them folded in.
 	thresholds map[string]any
+	slots      int // distinct context paths of simple conditions and guards
 }
 
 // Needs says which parts of `context` the rules of a trigger read, so that
@@ -344,9 +345,23 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			runners.Put(r)
 		}
 	}()
+	// Each context path compared by simple conditions and guards is looked
+	// up once for the whole event.
+	var slots []slotValue
+	if s.slots > 0 { // only sets where several comparisons read one path
+		slots = make([]slotValue, s.slots)
+	}
 	resolve := func(o *operand) (Value, bool) {
 		if o.literal {
 			return o.value, true
+		}
+		if o.slot > 0 {
+			sv := &slots[o.slot-1]
+			if !sv.looked {
+				sv.v, sv.ok = ev.Context.Lookup(o.path)
+				sv.looked = true
+			}
+			return sv.v, sv.ok
 		}
 		if o.root == "thresholds" {
 			v, ok := walk(thresholds, o.path)

@@ -125,6 +125,7 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 			}
 		}
 	}
+	set.slots = assignSlots(all)
 	return set, nil
 }
 

@@ -110,6 +110,74 @@ type operand struct {
 	value   Value    // when literal
 	root    string   // "context" or "thresholds"
 	path    []string // after the root
+	slot    int      // context paths: 1 + the path's number in its Set (assignSlots)
+}
+
+// assignSlots numbers the distinct context paths that the simple
+// conditions and guards of rules read, so that Fire looks each up once per
+// event however many rules compare it (as rule engines share the tests
+// of their alpha network). It returns how many there are.
+// When no path is read twice in one evaluation of the set, there is
+// nothing to share and no slots.
+func assignSlots(rules []*Rule) int {
+	ids := map[string]int{}
+	refs := 0
+	number := func(cs []comparison, count bool) {
+		for i := range cs {
+			for _, o := range []*operand{&cs[i].left, &cs[i].right} {
+				if o.literal || o.root != "context" {
+					continue
+				}
+				key := strings.Join(o.path, ".")
+				id, ok := ids[key]
+				if !ok {
+					id = len(ids) + 1
+					ids[key] = id
+				}
+				o.slot = id
+				if count {
+					refs++
+				}
+			}
+		}
+	}
+	for _, r := range rules {
+		// Fire uses the folded forms when it has them, else the plain ones:
+		// count the reads of one, number both.
+		if r.simple != nil {
+			number(r.simple.terms, r.folded == nil || r.folded == r.simple)
+		}
+		if r.folded != nil && r.folded != r.simple {
+			number(r.folded.terms, true)
+		}
+		number(r.guards, r.foldedGuards == nil)
+		number(r.foldedGuards, true)
+	}
+	if refs > len(ids) {
+		return len(ids)
+	}
+	clear := func(cs []comparison) {
+		for i := range cs {
+			cs[i].left.slot, cs[i].right.slot = 0, 0
+		}
+	}
+	for _, r := range rules {
+		if r.simple != nil {
+			clear(r.simple.terms)
+		}
+		if r.folded != nil {
+			clear(r.folded.terms)
+		}
+		clear(r.guards)
+		clear(r.foldedGuards)
+	}
+	return 0
+}
+
+// slotValue is a context path's value, looked up once per event.
+type slotValue struct {
+	v          Value
+	ok, looked bool
 }
 
 // Value is a scalar seen by a simple condition.
@@ -279,44 +347,70 @@ func (c *comparison) eval(resolve func(*operand) (Value, bool)) (result, ok bool
 	if !ok1 || !ok2 || l.Kind == 0 || r.Kind == 0 || l.Kind != r.Kind {
 		return false, false
 	}
+	// The operator, without comparing strings: >, >=, <, <=, ==, !=.
+	op := cmpOf(c.op)
 	switch l.Kind {
 	case 'n':
-		switch c.op {
-		case ">":
+		switch op {
+		case cmpGT:
 			return l.Num > r.Num, true
-		case ">=":
+		case cmpGE:
 			return l.Num >= r.Num, true
-		case "<":
+		case cmpLT:
 			return l.Num < r.Num, true
-		case "<=":
+		case cmpLE:
 			return l.Num <= r.Num, true
-		case "==":
+		case cmpEQ:
 			return l.Num == r.Num, true
-		case "!=":
+		case cmpNE:
 			return l.Num != r.Num, true
 		}
 	case 's':
-		switch c.op {
-		case ">":
+		switch op {
+		case cmpGT:
 			return l.Str > r.Str, true
-		case ">=":
+		case cmpGE:
 			return l.Str >= r.Str, true
-		case "<":
+		case cmpLT:
 			return l.Str < r.Str, true
-		case "<=":
+		case cmpLE:
 			return l.Str <= r.Str, true
-		case "==":
+		case cmpEQ:
 			return l.Str == r.Str, true
-		case "!=":
+		case cmpNE:
 			return l.Str != r.Str, true
 		}
 	case 'b':
-		switch c.op {
-		case "==":
+		switch op {
+		case cmpEQ:
 			return l.Bool == r.Bool, true
-		case "!=":
+		case cmpNE:
 			return l.Bool != r.Bool, true
 		}
 	}
 	return false, false
+}
+
+type cmpCode byte
+
+const (
+	cmpGT cmpCode = iota + 1
+	cmpGE
+	cmpLT
+	cmpLE
+	cmpEQ
+	cmpNE
+)
+
+// cmpOf is the code of one of the six operators parseComparison accepts.
+func cmpOf(op string) cmpCode {
+	switch {
+	case op[0] == '>':
+		return cmpGT + cmpCode(len(op)-1) // > or >=
+	case op[0] == '<':
+		return cmpLT + cmpCode(len(op)-1)
+	case op[0] == '=':
+		return cmpEQ
+	}
+	return cmpNE
 }
