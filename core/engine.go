@@ -76,6 +76,8 @@ type settings struct {
 	rules      *rules.Set
 	thresholds map[string]any
 	host       *ruleHost // what the rules of this configuration reach
+	// The rules of the tool pipeline's events, nil when none watch them.
+	onToolCall, onToolComplete, onToolFailure *rules.Trigger
 }
 
 // Options configures New. The zero value is valid.
@@ -154,6 +156,7 @@ func (e *Engine) install(t tree) error {
 		thresholds: thresholds,
 	}
 	s.host = &ruleHost{e: e, s: s}
+	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
 	e.cfg.Store(s)
 	return nil
 }

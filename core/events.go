@@ -32,7 +32,7 @@ type report struct {
 // (in the response's report and the session's queue). The event's context
 // is built only as far as the rules need it.
 func (e *Engine) fire(ctx context.Context, s *settings, rep *report, src *eventSource) *rules.Outcome {
-	ev := rules.Event{Name: src.name, Session: src.session, Trace: rep.wantTrace, Context: src}
+	ev := rules.Event{Name: src.name, Session: src.session, Trace: rep.wantTrace, Context: src, Trigger: src.trigger}
 	out := s.rules.Fire(ctx, ev, s.thresholds, s.host)
 	if len(out.Notices) > 0 {
 		e.sessionFor(src.session).queue(out.Notices)
@@ -55,7 +55,8 @@ type eventSource struct {
 	session  string
 	payload  map[string]any
 	built    map[string]any
-	toolName string // "" when the event is not a tool event
+	trigger  *rules.Trigger // the tool events' rules, looked up at configuration
+	toolName string         // "" when the event is not a tool event
 	// Of a finished tool call (on_tool_complete, on_tool_failure):
 	done   bool
 	args   []byte
@@ -70,6 +71,14 @@ var eventSources = sync.Pool{New: func() any { return new(eventSource) }}
 func (e *Engine) newEventSource(s *settings, name, session string, payload map[string]any) *eventSource {
 	src := eventSources.Get().(*eventSource)
 	*src = eventSource{e: e, s: s, needs: s.rules.NeedsFor(name), name: name, session: session, payload: payload}
+	return src
+}
+
+// newToolEventSource is newEventSource for an event of the tool pipeline,
+// whose rules the settings hold.
+func (e *Engine) newToolEventSource(s *settings, t *rules.Trigger, name, session, tool string) *eventSource {
+	src := eventSources.Get().(*eventSource)
+	*src = eventSource{e: e, s: s, needs: t.Needs(), trigger: t, name: name, session: session, toolName: tool}
 	return src
 }
 

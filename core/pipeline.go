@@ -43,9 +43,9 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 		// may call (call_tool), directly or through the tools they call.
 		ctx = context.WithValue(ctx, requestPolicyKey{}, scope.Request)
 	}
-	if s.rules.Watches("on_tool_call") {
-		src := e.newEventSource(s, "on_tool_call", session, nil)
-		src.toolName, src.args = t.Name, args
+	if s.onToolCall != nil {
+		src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", session, t.Name)
+		src.args = args
 		out := e.fire(ctx, s, rep, src)
 		src.release()
 		if out.Denied != nil {
@@ -57,14 +57,14 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 	// History, then the on_tool_complete / on_tool_failure rules; callbacks
 	// for changed files will plug in here.
 	e.sessionFor(session).recordCall(t.Name, perr != nil)
-	event := "on_tool_complete"
+	event, trigger := "on_tool_complete", s.onToolComplete
 	if perr != nil {
-		event = "on_tool_failure"
+		event, trigger = "on_tool_failure", s.onToolFailure
 	}
-	if s.rules.Watches(event) {
+	if trigger != nil {
 		took = e.since(start)
-		src := e.newEventSource(s, event, session, nil)
-		src.toolName, src.args, src.done, src.result, src.took, src.perr = t.Name, args, true, result, took, perr
+		src := e.newToolEventSource(s, trigger, event, session, t.Name)
+		src.args, src.done, src.result, src.took, src.perr = args, true, result, took, perr
 		e.fire(ctx, s, rep, src)
 		src.release()
 	}

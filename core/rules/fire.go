@@ -43,6 +43,7 @@ type Set struct {
 	all       []*Rule
 	byTrigger map[string][]*Rule // highest priority first, then load order
 	needs     map[string]Needs   // what the rules of a trigger read of context
+	triggers  map[string]*Trigger
 	// thresholds are those Load was given: when Fire gets the same map
 	// (the engine's case; rule tests pass their own), simple conditions
 	// use them folded in.
@@ -141,8 +142,32 @@ func (s *Set) NeedsFor(trigger string) Needs {
 	return s.needs[trigger]
 }
 
+// Trigger is the rules of one event name, in firing order, with what they
+// read of context. A caller firing the same event often (the tool
+// pipeline) looks it up once per rule set.
+type Trigger struct {
+	rules []*Rule
+	needs Needs
+}
+
+// Trigger returns the rules watching the event name, or nil when none do.
+func (s *Set) Trigger(name string) *Trigger {
+	if s == nil {
+		return nil
+	}
+	return s.triggers[name]
+}
+
+// Needs says what the trigger's rules read of context.
+func (t *Trigger) Needs() Needs { return t.needs }
+
 func newSet(rules []*Rule) *Set {
-	s := &Set{all: rules, byTrigger: map[string][]*Rule{}, needs: map[string]Needs{}}
+	s := &Set{all: rules, byTrigger: map[string][]*Rule{}, needs: map[string]Needs{}, triggers: map[string]*Trigger{}}
+	defer func() {
+		for name, list := range s.byTrigger {
+			s.triggers[name] = &Trigger{rules: list, needs: s.needs[name]}
+		}
+	}()
 	for _, r := range rules {
 		s.byTrigger[r.Trigger] = append(s.byTrigger[r.Trigger], r)
 		s.needs[r.Trigger] = s.needs[r.Trigger].or(needsOf(r.sources))
@@ -184,6 +209,9 @@ type Event struct {
 	Context ContextSource
 	Trace   bool
 	Depth   int // 0 for an emission from outside; +1 per emit_event
+	// Trigger is the event's rules, when the caller looked them up
+	// (Set.Trigger); nil: Fire looks them up by Name.
+	Trigger *Trigger
 }
 
 // StateWrite is one set_state of an emission.
@@ -324,7 +352,12 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 	if s == nil {
 		return noOutcome
 	}
-	candidates := s.byTrigger[ev.Name]
+	var candidates []*Rule
+	if ev.Trigger != nil {
+		candidates = ev.Trigger.rules
+	} else {
+		candidates = s.byTrigger[ev.Name]
+	}
 	if len(candidates) == 0 {
 		return noOutcome
 	}
