@@ -37,3 +37,21 @@ func TestNoticeQueueKeepsTheNewest(t *testing.T) {
 		}
 	}
 }
+
+// recent_tools holds the last 20 names, oldest first, however many calls.
+func TestRecentToolsRing(t *testing.T) {
+	for _, n := range []int{0, 1, 19, 20, 21, 45} {
+		s := &session{}
+		for i := 0; i < n; i++ {
+			s.recordCall(fmt.Sprint("t", i), false)
+		}
+		got := s.historyView()["recent_tools"].([]any)
+		want := []any{}
+		for i := max(0, n-recentToolsKept); i < n; i++ {
+			want = append(want, fmt.Sprint("t", i))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || s.historyView()["tool_count"] != float64(n) {
+			t.Errorf("after %d calls: recent %v, want %v", n, got, want)
+		}
+	}
+}

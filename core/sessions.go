@@ -21,7 +21,9 @@ type session struct {
 	mu           sync.Mutex
 	toolCount    int
 	failureCount int
-	recent       []string // last recentToolsKept tool names, oldest first
+	recent       [recentToolsKept]string // the last tool names, a ring: the oldest at recentNext once full
+	recentNext   int
+	recentLen    int
 	consecutive  map[string]int
 	notices      []rules.Notice
 	dropped      int // notices dropped because the queue was full, reported by the next drain
@@ -42,7 +44,8 @@ func (e *Engine) sessionFor(name string) *session {
 // clear forgets everything the session holds.
 func (s *session) clear() {
 	s.mu.Lock()
-	s.toolCount, s.failureCount, s.recent, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, nil, 0
+	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
+	s.recent, s.recentNext, s.recentLen = [recentToolsKept]string{}, 0, 0
 	s.mu.Unlock()
 }
 
@@ -50,11 +53,12 @@ func (s *session) clear() {
 func (s *session) recordCall(tool string, failed bool) {
 	s.mu.Lock()
 	s.toolCount++
-	if len(s.recent) == recentToolsKept {
-		copy(s.recent, s.recent[1:])
-		s.recent = s.recent[:recentToolsKept-1]
+	// A ring, not a slice shifted on every call: this runs on every call.
+	s.recent[s.recentNext] = tool
+	s.recentNext = (s.recentNext + 1) % recentToolsKept
+	if s.recentLen < recentToolsKept {
+		s.recentLen++
 	}
-	s.recent = append(s.recent, tool)
 	if failed {
 		s.failureCount++
 		if s.consecutive == nil {
@@ -72,9 +76,10 @@ func (s *session) recordCall(tool string, failed bool) {
 func (s *session) historyView() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	recent := make([]any, len(s.recent))
-	for i, t := range s.recent {
-		recent[i] = t
+	recent := make([]any, s.recentLen)
+	first := (s.recentNext - s.recentLen + recentToolsKept) % recentToolsKept
+	for i := range recent {
+		recent[i] = s.recent[(first+i)%recentToolsKept]
 	}
 	consecutive := make(map[string]any, len(s.consecutive))
 	for t, n := range s.consecutive {
