@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/clara-lib/clara/core/rules"
@@ -53,5 +54,20 @@ func TestRecentToolsRing(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) || s.historyView()["tool_count"] != float64(n) {
 			t.Errorf("after %d calls: recent %v, want %v", n, got, want)
 		}
+	}
+}
+
+// The built-in large_result rule notices a large result through the
+// pipeline (past the quick test that skips building events for small ones).
+func TestLargeResultNoticeThroughThePipeline(t *testing.T) {
+	e := New(Options{})
+	e.Configure([]byte(`state_dir = ""`))
+	small := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"x"}}`)))
+	if strings.Contains(small, "notices") {
+		t.Fatalf("small result got notices: %s", small)
+	}
+	big := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"` + strings.Repeat("x", 40000) + `"}}`)))
+	if !strings.Contains(big, `"notices":[{"rule":"large_result","message":"Tool echo returned 40008 bytes (more than 32768); consider narrowing the request.","priority":"normal","event":"on_tool_complete"}]`) {
+		t.Fatalf("no large_result notice: %.200s ... %s", big, big[len(big)-300:])
 	}
 }

@@ -63,10 +63,17 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 	}
 	if trigger != nil {
 		took = e.since(start)
-		src := e.newToolEventSource(s, trigger, event, session, t.Name)
-		src.args, src.done, src.result, src.took, src.perr = args, true, result, took, perr
-		e.fire(ctx, s, rep, src)
-		src.release()
+		// Most calls match no rule, and the rules watching every call
+		// usually say so from the call's own figures: test that first,
+		// without building an event.
+		quick := eventSource{needs: trigger.Needs(), name: event, session: session, toolName: t.Name,
+			done: true, args: args, result: result, took: took, perr: perr}
+		if rep.wantTrace || !trigger.RuledOut(quick.Lookup, s.thresholds) {
+			src := e.newToolEventSource(s, trigger, event, session, t.Name)
+			src.args, src.done, src.result, src.took, src.perr = args, true, result, took, perr
+			e.fire(ctx, s, rep, src)
+			src.release()
+		}
 	}
 	return result, truncated, perr
 }

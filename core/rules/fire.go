@@ -148,6 +148,7 @@ func (s *Set) NeedsFor(trigger string) Needs {
 type Trigger struct {
 	rules []*Rule
 	needs Needs
+	set   *Set
 }
 
 // Trigger returns the rules watching the event name, or nil when none do.
@@ -158,6 +159,49 @@ func (s *Set) Trigger(name string) *Trigger {
 	return s.triggers[name]
 }
 
+// RuledOut reports whether the simple forms of the trigger's rules alone
+// show that none of them matches the event whose context lookup reads: a
+// quick test before building an event, as the tool pipeline fires one on
+// every call. False whenever a rule needs more (no simple form, no
+// condition, a value the lookup cannot give). What Fire would do without
+// trace then is nothing at all; with trace, call Fire.
+func (t *Trigger) RuledOut(lookup func(path []string) (Value, bool), thresholds map[string]any) bool {
+	useFolded := t.set.thresholds != nil && sameMap(thresholds, t.set.thresholds)
+	resolve := func(o *operand) (Value, bool) {
+		switch {
+		case o.literal:
+			return o.value, true
+		case o.root == "thresholds":
+			v, ok := walk(thresholds, o.path)
+			return valueOf(v), ok
+		}
+		return lookup(o.path)
+	}
+	for _, r := range t.rules {
+		cond := r.simple
+		if useFolded && r.folded != nil {
+			cond = r.folded
+		}
+		if cond == nil {
+			if r.guards == nil {
+				return false
+			}
+			guards := r.guards
+			if useFolded {
+				guards = r.foldedGuards
+			}
+			if !ruledOut(guards, resolve) {
+				return false
+			}
+			continue
+		}
+		if matched, decided := cond.eval(resolve); !decided || matched {
+			return false
+		}
+	}
+	return true
+}
+
 // Needs says what the trigger's rules read of context.
 func (t *Trigger) Needs() Needs { return t.needs }
 
@@ -165,7 +209,7 @@ func newSet(rules []*Rule) *Set {
 	s := &Set{all: rules, byTrigger: map[string][]*Rule{}, needs: map[string]Needs{}, triggers: map[string]*Trigger{}}
 	defer func() {
 		for name, list := range s.byTrigger {
-			s.triggers[name] = &Trigger{rules: list, needs: s.needs[name]}
+			s.triggers[name] = &Trigger{rules: list, needs: s.needs[name], set: s}
 		}
 	}()
 	for _, r := range rules {
