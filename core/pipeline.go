@@ -7,6 +7,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -66,9 +67,11 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 		// Most calls match no rule, and the rules watching every call
 		// usually say so from the call's own figures: test that first,
 		// without building an event.
-		quick := eventSource{needs: trigger.Needs(), name: event, session: session, toolName: t.Name,
-			done: true, args: args, result: result, took: took, perr: perr}
-		if rep.wantTrace || !trigger.RuledOut(quick.Lookup, s.thresholds) {
+		facts := rules.ToolFacts{Name: t.Name, Done: true, ResultBytes: float64(len(result)), DurationMS: durationMS(took)}
+		if perr != nil {
+			facts.Error = toolError(perr)
+		}
+		if rep.wantTrace || !trigger.RuledOut(&facts, s.thresholds) {
 			src := e.newToolEventSource(s, trigger, event, session, t.Name)
 			src.args, src.done, src.result, src.took, src.perr = args, true, result, took, perr
 			e.fire(ctx, s, rep, src)

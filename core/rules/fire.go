@@ -160,12 +160,12 @@ func (s *Set) Trigger(name string) *Trigger {
 }
 
 // RuledOut reports whether the simple forms of the trigger's rules alone
-// show that none of them matches the event whose context lookup reads: a
-// quick test before building an event, as the tool pipeline fires one on
-// every call. False whenever a rule needs more (no simple form, no
-// condition, a value the lookup cannot give). What Fire would do without
+// show that none of them matches a tool event with these figures: a quick
+// test before building an event, as the tool pipeline fires one on every
+// call. False whenever a rule needs more (no simple form, no condition, a
+// value other than the tool's own figures). What Fire would do without
 // trace then is nothing at all; with trace, call Fire.
-func (t *Trigger) RuledOut(lookup func(path []string) (Value, bool), thresholds map[string]any) bool {
+func (t *Trigger) RuledOut(facts *ToolFacts, thresholds map[string]any) bool {
 	useFolded := t.set.thresholds != nil && sameMap(thresholds, t.set.thresholds)
 	resolve := func(o *operand) (Value, bool) {
 		switch {
@@ -174,8 +174,10 @@ func (t *Trigger) RuledOut(lookup func(path []string) (Value, bool), thresholds 
 		case o.root == "thresholds":
 			v, ok := walk(thresholds, o.path)
 			return valueOf(v), ok
+		case o.tool != 0:
+			return facts.value(o.tool)
 		}
-		return lookup(o.path)
+		return Value{}, false
 	}
 	for _, r := range t.rules {
 		cond := r.simple

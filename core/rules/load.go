@@ -126,6 +126,7 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 		}
 	}
 	set.slots = assignSlots(all)
+	markToolFields(all)
 	return set, nil
 }
 

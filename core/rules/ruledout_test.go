@@ -18,11 +18,17 @@ func TestTriggerRuledOut(t *testing.T) {
 		"vm only":      mustLoad(t, th, rule("v", "e", "", "len(context.tool.name) > 100", notify("v"))),
 		"no condition": mustLoad(t, th, rule("n", "e", "", "", notify("n"))),
 	}
+	facts := []ToolFacts{
+		{Name: "search", Done: true, ResultBytes: 5, DurationMS: 3},
+		{Name: "search", Done: true, ResultBytes: 500, DurationMS: 3},
+		{Name: "x", Done: true, ResultBytes: 5, DurationMS: 3000},
+		{Name: "y"}, // not over yet: no result_bytes, no duration_ms
+	}
 	contexts := []map[string]any{
-		{"tool": map[string]any{"name": "search", "result_bytes": 5.0, "duration_ms": 3.0, "arguments": map[string]any{}}},
-		{"tool": map[string]any{"name": "search", "result_bytes": 500.0, "duration_ms": 3.0, "arguments": map[string]any{"q": 1.0}}},
-		{"tool": map[string]any{"name": "x", "result_bytes": 5.0, "duration_ms": 3000.0, "arguments": map[string]any{"q": 1.0}}},
-		{"tool": map[string]any{"name": "y", "result_bytes": "odd", "duration_ms": nil}},
+		{"tool": map[string]any{"name": "search", "result_bytes": 5.0, "duration_ms": 3.0, "error": nil, "arguments": map[string]any{}}},
+		{"tool": map[string]any{"name": "search", "result_bytes": 500.0, "duration_ms": 3.0, "error": nil, "arguments": map[string]any{"q": 1.0}}},
+		{"tool": map[string]any{"name": "x", "result_bytes": 5.0, "duration_ms": 3000.0, "error": nil, "arguments": map[string]any{"q": 1.0}}},
+		{"tool": map[string]any{"name": "y"}},
 	}
 	wantRuledOut := map[string][]bool{
 		"simple":       {true, false, true, false},
@@ -34,7 +40,7 @@ func TestTriggerRuledOut(t *testing.T) {
 	for name, set := range sets {
 		trig := set.Trigger("e")
 		for i, c := range contexts {
-			got := trig.RuledOut(MapSource(c).Lookup, th)
+			got := trig.RuledOut(&facts[i], th)
 			if got != wantRuledOut[name][i] {
 				t.Errorf("%s, context %d: RuledOut %v, want %v", name, i, got, !got)
 			}

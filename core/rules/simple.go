@@ -107,10 +107,72 @@ type comparison struct {
 
 type operand struct {
 	literal bool
-	value   Value    // when literal
-	root    string   // "context" or "thresholds"
-	path    []string // after the root
-	slot    int      // context paths: 1 + the path's number in its Set (assignSlots)
+	value   Value     // when literal
+	root    string    // "context" or "thresholds"
+	path    []string  // after the root
+	slot    int       // context paths: 1 + the path's number in its Set (assignSlots)
+	tool    toolField // context.tool.<field>, for Trigger.RuledOut (markToolFields)
+}
+
+type toolField byte
+
+const (
+	toolName toolField = iota + 1
+	toolResultBytes
+	toolDurationMS
+	toolError
+)
+
+// markToolFields marks the operands that read context.tool.name,
+// result_bytes, duration_ms or error, which a tool event's ToolFacts give.
+func markToolFields(rules []*Rule) {
+	fields := map[string]toolField{"name": toolName, "result_bytes": toolResultBytes, "duration_ms": toolDurationMS, "error": toolError}
+	mark := func(cs []comparison) {
+		for i := range cs {
+			for _, o := range []*operand{&cs[i].left, &cs[i].right} {
+				if !o.literal && o.root == "context" && len(o.path) == 2 && o.path[0] == "tool" {
+					o.tool = fields[o.path[1]]
+				}
+			}
+		}
+	}
+	for _, r := range rules {
+		if r.simple != nil {
+			mark(r.simple.terms)
+		}
+		if r.folded != nil {
+			mark(r.folded.terms)
+		}
+		mark(r.guards)
+		mark(r.foldedGuards)
+	}
+}
+
+// ToolFacts are a tool event's own figures (context.tool), for
+// Trigger.RuledOut.
+type ToolFacts struct {
+	Name        string
+	Done        bool    // the call is over: the fields below exist
+	ResultBytes float64 // when Done
+	DurationMS  float64 // when Done
+	Error       string  // when Done: "code: message", or "" when the call succeeded (null to rules)
+}
+
+// value is what context.tool.<f> holds; ok is false when it is absent or
+// null (expr decides then).
+func (t *ToolFacts) value(f toolField) (Value, bool) {
+	switch {
+	case f == toolName:
+		return String(t.Name), true
+	case !t.Done:
+	case f == toolResultBytes:
+		return Number(t.ResultBytes), true
+	case f == toolDurationMS:
+		return Number(t.DurationMS), true
+	case f == toolError && t.Error != "":
+		return String(t.Error), true
+	}
+	return Value{}, false
 }
 
 // assignSlots numbers the distinct context paths that the simple
