@@ -48,21 +48,18 @@ func (e *Engine) fire(ctx context.Context, s *settings, rep *report, src *eventS
 // the parts the rules of the event read (history and state cost a copy and
 // a lookup, and tool events come with every call).
 type eventSource struct {
-	e        *Engine
-	s        *settings
-	needs    rules.Needs
-	name     string
-	session  string
-	payload  map[string]any
-	built    map[string]any
-	trigger  *rules.Trigger // the tool events' rules, looked up at configuration
-	toolName string         // "" when the event is not a tool event
-	// Of a finished tool call (on_tool_complete, on_tool_failure):
-	done   bool
-	args   []byte
-	result []byte
-	took   time.Duration
-	perr   *protocol.Error
+	e       *Engine
+	s       *settings
+	needs   rules.Needs
+	name    string
+	session string
+	payload map[string]any
+	built   map[string]any
+	trigger *rules.Trigger // the tool events' rules, looked up at configuration
+	// Of a tool event: its figures (Name "" when the event is not one; the
+	// same facts the pipeline's quick test read) and its arguments.
+	tool rules.ToolFacts
+	args []byte
 }
 
 var eventSources = sync.Pool{New: func() any { return new(eventSource) }}
@@ -76,9 +73,9 @@ func (e *Engine) newEventSource(s *settings, name, session string, payload map[s
 
 // newToolEventSource is newEventSource for an event of the tool pipeline,
 // whose rules the settings hold.
-func (e *Engine) newToolEventSource(s *settings, t *rules.Trigger, name, session, tool string) *eventSource {
+func (e *Engine) newToolEventSource(s *settings, t *rules.Trigger, name, session string, facts *rules.ToolFacts, args []byte) *eventSource {
 	src := eventSources.Get().(*eventSource)
-	*src = eventSource{e: e, s: s, needs: t.Needs(), trigger: t, name: name, session: session, toolName: tool}
+	*src = eventSource{e: e, s: s, needs: t.Needs(), trigger: t, name: name, session: session, tool: *facts, args: args}
 	return src
 }
 
@@ -104,26 +101,10 @@ func (src *eventSource) Lookup(path []string) (rules.Value, bool) {
 			}
 			return rules.Value{}, false
 		case "tool":
-			if src.toolName == "" || !src.needs.Tool {
+			if src.tool.Name == "" || !src.needs.Tool {
 				break
 			}
-			switch path[1] {
-			case "name":
-				return rules.String(src.toolName), true
-			case "result_bytes":
-				if src.done {
-					return rules.Number(float64(len(src.result))), true
-				}
-			case "duration_ms":
-				if src.done {
-					return rules.Number(durationMS(src.took)), true
-				}
-			case "error":
-				if src.done && src.perr != nil {
-					return rules.String(toolError(src.perr)), true
-				}
-			}
-			return rules.Value{}, false
+			return src.tool.Field(path[1])
 		}
 	}
 	switch path[0] {
@@ -151,7 +132,7 @@ func (src *eventSource) Context() map[string]any {
 	if src.needs.State {
 		ctx["state"] = src.e.stateScope(src.s, src.session)
 	}
-	if src.toolName != "" && src.needs.Tool {
+	if src.tool.Name != "" && src.needs.Tool {
 		ctx["tool"] = src.toolInfo()
 	}
 	src.built = ctx
@@ -164,7 +145,7 @@ func (src *eventSource) toolInfo() map[string]any {
 	needs := src.needs
 	info := make(map[string]any, 5)
 	if needs.ToolField("name") {
-		info["name"] = src.toolName
+		info["name"] = src.tool.Name
 	}
 	if needs.ToolField("arguments") {
 		var decoded any = map[string]any{}
@@ -173,16 +154,16 @@ func (src *eventSource) toolInfo() map[string]any {
 		}
 		info["arguments"] = decoded
 	}
-	if src.done {
+	if src.tool.Done {
 		if needs.ToolField("result_bytes") {
-			info["result_bytes"] = float64(len(src.result))
+			info["result_bytes"] = src.tool.ResultBytes
 		}
 		if needs.ToolField("duration_ms") {
-			info["duration_ms"] = durationMS(src.took)
+			info["duration_ms"] = src.tool.DurationMS
 		}
 		if needs.ToolField("error") {
-			if src.perr != nil {
-				info["error"] = toolError(src.perr)
+			if src.tool.Error != "" {
+				info["error"] = src.tool.Error
 			} else {
 				info["error"] = nil
 			}
@@ -305,7 +286,7 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: " + serr.Error()}
 	}
 	if text[sc.Start] != '{' {
-		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: an event must be an object, got " + jsonKind(text[sc.Start])}
+		return ev, &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: an event must be an object, got " + protocol.KindOf(text[sc.Start])}
 	}
 	// Members by their exact names (encoding/json would match them without
 	// regard to case). The scan checked the text: gjson reads it as is.
@@ -327,7 +308,7 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 		if value.Type == gjson.Null {
 			return true // null: absent
 		}
-		if got := jsonKind(value.Raw[0]); got != want {
+		if got := protocol.KindOf(value.Raw[0]); got != want {
 			perr = protocol.Errorf(protocol.InvalidRequest, eventShape+"%q must be %s, got %s", key.Str, want, got)
 			return false
 		}
@@ -353,23 +334,6 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 		ev.session = protocol.DefaultSession
 	}
 	return ev, nil
-}
-
-// jsonKind names the kind of the JSON value that starts with first.
-func jsonKind(first byte) string {
-	switch first {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 // emit fires an event from a caller (clara_emit, emit_event, session_end)

@@ -45,8 +45,7 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 		ctx = context.WithValue(ctx, requestPolicyKey{}, scope.Request)
 	}
 	if s.onToolCall != nil {
-		src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", session, t.Name)
-		src.args = args
+		src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", session, &rules.ToolFacts{Name: t.Name}, args)
 		out := e.fire(ctx, s, rep, src)
 		src.release()
 		if out.Denied != nil {
@@ -72,8 +71,7 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 			facts.Error = toolError(perr)
 		}
 		if rep.wantTrace || !trigger.RuledOut(&facts, s.thresholds) {
-			src := e.newToolEventSource(s, trigger, event, session, t.Name)
-			src.args, src.done, src.result, src.took, src.perr = args, true, result, took, perr
+			src := e.newToolEventSource(s, trigger, event, session, &facts, args)
 			e.fire(ctx, s, rep, src)
 			src.release()
 		}

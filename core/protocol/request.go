@@ -79,7 +79,7 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 	doc := data[sc.Start:sc.End]
 	if doc[0] != '{' {
 		return Request{}, scratch, &Error{Code: InvalidJSON,
-			Message: "Invalid JSON: the request must be an object, got " + kindOf(doc[0])}
+			Message: "Invalid JSON: the request must be an object, got " + KindOf(doc[0])}
 	}
 	if sc.Spaced {
 		// Values are passed on compact: scan the compact copy for the
@@ -95,7 +95,10 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 	return req, scratch, err
 }
 
-func kindOf(first byte) string {
+// KindOf names the kind of the JSON value that starts with first, for
+// messages: "an object", "an array", "a string", "a boolean", "null",
+// "a number".
+func KindOf(first byte) string {
 	switch first {
 	case '{':
 		return "an object"
@@ -216,5 +219,5 @@ func typeName(raw []byte) string {
 	if string(raw) == `""` {
 		return "an empty string"
 	}
-	return kindOf(raw[0])
+	return KindOf(raw[0])
 }

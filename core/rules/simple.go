@@ -125,8 +125,10 @@ const (
 
 // markToolFields marks the operands that read context.tool.name,
 // result_bytes, duration_ms or error, which a tool event's ToolFacts give.
+var toolFields = map[string]toolField{"name": toolName, "result_bytes": toolResultBytes, "duration_ms": toolDurationMS, "error": toolError}
+
 func markToolFields(rules []*Rule) {
-	fields := map[string]toolField{"name": toolName, "result_bytes": toolResultBytes, "duration_ms": toolDurationMS, "error": toolError}
+	fields := toolFields
 	mark := func(cs []comparison) {
 		for i := range cs {
 			for _, o := range []*operand{&cs[i].left, &cs[i].right} {
@@ -157,6 +159,10 @@ type ToolFacts struct {
 	DurationMS  float64 // when Done
 	Error       string  // when Done: "code: message", or "" when the call succeeded (null to rules)
 }
+
+// Field is what context.tool.<name> holds for a simple condition; ok is
+// false when it is absent or null, or not one of the figures (arguments).
+func (t *ToolFacts) Field(name string) (Value, bool) { return t.value(toolFields[name]) }
 
 // value is what context.tool.<f> holds; ok is false when it is absent or
 // null (expr decides then).
