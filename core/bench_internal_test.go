@@ -8,11 +8,18 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-// BenchmarkEvaluate_echo_audit and _noAudit measure what recording every
-// call costs the cheapest call (make bench reports the pair as one row).
-// The switch exists for this measurement only: Clara always audits.
-func BenchmarkEvaluate_echo_audit(b *testing.B)   { benchEcho(b, false) }
-func BenchmarkEvaluate_echo_noAudit(b *testing.B) { benchEcho(b, true) }
+// BenchmarkEvaluate_echo is the cheapest call as configured by default
+// (audit on, built-in rules on). Beside it, _noAudit measures what
+// recording every call costs (the switch exists for this measurement only:
+// Clara always audits) and _noRules what the built-in rules watching every
+// call cost. make bench reports each pair as one row.
+func BenchmarkEvaluate_echo(b *testing.B) { benchEcho(b, nil) }
+func BenchmarkEvaluate_echo_noAudit(b *testing.B) {
+	benchEcho(b, func(e *Engine) { e.auditOff = true })
+}
+func BenchmarkEvaluate_echo_noRules(b *testing.B) {
+	benchEcho(b, func(e *Engine) { e.Configure([]byte("[rules]\nbuiltin = false\n")) })
+}
 
 // BenchmarkEvaluate_schema5 and _noSchema call the same Go tool (run
 // inline, as a built-in is) with the same 5 arguments, with and without a
@@ -50,9 +57,11 @@ func benchSchema(b *testing.B, withSchema bool) {
 	}
 }
 
-func benchEcho(b *testing.B, noAudit bool) {
+func benchEcho(b *testing.B, setup func(*Engine)) {
 	e := New(Options{})
-	e.auditOff = noAudit
+	if setup != nil {
+		setup(e)
+	}
 	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
@@ -79,19 +88,4 @@ func benchEchoParallel(b *testing.B, noAudit bool) {
 			buf = e.AppendEvaluate(buf[:0], req)
 		}
 	})
-}
-
-// BenchmarkEvaluate_echo_noRules is the echo with the built-in rules off:
-// beside BenchmarkEvaluate_echo, what watching every call (large_result on
-// on_tool_complete) costs.
-func BenchmarkEvaluate_echo_noRules(b *testing.B) {
-	e := New(Options{})
-	e.Configure([]byte("[rules]\nbuiltin = false\n"))
-	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
-	buf := make([]byte, 0, 256)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		buf = e.AppendEvaluate(buf[:0], req)
-	}
 }

@@ -273,30 +273,3 @@ func TestEngine_concurrentUse(t *testing.T) {
 	close(stop)
 	<-churned
 }
-
-func BenchmarkEvaluate_echo(b *testing.B) {
-	e := newEngine(b)
-	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
-	buf := make([]byte, 0, 256)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		buf = e.AppendEvaluate(buf[:0], req)
-	}
-	b.StopTimer()
-	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
-		b.Fatal(string(buf))
-	}
-}
-
-func BenchmarkEvaluate_echo_parallel(b *testing.B) {
-	e := newEngine(b)
-	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		buf := make([]byte, 0, 256)
-		for pb.Next() {
-			buf = e.AppendEvaluate(buf[:0], req)
-		}
-	})
-}

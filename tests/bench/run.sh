@@ -119,7 +119,7 @@ go_pair() { # row clara_bench ref_bench
   done
 }
 echo "run.sh: running audit and validation (Go benchmarks)" >&2
-go_pair audit BenchmarkEvaluate_echo_audit BenchmarkEvaluate_echo_noAudit >> "$samples" 2> "$out/audit.err" || status=1
+go_pair audit BenchmarkEvaluate_echo BenchmarkEvaluate_echo_noAudit >> "$samples" 2> "$out/audit.err" || status=1
 go_pair validation BenchmarkEvaluate_schema5 BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
 go_pair rules_watch BenchmarkEvaluate_echo BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rules_watch.err" || status=1
 # The condition rows: a Go benchmark of the rule engine against simpleeval
