@@ -1,0 +1,412 @@
+package callbacks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+const (
+	logCap        = 1 << 20         // bytes of output a log keeps
+	tailKeep      = 8 << 10         // bytes of the output's end kept in memory
+	tailLines     = 3               // lines of output in output_tail and notices
+	tailLineMax   = 512             // bytes of one tail line
+	killGrace     = 2 * time.Second // SIGTERM to SIGKILL
+	drainWait     = time.Second     // for the pipe after the group is gone
+	groupGoneWait = time.Second     // for the killed group to disappear
+	envListMax    = 96 << 10        // CLARA_CHANGED_FILES stays under the kernel's 128 KiB per string
+)
+
+var logSeq atomic.Uint64
+
+// run runs the script of d once for files and reports how it went. ctx
+// ending stops the run as a timeout does (SIGTERM, then SIGKILL).
+func (m *Manager) run(ctx context.Context, env runEnv, d *Definition, files []string) RunResult {
+	r := RunResult{ID: d.ID, Name: d.Name, Files: files, success: d.SuccessMessage}
+	timeout := d.TimeoutSecs
+	if timeout <= 0 {
+		timeout = defaultBGTimeout
+	}
+	start := time.Now()
+	m.exec(ctx, env, d, files, time.Duration(timeout)*time.Second, &r)
+	r.DurationMS = time.Since(start).Milliseconds()
+	r.OK = r.ExitCode == 0 && !r.TimedOut && r.Error == ""
+	r.Notice = r.notice(timeout)
+	if !r.OK {
+		m.logf("info", "%s (%s) failed: exit %d, timed out %v, %s", d.Name, d.ID, r.ExitCode, r.TimedOut, r.Error)
+	}
+	return r
+}
+
+func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []string, timeout time.Duration, r *RunResult) {
+	fail := func(format string, args ...any) {
+		r.ExitCode = -1
+		r.Error = fmt.Sprintf(format, args...)
+	}
+	if err := ctx.Err(); err != nil {
+		fail("stopped: %v", context.Cause(ctx))
+		return
+	}
+	script := filepath.Join(env.stateDir, scriptsDir, d.Name+".sh")
+	if _, err := os.Stat(script); err != nil {
+		fail("script: %v", err)
+		return
+	}
+	dir := env.root
+	if d.Cwd != "" {
+		var err error
+		if dir, err = resolveCwd(env.root, d.Cwd); err != nil {
+			fail("%v", err)
+			return
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			fail("cwd %q is not a directory", d.Cwd)
+			return
+		}
+	}
+
+	list := strings.Join(files, "\n")
+	listFile, err := os.CreateTemp("", "clara-changed-files-*.txt")
+	if err != nil {
+		fail("changed files list: %v", err)
+		return
+	}
+	defer os.Remove(listFile.Name())
+	_, err = io.WriteString(listFile, list+"\n")
+	if cerr := listFile.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fail("changed files list: %v", err)
+		return
+	}
+	envList := list
+	if len(envList) > envListMax {
+		envList = ""
+	}
+
+	logDir := filepath.Join(env.stateDir, logsDir)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		fail("logs: %v", err)
+		return
+	}
+	logFile, err := createLog(logDir, d.Name)
+	if err != nil {
+		fail("log: %v", err)
+		return
+	}
+	out := &capture{f: logFile}
+	keepLog := false
+	defer func() {
+		logFile.Close()
+		if keepLog {
+			r.Log = logFile.Name()
+		} else {
+			os.Remove(logFile.Name())
+		}
+	}()
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		fail("pipe: %v", err)
+		return
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Dir = dir
+	cmd.Env = append(hostEnv(),
+		"CLARA_CHANGED_FILES="+envList,
+		"CLARA_CHANGED_FILES_LIST="+listFile.Name(),
+		"CLARA_CHANGED_FILES_COUNT="+strconv.Itoa(len(files)),
+		"CLARA_PROJECT_ROOT="+env.root,
+		"CLARA_CALLBACK_NAME="+d.Name,
+		"CLARA_CALLBACK_ID="+d.ID,
+	)
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		fail("start: %v", err)
+		keepLog = true
+		return
+	}
+	pw.Close() // the child holds the write end now
+	pgid := cmd.Process.Pid
+
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := pr.Read(buf)
+			out.write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	// The leader's exit, seen without reaping it: while it is a zombie its
+	// pid (the group's id) cannot be given to another process, so killing
+	// the group afterwards cannot hit a stranger.
+	exited := make(chan struct{})
+	go func() {
+		waitExitNoReap(pgid)
+		close(exited)
+	}()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var kill <-chan time.Time
+	select {
+	case <-exited:
+	case <-timer.C:
+		r.TimedOut = true
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		kill = time.After(killGrace)
+	case <-ctx.Done():
+		r.Error = "stopped: " + context.Cause(ctx).Error()
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		kill = time.After(killGrace)
+	}
+	if kill != nil {
+		select {
+		case <-exited:
+		case <-kill:
+		}
+	}
+	// Whatever is left of the group goes, the leader too if it is still
+	// there: daemons the script left behind are orphans otherwise.
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-exited
+	werr := cmd.Wait()
+	waitGroupGone(pgid, groupGoneWait)
+
+	// Every writer in the group is dead: the pipe ends soon. A process that
+	// left the group (setsid) and holds the pipe does not hold us up.
+	select {
+	case <-drained:
+	case <-time.After(drainWait):
+		pr.SetReadDeadline(time.Now())
+		<-drained
+		out.note("[clara: stopped reading output: a process outside the callback's group holds it open]")
+	}
+	pr.Close()
+
+	r.ExitCode = exitCode(cmd.ProcessState, werr)
+	r.Truncated = out.truncated
+	r.OutputTail = out.tailText()
+	ok := r.ExitCode == 0 && !r.TimedOut && r.Error == ""
+	keepLog = !ok
+	if keepLog {
+		logFile.Sync()
+	}
+}
+
+// hostEnv is the host's environment without the variables a run sets.
+func hostEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CLARA_CHANGED_FILES") || strings.HasPrefix(kv, "CLARA_PROJECT_ROOT=") ||
+			strings.HasPrefix(kv, "CLARA_CALLBACK_NAME=") || strings.HasPrefix(kv, "CLARA_CALLBACK_ID=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func exitCode(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// createLog creates logs/<name>-<time>.log, a new file.
+func createLog(dir, name string) (*os.File, error) {
+	ts := time.Now().UTC().Format("20060102T150405.000000000Z")
+	for {
+		base := fmt.Sprintf("%s-%s", name, ts)
+		if n := logSeq.Add(1); n > 1 {
+			base += "-" + strconv.FormatUint(n, 10)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, base+".log"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+}
+
+// waitExitNoReap blocks until the process pid has exited, leaving it a
+// zombie for cmd.Wait to reap (waitid with WNOWAIT).
+func waitExitNoReap(pid int) {
+	const (
+		pPID    = 1
+		wNoWait = 0x1000000
+	)
+	var info [128]byte // siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|wNoWait, 0, 0)
+		if errno != syscall.EINTR {
+			return
+		}
+	}
+}
+
+// waitGroupGone waits, at most limit, until no live process of group
+// pgid is left: SIGKILL is delivered asynchronously. Killed members whose
+// parent died are zombies until init reaps them, which is init's business
+// (some inits take seconds); they do not count.
+func waitGroupGone(pgid int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for d := 200 * time.Microsecond; ; d = min(2*d, 20*time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if d >= 3*time.Millisecond && !groupHasLiveMember(pgid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(d)
+	}
+}
+
+// groupHasLiveMember scans /proc for a process of group pgid that is not
+// a zombie.
+func groupHasLiveMember(pgid int) bool {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return true // cannot tell: keep waiting (bounded)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	want := strconv.Itoa(pgid)
+	buf := make([]byte, 512)
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		state, pg, ok := procStat("/proc/"+n+"/stat", buf)
+		if ok && pg == want && state != "Z" && state != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads the state and process group of a /proc/<pid>/stat file.
+func procStat(path string, buf []byte) (state, pgrp string, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "", false
+	}
+	n, _ := f.Read(buf)
+	f.Close()
+	s := string(buf[:n])
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", "", false
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 3 {
+		return "", "", false
+	}
+	return fields[0], fields[2], true
+}
+
+// capture takes a run's output: the first logCap bytes to the log file,
+// the rest drained and counted, and the end kept in memory for the tail.
+type capture struct {
+	f         *os.File
+	written   int64
+	truncated bool
+	werr      error
+	tail      []byte
+}
+
+func (c *capture) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	chunk := p
+	if room := logCap - int64(len(truncMarker)) - c.written; int64(len(chunk)) > room {
+		chunk = chunk[:max(room, 0)]
+		c.truncated = true
+	}
+	if len(chunk) > 0 && c.werr == nil {
+		n, err := c.f.Write(chunk)
+		c.written += int64(n)
+		c.werr = err
+	}
+	c.tail = append(c.tail, p...)
+	if len(c.tail) > 2*tailKeep {
+		c.tail = append(c.tail[:0], c.tail[len(c.tail)-tailKeep:]...)
+	}
+}
+
+// truncMarker ends a log that reached the cap; room for it is kept, so a
+// log is never longer than logCap.
+const truncMarker = "\n[clara: output truncated at 1 MiB]\n"
+
+// note appends a line of Clara's own to the log (room permitting) and the
+// tail.
+func (c *capture) note(line string) {
+	line = "\n" + line + "\n"
+	if c.werr == nil && c.written+int64(len(line)) <= logCap-int64(len(truncMarker)) {
+		n, _ := io.WriteString(c.f, line)
+		c.written += int64(n)
+	}
+	c.tail = append(c.tail, line...)
+}
+
+// tailText finishes the log and returns the last lines of output.
+func (c *capture) tailText() string {
+	if c.truncated && c.werr == nil {
+		io.WriteString(c.f, truncMarker)
+	}
+	t := c.tail
+	if len(t) > tailKeep {
+		t = t[len(t)-tailKeep:]
+	}
+	s := strings.ToValidUTF8(strings.TrimRight(string(t), "\r\n"), "\uFFFD")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	for i, l := range lines {
+		l = strings.TrimRight(l, "\r")
+		if len(l) > tailLineMax {
+			cut := len(l) - tailLineMax
+			for cut < len(l) && (l[cut]&0xC0) == 0x80 {
+				cut++
+			}
+			l = "…" + l[cut:]
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
+}
