@@ -4,9 +4,11 @@ go 1.26.0
 
 require (
 	github.com/expr-lang/expr v1.17.8
+	github.com/gobwas/glob v0.2.3
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tidwall/gjson v1.20.0
+	github.com/yuin/gopher-lua v1.1.2
 	golang.org/x/text v0.14.0
 	modernc.org/sqlite v1.61.1
 )

@@ -1,0 +1,301 @@
+package rulelua
+
+import (
+	"context"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+func (st *lstate) addAction(L *lua.LState, a Action) {
+	if len(st.actions) >= maxActions {
+		st.raiseLimit(L, "more than %d actions in one run", maxActions)
+	}
+	st.actions = append(st.actions, a)
+}
+
+func (st *lstate) notify(L *lua.LState) int {
+	msg := checkStr(L, 1, "notify")
+	pr := optStr(L, 2, "notify", "normal")
+	st.addAction(L, Action{Type: "notify_self", Message: msg, Priority: pr})
+	return 0
+}
+
+var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "error": true}
+
+func (st *lstate) log(L *lua.LState) int {
+	level := checkStr(L, 1, "log")
+	if !logLevels[level] {
+		argError(L, 1, "log", "level must be debug, info, warn or error, got '"+level+"'")
+	}
+	st.emitLog(level, checkStr(L, 2, "log"))
+	return 0
+}
+
+func validEvent(name string) bool {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// tableArg converts argument n (a table or nil) into a JSON object.
+func (st *lstate) tableArg(L *lua.LState, n int, fname string) map[string]any {
+	v := L.Get(n)
+	switch v.(type) {
+	case *lua.LNilType:
+		return map[string]any{}
+	case *lua.LTable, *lua.LUserData:
+	default:
+		typeError(L, n, fname, "table")
+	}
+	g, err := st.toGo(v)
+	if err != nil {
+		st.convError(L, n, fname, err)
+	}
+	switch x := g.(type) {
+	case map[string]any:
+		return x
+	case []any:
+		if len(x) == 0 {
+			return map[string]any{}
+		}
+	}
+	argError(L, n, fname, "table with string keys expected, got a list")
+	return nil
+}
+
+func (st *lstate) convError(L *lua.LState, n int, fname string, err error) {
+	st.checkDeadline(L)
+	if le, ok := err.(*Error); ok && le.Kind == KindLimit {
+		st.raiseLimit(L, "%s", le.Message)
+	}
+	argError(L, n, fname, err.Error())
+}
+
+func (st *lstate) emit(L *lua.LState) int {
+	ev := checkStr(L, 1, "emit")
+	if !validEvent(ev) {
+		argError(L, 1, "emit", "invalid event name '"+ev+"' (want [a-z][a-z0-9_.]*)")
+	}
+	payload := st.tableArg(L, 2, "emit")
+	st.addAction(L, Action{Type: "emit_event", Event: ev, Payload: payload})
+	return 0
+}
+
+func (st *lstate) deny(L *lua.LState) int {
+	reason := checkStr(L, 1, "deny")
+	st.addAction(L, Action{Type: "deny", Reason: reason})
+	return 0
+}
+
+func (st *lstate) stateGet(L *lua.LState) int {
+	key := checkStr(L, 1, "state.get")
+	if v, ok := st.sets[key]; ok {
+		L.Push(st.mustLua(L, v))
+		return 1
+	}
+	if st.host == nil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	v, ok, err := st.host.StateGet(key)
+	st.checkDeadline(L)
+	if err != nil {
+		L.RaiseError("state.get('%s'): %s", key, err.Error())
+	}
+	if !ok {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(st.mustLua(L, v))
+	return 1
+}
+
+func (st *lstate) mustLua(L *lua.LState, v any) lua.LValue {
+	lv, err := st.toLua(v)
+	if err != nil {
+		L.RaiseError("%s", err.Error())
+	}
+	return lv
+}
+
+func (st *lstate) stateSet(L *lua.LState) int {
+	key := checkStr(L, 1, "state.set")
+	if key == "" {
+		argError(L, 1, "state.set", "empty key")
+	}
+	v, err := st.toGo(checkAny(L, 2, "state.set"))
+	if err != nil {
+		st.convError(L, 2, "state.set", err)
+	}
+	if st.sets == nil {
+		st.sets = map[string]any{}
+	}
+	st.sets[key] = v
+	st.addAction(L, Action{Type: "set_state", Key: key, Value: v})
+	return 0
+}
+
+func (st *lstate) callTool(L *lua.LState) int {
+	name := checkStr(L, 1, "call_tool")
+	args := st.tableArg(L, 2, "call_tool")
+	if st.host == nil {
+		L.RaiseError("call_tool('%s'): no host to call tools", name)
+	}
+	data, err := EncodeJSON(args)
+	if err != nil {
+		argError(L, 2, "call_tool", err.Error())
+	}
+	ctx, cancel := context.WithDeadline(st.parent, st.dctx.deadline)
+	res, err := st.host.CallTool(ctx, name, data)
+	cancel()
+	st.checkDeadline(L)
+	if err != nil {
+		L.RaiseError("call_tool('%s'): %s", name, err.Error())
+	}
+	st.charge(L, len(res), "call_tool")
+	if len(strings.TrimSpace(string(res))) == 0 {
+		L.Push(lua.LNil)
+		return 1
+	}
+	v, err := DecodeJSON(res)
+	if err != nil {
+		L.RaiseError("call_tool('%s'): invalid JSON result: %s", name, err.Error())
+	}
+	L.Push(st.mustLua(L, v))
+	return 1
+}
+
+func (st *lstate) jsonEncode(L *lua.LState) int {
+	v, err := st.toGo(checkAny(L, 1, "json.encode"))
+	if err != nil {
+		st.convError(L, 1, "json.encode", err)
+	}
+	data, err := EncodeJSON(v)
+	if err != nil {
+		argError(L, 1, "json.encode", err.Error())
+	}
+	st.charge(L, len(data), "json.encode")
+	L.Push(lua.LString(data))
+	return 1
+}
+
+func (st *lstate) jsonDecode(L *lua.LState) int {
+	s := checkStr(L, 1, "json.decode")
+	st.charge(L, len(s), "json.decode")
+	v, err := DecodeJSON([]byte(s))
+	if err != nil {
+		L.RaiseError("json.decode: %s", err.Error())
+	}
+	L.Push(st.mustLua(L, v))
+	return 1
+}
+
+// newCtx wraps a ctx map in read-only userdata. The userdata objects are recycled from run to
+// run (nothing a run creates survives it), up to a few dozen per state.
+func (st *lstate) newCtx(m map[string]any) lua.LValue {
+	var ud *lua.LUserData
+	if st.nuds < len(st.uds) {
+		ud = st.uds[st.nuds]
+		st.nuds++
+	} else {
+		ud = st.L.NewUserData()
+		ud.Metatable = st.ctxMT
+		if len(st.uds) < 64 {
+			st.uds = append(st.uds, ud)
+			st.nuds++
+		}
+	}
+	ud.Value = m
+	return ud
+}
+
+// ctxIndex is ctx's __index: it converts one field at a time.
+func (st *lstate) ctxIndex(L *lua.LState) int {
+	ud, ok := L.Get(1).(*lua.LUserData)
+	if !ok {
+		L.Push(lua.LNil)
+		return 1
+	}
+	m, _ := ud.Value.(map[string]any)
+	k, ok := L.Get(2).(lua.LString)
+	if !ok || m == nil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(st.lazyLua(m[string(k)]))
+	return 1
+}
+
+// concat is the guarded replacement of the .. operator (see compile.go). It concatenates its
+// arguments right to left, as OP_CONCAT does, calling __concat metamethods where needed.
+func (st *lstate) concat(L *lua.LState) int {
+	n := L.GetTop()
+	if n == 2 {
+		if a, ok := L.Get(1).(lua.LString); ok {
+			if b, ok := L.Get(2).(lua.LString); ok {
+				st.charge(L, len(a)+len(b), "concatenation")
+				L.Push(a + b)
+				return 1
+			}
+		}
+	}
+	rhs := L.Get(n)
+	for i := n - 1; i >= 1; i-- {
+		lhs := L.Get(i)
+		if isStrNum(lhs) && isStrNum(rhs) {
+			j := i
+			for j > 1 && isStrNum(L.Get(j-1)) {
+				j--
+			}
+			size := len(lua.LVAsString(rhs))
+			for k := j; k <= i; k++ {
+				size += len(lua.LVAsString(L.Get(k)))
+			}
+			st.charge(L, size, "concatenation")
+			var b strings.Builder
+			b.Grow(size)
+			for k := j; k <= i; k++ {
+				b.WriteString(lua.LVAsString(L.Get(k)))
+			}
+			b.WriteString(lua.LVAsString(rhs))
+			rhs = lua.LString(b.String())
+			i = j
+			continue
+		}
+		mm := L.GetMetaField(lhs, "__concat")
+		if mm == lua.LNil {
+			mm = L.GetMetaField(rhs, "__concat")
+		}
+		if mm == lua.LNil {
+			bad := lhs
+			if isStrNum(lhs) {
+				bad = rhs
+			}
+			L.RaiseError("attempt to concatenate a %s value", bad.Type().String())
+		}
+		L.Push(mm)
+		L.Push(lhs)
+		L.Push(rhs)
+		L.Call(2, 1)
+		rhs = L.Get(-1)
+		L.Pop(1)
+	}
+	L.Push(rhs)
+	return 1
+}
+
+func isStrNum(v lua.LValue) bool {
+	switch v.(type) {
+	case lua.LString, lua.LNumber:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,7 @@
+//go:build !race
+
+package rulelua
+
+const raceEnabled = false
+
+const raceScale = 1

@@ -1,0 +1,261 @@
+package rulelua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// DefaultRuleDeadline is the run deadline used when the context passed to Run or Call has none.
+const DefaultRuleDeadline = 50 * time.Millisecond
+
+// Limits bound one script's runs. A zero field means its default.
+type Limits struct {
+	// Deadline applies when the context passed to Run or Call has no deadline.
+	// Default DefaultRuleDeadline (50 ms).
+	Deadline time.Duration
+	// MaxSourceBytes refuses larger sources before parsing. Default 256 KiB.
+	MaxSourceBytes int
+	// MaxStringBytes is the largest string a guarded function (.., string.rep, gsub, format,
+	// table.concat, json.encode, ...) may build. Default 1 MiB.
+	MaxStringBytes int
+	// MaxAllocBytes is the total of bytes guarded functions may build in one run. Default 32 MiB.
+	MaxAllocBytes int64
+	// MaxLogLines and MaxLogBytes cap what log and print send to Host.Log in one run; lines past
+	// the cap are dropped after one warning. Defaults 100 lines and 64 KiB.
+	MaxLogLines int
+	MaxLogBytes int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Deadline <= 0 {
+		l.Deadline = DefaultRuleDeadline
+	}
+	if l.MaxSourceBytes <= 0 {
+		l.MaxSourceBytes = 256 << 10
+	}
+	if l.MaxStringBytes <= 0 {
+		l.MaxStringBytes = 1 << 20
+	}
+	if l.MaxAllocBytes <= 0 {
+		l.MaxAllocBytes = 32 << 20
+	}
+	if l.MaxLogLines <= 0 {
+		l.MaxLogLines = 100
+	}
+	if l.MaxLogBytes <= 0 {
+		l.MaxLogBytes = 64 << 10
+	}
+	return l
+}
+
+// Host is what a script's API reaches outside the sandbox. Its methods are called on the goroutine
+// running the script, during Run or Call. A nil Host is allowed: state.get then sees only the
+// run's own writes, log and print are dropped and call_tool raises an error.
+type Host interface {
+	// StateGet reads the session's rule state (a JSON-like Go value).
+	StateGet(key string) (value any, ok bool, err error)
+	// CallTool calls a tool through the full pipeline; the host checks policy and depth.
+	// ctx carries the run's deadline.
+	CallTool(ctx context.Context, name string, args []byte) (result []byte, err error)
+	// Log receives log and print output; level is debug, info, warn or error.
+	Log(level, message string)
+}
+
+// Action is something a script asked for. The host applies actions only when the run returned
+// no error.
+type Action struct {
+	Type string // "notify_self", "set_state", "emit_event", "deny"
+
+	Message  string // notify_self
+	Priority string // notify_self; "normal" unless given
+
+	Key   string // set_state
+	Value any    // set_state; JSON-like: nil, bool, float64, string, []any, map[string]any
+
+	Event   string         // emit_event
+	Payload map[string]any // emit_event; never nil
+
+	Reason string // deny
+}
+
+// Result is what a completed run produced.
+type Result struct {
+	// Value is the first value returned, as a JSON-like Go value: Lua tables become []any when
+	// their keys are exactly 1..n, map[string]any otherwise (number keys formatted as strings, an
+	// empty table is an empty map); nil stays nil.
+	Value   any
+	Actions []Action
+}
+
+// ErrorKind tells what kind of failure an *Error is.
+type ErrorKind int
+
+const (
+	// KindSyntax: the source did not parse or compile, or nests too deeply.
+	KindSyntax ErrorKind = iota + 1
+	// KindRuntime: the script raised an error, or returned something that cannot be converted.
+	KindRuntime
+	// KindTimeout: the deadline passed or the caller's context was canceled. The error unwraps
+	// to context.DeadlineExceeded or context.Canceled.
+	KindTimeout
+	// KindLimit: a sandbox limit was exceeded (source size, string size, memory, results). The
+	// error unwraps to ErrLimit.
+	KindLimit
+	// KindInternal: a Go panic inside the sandbox (a bug); the run is discarded.
+	KindInternal
+)
+
+func (k ErrorKind) String() string {
+	switch k {
+	case KindSyntax:
+		return "syntax"
+	case KindRuntime:
+		return "runtime"
+	case KindTimeout:
+		return "timeout"
+	case KindLimit:
+		return "limit"
+	case KindInternal:
+		return "internal"
+	}
+	return "unknown"
+}
+
+// ErrLimit is what errors of KindLimit unwrap to.
+var ErrLimit = errors.New("lua: sandbox limit exceeded")
+
+// Error is the error type of Compile, Run and Call.
+type Error struct {
+	Kind   ErrorKind
+	Script string // the chunk name given to Compile
+	// Line is the script line the error points at, 0 when unknown.
+	Line int
+	// Message is the text for the rule author, e.g. "rules/x.lua:3: attempt to call a nil value".
+	Message string
+	cause   error
+}
+
+func (e *Error) Error() string { return "lua: " + e.Message }
+
+// Unwrap returns context.DeadlineExceeded or context.Canceled for timeouts, ErrLimit for limits.
+func (e *Error) Unwrap() error { return e.cause }
+
+func newError(kind ErrorKind, script, msg string, cause error) *Error {
+	e := &Error{Kind: kind, Script: script, Message: strings.TrimRight(msg, "\n"), cause: cause}
+	if kind == KindLimit && cause == nil {
+		e.cause = ErrLimit
+	}
+	e.Line = lineOf(script, e.Message)
+	return e
+}
+
+// lineOf finds "script:N:" in msg.
+func lineOf(script, msg string) int {
+	i := strings.Index(msg, script+":")
+	if script == "" || i < 0 {
+		return 0
+	}
+	rest := msg[i+len(script)+1:]
+	j := strings.IndexByte(rest, ':')
+	if j <= 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(rest[:j])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// Script is a compiled Lua chunk. It is immutable and safe for concurrent use.
+type Script struct {
+	name  string
+	proto *lua.FunctionProto
+	lim   Limits
+}
+
+// Name returns the chunk name given to Compile.
+func (s *Script) Name() string { return s.name }
+
+// Compile parses and compiles Lua source once with default Limits. Prototypes are cached by name
+// and source text (a bounded cache), so compiling the same source twice is cheap. Syntax errors
+// carry the chunk name and line. Source over Limits.MaxSourceBytes (256 KiB) is refused before
+// parsing.
+func Compile(name, source string) (*Script, error) {
+	return CompileWithLimits(name, source, Limits{})
+}
+
+// CompileWithLimits is Compile with explicit limits (zero fields mean defaults).
+func CompileWithLimits(name, source string, lim Limits) (s *Script, err error) {
+	lim = lim.withDefaults()
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, newError(KindInternal, name, fmt.Sprintf("%s: internal error while compiling: %v", name, r), nil)
+		}
+	}()
+	if len(source) > lim.MaxSourceBytes {
+		return nil, newError(KindLimit, name, fmt.Sprintf("%s: source is %d bytes, over the limit of %d", name, len(source), lim.MaxSourceBytes), nil)
+	}
+	proto, err := compileCached(name, source)
+	if err != nil {
+		return nil, err
+	}
+	return &Script{name: name, proto: proto, lim: lim}, nil
+}
+
+// Run runs a rule condition or rule script. ctxValue is what the script sees as the global ctx
+// (read-only). If the chunk returns a function, that function is called with ctx and its first
+// result is the Value. The deadline comes from ctx; without one, Limits.Deadline applies.
+func (s *Script) Run(ctx context.Context, ctxValue map[string]any, host Host) (Result, error) {
+	return s.exec(ctx, false, ctxValue, host)
+}
+
+// Call runs a Lua tool: the chunk must return a function, which is called with args (the tool's
+// decoded JSON arguments, as a fresh Lua table); its first result is the Value (encode it with
+// EncodeJSON). The global ctx is nil. The deadline comes from ctx; without one, Limits.Deadline
+// applies.
+func (s *Script) Call(ctx context.Context, args map[string]any, host Host) (Result, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	return s.exec(ctx, true, args, host)
+}
+
+func (s *Script) exec(ctx context.Context, tool bool, arg map[string]any, host Host) (res Result, err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return Result{}, newError(KindTimeout, s.name, s.name+": "+cerr.Error()+" before the run started", cerr)
+	}
+	st := getState()
+	ok := false
+	defer func() {
+		if r := recover(); r != nil {
+			res, err, ok = Result{}, newError(KindInternal, s.name, fmt.Sprintf("%s: internal error: %v", s.name, r), nil), false
+		}
+		st.endRun()
+		if ok {
+			putState(st)
+		} else {
+			st.close()
+		}
+	}()
+	res, err = st.run(ctx, s, tool, arg, host)
+	ok = err == nil
+	return res, err
+}
+
+// deadlineMessage renders the deadline of a timed-out run.
+func deadlineMessage(d time.Duration) string {
+	if d >= time.Millisecond {
+		d = d.Round(time.Millisecond)
+	}
+	return fmt.Sprintf("deadline of %v exceeded", d)
+}

@@ -1,0 +1,335 @@
+package rulelua
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+const (
+	callStackSize   = 200        // Lua call frames; deeper recursion is "stack overflow"
+	registrySize    = 4 * 1024   // initial value stack
+	registryMaxSize = 128 * 1024 // the value stack never grows past this
+	registryGrow    = 1024
+	// maxResults bounds the values one library call may push (unpack, string.byte), like
+	// Lua 5.1's LUAI_MAXCSTACK.
+	maxResults = 8000
+	// maxArrayIndex caps gopher-lua's array part, see init.
+	maxArrayIndex = 1 << 18
+	// pollEvery is how many VM instructions run between two looks at the clock.
+	pollEvery = 128
+)
+
+func init() {
+	// gopher-lua grows a table's array part up to any integer key below MaxArrayIndex
+	// (64 Mi by default), so `t[67108863] = 1` allocates 1 GiB in one instruction that no
+	// deadline can interrupt. Keys past the cap go to the hash part instead. This is a
+	// package variable of gopher-lua; Clara is its only user in the process.
+	if lua.MaxArrayIndex > maxArrayIndex {
+		lua.MaxArrayIndex = maxArrayIndex
+	}
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// runCtx is the context.Context the VM polls before every instruction. Done is cheap: it returns
+// nil (never ready) until it has seen the deadline pass or the caller's context end, and looks
+// at the clock only every pollEvery calls. It is used by one goroutine only and never handed to
+// code outside this package.
+type runCtx struct {
+	n          uint32
+	deadline   time.Time
+	parent     context.Context
+	parentDone <-chan struct{}
+	done       chan struct{}
+	err        error
+}
+
+func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *runCtx) Err() error                  { return c.err }
+func (c *runCtx) Value(any) any               { return nil }
+
+func (c *runCtx) Done() <-chan struct{} {
+	c.n++
+	if c.n%pollEvery != 0 || c.done != nil {
+		return c.done
+	}
+	return c.poll()
+}
+
+func (c *runCtx) poll() <-chan struct{} {
+	if c.done != nil {
+		return c.done
+	}
+	if c.parentDone != nil {
+		select {
+		case <-c.parentDone:
+			c.err = c.parent.Err()
+			if c.err == nil {
+				c.err = context.Canceled
+			}
+			c.done = closedCh
+			return c.done
+		default:
+		}
+	}
+	if !time.Now().Before(c.deadline) {
+		c.err = context.DeadlineExceeded
+		c.done = closedCh
+	}
+	return c.done
+}
+
+func (c *runCtx) expired() bool { return c.poll() != nil }
+
+// pool is a bounded free list of prepared states.
+var pool = make(chan *lstate, max(8, 4*runtime.GOMAXPROCS(0)))
+
+// statesCreated counts newState calls (tests use it to see states being reused).
+var statesCreated int64
+
+func getState() *lstate {
+	select {
+	case st := <-pool:
+		return st
+	default:
+		return newState()
+	}
+}
+
+func putState(st *lstate) {
+	select {
+	case pool <- st:
+	default:
+		st.close()
+	}
+}
+
+// lstate is one pooled LState with its environment and the data of the run in progress.
+type lstate struct {
+	L       *lua.LState
+	env     *lua.LTable    // the state's environment: library proxies and API functions
+	envMT   *lua.LTable    // metatable of each run's fresh globals: {__index = env}
+	ctxMT   *lua.LTable    // metatable of ctx userdata
+	ro      *lua.LTable    // marker of read-only library proxies
+	ctxUD   *lua.LUserData // the top-level ctx, reused; Value is set per run
+	globals *lua.LTable    // the fresh globals of the next run
+	next    *lua.LFunction
+	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
+	uds     []*lua.LUserData // ctx userdata recycled from run to run
+	nuds    int
+
+	dctx runCtx
+
+	// the run in progress
+	script    *Script
+	lim       *Limits
+	host      Host
+	parent    context.Context
+	started   time.Time
+	budget    time.Duration
+	actions   []Action
+	sets      map[string]any
+	bytes     int64
+	logLines  int
+	logBytes  int
+	logCapped bool
+	workDone  int
+	lists     map[*any]*lua.LTable // ctx lists already converted in this run
+	fatal     *Error               // a limit or timeout detected by Go code; pcall cannot catch it
+	closed    bool
+}
+
+func (st *lstate) close() {
+	if !st.closed {
+		st.closed = true
+		st.L.Close()
+	}
+}
+
+func (st *lstate) endRun() {
+	st.script, st.lim, st.host, st.parent = nil, nil, nil, nil
+	st.actions, st.sets, st.fatal, st.lists = nil, nil, nil, nil
+	st.dctx.parent, st.dctx.parentDone = nil, nil
+	if !st.closed {
+		st.ctxUD.Value = nil
+		for i := 0; i < st.nuds; i++ {
+			st.uds[i].Value = nil
+		}
+		st.nuds = 0
+		st.env.RawSetString("ctx", st.ctxUD)
+		if k, _ := st.globals.Next(lua.LNil); k != lua.LNil {
+			st.globals = nil // the script wrote globals: the next run gets a new table
+		}
+		st.L.SetTop(0)
+	}
+}
+
+func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
+	st.script, st.lim, st.host, st.parent = s, &s.lim, host, ctx
+	st.bytes, st.logLines, st.logBytes, st.logCapped, st.workDone = 0, 0, 0, false, 0
+	d, ok := ctx.Deadline()
+	now := time.Now()
+	if !ok {
+		d = now.Add(s.lim.Deadline)
+	}
+	st.budget = d.Sub(now)
+	c := &st.dctx
+	c.deadline, c.parent, c.parentDone = d, ctx, ctx.Done()
+	if c.done != nil {
+		c.done, c.err = nil, nil
+	}
+	st.L.SetContext(c)
+}
+
+// run executes one Run or Call on this state.
+func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]any, host Host) (Result, error) {
+	st.begin(ctx, s, host)
+	L := st.L
+	// Fresh globals: a new empty table, or the previous run's when that run left it empty.
+	G := st.globals
+	if G == nil || G.Metatable != st.envMT {
+		G = L.CreateTable(0, 0)
+		G.Metatable = st.envMT
+		st.globals = G
+		st.env.RawSetString("_G", G)
+	}
+	var argv lua.LValue
+	if tool {
+		v, err := st.toLua(arg)
+		if err != nil {
+			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
+		}
+		argv = v
+		st.env.RawSetString("ctx", lua.LNil)
+	} else {
+		st.ctxUD.Value = arg
+		argv = st.ctxUD
+	}
+	// The chunk's function object is reused while the same script runs on this state: it has no
+	// upvalues and scripts cannot change a function.
+	fn := st.chunkFn
+	if fn == nil || fn.Proto != s.proto {
+		fn = L.NewFunctionFromProto(s.proto)
+		st.chunkFn = fn
+	}
+	fn.Env = G
+	L.Push(fn)
+	if err := L.PCall(0, 1, nil); err != nil {
+		return Result{}, st.runError(err)
+	}
+	v := L.Get(-1)
+	L.Pop(1)
+	if f, ok := v.(*lua.LFunction); ok {
+		L.Push(f)
+		L.Push(argv)
+		if err := L.PCall(1, 1, nil); err != nil {
+			return Result{}, st.runError(err)
+		}
+		v = L.Get(-1)
+		L.Pop(1)
+	} else if tool {
+		return Result{}, newError(KindRuntime, s.name, s.name+": a Lua tool must return a function, got "+v.Type().String(), nil)
+	}
+	if err := st.deadError(); err != nil {
+		return Result{}, err
+	}
+	value, err := st.toGo(v)
+	if err != nil {
+		if derr := st.deadError(); derr != nil {
+			return Result{}, derr
+		}
+		kind := KindRuntime
+		if le, ok := err.(*Error); ok {
+			kind = le.Kind
+			err = errors.New(le.Message)
+		}
+		return Result{}, newError(kind, s.name, s.name+": cannot convert the returned value: "+err.Error(), nil)
+	}
+	if err := st.deadError(); err != nil {
+		return Result{}, err
+	}
+	return Result{Value: value, Actions: st.actions}, nil
+}
+
+// deadError reports a timeout or a limit that ended the run, whatever the script did after
+// (a pcall that caught the timeout, a handler that returned normally). It does not read the
+// clock: every path that can outlast the deadline polls it (the VM every pollEvery
+// instructions, guarded functions as they work, call_tool after the host returns).
+func (st *lstate) deadError() error {
+	if st.fatal != nil {
+		return st.fatal
+	}
+	if st.dctx.done != nil {
+		return st.timeoutError()
+	}
+	return nil
+}
+
+func (st *lstate) timeoutError() *Error {
+	name := st.script.name
+	if st.dctx.err == context.Canceled {
+		return newError(KindTimeout, name, name+": run canceled", context.Canceled)
+	}
+	e := newError(KindTimeout, name, deadlineMessage(st.budget), context.DeadlineExceeded)
+	e.Script = name
+	return e
+}
+
+// runError maps an error out of PCall.
+func (st *lstate) runError(err error) error {
+	if derr := st.deadError(); derr != nil {
+		return derr
+	}
+	name := st.script.name
+	if aerr, ok := err.(*lua.ApiError); ok {
+		msg := aerr.Object.String()
+		if aerr.Type == lua.ApiErrorPanic {
+			return newError(KindInternal, name, name+": internal error: "+msg, nil)
+		}
+		if _, isStr := aerr.Object.(lua.LString); !isStr {
+			if _, isNum := aerr.Object.(lua.LNumber); !isNum {
+				msg = name + ": error object is a " + aerr.Object.Type().String() + " value"
+			}
+		}
+		return newError(KindRuntime, name, msg, nil)
+	}
+	return newError(KindRuntime, name, name+": "+err.Error(), nil)
+}
+
+// raiseLimit ends the run with a limit error that pcall cannot catch.
+func (st *lstate) raiseLimit(L *lua.LState, format string, args ...any) {
+	msg := L.Where(1) + " " + sprintf(format, args...)
+	if st.fatal == nil {
+		st.fatal = newError(KindLimit, st.script.name, msg, nil)
+	}
+	L.Error(lua.LString(msg), 0)
+}
+
+// checkDeadline raises the timeout now if the deadline has passed; guarded Go functions call it
+// while they work.
+func (st *lstate) checkDeadline(L *lua.LState) {
+	if st.dctx.expired() {
+		if st.fatal == nil {
+			st.fatal = st.timeoutError()
+		}
+		L.Error(lua.LString(st.fatal.Message), 0)
+	}
+}
+
+// charge accounts for a string of n bytes a guarded function is about to build.
+func (st *lstate) charge(L *lua.LState, n int, what string) {
+	if n > st.lim.MaxStringBytes {
+		st.raiseLimit(L, "%s result over %d bytes", what, st.lim.MaxStringBytes)
+	}
+	st.bytes += int64(n)
+	if st.bytes > st.lim.MaxAllocBytes {
+		st.raiseLimit(L, "run built more than %d bytes of strings", st.lim.MaxAllocBytes)
+	}
+	if n >= 4096 {
+		st.checkDeadline(L)
+	}
+}
