@@ -19,6 +19,7 @@ func (benchHost) Chain(context.Context, string, string, map[string]any, int, boo
 }
 func (benchHost) CallTool(context.Context, string, string, []byte) ([]byte, error) { return nil, nil }
 func (benchHost) Log(logging.Level, string)                                        {}
+func (benchHost) StateGet(string, string) (any, bool, error)                       { return nil, false, nil }
 
 // BenchmarkFire_condition fires an event at a set holding one rule with
 // benchCondition: the condition's cost through the rule engine, context

@@ -12,6 +12,8 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/expr-lang/expr/vm/runtime"
+
+	"github.com/clara-lib/clara/rulelua"
 )
 
 // Bounds on rule expressions. Rules are configuration, but a mistake must
@@ -455,6 +457,7 @@ const (
 	ActEmit     = "emit_event"
 	ActDeny     = "deny"
 	ActCallTool = "call_tool"
+	ActLua      = "lua" // runs a Lua script (lua = "..." or script = "file.lua")
 )
 
 var notifyPriorities = map[string]bool{"low": true, "normal": true, "high": true, "critical": true}
@@ -468,26 +471,28 @@ type action struct {
 	level    string    // log
 	key      string    // set_state
 	value    *valueTmpl
-	event    string     // emit_event
-	payload  *valueTmpl // emit_event
-	tool     string     // call_tool
-	args     *valueTmpl // call_tool
+	event    string          // emit_event
+	payload  *valueTmpl      // emit_event
+	tool     string          // call_tool
+	args     *valueTmpl      // call_tool
+	script   *rulelua.Script // lua
 }
 
-func (c *compiler) compileAction(trigger string, d *actionDoc) (action, error) {
+func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (action, error) {
 	a := action{kind: d.Type}
 	given := map[string]bool{
 		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
 		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
-		"tool": d.Tool != nil, "arguments": d.Arguments != nil,
+		"tool": d.Tool != nil, "arguments": d.Arguments != nil, "lua": d.Lua != nil, "script": d.Script != nil,
 	}
 	takes := map[string][]string{
 		ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
 		ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
+		ActLua: {"lua", "script"},
 	}
 	allowed, ok := takes[d.Type]
 	if !ok {
-		return a, fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool)", d.Type)
+		return a, fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool, lua)", d.Type)
 	}
 	for _, k := range sortedKeys(given) {
 		if given[k] && !contains(allowed, k) {
@@ -550,6 +555,11 @@ func (c *compiler) compileAction(trigger string, d *actionDoc) (action, error) {
 		if d.Arguments != nil {
 			a.args, err = c.value(d.Arguments)
 		}
+	case ActLua:
+		if (d.Lua == nil) == (d.Script == nil) {
+			return a, fmt.Errorf("give one of lua (inline) or script (a file)")
+		}
+		a.script, _, err = luaSource(src, d.Lua, d.Script, "action")
 	}
 	return a, err
 }

@@ -22,8 +22,13 @@ func AppendNotices(dst []byte, ns []Notice) []byte {
 			dst = append(dst, ',')
 		}
 		n := &ns[i]
-		dst = append(dst, `{"rule":`...)
-		dst = protocol.AppendString(dst, n.Rule)
+		if n.Callback != "" {
+			dst = append(dst, `{"callback":`...)
+			dst = protocol.AppendString(dst, n.Callback)
+		} else {
+			dst = append(dst, `{"rule":`...)
+			dst = protocol.AppendString(dst, n.Rule)
+		}
 		dst = append(dst, `,"message":`...)
 		dst = protocol.AppendString(dst, n.Message)
 		dst = append(dst, `,"priority":`...)

@@ -15,6 +15,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/rulelua"
 )
 
 // Rule is one compiled rule. Read-only.
@@ -36,6 +37,8 @@ type Rule struct {
 	actions      []action
 	order        int      // load order, the tie-break of equal priorities
 	sources      []string // condition and template texts, to find what they read
+	luaCond      *rulelua.Script
+	lua          bool // a Lua condition or action: reads context whole
 }
 
 // Set is a compiled, immutable rule set.
@@ -216,7 +219,11 @@ func newSet(rules []*Rule) *Set {
 	}()
 	for _, r := range rules {
 		s.byTrigger[r.Trigger] = append(s.byTrigger[r.Trigger], r)
-		s.needs[r.Trigger] = s.needs[r.Trigger].or(needsOf(r.sources))
+		n := needsOf(r.sources)
+		if r.lua {
+			n = needsOf([]string{"context"}) // a script may read anything
+		}
+		s.needs[r.Trigger] = s.needs[r.Trigger].or(n)
 	}
 	for _, list := range s.byTrigger {
 		sort.SliceStable(list, func(i, j int) bool {
@@ -277,11 +284,14 @@ type Host interface {
 	CallTool(ctx context.Context, session, tool string, args []byte) (result []byte, err error)
 	// Log writes a log action's message.
 	Log(level logging.Level, message string)
+	// StateGet reads a key of the session's state (Lua's state.get).
+	StateGet(session, key string) (value any, ok bool, err error)
 }
 
 // Notice is a message from a rule (notify_self) for the caller.
 type Notice struct {
-	Rule     string `json:"rule"`
+	Rule     string `json:"rule,omitempty"`
+	Callback string `json:"callback,omitempty"` // set instead of Rule for a callback's notice (SPEC §9.5)
 	Message  string `json:"message"`
 	Priority string `json:"priority"`
 	Event    string `json:"event"`
@@ -472,7 +482,15 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 				matched, decided = false, true
 			}
 		}
-		if !decided && rule.cond != nil {
+		var luaRes rulelua.Result
+		if rule.luaCond != nil {
+			luaRes, condErr = runLua(ctx, rule.luaCond, ev, host)
+			value = luaRes.Value
+			matched = condErr == nil && luaTruthy(value)
+			if condErr != nil {
+				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d): condition: %v", rule.ID, rule.File, rule.Line, condErr))
+			}
+		} else if !decided && rule.cond != nil {
 			value, condErr = exprRunner().fresh().run(rule.cond)
 			b, _ := value.(bool)
 			matched = condErr == nil && b
@@ -488,7 +506,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			out = &Outcome{Fired: make([]Fired, 0, n), Notices: make([]Notice, 0, n)}
 		}
 		entry := TraceEntry{Rule: rule.ID, Event: ev.Name, Matched: matched}
-		if rule.cond != nil {
+		if rule.cond != nil || rule.luaCond != nil {
 			entry.Value = value
 		}
 		if condErr != nil {
@@ -504,7 +522,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		if matched {
 			firedAt = len(out.Fired)
 			out.Fired = append(out.Fired, Fired{Rule: rule.ID})
-			records, ws, skipped := s.act(ctx, rule, ev, exprRunner().fresh(), host, out)
+			records, ws, skipped := s.act(ctx, rule, ev, exprRunner().fresh(), host, out, luaRes.Actions)
 			if skipped != "" {
 				entry.Skipped = skipped
 				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
@@ -551,7 +569,7 @@ type rendered struct {
 
 // act renders every action of a matched rule, then applies them in order.
 // If any template fails, nothing applies and skipped says why.
-func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Host, out *Outcome) (records []map[string]any, writes []StateWrite, skipped string) {
+func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Host, out *Outcome, fromCond []rulelua.Action) (records []map[string]any, writes []StateWrite, skipped string) {
 	defer func() {
 		if x := recover(); x != nil {
 			records, writes = nil, nil
@@ -559,25 +577,46 @@ func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Hos
 			host.Log(logging.Error, fmt.Sprintf("panic in rule %q: %v\n%s", rule.ID, x, debug.Stack()))
 		}
 	}()
-	ready := make([]rendered, len(rule.actions))
+	ready := make([]rendered, 0, len(rule.actions)+len(fromCond))
+	if len(fromCond) > 0 {
+		// What a Lua condition asked for comes first: it ran first.
+		more, err := luaActions(fromCond, rule.Trigger)
+		if err != nil {
+			return nil, nil, "condition: " + err.Error()
+		}
+		ready = append(ready, more...)
+	}
 	for i := range rule.actions {
 		a := &rule.actions[i]
-		ready[i].a = a
+		if a.kind == ActLua {
+			res, err := runLua(ctx, a.script, ev, host)
+			if err == nil {
+				var more []rendered
+				more, err = luaActions(res.Actions, rule.Trigger)
+				ready = append(ready, more...)
+			}
+			if err != nil {
+				return nil, nil, fmt.Sprintf("action %d (%s): %v", i+1, a.kind, err)
+			}
+			continue
+		}
+		ready = append(ready, rendered{a: a})
+		x := &ready[len(ready)-1]
 		var err error
 		switch a.kind {
 		case ActNotify, ActLog:
-			ready[i].text, err = a.message.render(r)
+			x.text, err = a.message.render(r)
 		case ActDeny:
-			ready[i].text, err = a.reason.render(r)
+			x.text, err = a.reason.render(r)
 		case ActSetState:
-			ready[i].value, err = a.value.eval(r)
+			x.value, err = a.value.eval(r)
 		case ActEmit:
 			if a.payload != nil {
-				ready[i].value, err = a.payload.eval(r)
+				x.value, err = a.payload.eval(r)
 			}
 		case ActCallTool:
 			if a.args != nil {
-				ready[i].value, err = a.args.eval(r)
+				x.value, err = a.args.eval(r)
 			}
 		}
 		if err != nil {

@@ -80,6 +80,7 @@ type recHost struct {
 	stateErr   error
 	toolResult []byte
 	toolErr    error
+	state      map[string]any // what StateGet reads
 
 	mu       sync.Mutex
 	applied  [][]StateWrite
@@ -126,6 +127,13 @@ func (h *recHost) CallTool(_ context.Context, session, tool string, args []byte)
 	h.tools = append(h.tools, toolCall{session, tool, string(args)})
 	h.mu.Unlock()
 	return h.toolResult, h.toolErr
+}
+
+func (h *recHost) StateGet(session, key string) (any, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.state[key]
+	return v, ok, nil
 }
 
 func (h *recHost) Log(level logging.Level, message string) {

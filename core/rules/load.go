@@ -33,6 +33,9 @@ var ruleID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 type Source struct {
 	Name string
 	Text []byte
+	// Dir is where the Lua script paths of its rules (script = "x.lua")
+	// are resolved; "" is the directory of Name.
+	Dir string
 }
 
 // LoadError is every problem found in a rule set, each prefixed
@@ -86,6 +89,8 @@ type actionDoc struct {
 	Reason    *string        `toml:"reason" json:"reason"`
 	Tool      *string        `toml:"tool" json:"tool"`
 	Arguments map[string]any `toml:"arguments" json:"arguments"`
+	Lua       *string        `toml:"lua" json:"lua"`
+	Script    *string        `toml:"script" json:"script"`
 }
 
 // Load compiles rule sources into a Set. thresholds are the values rule
@@ -276,7 +281,17 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 		case n != 1:
 			fail(line, "condition: give one of expression, lua or script")
 		case cd.Lua != nil || cd.Script != nil:
-			fail(line, "condition: Lua conditions (lua, script) are not available in this version of Clara; use expression")
+			script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
+			if err != nil {
+				at := line
+				if cd.Lua != nil {
+					at = locate(src.Text, firstLine(*cd.Lua))
+				}
+				fail(at, "condition: %v", err)
+			}
+			r.luaCond = script
+			r.CondSource = text
+			r.lua = true
 		case cd.Expression != nil:
 			r.CondSource = *cd.Expression
 			prog, err := c.condition(*cd.Expression)
@@ -301,15 +316,18 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 		fail(line, "no action: give [action] or [[actions]]")
 	}
 	for i := range actions {
-		a, err := c.compileAction(d.Trigger, &actions[i])
+		a, err := c.compileAction(src, d.Trigger, &actions[i])
 		if err != nil {
 			fail(locate(src.Text, `"`+actions[i].Type+`"`), "action %d (%s): %v", i+1, actions[i].Type, err)
 			continue
 		}
 		r.actions = append(r.actions, a)
 		r.sources = append(r.sources, actionSources(&actions[i])...)
+		if a.script != nil {
+			r.lua = true
+		}
 	}
-	if r.CondSource != "" {
+	if r.CondSource != "" && !r.lua {
 		r.sources = append(r.sources, r.CondSource)
 	}
 	if len(problems) > 0 {
@@ -343,4 +361,15 @@ func actionSources(d *actionDoc) []string {
 		}
 	}
 	return out
+}
+
+// firstLine is the first non-empty line of a text, to find where an inline
+// script starts in its file.
+func firstLine(text string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if t := strings.TrimSpace(l); t != "" {
+			return t
+		}
+	}
+	return text
 }

@@ -139,6 +139,11 @@ func (h *testHost) CallTool(context.Context, string, string, []byte) ([]byte, er
 
 func (h *testHost) Log(logging.Level, string) {}
 
+func (h *testHost) StateGet(_, key string) (any, bool, error) {
+	v, ok := h.state[key]
+	return v, ok, nil
+}
+
 func (h *testHost) context(event, session string, payload, tool map[string]any) map[string]any {
 	ctx := map[string]any{}
 	for k, v := range payload {
