@@ -31,6 +31,7 @@ type Config struct {
 	ProjectRoot      string // project_root: where rule paths and state_dir are resolved (".")
 	StateDir         string // state_dir: relative to project_root (".clara"); "" keeps state in memory
 	Rules            RulesConfig
+	Tools            []map[string]any // [[tools]]: Lua tools (SPEC §8), each a descriptor plus lua or lua_file
 }
 
 // RulesConfig is the [rules] table.
@@ -73,6 +74,7 @@ const (
 	kTable
 	kStrings // an array of strings
 	kNumber  // an integer or a float
+	kTools   // the [[tools]] array (luatools.go checks its entries)
 )
 
 type keySpec struct {
@@ -100,6 +102,7 @@ var schema = map[string]keySpec{
 	"audit": {kind: kTable, keys: map[string]keySpec{
 		"path": {kind: kString},
 	}},
+	"tools":        {kind: kTools},
 	"project_root": {kind: kString},
 	"state_dir":    {kind: kString},
 	"rules": {kind: kTable, keys: map[string]keySpec{
@@ -254,6 +257,10 @@ func normalise(v any, keys map[string]keySpec, other *keySpec, prefix string, pr
 				strs = append(strs, str)
 			}
 			out[k] = strs
+		case kTools:
+			if list, ok := checkToolEntries(val, path, problems); ok {
+				out[k] = list
+			}
 		case kBool:
 			b, ok := val.(bool)
 			if !ok {
@@ -341,6 +348,10 @@ func build(t tree) *Config {
 	c.Audit.Path, _ = aud["path"].(string)
 	c.ProjectRoot, _ = t["project_root"].(string)
 	c.StateDir, _ = t["state_dir"].(string)
+	list, _ := t["tools"].([]any)
+	for _, v := range list {
+		c.Tools = append(c.Tools, v.(map[string]any))
+	}
 	ru, _ := t["rules"].(tree)
 	c.Rules.Paths = stringsOf(ru, "paths")
 	c.Rules.Builtin, _ = ru["builtin"].(bool)

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clara-lib/clara/core/callbacks"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
@@ -49,7 +50,8 @@ type Engine struct {
 
 	sessions         sync.Map // session name -> *session (rule history, notices)
 	defaultSession   *session
-	extraRules       []rules.Source // added by rules_load; under cfgMu
+	extraRules       []rules.Source  // added by rules_load; under cfgMu
+	configTools      []*toolbox.Tool // registered from [[tools]]; under cfgMu
 	storeMu          sync.Mutex
 	store            *state.Store // the rule state, opened on first use
 	storePath        string
@@ -57,6 +59,12 @@ type Engine struct {
 	sessionPolicies  sync.Map    // session name -> *toolbox.Policy
 	sessionPolicyMu  sync.Mutex  // serialises narrowing (read-modify-write)
 	anySessionPolicy atomic.Bool // false until a session is given a policy
+
+	cbMu   sync.Mutex         // guards what follows
+	cb     *callbacks.Manager // file-change callbacks, made when first configured with a state_dir
+	cbOn   bool               // the configuration in force has a state_dir
+	cbRoot string             // the Manager's paths, to see when they change
+	cbDir  string
 
 	envTestMode  bool // CLARA_TEST_MODE=1
 	envTestAllow bool // CLARA_TEST_ALLOW=1
@@ -103,6 +111,7 @@ func New(opts Options) *Engine {
 	}
 	e.audit = toolbox.NewAudit(e.log)
 	e.base = defaultTree()
+	e.registerBuiltins() // first: configured tools may not take their names
 	if err := e.install(e.base); err != nil {
 		// Rule files found through the default rules.paths do not load:
 		// report them and start without them rather than not at all.
@@ -112,7 +121,6 @@ func New(opts Options) *Engine {
 			panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
 		}
 	}
-	e.registerBuiltins()
 	return e
 }
 
@@ -144,6 +152,10 @@ func (e *Engine) install(t tree) error {
 	if err != nil {
 		return err
 	}
+	luaTools, err := e.luaTools(c)
+	if err != nil {
+		return err
+	}
 	if err := e.audit.SetFile(c.Audit.Path); err != nil {
 		return err
 	}
@@ -158,7 +170,29 @@ func (e *Engine) install(t tree) error {
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
 	e.cfg.Store(s)
+	e.swapConfigTools(luaTools)
+	e.syncCallbacks(c)
 	return nil
+}
+
+// swapConfigTools registers the configuration's tools in place of the
+// previous configuration's (those a host has since replaced stay).
+func (e *Engine) swapConfigTools(next []*toolbox.Tool) {
+	keep := map[string]bool{}
+	for _, t := range next {
+		keep[t.Name] = true
+	}
+	for _, old := range e.configTools {
+		if cur, ok := e.tools.Lookup(old.Name); ok && cur == old && !keep[old.Name] {
+			_ = e.tools.Unregister(old.Name)
+		}
+	}
+	for _, t := range next {
+		if err := e.tools.Register(t); err != nil {
+			e.log.Logf(logging.Error, "configured tool %q: %v", t.Name, err)
+		}
+	}
+	e.configTools = next
 }
 
 // Config returns the configuration in force. Do not modify it.
@@ -233,6 +267,9 @@ func (e *Engine) extras(rep *report) protocol.Extras {
 	var x protocol.Extras
 	if len(rep.notices) > 0 {
 		x.Notices = rules.AppendNotices(nil, rep.notices)
+	}
+	if len(rep.callbacks) > 0 {
+		x.Callbacks = append(append([]byte{'['}, bytes.Join(rep.callbacks, []byte{','})...), ']')
 	}
 	if rep.wantTrace {
 		x.Trace = rules.AppendTrace(nil, rep.trace)
@@ -321,6 +358,9 @@ func (e *Engine) Reset() (out []byte) {
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	e.extraRules = nil
+	// Host tools go; the configuration's come back with install.
+	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
+	e.configTools = nil
 	if err := e.install(e.base); err != nil {
 		// The audit file or rule files on disk may have become unusable;
 		// run without them rather than keep a configuration the caller
@@ -329,7 +369,6 @@ func (e *Engine) Reset() (out []byte) {
 		b := merge(e.base, tree{"audit": tree{"path": ""}, "rules": tree{"paths": []any{}}})
 		_ = e.install(b)
 	}
-	e.tools.RemoveIf(func(t *toolbox.Tool) bool { return !t.Builtin })
 	e.sessions.Range(func(k, _ any) bool { e.sessions.Delete(k); return true })
 	e.defaultSession.clear()
 	e.kv.Reset()

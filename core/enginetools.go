@@ -47,10 +47,19 @@ func (e *Engine) engineTools() ([]*toolbox.Tool, error) {
 			`{"type":"object","properties":{"path":{"type":"string"},"toml":{"type":"string"}},"additionalProperties":false}`,
 			false, e.toolRulesTest},
 	}
-	out := make([]*toolbox.Tool, 0, len(defs))
+	out := make([]*toolbox.Tool, 0, len(defs)+5)
 	for _, d := range defs {
 		t, err := toolbox.NewTool(toolbox.Descriptor{Name: d.name, Description: d.description, Returns: toolbox.ReturnsJSON,
 			InputSchema: []byte(d.schema), LLMVisible: d.llmVisible, Limits: toolbox.Limits{MaxOutputBytes: 16 << 20}},
+			toolbox.ToolOptions{Run: d.run, Builtin: true, Inline: true})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	for _, d := range e.callbackTools() {
+		t, err := toolbox.NewTool(toolbox.Descriptor{Name: d.name, Description: d.description, Returns: toolbox.ReturnsJSON,
+			InputSchema: []byte(d.schema), Capabilities: d.caps, Limits: toolbox.Limits{MaxOutputBytes: 16 << 20}},
 			toolbox.ToolOptions{Run: d.run, Builtin: true, Inline: true})
 		if err != nil {
 			return nil, err
@@ -168,7 +177,8 @@ func (e *Engine) toolRulesLoad(_ context.Context, call toolbox.Call) ([]byte, er
 		if name == "" {
 			name = "inline"
 		}
-		put(rules.Source{Name: name, Text: []byte(*a.TOML)})
+		// Script paths of inline rules are relative to the project root.
+		put(rules.Source{Name: name, Text: []byte(*a.TOML), Dir: e.cfg.Load().config.ProjectRoot})
 	}
 	if len(a.Paths) > 0 {
 		files, err := ruleFiles(e.cfg.Load().config.ProjectRoot, a.Paths)

@@ -26,6 +26,7 @@ type report struct {
 	wantTrace bool
 	notices   []rules.Notice
 	trace     []rules.TraceEntry
+	callbacks [][]byte // results of blocking callbacks (JSON objects)
 }
 
 // fire evaluates an event against the rules in force and keeps its notices
@@ -232,6 +233,22 @@ func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []by
 }
 
 func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
+
+func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
+	st, err := h.e.stateStore(h.s, false)
+	if err != nil || st == nil {
+		return nil, false, err
+	}
+	raw, ok, err := st.Get(session, key)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
 
 // ---- Emit -------------------------------------------------------------------
 

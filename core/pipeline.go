@@ -54,8 +54,8 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 		}
 	}
 	result, truncated, perr = e.run(ctx, s, t, session, args, scope, start)
-	// History, then the on_tool_complete / on_tool_failure rules; callbacks
-	// for changed files will plug in here.
+	// History, then the on_tool_complete / on_tool_failure rules, then
+	// callbacks for the files the tool says it changed.
 	e.sessionFor(session).recordCall(t.Name, perr != nil)
 	event, trigger := "on_tool_complete", s.onToolComplete
 	if perr != nil {
@@ -74,6 +74,11 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 			src := e.newToolEventSource(s, trigger, event, session, &facts, args)
 			e.fire(ctx, s, rep, src)
 			src.release()
+		}
+	}
+	if perr == nil {
+		if files := e.changedFiles(t.Name, result); len(files) > 0 {
+			e.fireCallbacks(ctx, t.Name, session, files, rep)
 		}
 	}
 	return result, truncated, perr
@@ -99,6 +104,9 @@ func (e *Engine) run(ctx context.Context, s *settings, t *toolbox.Tool, session 
 func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 	if !(s.config.TestMode || e.envTestMode) || e.envTestAllow {
 		return false
+	}
+	if t.Builtin && t.Name == "callback_trigger" {
+		return false // applies test mode to each run itself, so dry runs still answer
 	}
 	return t.HasCapability(toolbox.CapNetwork) || t.HasCapability(toolbox.CapFSWrite) || t.HasCapability(toolbox.CapExec)
 }

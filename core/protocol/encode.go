@@ -17,14 +17,19 @@ type Success struct {
 // Extras are what a call's rules and callbacks add to its envelope,
 // success or error: raw JSON arrays, nil when absent.
 type Extras struct {
-	Notices []byte
-	Trace   []byte
+	Notices   []byte
+	Callbacks []byte // results of blocking callbacks the call fired (SPEC §9.5)
+	Trace     []byte
 }
 
 func (x *Extras) append(dst []byte) []byte {
 	if x.Notices != nil {
 		dst = append(dst, `,"notices":`...)
 		dst = append(dst, x.Notices...)
+	}
+	if x.Callbacks != nil {
+		dst = append(dst, `,"callbacks":`...)
+		dst = append(dst, x.Callbacks...)
 	}
 	if x.Trace != nil {
 		dst = append(dst, `,"trace":`...)

@@ -12,7 +12,7 @@
     ",\"max_output_bytes\":65536,\"max_request_bytes\":16777216,\"timeout_ms\":1000},\"policy\":{\"allow\":[],\"deny\":[]},"  \
     "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"paths\":[\"rules/*.toml\"],\"thresholds\":{"                    \
     "\"iteration_budget\":25,\"large_result_bytes\":32768,\"repeated_failures\":3,\"token_budget\":0.8}},"               \
-    "\"state_dir\":\".clara\",\"test_mode\":false}"
+    "\"state_dir\":\".clara\",\"test_mode\":false,\"tools\":[]}"
 #define DEFAULT_CONFIG CONFIG("echo", "512")
 
 static void check_config_envelope(const char *test, int line, char *r, const char *want) {
