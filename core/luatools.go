@@ -174,6 +174,13 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 		if err := e.applyLuaActions(ctx, s, session, call.Tool.Name, res.Actions); err != nil {
 			return nil, err
 		}
+		if call.Tool.Returns == toolbox.ReturnsString {
+			text, ok := res.Value.(string)
+			if !ok {
+				return nil, fmt.Errorf("the tool returns a string (\"returns\": \"string\") but its function returned %s", luaTypeName(res.Value))
+			}
+			return []byte(text), nil
+		}
 		out, err := rulelua.EncodeJSON(res.Value)
 		if err != nil {
 			return nil, fmt.Errorf("the tool's value: %v", err)
@@ -259,4 +266,19 @@ func (h *luaToolHost) Log(level, message string) {
 		l = logging.Info
 	}
 	h.e.log.Log(l, message)
+}
+
+// luaTypeName names a converted Lua value's type for messages.
+func luaTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case bool:
+		return "a boolean"
+	case float64, int, int64:
+		return "a number"
+	case []any, map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("%T", v)
 }

@@ -187,3 +187,22 @@ message = "denied a secret"
 		t.Errorf("kv_get public: %s", out)
 	}
 }
+
+func TestLuaTool_returnsString(t *testing.T) {
+	e := rulesEngine(t, `
+[[tools]]
+name = "shout"
+returns = "string"
+lua = "return function(a) return string.upper(a.text) end"
+
+[[tools]]
+name = "wrong"
+returns = "string"
+lua = "return function(a) return {a = 1} end"
+`)
+	expectEq(t, "shout", evalString(t, e, `{"tool":"shout","arguments":{"text":"hi"}}`), `{"status":"success","tool":"shout","result":"HI"}`)
+	out := evalString(t, e, `{"tool":"wrong","arguments":{}}`)
+	if !strings.HasPrefix(out, `{"status":"error","error":"tool_failed"`) || !strings.Contains(out, "returned a table") {
+		t.Errorf("wrong: %s", out)
+	}
+}
