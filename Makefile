@@ -109,10 +109,11 @@ test: ## everything CI runs
 	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples rules-test
 	@echo "make test: all passed"
 
-test-go: ## gofmt, go vet, go test -race
+test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
 	@out=$$($(GOFMT) -l core capi rulelua) || exit 1; test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'TestAttackCorpus' ./rulelua
 
 C_TESTS := $(wildcard tests/c/test_*.c)
 

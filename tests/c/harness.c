@@ -68,6 +68,8 @@ int main(void) {
     tests_threads();
     tests_tools();
     tests_rules();
+    tests_lua();
+    tests_callbacks();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -37,5 +37,7 @@ void tests_json_get(void);
 void tests_threads(void);
 void tests_tools(void);
 void tests_rules(void);
+void tests_lua(void);
+void tests_callbacks(void);
 
 #endif

@@ -5,14 +5,21 @@
 # with NAME.out. Then checks clara-clips's own option handling.
 # Programs named tool_*.clp run instead under TOOL_DRIVER (tool_driver.c: a
 # CLIPS program that registers a tool written in C), silently (batch*).
+# Each program finds an empty directory at ../../build/clips-scratch/NAME
+# (relative to DIR, where it runs: under the build directory of the source
+# tree), made afresh before it runs and removed when it passes; programs
+# that need files on disk (callbacks.clp's project root) point their
+# configuration there.
 # Usage: run.sh CLARA_CLIPS DIR [TOOL_DRIVER]
 # Set UPDATE=1 to rewrite the .out files (then read the diff before committing).
 set -uo pipefail
 clips=$1 dir=$2 driver=${3:-}
 fail=0 n=0
+scratch="$dir/../../build/clips-scratch"
 for clp in "$dir"/*.clp; do
   name=$(basename "$clp" .clp)
   want="$dir/$name.out"
+  rm -rf "${scratch:?}/$name" && mkdir -p "$scratch/$name"
   args=()
   [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
   if [[ $name == tool_* ]]; then
@@ -26,6 +33,7 @@ for clp in "$dir"/*.clp; do
   if [[ "${UPDATE:-}" == 1 ]]; then
     printf '%s\n' "$got" > "$want"
     echo "updated $want"
+    rm -rf "${scratch:?}/$name"
     continue
   fi
   if ! diff -u "$want" <(printf '%s\n' "$got") > /tmp/clara-clips-diff.$$; then
@@ -34,9 +42,11 @@ for clp in "$dir"/*.clp; do
     fail=$((fail + 1))
   else
     echo "ok   tests/clips/$name.clp"
+    rm -rf "${scratch:?}/$name"
   fi
   rm -f /tmp/clara-clips-diff.$$
 done
+rmdir "$scratch" 2>/dev/null
 # Option handling: each case is "expected exit status|expected text in the
 # output|arguments".
 cases=(

@@ -31,6 +31,7 @@ DEFAULT_CONFIG = {
                              "repeated_failures": 3, "token_budget": 0.8}},
     "state_dir": ".clara",
     "test_mode": False,
+    "tools": [],
 }
 
 

@@ -904,11 +904,12 @@ class TestBuiltins(ToolTestCase):
         self.register({"name": "hidden", "llm_visible": False}, lambda args: 1)
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
-        builtins = ["audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
-                    "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
-                    "session_end", "session_policy", "state_get", "state_set", "tools_list"]
+        callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
+        builtins = sorted(["audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+                           "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
+                           "session_end", "session_policy", "state_get", "state_set", "tools_list"] + callbacks)
         admin = ("audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
-                 "session_policy", "state_get", "state_set", "tools_list")
+                 "session_policy", "state_get", "state_set", "tools_list") + tuple(callbacks)
         every = sorted(builtins + ["add", "bare", "hidden"])
 
         # LLM formats list only llm_visible tools unless told otherwise.

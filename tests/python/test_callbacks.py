@@ -1,0 +1,338 @@
+"""File-change callbacks from Python (SPEC §9), each test in its own
+temporary project root: a tool written in Python that reports
+changed_files fires the session's callbacks (blocking ones enrich its
+envelope, background ones report through notifications_drain and the
+on_callback_* rule events), the callback tools, gitignore matching, the
+scripts' environment, failures, timeouts, test mode and persistence."""
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+import unittest
+
+from clara_testcase import ClaraTestCase
+
+CHECK = "\u2713"
+CROSS = "\u2717"
+
+
+class CallbackTestCase(ClaraTestCase):
+    """A fresh project root with state_dir .clara, and the tool "edit"
+    ({"files": [...]} -> {"changed_files": [...]}) that stands for any tool
+    that writes files."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = tempfile.mkdtemp(prefix="clara-callbacks-")
+        self.configure({"project_root": self.root, "state_dir": ".clara"})
+        self.edits = []
+
+        def edit(args):
+            self.edits.append(args["files"])
+            return {"changed_files": args["files"]}
+
+        self.lib.register_tool({"name": "edit", "input_schema": {
+            "type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}},
+            "required": ["files"]}}, edit)
+
+    def tearDown(self):
+        super().tearDown()  # reset: drops "edit"; background runs of these tests are over
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def configure(self, config):
+        env = self.lib.configure(config)
+        self.assertEqual(env["status"], "success", env)
+
+    def call(self, tool, session=None, **arguments):
+        request = {"tool": tool, "arguments": arguments}
+        if session is not None:
+            request["session"] = session
+        return self.lib.evaluate(request)
+
+    def ok(self, tool, session=None, **arguments):
+        env = self.call(tool, session, **arguments)
+        self.assertEqual(env["status"], "success", env)
+        return env["result"]
+
+    def create(self, name, script, pattern="*.rs", session=None, **fields):
+        return self.ok("callback_upsert", session, action="create", name=name, pattern=pattern,
+                       script_content=script, **fields)
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def drain_until(self, count, session=None, timeout=10.0):
+        """Polls notifications_drain until count notices came (or timeout)."""
+        got, deadline = [], time.monotonic() + timeout
+        while len(got) < count and time.monotonic() < deadline:
+            got += self.ok("notifications_drain", session)["notices"]
+            if len(got) < count:
+                time.sleep(0.05)
+        return got
+
+
+class TestBlocking(CallbackTestCase):
+
+    def test_create_fire_from_python_tool(self):
+        created = self.create("check", 'printf "%s\\n" "$CLARA_CHANGED_FILES" > "$CLARA_PROJECT_ROOT/ran.txt"\n'
+                                       'echo "name=$CLARA_CALLBACK_NAME id=$CLARA_CALLBACK_ID"\n'
+                                       'echo "cwd=$PWD"\n',
+                              pattern=["*.rs", "!target/**"], blocking=True, timeout_secs=10,
+                              success_message="Build passed")
+        self.assertEqual(created, {
+            "action": "created",
+            "callback": {"id": "CB1", "name": "check", "description": "", "pattern": ["*.rs", "!target/**"],
+                         "blocking": True, "timeout_secs": 10, "success_message": "Build passed", "cwd": "",
+                         "one_at_a_time": False, "once_per_batch": False, "active": True},
+            "script_path": self.path(".clara", "scripts", "check.sh")})
+        mode = os.stat(created["script_path"]).st_mode
+        self.assertEqual(stat.S_IMODE(mode), 0o755)
+        with open(created["script_path"]) as f:
+            self.assertTrue(f.read().startswith("#!/usr/bin/env bash\nset -euo pipefail\n"))
+
+        env = self.call("edit", files=["src/main.rs", "target/debug/build.rs", "README.md"])
+        self.assertEqual(self.edits, [["src/main.rs", "target/debug/build.rs", "README.md"]])
+        self.assertEqual(env["result"], {"changed_files": ["src/main.rs", "target/debug/build.rs", "README.md"]})
+        self.assertEqual(env["notices"], [{"callback": "check", "message": "Callback 'check' %s: Build passed" % CHECK,
+                                           "priority": "normal", "event": "on_callback_complete"}])
+        [run] = env["callbacks"]
+        self.assertGreaterEqual(run.pop("duration_ms"), 0)
+        self.assertEqual(run, {"id": "CB1", "name": "check", "ok": True, "exit_code": 0, "timed_out": False,
+                               "output_tail": "name=check id=CB1\ncwd=%s" % self.root, "log": ""})
+        # Files reach the script as absolute paths.
+        with open(self.path("ran.txt")) as f:
+            self.assertEqual(f.read(), self.path("src", "main.rs") + "\n")
+        # The envelope's key order: result, notices, callbacks.
+        text = self.lib.evaluate_raw('{"tool":"edit","arguments":{"files":["a.rs"]}}')
+        self.assertTrue(text.startswith('{"status":"success","tool":"edit","result":{"changed_files":["a.rs"]},'
+                                        '"notices":[{"callback":"check","message":"Callback \'check\' %s: Build '
+                                        'passed","priority":"normal","event":"on_callback_complete"}],"callbacks":'
+                                        '[{"id":"CB1","name":"check","ok":true,' % CHECK), text)
+
+    def test_nothing_matches_nothing_added(self):
+        self.create("check", "echo hi", blocking=True, timeout_secs=10)
+        self.assertEnvelope('{"tool":"edit","arguments":{"files":["notes.txt","../outside.rs","/etc/x.rs"]}}',
+                            '{"status":"success","tool":"edit","result":{"changed_files":["notes.txt",'
+                            '"../outside.rs","/etc/x.rs"]}}')
+        # Results without a proper changed_files fire nothing either.
+        self.lib.register_tool({"name": "odd"}, lambda args: {"changed_files": "a.rs"})
+        self.assertEnvelope('{"tool":"odd"}', '{"status":"success","tool":"odd","result":{"changed_files":"a.rs"}}')
+
+    def test_failure_notice_and_log(self):
+        self.create("check", "for i in 1 2 3 4 5; do echo \"line $i\"; done\necho oops >&2\nexit 2",
+                    blocking=True, timeout_secs=10, success_message="Build passed")
+        env = self.call("edit", files=["lib.rs"])
+        [run] = env["callbacks"]
+        self.assertEqual((run["ok"], run["exit_code"], run["timed_out"]), (False, 2, False))
+        self.assertEqual(run["output_tail"], "line 4\nline 5\noops")
+        log = run["log"]
+        self.assertTrue(log.startswith(self.path(".clara", "logs", "check-")), log)
+        with open(log) as f:
+            self.assertEqual(f.read(), "".join("line %d\n" % i for i in range(1, 6)) + "oops\n")
+        self.assertEqual(env["notices"], [{
+            "callback": "check", "message": "Callback 'check' %s (exit 2): see %s\nline 4\nline 5\noops" % (CROSS, log),
+            "priority": "high", "event": "on_callback_failure"}])
+        # The tool itself succeeded.
+        self.assertEqual(env["status"], "success")
+
+    def test_timeout(self):
+        self.create("slow", "echo started\nsleep 30", blocking=True, timeout_secs=1)
+        t0 = time.monotonic()
+        env = self.call("edit", files=["a.rs"])
+        self.assertLess(time.monotonic() - t0, 8)
+        [run] = env["callbacks"]
+        self.assertEqual((run["ok"], run["timed_out"], run["output_tail"]), (False, True, "started"))
+        self.assertGreaterEqual(run["duration_ms"], 900)
+        self.assertTrue(env["notices"][0]["message"].startswith("Callback 'slow' %s (timed out after 1s): see "
+                                                                % CROSS), env)
+
+    def test_once_per_batch_and_environment(self):
+        self.create("batch", 'echo "$CLARA_CHANGED_FILES_COUNT"\nwc -l < "$CLARA_CHANGED_FILES_LIST"',
+                    pattern="*.txt", blocking=True, timeout_secs=10, once_per_batch=True)
+        self.create("each", 'echo "$CLARA_CHANGED_FILES"', pattern="*.txt", blocking=True, timeout_secs=10)
+        env = self.call("edit", files=["a.txt", "b/c.txt"])
+        runs = [(r["name"], r["output_tail"].replace(self.root, "ROOT")) for r in env["callbacks"]]
+        self.assertEqual(sorted(runs), [("batch", "2\n2"), ("each", "ROOT/a.txt"), ("each", "ROOT/b/c.txt")])
+
+    def test_lua_tool_reporting_changed_files(self):
+        # Any tool, a Lua one too (SPEC §9.6).
+        self.configure({"tools": [{"name": "lua_edit",
+                                   "lua": "return function(a) return { changed_files = a.files } end"}]})
+        self.create("check", "echo lua fired", blocking=True, timeout_secs=10)
+        env = self.lib.evaluate({"tool": "lua_edit", "arguments": {"files": ["m.rs"]}})
+        self.assertEqual(env["callbacks"][0]["output_tail"], "lua fired")
+
+
+class TestTools(CallbackTestCase):
+
+    def test_dry_run_gitignore_matching(self):
+        self.create("rust", "true", pattern=["*.rs", "!target/**"])
+        self.create("docs", "true", pattern="/docs/")
+        self.create("makefile", "true", pattern=["src/**/Makefile", "build?.sh"])
+        got = self.ok("callback_trigger", changed_files=[
+            "main.rs", "src/deep/lib.rs", "target/x.rs", "docs/a.md", "sub/docs/b.md", "src/a/b/Makefile",
+            "build1.sh", "build12.sh", self.path("abs.rs"), "../escape.rs"], dry_run=True)
+        r = self.root + "/"
+        self.assertEqual(got, {"dry_run": True, "callbacks": [
+            {"id": "CB1", "name": "rust", "files": [r + "main.rs", r + "src/deep/lib.rs", r + "abs.rs"]},
+            {"id": "CB2", "name": "docs", "files": [r + "docs/a.md"]},
+            {"id": "CB3", "name": "makefile", "files": [r + "src/a/b/Makefile", r + "build1.sh"]}]})
+        self.assertFalse(os.path.exists(self.path(".clara", "logs")))
+
+    def test_trigger_runs(self):
+        self.create("check", "echo checked", blocking=True, timeout_secs=10, success_message="fine")
+        got = self.ok("callback_trigger", changed_files=["x.rs"])
+        [run] = got["callbacks"]
+        self.assertEqual((run["id"], run["name"], run["ok"], run["exit_code"], run["output_tail"]),
+                         ("CB1", "check", True, 0, "checked"))
+        self.assertEqual((got["background"], got["notices"]), ([], ["Callback 'check' %s: fine" % CHECK]))
+
+    def test_update_toggle_delete(self):
+        self.create("check", "echo one\necho two", blocking=True, timeout_secs=10)
+        # old_string -> new_string edits the script.
+        self.ok("callback_upsert", action="update", id="CB1", old_string="echo two", new_string="echo 2")
+        self.assertEqual(self.ok("callback_get", id="check")["script"], "echo one\necho 2\n")
+        self.assertEqual(self.call("callback_upsert", action="update", id="CB1", old_string="absent",
+                                   new_string="x"),
+                         {"status": "error", "error": "invalid_args",
+                          "message": 'callback_upsert: old_string was not found in the script of "check"'})
+        # script_content replaces it; other fields as given.
+        got = self.ok("callback_upsert", action="update", id="CB1", script_content="echo three",
+                      success_message="Three")
+        self.assertEqual(got["callback"]["success_message"], "Three")
+        self.assertEqual(self.call("edit", files=["a.rs"])["callbacks"][0]["output_tail"], "three")
+        # A renamed callback moves its script.
+        got = self.ok("callback_upsert", action="update", id="CB1", name="verify")
+        self.assertEqual(got["script_path"], self.path(".clara", "scripts", "verify.sh"))
+        self.assertFalse(os.path.exists(self.path(".clara", "scripts", "check.sh")))
+        self.assertTrue(os.path.exists(got["script_path"]))
+
+        # Toggle: per session (worker).
+        self.assertEqual(self.ok("callback_toggle", id="CB1", active=False),
+                         {"id": "CB1", "name": "verify", "active": False})
+        self.assertEqual(self.call("edit", files=["a.rs"]),
+                         {"status": "success", "tool": "edit", "result": {"changed_files": ["a.rs"]}})
+        self.assertNotIn("callbacks", self.call("edit", session="w2", files=["a.rs"]))
+        self.ok("callback_toggle", session="w2", id="verify", active=True)
+        self.assertEqual(self.call("edit", session="w2", files=["a.rs"])["callbacks"][0]["name"], "verify")
+        self.assertEqual([(c["id"], c["active"]) for c in self.ok("callback_list")["callbacks"]], [("CB1", False)])
+        listed = self.ok("callback_list", session="w2")
+        self.assertEqual((listed["worker"], [c["active"] for c in listed["callbacks"]]), ("w2", [True]))
+
+        # Delete: definition and script gone.
+        self.assertEqual(self.ok("callback_upsert", action="delete", id="CB1"),
+                         {"action": "deleted", "id": "CB1", "name": "verify"})
+        self.assertFalse(os.path.exists(self.path(".clara", "scripts", "verify.sh")))
+        self.assertEqual(self.ok("callback_list")["callbacks"], [])
+        self.assertNotIn("callbacks", self.call("edit", session="w2", files=["a.rs"]))
+        self.assertEqual(self.call("callback_get", id="CB1")["error"], "invalid_args")
+
+    def test_invalid_definitions(self):
+        cases = [
+            (dict(action="create", name="x", pattern="*.rs", blocking=True, script_content="true"),
+             "callback_upsert: timeout_secs (1..3600) is required for a blocking callback"),
+            (dict(action="create", name="x", pattern="*.rs", cwd="../up", script_content="true"),
+             'callback_upsert: cwd "../up" leaves the project root'),
+            (dict(action="update", id="CB9", script_content="true"), 'callback_upsert: no callback "CB9"'),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                self.assertEqual(self.call("callback_upsert", **args),
+                                 {"status": "error", "error": "invalid_args", "message": message})
+        env = self.call("callback_upsert", action="create", name="Bad Name", pattern="*", script_content="true")
+        self.assertEqual((env["error"], env["details"][0]["pointer"]), ("invalid_args", "/name"))
+        self.create("x", "true")
+        self.assertEqual(self.call("callback_upsert", action="create", name="x", pattern="*", script_content="true"),
+                         {"status": "error", "error": "invalid_args",
+                          "message": 'callback_upsert: a callback named "x" exists (CB1); update it'})
+        self.assertFalse(os.path.exists(self.path(".clara", "scripts", "Bad Name.sh")))
+
+    def test_definitions_persist_across_reset(self):
+        self.create("check", "echo kept", blocking=True, timeout_secs=10)
+        self.lib.reset()
+        self.configure({"rules": {"builtin": False}, "project_root": self.root, "state_dir": ".clara"})
+        self.assertEqual([(c["id"], c["name"], c["active"]) for c in self.ok("callback_list")["callbacks"]],
+                         [("CB1", "check", True)])
+        got = self.ok("callback_trigger", changed_files=["a.rs"])
+        self.assertEqual(got["callbacks"][0]["output_tail"], "kept")
+        # The next id continues.
+        self.assertEqual(self.create("other", "true")["callback"]["id"], "CB2")
+
+    def test_off_without_state_dir(self):
+        self.configure({"state_dir": ""})
+        env = self.call("callback_list")
+        self.assertEqual(env["error"], "invalid_args")
+        self.assertIn("state_dir", env["message"])
+        self.assertNotIn("callbacks", self.call("edit", files=["a.rs"]))
+
+    def test_test_mode(self):
+        self.create("check", 'touch "$CLARA_PROJECT_ROOT/ran"', blocking=True, timeout_secs=10)
+        self.configure({"test_mode": True})
+        env = self.call("edit", files=["a.rs"])
+        self.assertEqual(env["callbacks"], [{"id": "CB1", "name": "check", "ok": True, "exit_code": 0,
+                                             "timed_out": False, "duration_ms": 0, "output_tail": "", "log": "",
+                                             "test_mode": True, "skipped": "check"}])
+        self.assertEqual(env["notices"][0]["message"], "Callback 'check' skipped (test mode)")
+        self.assertEqual(self.ok("callback_trigger", changed_files=["a.rs"])["callbacks"][0]["skipped"], "check")
+        self.assertFalse(os.path.exists(self.path("ran")))
+        self.configure({"test_mode": False})
+        self.call("edit", files=["a.rs"])
+        self.assertTrue(os.path.exists(self.path("ran")))
+
+
+class TestBackground(CallbackTestCase):
+
+    def test_completion_in_notifications_drain(self):
+        self.create("docs", 'sleep 0.2\necho "built $CLARA_CHANGED_FILES_COUNT"', pattern="*.md", session="w1")
+        t0 = time.monotonic()
+        env = self.call("edit", session="w1", files=["README.md"])
+        self.assertLess(time.monotonic() - t0, 2.0)  # it does not wait for the script
+        self.assertNotIn("callbacks", env)
+        self.assertEqual([(n["callback"], n["message"], n["priority"]) for n in env["notices"]],
+                         [("docs", "Callback 'docs' activated in background", "low")])
+        [notice] = self.drain_until(1, session="w1")
+        self.assertEqual((notice["callback"], notice["priority"], notice["event"]),
+                         ("docs", "normal", "on_callback_complete"))
+        self.assertTrue(notice["message"].startswith("Callback 'docs' %s: succeeded in " % CHECK), notice)
+        # Other sessions' queues stay empty.
+        self.assertEqual(self.ok("notifications_drain")["notices"], [])
+
+    def test_rule_events_with_callback_context(self):
+        env = self.lib.evaluate({"tool": "rules_load", "arguments": {"name": "cb.toml", "toml": """
+[[rules]]
+id = "built"
+trigger = "on_callback_complete"
+[rules.action]
+type = "notify_self"
+message = "{{ context.callback.name }} ({{ context.callback.id }}) ok={{ context.callback.ok }} on {{ len(context.callback.files) }} file(s)"
+
+[[rules]]
+id = "broke"
+trigger = "on_callback_failure"
+[rules.condition]
+lua = "return ctx.callback.exit_code == 4 and not ctx.callback.ok"
+[rules.action]
+type = "lua"
+lua = '''notify("failed: " .. ctx.callback.name .. " exit " .. ctx.callback.exit_code, "high")'''
+"""}})
+        self.assertEqual(env["status"], "success", env)
+        self.create("good", "echo fine", pattern="*.py")
+        self.create("bad", "echo nope\nexit 4", pattern="*.c")
+        self.call("edit", files=["a.py", "b.c"])
+        notices = self.drain_until(4)
+        by_source = sorted((n.get("rule") or n.get("callback"), n["event"], n["message"].split("\n")[0])
+                           for n in notices)
+        log_line = [m for s, e, m in by_source if s == "bad"][0]
+        self.assertTrue(log_line.startswith("Callback 'bad' %s (exit 4): see %s" %
+                                            (CROSS, self.path(".clara", "logs", "bad-"))), log_line)
+        self.assertEqual([(s, e) for s, e, m in by_source],
+                         [("bad", "on_callback_failure"), ("broke", "on_callback_failure"),
+                          ("built", "on_callback_complete"), ("good", "on_callback_complete")])
+        rule_messages = {s: m for s, e, m in by_source if s in ("built", "broke")}
+        self.assertEqual(rule_messages, {"built": "good (CB1) ok=true on 1 file(s)", "broke": "failed: bad exit 4"})
+
+
+if __name__ == "__main__":
+    unittest.main()
