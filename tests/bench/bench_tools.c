@@ -7,6 +7,11 @@
  *             the same arguments. The difference is what a host tool costs
  *             over a built-in one: copying the arguments to C, handing the
  *             call to a worker thread and back, checking the JSON it returns.
+ * Lua tool:   clara_evaluate of a tool written in Lua (configuration
+ *             [[tools]], SPEC §8) that returns its arguments, against the
+ *             built-in echo with the same arguments: what the sandbox costs
+ *             (a pooled state, fresh globals, arguments decoded into Lua and
+ *             the result encoded back).
  * (The cost of validation is measured by Go benchmarks of the engine, see
  * run.sh: next to a tool call that hands off to another thread it would be
  * lost in the noise.)
@@ -19,6 +24,7 @@
 
 static const char *echo_request = "{\"tool\":\"echo\",\"arguments\":" TOOL_ARGS "}";
 static const char *tool_request = "{\"tool\":\"c_echo\",\"arguments\":" TOOL_ARGS "}";
+static const char *lua_request = "{\"tool\":\"lua_echo\",\"arguments\":" TOOL_ARGS "}";
 
 static volatile unsigned long sink;
 
@@ -47,16 +53,26 @@ static void run_request(void *ctx, long n) {
 int main(void) {
     uint64_t block = bench_block_ns();
     int reps = bench_reps(), r;
-    long n_echo, n_tool;
+    long n_echo, n_tool, n_lua;
+    char *conf;
     if (clara_register_tool("{\"name\":\"c_echo\"}", c_echo, NULL, NULL) != CLARA_OK) {
         fprintf(stderr, "bench_tools: registration failed\n");
         return 1;
     }
+    conf = clara_configure("[[tools]]\nname = \"lua_echo\"\nlua = \"return function(args) return args end\"\n");
+    if (conf == NULL || strncmp(conf, "{\"status\":\"success\"", 19) != 0) {
+        fprintf(stderr, "bench_tools: configuring the Lua tool failed: %s\n", conf ? conf : "(NULL)");
+        return 1;
+    }
+    clara_free_string(conf);
     n_echo = bench_calibrate(run_request, (void *)echo_request, block);
     n_tool = bench_calibrate(run_request, (void *)tool_request, block);
+    n_lua = bench_calibrate(run_request, (void *)lua_request, block);
     for (r = 0; r < reps; r++) {
         bench_sample("c_tool", "clara", bench_time(run_request, (void *)tool_request, n_tool));
         bench_sample("c_tool", "ref", bench_time(run_request, (void *)echo_request, n_echo));
+        bench_sample("lua_tool", "clara", bench_time(run_request, (void *)lua_request, n_lua));
+        bench_sample("lua_tool", "ref", bench_time(run_request, (void *)echo_request, n_echo));
     }
     return 0;
 }

@@ -137,6 +137,32 @@ condition_rows() {
 }
 echo "run.sh: running condition (Go benchmark and simpleeval)" >&2
 condition_rows >> "$samples" 2> "$out/condition.err" || { echo "failed condition $out/condition.err" >> "$samples"; status=1; }
+# The Lua rule row: the same kind of pair, against lupa (LuaJIT).
+lua_rows() {
+  for ((i = 0; i < CLARA_BENCH_REPS; i++)); do
+    "$out/rules.test" -test.run '^$' -test.bench '^BenchmarkFire_luaRule$' -test.benchtime 300ms -test.count 1 2>&1 |
+      awk '/^BenchmarkFire_luaRule/ { print "sample lua_rule clara " $3 }'
+    "$python" tests/bench/bench_lua.py lua_rule || return 1
+  done
+}
+echo "run.sh: running Lua rule (Go benchmark and lupa)" >&2
+lua_rows >> "$samples" 2> "$out/lua_rule.err" || { echo "failed lua_rule $out/lua_rule.err" >> "$samples"; status=1; }
+# The globs row: a dry run of 10,000 changed paths against 50 callbacks
+# (Go benchmark of the callbacks package), and one blocking run of `true`
+# for orientation (process start and reaping).
+glob_rows() {
+  local go
+  go=$(bash tests/find-go.sh)
+  "$go" test -c -o "$out/callbacks.test" ./core/callbacks || return 1
+  for ((i = 0; i < CLARA_BENCH_REPS; i++)); do
+    "$out/callbacks.test" -test.run '^$' -test.bench '^Benchmark(Trigger_dryRun_10000x50|BlockingRun_true)$' \
+      -test.benchtime 1s -test.count 1 2>&1 |
+      awk '/^BenchmarkTrigger_dryRun_10000x50/ { print "sample globs clara " $3 }
+           /^BenchmarkBlockingRun_true/ { print "sample callback_true clara " $3 }'
+  done
+}
+echo "run.sh: running globs (Go benchmarks of callbacks)" >&2
+glob_rows >> "$samples" 2> "$out/globs.err" || { echo "failed globs $out/globs.err" >> "$samples"; status=1; }
 echo "info load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$samples"
 
 # ---- Table ------------------------------------------------------------------
