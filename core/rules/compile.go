@@ -7,12 +7,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/expr-lang/expr/vm/runtime"
 
+	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/rulelua"
 )
 
@@ -192,6 +194,8 @@ func (c *compiler) condition(src string) (*vm.Program, error) { return c.compile
 type template struct {
 	source string
 	parts  []tmplPart
+	static bool   // no {{ }} part: the text is always static
+	text   string // the text of a static template
 }
 
 type tmplPart struct {
@@ -268,6 +272,16 @@ func (c *compiler) template(src string) (*template, error) {
 		}
 		t.parts = append(t.parts, part)
 	}
+	t.static = true
+	for i := range t.parts {
+		if t.parts[i].prog != nil {
+			t.static = false
+		}
+		t.text += t.parts[i].text
+	}
+	if !t.static {
+		t.text = ""
+	}
 	return t, nil
 }
 
@@ -278,28 +292,43 @@ func (t *template) whole() bool { return len(t.parts) == 1 && t.parts[0].prog !=
 // value evaluates a whole template to its typed value.
 func (t *template) value(r *runner) (any, error) { return t.parts[0].eval(r) }
 
-// render evaluates the template to text.
+// render evaluates the template to text. It writes into the runner's
+// scratch buffer, so that the text costs one allocation, its own; a
+// static template needs no runner (r may be nil).
 func (t *template) render(r *runner) (string, error) {
-	if len(t.parts) == 1 && t.parts[0].prog == nil {
-		return t.parts[0].text, nil
+	if t.static {
+		return t.text, nil
 	}
-	buf := make([]byte, 0, len(t.source)+32)
+	buf := r.scratch[:0]
+	if cap(buf) < len(t.source)+32 {
+		buf = make([]byte, 0, max(len(t.source)+32, 256))
+	}
 	for i := range t.parts {
 		p := &t.parts[i]
 		if p.prog == nil {
 			buf = append(buf, p.text...)
 			continue
 		}
-		v, err := p.eval(r)
-		if err != nil {
+		var err error
+		if buf, err = p.appendTo(buf, r); err != nil {
 			return "", err
 		}
-		buf = appendText(buf, v)
 	}
-	return string(buf), nil
+	s := string(buf)
+	if cap(buf) <= maxScratch {
+		r.scratch = buf[:0]
+	}
+	return s, nil
 }
 
-func (p *tmplPart) eval(r *runner) (any, error) {
+// maxScratch bounds the buffer a pooled runner keeps for rendering.
+const maxScratch = 16 << 10
+
+func (p *tmplPart) eval(r *runner) (any, error) { return p.evalFilters(r, p.filters) }
+
+// evalFilters evaluates the part's expression and applies fs, the first
+// filters of the part, to its value.
+func (p *tmplPart) evalFilters(r *runner, fs []string) (any, error) {
 	var err error
 	v, ok := r.lookup(p.path)
 	if !ok {
@@ -310,12 +339,57 @@ func (p *tmplPart) eval(r *runner) (any, error) {
 	if err = r.mem.charge(sizeOf(v, memoryBytes)); err != nil {
 		return nil, err // the rule's values together stay within the budget (budget.go)
 	}
-	for _, f := range p.filters {
+	for _, f := range fs {
 		if v, err = filters[f](v); err != nil {
 			return nil, err
 		}
 	}
 	return v, nil
+}
+
+// appendTo appends the part's text, as appendText(dst, p.eval(r)) does. A
+// last filter upper or lower writes its result into dst, without making
+// a string of it first.
+func (p *tmplPart) appendTo(dst []byte, r *runner) ([]byte, error) {
+	n := len(p.filters)
+	if n == 0 || (p.filters[n-1] != "upper" && p.filters[n-1] != "lower") {
+		v, err := p.eval(r)
+		if err != nil {
+			return dst, err
+		}
+		return appendText(dst, v), nil
+	}
+	v, err := p.evalFilters(r, p.filters[:n-1])
+	if err != nil {
+		return dst, err
+	}
+	s, ok := v.(string)
+	if !ok {
+		s = text(v)
+	}
+	return appendCase(dst, s, p.filters[n-1] == "upper"), nil
+}
+
+// appendCase appends strings.ToUpper(s) (upper) or strings.ToLower(s).
+func appendCase(dst []byte, s string, upper bool) []byte {
+	start := len(dst)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			dst = dst[:start]
+			if upper {
+				return append(dst, strings.ToUpper(s)...)
+			}
+			return append(dst, strings.ToLower(s)...)
+		}
+		if upper && 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // appendText appends text(v) without making a string of it first.
@@ -324,6 +398,11 @@ func appendText(dst []byte, v any) []byte {
 	case string:
 		return append(dst, x...)
 	case float64:
+		// A whole number (most are: counts, sizes, levels) is its digits,
+		// as 'f' writes them; -0 is "-0".
+		if x >= -1e15 && x <= 1e15 && x == math.Trunc(x) && (x != 0 || !math.Signbit(x)) {
+			return strconv.AppendInt(dst, int64(x), 10)
+		}
 		return strconv.AppendFloat(dst, x, 'f', -1, 64)
 	case int:
 		return strconv.AppendInt(dst, int64(x), 10)
@@ -363,6 +442,7 @@ type valueTmpl struct {
 	tmpl    *template
 	object  map[string]*valueTmpl
 	array   []*valueTmpl
+	dynamic bool // holds a template: eval needs a runner
 }
 
 func (c *compiler) value(v any) (*valueTmpl, error) {
@@ -375,7 +455,7 @@ func (c *compiler) value(v any) (*valueTmpl, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &valueTmpl{tmpl: t}, nil
+		return &valueTmpl{tmpl: t, dynamic: true}, nil
 	case map[string]any:
 		out := &valueTmpl{object: map[string]*valueTmpl{}}
 		for k, e := range x {
@@ -384,6 +464,7 @@ func (c *compiler) value(v any) (*valueTmpl, error) {
 				return nil, err
 			}
 			out.object[k] = ev
+			out.dynamic = out.dynamic || ev.dynamic
 		}
 		return out, nil
 	case []any:
@@ -394,6 +475,7 @@ func (c *compiler) value(v any) (*valueTmpl, error) {
 				return nil, err
 			}
 			out.array = append(out.array, ev)
+			out.dynamic = out.dynamic || ev.dynamic
 		}
 		return out, nil
 	}
@@ -414,6 +496,15 @@ func normalise(v any) any {
 		return x
 	}
 	return fmt.Sprint(v)
+}
+
+// evalLazy evaluates the value, asking run for a runner only when the
+// value holds a template.
+func (v *valueTmpl) evalLazy(run func() *runner) (any, error) {
+	if !v.dynamic {
+		return v.eval(nil)
+	}
+	return v.eval(run())
 }
 
 func (v *valueTmpl) eval(r *runner) (any, error) {
@@ -476,6 +567,12 @@ type action struct {
 	tool     string          // call_tool
 	args     *valueTmpl      // call_tool
 	script   *rulelua.Script // lua
+	// log: the level parsed, and the line's start (`rule "id": `); the
+	// whole line when the message is static. Set by Load; an action
+	// without them formats its line.
+	logLevel  logging.Level
+	logPrefix string
+	logLine   string
 }
 
 func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (action, error) {

@@ -33,8 +33,10 @@ func AppendNotices(dst []byte, ns []Notice) []byte {
 		dst = protocol.AppendString(dst, n.Message)
 		dst = append(dst, `,"priority":`...)
 		dst = protocol.AppendString(dst, n.Priority)
-		dst = append(dst, `,"event":`...)
-		dst = protocol.AppendString(dst, n.Event)
+		if n.Event != "" { // absent for notices no event caused (a Lua tool's, a callback started)
+			dst = append(dst, `,"event":`...)
+			dst = protocol.AppendString(dst, n.Event)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
@@ -115,16 +117,16 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 	return append(dst, '}')
 }
 
-func appendRecords(dst []byte, records []map[string]any) []byte {
+func appendRecords(dst []byte, records []ActionRecord) []byte {
 	if records == nil {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, '[')
-	for i, r := range records {
+	for i := range records {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendValue(dst, r)
+		dst = appendRecord(dst, &records[i])
 	}
 	return append(dst, ']')
 }

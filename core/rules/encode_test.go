@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -14,12 +17,15 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		1e-6, 1e-7, -3.25e-9, 1.7976931348623157e308, 5e-324, 42, int64(-7), json.RawMessage(`{"x":[1,2]}`),
 		map[string]any{"b": 1.0, "a": []any{"x", nil, map[string]any{}}, "": "empty"}, []any{},
 		[]any{1.0, "two", []any{false}}}
-	records := []map[string]any{{"type": "notify_self", "message": "m", "priority": "high"}}
+	records := []ActionRecord{{Type: "notify_self", Message: "m", Priority: "high"}}
 	for _, v := range values {
-		records = append(records, map[string]any{"type": "set_state", "key": "k", "value": v})
+		records = append(records, ActionRecord{Type: "set_state", Key: "k", Value: v})
+	}
+	for _, c := range recordCases {
+		records = append(records, c.rec)
 	}
 	out := &Outcome{
-		Fired:   []Fired{{Rule: "r1", Actions: records}, {Rule: "r2", Event: "chained", Actions: []map[string]any{}}, {Rule: "r3"}},
+		Fired:   []Fired{{Rule: "r1", Actions: records}, {Rule: "r2", Event: "chained", Actions: []ActionRecord{}}, {Rule: "r3"}},
 		Notices: []Notice{{Rule: "r1", Message: "héllo \"you\"", Priority: "high", Event: "e"}},
 		Denied:  &Denial{Rule: "r9", Reason: "no <way>"},
 		Trace: []TraceEntry{
@@ -56,5 +62,90 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	// What encoding/json cannot write becomes null, not a failed answer.
 	if got := appendValue(nil, []any{math.NaN(), math.Inf(1), 1.0}); string(got) != `[null,null,1]` {
 		t.Errorf("non-finite numbers: %s", got)
+	}
+}
+
+// recordCases are records of every action kind, with the map each was
+// before ActionRecord (what its JSON must stay).
+var recordCases = []struct {
+	rec ActionRecord
+	was map[string]any
+}{
+	{ActionRecord{Type: ActNotify, Message: "hi <b>&</b> é", Priority: "high"},
+		map[string]any{"type": "notify_self", "message": "hi <b>&</b> é", "priority": "high"}},
+	{ActionRecord{Type: ActNotify}, map[string]any{"type": "notify_self", "message": "", "priority": ""}},
+	{ActionRecord{Type: ActLog, Level: "warn", Message: "m\n\"q\""},
+		map[string]any{"type": "log", "level": "warn", "message": "m\n\"q\""}},
+	{ActionRecord{Type: ActSetState, Key: "k", Value: map[string]any{"z": 1.0, "a": []any{nil, "x"}}},
+		map[string]any{"type": "set_state", "key": "k", "value": map[string]any{"z": 1.0, "a": []any{nil, "x"}}}},
+	{ActionRecord{Type: ActSetState, Key: "k"}, map[string]any{"type": "set_state", "key": "k", "value": nil}},
+	{ActionRecord{Type: ActSetState, Key: "k", Error: "json: unsupported value: NaN"},
+		map[string]any{"type": "set_state", "error": "json: unsupported value: NaN"}},
+	{ActionRecord{Type: ActDeny, Reason: "no <way>"}, map[string]any{"type": "deny", "reason": "no <way>"}},
+	{ActionRecord{Type: ActEmit, Event: "on_child", Fired: 3},
+		map[string]any{"type": "emit_event", "event": "on_child", "fired": 3}},
+	{ActionRecord{Type: ActEmit, Event: "on_child"}, map[string]any{"type": "emit_event", "event": "on_child", "fired": 0}},
+	{ActionRecord{Type: ActEmit, Event: "deep", Error: "emit_event: chain deeper than 8 events"},
+		map[string]any{"type": "emit_event", "event": "deep", "error": "emit_event: chain deeper than 8 events"}},
+	{ActionRecord{Type: ActCallTool, Tool: "search", Result: json.RawMessage(`{"hits":2}`)},
+		map[string]any{"type": "call_tool", "tool": "search", "result": json.RawMessage(`{"hits":2}`)}},
+	{ActionRecord{Type: ActCallTool, Tool: "search"},
+		map[string]any{"type": "call_tool", "tool": "search", "result": json.RawMessage(nil)}},
+	{ActionRecord{Type: ActCallTool, Tool: "nope", Error: "no such tool"},
+		map[string]any{"type": "call_tool", "tool": "nope", "error": "no such tool"}},
+	{ActionRecord{Type: "other"}, map[string]any{"type": "other"}},
+}
+
+// An ActionRecord is written, by hand and by encoding/json, as the map it
+// replaced was.
+func TestActionRecordJSONIsTheMaps(t *testing.T) {
+	for _, c := range recordCases {
+		if got, want := appendRecord(nil, &c.rec), appendValue(nil, c.was); string(got) != string(want) {
+			t.Errorf("appendRecord:\n got %s\nwant %s", got, want)
+		}
+		got, err := json.Marshal(c.rec)
+		want, err2 := json.Marshal(c.was)
+		if err != nil || err2 != nil || string(got) != string(want) {
+			t.Errorf("json.Marshal: got %s (%v), want %s (%v)", got, err, want, err2)
+		}
+		var b1, b2 bytes.Buffer
+		e1, e2 := json.NewEncoder(&b1), json.NewEncoder(&b2)
+		e1.SetEscapeHTML(false)
+		e2.SetEscapeHTML(false)
+		if e1.Encode([]ActionRecord{c.rec}) != nil || e2.Encode([]map[string]any{c.was}) != nil || b1.String() != b2.String() {
+			t.Errorf("encoder without HTML escaping: got %s, want %s", b1.String(), b2.String())
+		}
+		if m := c.rec.Map(); !reflect.DeepEqual(m, c.was) {
+			t.Errorf("Map: got %v, want %v", m, c.was)
+		}
+	}
+	// A value encoding/json cannot write fails the record, as it failed the map.
+	if _, err := json.Marshal(ActionRecord{Type: ActSetState, Key: "k", Value: math.NaN()}); err == nil {
+		t.Error("NaN value marshalled")
+	}
+}
+
+// appendText writes numbers as text does, whole ones by a shorter path.
+func TestAppendTextNumbers(t *testing.T) {
+	for _, f := range []float64{0, math.Copysign(0, -1), 1, -1, 7, 42.5, -3.25, 1e15, -1e15, 1e15 + 2, 1e16, 1e21, 1e-7,
+		123456789, 0.1, math.MaxInt64, math.NaN(), math.Inf(1), math.Inf(-1), 4503599627370496.5, 9007199254740993} {
+		if got, want := string(appendText(nil, f)), text(f); got != want {
+			t.Errorf("%v: got %q, want %q", f, got, want)
+		}
+		if got, want := string(appendText(nil, f)), strconv.FormatFloat(f, 'f', -1, 64); got != want {
+			t.Errorf("%v: got %q, want %q", f, got, want)
+		}
+	}
+}
+
+// upper and lower write into the buffer what strings.ToUpper and ToLower return.
+func TestAppendCase(t *testing.T) {
+	for _, s := range []string{"", "sensor-12", "MiXeD 123 _-", "héllo wörld", "ǅ", "ß", "İstanbul", "\xff\xfeab"} {
+		if got := string(appendCase([]byte("x"), s, true)); got != "x"+strings.ToUpper(s) {
+			t.Errorf("upper %q: %q", s, got)
+		}
+		if got := string(appendCase([]byte("x"), s, false)); got != "x"+strings.ToLower(s) {
+			t.Errorf("lower %q: %q", s, got)
+		}
 	}
 }

@@ -294,14 +294,14 @@ type Notice struct {
 	Callback string `json:"callback,omitempty"` // set instead of Rule for a callback's notice (SPEC §9.5)
 	Message  string `json:"message"`
 	Priority string `json:"priority"`
-	Event    string `json:"event"`
+	Event    string `json:"event,omitempty"`
 }
 
 // Fired is a rule that matched, with what its actions did.
 type Fired struct {
-	Rule    string           `json:"rule"`
-	Event   string           `json:"event,omitempty"` // set for rules fired by a chained event
-	Actions []map[string]any `json:"actions"`
+	Rule    string         `json:"rule"`
+	Event   string         `json:"event,omitempty"` // set for rules fired by a chained event
+	Actions []ActionRecord `json:"actions"`
 }
 
 // Denial is a deny action's verdict on a tool call.
@@ -312,14 +312,14 @@ type Denial struct {
 
 // TraceEntry explains one candidate rule (SPEC §7.7).
 type TraceEntry struct {
-	Rule       string           `json:"rule"`
-	Event      string           `json:"event"`
-	Matched    bool             `json:"matched"`
-	Value      any              `json:"value,omitempty"`
-	Error      string           `json:"error,omitempty"`
-	DurationUS int64            `json:"duration_us"`
-	Actions    []map[string]any `json:"actions,omitempty"`
-	Skipped    string           `json:"skipped,omitempty"` // why a matched rule did not act
+	Rule       string         `json:"rule"`
+	Event      string         `json:"event"`
+	Matched    bool           `json:"matched"`
+	Value      any            `json:"value,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	DurationUS int64          `json:"duration_us"`
+	Actions    []ActionRecord `json:"actions,omitempty"`
+	Skipped    string         `json:"skipped,omitempty"` // why a matched rule did not act
 }
 
 // Outcome is what an emission did.
@@ -357,11 +357,36 @@ func (m MapSource) Context() map[string]any { return m }
 // written to.
 var noOutcome = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
 
+// noNotices is the Notices of an outcome until a rule notifies: empty, not
+// null, in JSON; with no room, so that appending to it never writes to it.
+var noNotices = []Notice{}
+
+// outcomeOne is an outcome with room for one fired rule and its record,
+// made at once: most triggers have a single rule.
+type outcomeOne struct {
+	out   Outcome
+	fired [1]Fired
+	recs  [1]ActionRecord
+}
+
+// outcomeFew and outcomeSome are outcomes with room for a few fired rules.
+type outcomeFew struct {
+	out   Outcome
+	fired [4]Fired
+}
+
+type outcomeSome struct {
+	out   Outcome
+	fired [8]Fired
+}
+
 // runner evaluates expressions for one emission: one VM, one environment.
 type runner struct {
-	vm  vm.VM
-	env exprEnv
-	mem memBudget // bytes built (budget.go)
+	vm      vm.VM
+	env     exprEnv
+	mem     memBudget // bytes built (budget.go)
+	scratch []byte    // where templates render (template.render)
+	lua     luaHost   // what the emission's scripts reach, passed by pointer
 }
 
 // exprEnv is what expressions see. A struct, not a map: expr reads its
@@ -430,7 +455,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 	}
 	defer func() {
 		if r != nil {
-			r.env = exprEnv{}
+			r.env, r.lua = exprEnv{}, luaHost{}
 			runners.Put(r)
 		}
 	}()
@@ -460,6 +485,8 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 	}
 	useFolded := s.thresholds != nil && sameMap(thresholds, s.thresholds)
 	var writes []StateWrite
+	n := min(len(candidates), 8) // room for a few matches without regrowing
+	slab := recSlab{room: n}
 	for _, rule := range candidates {
 		var start time.Time
 		if ev.Trace {
@@ -484,7 +511,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		}
 		var luaRes rulelua.Result
 		if rule.luaCond != nil {
-			luaRes, condErr = runLua(ctx, rule.luaCond, ev, host)
+			luaRes, condErr = exprRunner().runLua(ctx, rule.luaCond, ev.Session, host)
 			value = luaRes.Value
 			matched = condErr == nil && luaTruthy(value)
 			if condErr != nil {
@@ -502,8 +529,21 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 			continue
 		}
 		if out == nil {
-			n := min(len(candidates), 8) // room for a few matches without regrowing
-			out = &Outcome{Fired: make([]Fired, 0, n), Notices: make([]Notice, 0, n)}
+			switch {
+			case n == 1:
+				o := new(outcomeOne)
+				o.out.Fired, slab.recs = o.fired[:0], o.recs[:0]
+				out = &o.out
+			case n <= 4:
+				o := new(outcomeFew)
+				o.out.Fired = o.fired[:0]
+				out = &o.out
+			default:
+				o := new(outcomeSome)
+				o.out.Fired = o.fired[:0]
+				out = &o.out
+			}
+			out.Notices = noNotices
 		}
 		entry := TraceEntry{Rule: rule.ID, Event: ev.Name, Matched: matched}
 		if rule.cond != nil || rule.luaCond != nil {
@@ -522,7 +562,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, thresholds map[string]any, hos
 		if matched {
 			firedAt = len(out.Fired)
 			out.Fired = append(out.Fired, Fired{Rule: rule.ID})
-			records, ws, skipped := s.act(ctx, rule, ev, exprRunner().fresh(), host, out, luaRes.Actions)
+			records, ws, skipped := s.act(ctx, rule, ev, host, out, exprRunner, &slab, luaRes.Actions)
 			if skipped != "" {
 				entry.Skipped = skipped
 				host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
@@ -567,9 +607,34 @@ type rendered struct {
 	value any    // set_state value, emit_event payload, call_tool arguments
 }
 
+// recSlab is where the action records of an emission's fired rules are
+// made, a block for several rules at a time. (Its own type, apart from
+// what leaks to the heap, so that escape analysis keeps Fire's locals on
+// the stack.)
+type recSlab struct {
+	recs   []ActionRecord
+	room   int // how many rules the outcome expects to fire
+	blocks int // blocks made
+}
+
+// take gives room for n records, in recs or in a new block with room for
+// those of a few more rules (4, then 8, as in most emissions few fire);
+// used says how many were written.
+func (f *recSlab) take(n int) []ActionRecord {
+	if cap(f.recs)-len(f.recs) < n {
+		f.recs = make([]ActionRecord, 0, n*max(min(f.room, 4<<f.blocks), 1))
+		f.blocks = min(f.blocks+1, 1)
+	}
+	return f.recs[len(f.recs):len(f.recs)]
+}
+
+func (f *recSlab) used(n int) { f.recs = f.recs[:len(f.recs)+n] }
+
 // act renders every action of a matched rule, then applies them in order.
 // If any template fails, nothing applies and skipped says why.
-func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Host, out *Outcome, fromCond []rulelua.Action) (records []map[string]any, writes []StateWrite, skipped string) {
+// exprRunner gives the emission's runner, made on first use; slab is where
+// the records are made.
+func (s *Set) act(ctx context.Context, rule *Rule, ev Event, host Host, out *Outcome, exprRunner func() *runner, slab *recSlab, fromCond []rulelua.Action) (records []ActionRecord, writes []StateWrite, skipped string) {
 	defer func() {
 		if x := recover(); x != nil {
 			records, writes = nil, nil
@@ -577,7 +642,18 @@ func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Hos
 			host.Log(logging.Error, fmt.Sprintf("panic in rule %q: %v\n%s", rule.ID, x, debug.Stack()))
 		}
 	}()
-	ready := make([]rendered, 0, len(rule.actions)+len(fromCond))
+	// The runner (and with it the whole context) is made only when a
+	// template or a script needs it; it has a whole budget for the
+	// templates of this rule.
+	var r *runner
+	run := func() *runner {
+		if r == nil {
+			r = exprRunner().fresh()
+		}
+		return r
+	}
+	var room [4]rendered
+	ready := room[:0]
 	if len(fromCond) > 0 {
 		// What a Lua condition asked for comes first: it ran first.
 		more, err := luaActions(fromCond, rule.Trigger)
@@ -589,7 +665,7 @@ func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Hos
 	for i := range rule.actions {
 		a := &rule.actions[i]
 		if a.kind == ActLua {
-			res, err := runLua(ctx, a.script, ev, host)
+			res, err := run().runLua(ctx, a.script, ev.Session, host)
 			if err == nil {
 				var more []rendered
 				more, err = luaActions(res.Actions, rule.Trigger)
@@ -605,85 +681,105 @@ func (s *Set) act(ctx context.Context, rule *Rule, ev Event, r *runner, host Hos
 		var err error
 		switch a.kind {
 		case ActNotify, ActLog:
-			x.text, err = a.message.render(r)
+			if a.message.static {
+				x.text = a.message.text
+			} else {
+				x.text, err = a.message.render(run())
+			}
 		case ActDeny:
-			x.text, err = a.reason.render(r)
+			if a.reason.static {
+				x.text = a.reason.text
+			} else {
+				x.text, err = a.reason.render(run())
+			}
 		case ActSetState:
-			x.value, err = a.value.eval(r)
+			x.value, err = a.value.evalLazy(run)
 		case ActEmit:
 			if a.payload != nil {
-				x.value, err = a.payload.eval(r)
+				x.value, err = a.payload.evalLazy(run)
 			}
 		case ActCallTool:
 			if a.args != nil {
-				x.value, err = a.args.eval(r)
+				x.value, err = a.args.evalLazy(run)
 			}
 		}
 		if err != nil {
 			return nil, nil, fmt.Sprintf("action %d (%s): %v", i+1, a.kind, err)
 		}
 	}
+	if len(ready) > 0 {
+		records = slab.take(len(ready))
+	}
 	for _, x := range ready {
-		rec := map[string]any{"type": x.a.kind}
+		records = append(records, ActionRecord{Type: x.a.kind})
+		rec := &records[len(records)-1]
 		switch x.a.kind {
 		case ActNotify:
-			n := Notice{Rule: rule.ID, Message: x.text, Priority: x.a.priority, Event: ev.Name}
-			out.Notices = append(out.Notices, n)
-			rec["message"], rec["priority"] = x.text, x.a.priority
+			if cap(out.Notices) == 0 {
+				out.Notices = make([]Notice, 0, max(slab.room, 1))
+			}
+			out.Notices = append(out.Notices, Notice{Rule: rule.ID, Message: x.text, Priority: x.a.priority, Event: ev.Name})
+			rec.Message, rec.Priority = x.text, x.a.priority
 		case ActLog:
-			level, _ := logging.ParseLevel(x.a.level)
-			host.Log(level, fmt.Sprintf("rule %q: %s", rule.ID, x.text))
-			rec["level"], rec["message"] = x.a.level, x.text
+			if x.a.logPrefix == "" {
+				level, _ := logging.ParseLevel(x.a.level)
+				host.Log(level, fmt.Sprintf("rule %q: %s", rule.ID, x.text))
+			} else if x.a.logLine != "" {
+				host.Log(x.a.logLevel, x.a.logLine)
+			} else {
+				host.Log(x.a.logLevel, x.a.logPrefix+x.text)
+			}
+			rec.Level, rec.Message = x.a.level, x.text
 		case ActSetState:
 			b, err := json.Marshal(x.value)
 			if err != nil {
-				rec["error"] = err.Error()
+				rec.Error = err.Error()
 				break
 			}
 			writes = append(writes, StateWrite{Key: x.a.key, Value: b})
-			rec["key"], rec["value"] = x.a.key, x.value
+			rec.Key, rec.Value = x.a.key, x.value
 		case ActDeny:
 			if out.Denied == nil {
 				out.Denied = &Denial{Rule: rule.ID, Reason: x.text}
 			}
-			rec["reason"] = x.text
+			rec.Reason = x.text
 		case ActEmit:
-			rec["event"] = x.a.event
+			rec.Event = x.a.event
 			if ev.Depth+1 >= MaxChainDepth {
-				rec["error"] = fmt.Sprintf("emit_event: chain deeper than %d events", MaxChainDepth)
-				host.Log(logging.Warn, fmt.Sprintf("rule %q: %s", rule.ID, rec["error"]))
+				rec.Error = fmt.Sprintf("emit_event: chain deeper than %d events", MaxChainDepth)
+				host.Log(logging.Warn, fmt.Sprintf("rule %q: %s", rule.ID, rec.Error))
 				break
 			}
 			payload, _ := x.value.(map[string]any)
 			child := host.Chain(ctx, ev.Session, x.a.event, payload, ev.Depth+1, ev.Trace)
-			for _, f := range child.Fired {
-				if f.Event == "" {
-					f.Event = x.a.event
+			for _, cf := range child.Fired {
+				if cf.Event == "" {
+					cf.Event = x.a.event
 				}
-				out.Fired = append(out.Fired, f)
+				out.Fired = append(out.Fired, cf)
 			}
 			out.Notices = append(out.Notices, child.Notices...)
 			out.Trace = append(out.Trace, child.Trace...)
-			rec["fired"] = len(child.Fired)
+			rec.Fired = len(child.Fired)
 		case ActCallTool:
-			rec["tool"] = x.a.tool
+			rec.Tool = x.a.tool
 			args := []byte("{}")
 			if x.value != nil {
 				b, err := json.Marshal(x.value)
 				if err != nil {
-					rec["error"] = err.Error()
+					rec.Error = err.Error()
 					break
 				}
 				args = b
 			}
 			result, err := host.CallTool(ctx, ev.Session, x.a.tool, args)
 			if err != nil {
-				rec["error"] = err.Error()
+				rec.Error = err.Error()
 			} else {
-				rec["result"] = json.RawMessage(result)
+				rec.Result = json.RawMessage(result)
 			}
 		}
-		records = append(records, rec)
 	}
-	return records, writes, ""
+	slab.used(len(records))
+	return records[:len(records):len(records)], writes, ""
 }

@@ -228,10 +228,10 @@ func TestFire_chainDepth(t *testing.T) {
 		errs := 0
 		for _, f := range out.Fired {
 			for _, a := range f.Actions {
-				if a["type"] != ActEmit {
+				if a.Type != ActEmit {
 					continue
 				}
-				if e, ok := a["error"].(string); ok {
+				if e := a.Error; e != "" {
 					errs++
 					if e != "emit_event: chain deeper than 8 events" {
 						t.Errorf("error %q", e)
@@ -288,7 +288,7 @@ payload = { n = "{{ context.x + 1 }}", s = "x={{ context.x }}", list = ["{{ cont
 		if f.Rule != "parent" {
 			continue
 		}
-		if f.Actions[1]["fired"] != 3 || f.Actions[1]["event"] != "on_child" {
+		if f.Actions[1].Fired != 3 || f.Actions[1].Event != "on_child" {
 			t.Errorf("emit record %v", f.Actions[1])
 		}
 	}
@@ -321,7 +321,7 @@ func TestFire_deny(t *testing.T) {
 	if got := firedIDs(out); !equal(got, []string{"d1", "d2"}) {
 		t.Errorf("fired %q", got)
 	}
-	if r := out.Fired[1].Actions[0]; r["type"] != "deny" || r["reason"] != "second" {
+	if r := out.Fired[1].Actions[0]; r.Type != "deny" || r.Reason != "second" {
 		t.Errorf("second deny record %v", r)
 	}
 	out = fire(set, &recHost{}, "on_tool_call", map[string]any{"tool": map[string]any{"name": "ls"}}, false)
@@ -432,7 +432,7 @@ func TestFire_setState(t *testing.T) {
 		t.Errorf("sessions %q", h.sessions)
 	}
 	for _, f := range out.Fired {
-		if r := f.Actions[0]; f.Rule == "a" && (r["key"] != "n" || r["value"] != 5.0) {
+		if r := f.Actions[0]; f.Rule == "a" && (r.Key != "n" || r.Value != 5.0) {
 			t.Errorf("set_state record %v", r)
 		}
 	}
@@ -498,18 +498,18 @@ func TestFire_callToolAndLog(t *testing.T) {
 		t.Errorf("no arguments: %q", h.tools[1].args)
 	}
 	rec := out.Fired[0].Actions
-	if b, _ := json.Marshal(rec[0]["result"]); string(b) != `{"hits":2}` || rec[0]["tool"] != "search" {
+	if b, _ := json.Marshal(rec[0].Result); string(b) != `{"hits":2}` || rec[0].Tool != "search" {
 		t.Errorf("record %v", rec[0])
 	}
 	if !h.logged(logging.Warn, `rule "c": searched go`) || !h.logged(logging.Info, `rule "c": info by default`) {
 		t.Errorf("logs %v", h.logs)
 	}
-	if rec[2]["level"] != "warn" || rec[2]["message"] != "searched go" || rec[3]["level"] != "info" {
+	if rec[2].Level != "warn" || rec[2].Message != "searched go" || rec[3].Level != "info" {
 		t.Errorf("log records %v", rec)
 	}
 	h = &recHost{toolErr: errors.New("no such tool")}
 	out = fire(set, h, "on_x", map[string]any{"q": "go", "n": 1.0}, false)
-	if out.Fired[0].Actions[0]["error"] != "no such tool" {
+	if out.Fired[0].Actions[0].Error != "no such tool" {
 		t.Errorf("record %v", out.Fired[0].Actions[0])
 	}
 }
@@ -556,7 +556,7 @@ func TestFire_trace(t *testing.T) {
 	if !h.logged(logging.Warn, `rule "err" (r2.toml:2): condition: `) {
 		t.Errorf("condition error not logged: %v", h.logs)
 	}
-	if a := out.Trace[0].Actions[0]; a["type"] != "notify_self" || a["message"] != "yes" || a["priority"] != "normal" {
+	if a := out.Trace[0].Actions[0]; a.Type != "notify_self" || a.Message != "yes" || a.Priority != "normal" {
 		t.Errorf("actions %v", a)
 	}
 	// The same emission without trace: no trace, the same rules.

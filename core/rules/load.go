@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/clara-lib/clara/core/logging"
 )
 
 // Built-in hook points (SPEC §7.2). Any other name matching eventName is a
@@ -320,6 +322,13 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 		if err != nil {
 			fail(locate(src.Text, `"`+actions[i].Type+`"`), "action %d (%s): %v", i+1, actions[i].Type, err)
 			continue
+		}
+		if a.kind == ActLog {
+			a.logLevel, _ = logging.ParseLevel(a.level)
+			a.logPrefix = fmt.Sprintf("rule %q: ", r.ID)
+			if a.message.static {
+				a.logLine = a.logPrefix + a.message.text
+			}
 		}
 		r.actions = append(r.actions, a)
 		r.sources = append(r.sources, actionSources(&actions[i])...)

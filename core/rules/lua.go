@@ -87,9 +87,13 @@ func (h luaHost) Log(level, message string) {
 	h.host.Log(l, message)
 }
 
-// runLua runs a rule's script against the event.
-func runLua(ctx context.Context, s *rulelua.Script, ev Event, host Host) (rulelua.Result, error) {
-	return s.Run(ctx, ev.Context.Context(), luaHost{host: host, session: ev.Session})
+// runLua runs a rule's script against the emission's context. The script
+// reaches the host through the runner's luaHost: a pointer to it, unlike
+// a luaHost value, goes into the interface without an allocation (the
+// script does not keep it after its run).
+func (r *runner) runLua(ctx context.Context, s *rulelua.Script, session string, host Host) (rulelua.Result, error) {
+	r.lua = luaHost{host: host, session: session}
+	return s.Run(ctx, r.env.Context, &r.lua)
 }
 
 // luaActions turns what a script asked for into rendered actions of the

@@ -1,0 +1,206 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// ActionRecord is what one action of a fired rule did, as listed in Fired
+// and TraceEntry. Which fields it has in JSON depends on Type (and on
+// Error), as in an object made for the action:
+//
+//	notify_self  message, priority
+//	log          level, message
+//	set_state    key, value            or error
+//	deny         reason
+//	emit_event   event, fired          or event, error
+//	call_tool    tool, result          or tool, error
+//
+// always with "type", keys in sorted order (as encoding/json writes a
+// map). A field that does not belong to Type is not written. Error is set
+// when the action failed; an empty Error means it did not.
+type ActionRecord struct {
+	Type     string
+	Message  string          // notify_self, log
+	Priority string          // notify_self
+	Level    string          // log
+	Key      string          // set_state
+	Value    any             // set_state
+	Reason   string          // deny
+	Event    string          // emit_event
+	Fired    int             // emit_event: rules the event fired
+	Tool     string          // call_tool
+	Result   json.RawMessage // call_tool
+	Error    string
+}
+
+// Field presence by kind: the JSON object of a record holds these keys.
+const (
+	recMessage = 1 << iota
+	recPriority
+	recLevel
+	recKey
+	recValue
+	recReason
+	recEvent
+	recFired
+	recTool
+	recResult
+)
+
+// fields says which keys the record has besides "type" and "error".
+func (r *ActionRecord) fields() int {
+	failed := r.Error != ""
+	switch r.Type {
+	case ActNotify:
+		return recMessage | recPriority
+	case ActLog:
+		return recLevel | recMessage
+	case ActSetState:
+		if failed {
+			return 0
+		}
+		return recKey | recValue
+	case ActDeny:
+		return recReason
+	case ActEmit:
+		if failed {
+			return recEvent
+		}
+		return recEvent | recFired
+	case ActCallTool:
+		if failed {
+			return recTool
+		}
+		return recTool | recResult
+	}
+	return 0
+}
+
+// Map returns the record as the object its JSON is: the keys its Type has,
+// with their values.
+func (r *ActionRecord) Map() map[string]any {
+	m := map[string]any{"type": r.Type}
+	f := r.fields()
+	if r.Error != "" {
+		m["error"] = r.Error
+	}
+	if f&recMessage != 0 {
+		m["message"] = r.Message
+	}
+	if f&recPriority != 0 {
+		m["priority"] = r.Priority
+	}
+	if f&recLevel != 0 {
+		m["level"] = r.Level
+	}
+	if f&recKey != 0 {
+		m["key"] = r.Key
+	}
+	if f&recValue != 0 {
+		m["value"] = r.Value
+	}
+	if f&recReason != 0 {
+		m["reason"] = r.Reason
+	}
+	if f&recEvent != 0 {
+		m["event"] = r.Event
+	}
+	if f&recFired != 0 {
+		m["fired"] = r.Fired
+	}
+	if f&recTool != 0 {
+		m["tool"] = r.Tool
+	}
+	if f&recResult != 0 {
+		m["result"] = r.Result
+	}
+	return m
+}
+
+// MarshalJSON writes the record as encoding/json writes its Map. HTML
+// characters are left as they are: the encoder the record is written by
+// escapes them when it does (json.Marshal), as it would in the map.
+func (r ActionRecord) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.Map()); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// appendRecord writes the record as appendValue writes its Map: the same
+// keys, sorted, with the same values, without building the map.
+func appendRecord(dst []byte, r *ActionRecord) []byte {
+	f := r.fields()
+	dst = append(dst, '{')
+	// Keys in sorted order: error, event, fired, key, level, message,
+	// priority, reason, result, tool, type, value. "type" is always there,
+	// so every key before it is followed by a comma.
+	if r.Error != "" {
+		dst = append(dst, `"error":`...)
+		dst = protocol.AppendString(dst, r.Error)
+		dst = append(dst, ',')
+	}
+	if f&recEvent != 0 {
+		dst = append(dst, `"event":`...)
+		dst = protocol.AppendString(dst, r.Event)
+		dst = append(dst, ',')
+	}
+	if f&recFired != 0 {
+		dst = append(dst, `"fired":`...)
+		dst = strconv.AppendInt(dst, int64(r.Fired), 10)
+		dst = append(dst, ',')
+	}
+	if f&recKey != 0 {
+		dst = append(dst, `"key":`...)
+		dst = protocol.AppendString(dst, r.Key)
+		dst = append(dst, ',')
+	}
+	if f&recLevel != 0 {
+		dst = append(dst, `"level":`...)
+		dst = protocol.AppendString(dst, r.Level)
+		dst = append(dst, ',')
+	}
+	if f&recMessage != 0 {
+		dst = append(dst, `"message":`...)
+		dst = protocol.AppendString(dst, r.Message)
+		dst = append(dst, ',')
+	}
+	if f&recPriority != 0 {
+		dst = append(dst, `"priority":`...)
+		dst = protocol.AppendString(dst, r.Priority)
+		dst = append(dst, ',')
+	}
+	if f&recReason != 0 {
+		dst = append(dst, `"reason":`...)
+		dst = protocol.AppendString(dst, r.Reason)
+		dst = append(dst, ',')
+	}
+	if f&recResult != 0 {
+		dst = append(dst, `"result":`...)
+		if len(r.Result) == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, r.Result...)
+		}
+		dst = append(dst, ',')
+	}
+	if f&recTool != 0 {
+		dst = append(dst, `"tool":`...)
+		dst = protocol.AppendString(dst, r.Tool)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"type":`...)
+	dst = protocol.AppendString(dst, r.Type)
+	if f&recValue != 0 {
+		dst = append(dst, `,"value":`...)
+		dst = appendValue(dst, r.Value)
+	}
+	return append(dst, '}')
+}
