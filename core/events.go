@@ -267,13 +267,17 @@ func (e *Engine) Emit(text []byte) (out []byte) {
 	if perr != nil {
 		return protocol.AppendError(nil, nil, perr)
 	}
-	result, perr := e.emit(context.Background(), s, ev.event, ev.session, ev.payload, ev.trace)
+	// The answer is written once, into the envelope (as protocol.Success
+	// would write it with only a result).
+	out, perr = e.emit(context.Background(), s, ev.event, ev.session, ev.payload, ev.trace, successPrefix)
 	if perr != nil {
 		return protocol.AppendError(nil, nil, perr)
 	}
-	env := protocol.Success{Result: result}
-	return env.Append(make([]byte, 0, len(result)+32))
+	return append(out, '}')
 }
+
+// successPrefix starts a success envelope that has only a result.
+const successPrefix = `{"status":"success","result":`
 
 type eventRequest struct {
 	event, session string
@@ -355,7 +359,8 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 
 // emit fires an event from a caller (clara_emit, emit_event, session_end)
 // and renders the outcome as the result object of SPEC §7.3.
-func (e *Engine) emit(ctx context.Context, s *settings, event, session string, payload map[string]any, trace bool) ([]byte, *protocol.Error) {
+// The answer is appended to prefix (an envelope's start, or "" for a tool).
+func (e *Engine) emit(ctx context.Context, s *settings, event, session string, payload map[string]any, trace bool, prefix string) ([]byte, *protocol.Error) {
 	if !rules.ValidEventName(event) {
 		return nil, protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
 	}
@@ -371,7 +376,8 @@ func (e *Engine) emit(ctx context.Context, s *settings, event, session string, p
 	out := e.fire(ctx, s, rep, src)
 	body := rules.Outcome{Fired: out.Fired, Notices: out.Notices, Denied: out.Denied, Trace: rep.trace}
 	// Room for a typical answer: a rule fired with its actions is ~150 bytes.
-	buf := make([]byte, 0, 64+192*(len(out.Fired)+len(out.Notices)))
+	buf := make([]byte, 0, len(prefix)+64+192*(len(out.Fired)+len(out.Notices)))
+	buf = append(buf, prefix...)
 	return body.AppendJSON(buf, trace), nil // "trace" present, if empty, when asked for
 }
 
