@@ -182,6 +182,9 @@ func (e *Engine) toolCallbackTrigger(ctx context.Context, call toolbox.Call) ([]
 		return nil, err
 	}
 	for _, r := range out.Runs {
+		if r.StillRunning {
+			continue // it reports when it ends, through callbackDone
+		}
 		// The rules' notices reach the session's queue.
 		e.fireCallbackEvent(ctx, &report{}, callbacks.Completion{Session: session, RunResult: r, Files: r.Files})
 	}
@@ -232,6 +235,10 @@ func (e *Engine) fireCallbacks(ctx context.Context, tool, session string, files 
 			continue
 		}
 		rep.callbacks = append(rep.callbacks, b)
+		if r.StillRunning {
+			rep.notices = append(rep.notices, rules.Notice{Callback: r.Name, Message: r.Notice, Priority: "low"})
+			continue // it reports when it ends, through callbackDone
+		}
 		rep.notices = append(rep.notices, rules.Notice{Callback: r.Name, Message: r.Notice, Priority: callbackPriority(r.OK), Event: callbackEvent(r.OK)})
 		// Blocking runs fire the same events as background ones; the rules'
 		// notices join this call's.

@@ -165,3 +165,49 @@ func TestCallbacks_survivesResetAndNewEngine(t *testing.T) {
 		t.Errorf("script file: %v", err)
 	}
 }
+
+// A blocking callback that outlives the call waiting for it (the call's
+// deadline ended first) is not a failure: no on_callback_failure fires for
+// the placeholder; on_callback_complete fires once the run really ends.
+func TestCallbacks_stillRunningIsNotAFailure(t *testing.T) {
+	e, _ := callbackEngine(t, "")
+	mustConfigure(t, e, `
+[[tools]]
+name = "relay"
+limits = { timeout_ms = 300 }
+lua = "return function(args) return call_tool('edit', {changed_files = {'a.go'}}) end"
+`)
+	loadRuleText(t, e, "cb.toml", `
+[[rules]]
+id = "failed"
+trigger = "on_callback_failure"
+[[rules.actions]]
+type = "set_state"
+key = "failure"
+value = "{{ context.callback.name }}"
+
+[[rules]]
+id = "completed"
+trigger = "on_callback_complete"
+[[rules.actions]]
+type = "set_state"
+key = "complete"
+value = "{{ context.callback.name }}"
+`)
+	editTool(t, e)
+	upsert(t, e, "w", `{"action":"create","name":"slow","pattern":"*.go","blocking":true,"timeout_secs":10,"script_content":"sleep 1; echo fine"}`)
+	evalString(t, e, `{"tool":"relay","session":"w","arguments":{}}`)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if out := evalString(t, e, `{"tool":"state_get","session":"w","arguments":{"key":"complete"}}`); strings.Contains(out, `"slow"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := evalString(t, e, `{"tool":"state_get","session":"w","arguments":{"key":"complete"}}`); !strings.Contains(out, `"slow"`) {
+		t.Fatalf("on_callback_complete never fired: %s", out)
+	}
+	if out := evalString(t, e, `{"tool":"state_get","session":"w","arguments":{"key":"failure"}}`); strings.Contains(out, `"slow"`) {
+		t.Fatalf("on_callback_failure fired for a run that succeeded: %s", out)
+	}
+}

@@ -161,6 +161,9 @@ func (m *Manager) install(dir string, doc *defsDoc, st stamp) (*snapshot, error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	used := map[string]*pattern.Set{}
+	for _, why := range doc.dropped {
+		m.logfLocked("warn", "%s/%s: %s; left out", dir, defsFile, why)
+	}
 	for _, d := range doc.Callbacks {
 		key := strings.Join(d.Pattern, "\n")
 		set := used[key]

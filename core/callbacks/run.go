@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -132,7 +133,10 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 		"CLARA_CALLBACK_ID="+d.ID,
 	)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, not only a process group: a process of the
+	// script that moves to another group (timeout(1), set -m) stays in the
+	// session and is found and killed with the rest. Only setsid leaves.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -172,11 +176,11 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 	case <-exited:
 	case <-timer.C:
 		r.TimedOut = true
-		syscall.Kill(-pgid, syscall.SIGTERM)
+		signalSession(pgid, syscall.SIGTERM)
 		kill = time.After(killGrace)
 	case <-ctx.Done():
 		r.Error = "stopped: " + context.Cause(ctx).Error()
-		syscall.Kill(-pgid, syscall.SIGTERM)
+		signalSession(pgid, syscall.SIGTERM)
 		kill = time.After(killGrace)
 	}
 	if kill != nil {
@@ -185,9 +189,9 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 		case <-kill:
 		}
 	}
-	// Whatever is left of the group goes, the leader too if it is still
+	// Whatever is left of the session goes, the leader too if it is still
 	// there: daemons the script left behind are orphans otherwise.
-	syscall.Kill(-pgid, syscall.SIGKILL)
+	signalSession(pgid, syscall.SIGKILL)
 	<-exited
 	werr := cmd.Wait()
 	waitGroupGone(pgid, groupGoneWait)
@@ -210,7 +214,45 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 	keepLog = !ok
 	if keepLog {
 		logFile.Sync()
+		defer pruneLogs(logDir, d.Name)
 	}
+}
+
+// keptLogs is how many failure logs of one callback are kept: a callback
+// that keeps failing must not fill the disk.
+const keptLogs = 20
+
+// pruneLogs removes the oldest failure logs of callback name beyond
+// keptLogs. Log names are NAME-YYYYMMDDThhmmss...: the date after the name
+// tells "lint" from "lint-2", and sorts by time.
+func pruneLogs(dir, name string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var mine []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), name+"-")
+		if ok && len(rest) > 9 && rest[8] == 'T' && strings.HasSuffix(rest, ".log") && allDigits(rest[:8]) {
+			mine = append(mine, e.Name())
+		}
+	}
+	if len(mine) <= keptLogs {
+		return
+	}
+	sort.Strings(mine) // oldest first
+	for _, n := range mine[:len(mine)-keptLogs] {
+		os.Remove(filepath.Join(dir, n))
+	}
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // hostEnv is the host's environment without the variables a run sets.
@@ -269,17 +311,31 @@ func waitExitNoReap(pid int) {
 	}
 }
 
-// waitGroupGone waits, at most limit, until no live process of group
-// pgid is left: SIGKILL is delivered asynchronously. Killed members whose
-// parent died are zombies until init reaps them, which is init's business
-// (some inits take seconds); they do not count.
-func waitGroupGone(pgid int, limit time.Duration) {
+// signalSession sends sig to the run's process group and to every other
+// process of its session (sid is the script's pid: it leads both), so
+// that members that moved to a group of their own are reached too.
+func signalSession(sid int, sig syscall.Signal) {
+	syscall.Kill(-sid, sig)
+	for _, p := range sessionMembers(sid, false) {
+		syscall.Kill(p, sig)
+	}
+}
+
+// waitGroupGone waits, at most limit, until no live process of the run's
+// session sid is left: SIGKILL is delivered asynchronously. Killed members
+// whose parent died are zombies until init reaps them, which is init's
+// business (some inits take seconds); they do not count.
+func waitGroupGone(sid int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	for d := 200 * time.Microsecond; ; d = min(2*d, 20*time.Millisecond) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-			return
+		// When the host is init or a subreaper, killed members whose parent
+		// died are reparented to it: reap those, or they stay zombies. A
+		// process that is not our child answers ECHILD.
+		for _, p := range sessionMembers(sid, false) {
+			var ws syscall.WaitStatus
+			syscall.Wait4(p, &ws, syscall.WNOHANG, nil)
 		}
-		if d >= 3*time.Millisecond && !groupHasLiveMember(pgid) {
+		if len(sessionMembers(sid, true)) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -289,34 +345,38 @@ func waitGroupGone(pgid int, limit time.Duration) {
 	}
 }
 
-// groupHasLiveMember scans /proc for a process of group pgid that is not
-// a zombie.
-func groupHasLiveMember(pgid int) bool {
+// sessionMembers lists the processes of session sid found in /proc (live
+// ones only, with liveOnly; zombies and the dead do not count then).
+func sessionMembers(sid int, liveOnly bool) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return true // cannot tell: keep waiting (bounded)
+		return nil
 	}
 	defer d.Close()
 	names, err := d.Readdirnames(-1)
 	if err != nil {
-		return true
+		return nil
 	}
-	want := strconv.Itoa(pgid)
+	want := strconv.Itoa(sid)
 	buf := make([]byte, 512)
+	var out []int
 	for _, n := range names {
 		if n[0] < '0' || n[0] > '9' {
 			continue
 		}
-		state, pg, ok := procStat("/proc/"+n+"/stat", buf)
-		if ok && pg == want && state != "Z" && state != "X" {
-			return true
+		state, session, ok := procStat("/proc/"+n+"/stat", buf)
+		if !ok || session != want || (liveOnly && (state == "Z" || state == "X")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
 		}
 	}
-	return false
+	return out
 }
 
-// procStat reads the state and process group of a /proc/<pid>/stat file.
-func procStat(path string, buf []byte) (state, pgrp string, ok bool) {
+// procStat reads the state and session of a /proc/<pid>/stat file.
+func procStat(path string, buf []byte) (state, session string, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", "", false
@@ -328,11 +388,11 @@ func procStat(path string, buf []byte) (state, pgrp string, ok bool) {
 	if i < 0 {
 		return "", "", false
 	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 3 {
+	fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
+	if len(fields) < 4 {
 		return "", "", false
 	}
-	return fields[0], fields[2], true
+	return fields[0], fields[3], true
 }
 
 // capture takes a run's output: the first logCap bytes to the log file,

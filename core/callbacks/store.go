@@ -32,6 +32,8 @@ type defsDoc struct {
 	Version   int           `json:"version"`
 	NextID    int           `json:"next_id"`
 	Callbacks []*Definition `json:"callbacks"`
+
+	dropped []string // entries of the file left out as invalid (why), for the log
 }
 
 // workerDoc is workers/<worker>.json.
@@ -97,10 +99,33 @@ func readDefs(dir string) (*defsDoc, stamp, error) {
 				doc.NextID = n + 1
 			}
 		}
-		doc.Callbacks = compactDefs(doc.Callbacks)
+		doc.Callbacks, doc.dropped = validDefs(compactDefs(doc.Callbacks))
 		return &doc, st, nil
 	}
 	return nil, stamp{}, fmt.Errorf("%s: changes too fast to read", path)
+}
+
+// validDefs keeps the definitions a hand-edited file may have broken out:
+// a name that is not a script name (it would name a path outside
+// scripts/), an id that is not CB<n>, a name or id given twice. They are
+// left out of every operation, and out of the file when it is next written.
+func validDefs(ds []*Definition) (kept []*Definition, dropped []string) {
+	ids, names := map[string]bool{}, map[string]bool{}
+	for _, d := range ds {
+		_, idOK := idNumber(d.ID)
+		switch {
+		case !nameRE.MatchString(d.Name):
+			dropped = append(dropped, fmt.Sprintf("callback %q: name %q is not valid", d.ID, d.Name))
+		case !idOK:
+			dropped = append(dropped, fmt.Sprintf("callback %q: id %q is not CB<n>", d.Name, d.ID))
+		case ids[d.ID] || names[d.Name]:
+			dropped = append(dropped, fmt.Sprintf("callback %q (%s) is defined twice", d.Name, d.ID))
+		default:
+			ids[d.ID], names[d.Name] = true, true
+			kept = append(kept, d)
+		}
+	}
+	return kept, dropped
 }
 
 func compactDefs(ds []*Definition) []*Definition {

@@ -32,9 +32,13 @@ type RunResult struct {
 	TestMode   bool   `json:"test_mode,omitempty"` // test mode: nothing ran
 	Skipped    string `json:"skipped,omitempty"`   // test mode: the callback's name
 
-	Files   []string `json:"-"` // the files of the run
-	Notice  string   `json:"-"` // the §9.5 line for this run
-	success string   // the definition's success_message
+	Files  []string `json:"-"` // the files of the run
+	Notice string   `json:"-"` // the §9.5 line for this run
+	// StillRunning: the trigger stopped waiting (its context ended) while
+	// the run goes on; the run's own result comes through OnBackground.
+	// Not a finished run: no on_callback_* event is due for it.
+	StillRunning bool   `json:"-"`
+	success      string // the definition's success_message
 }
 
 // Completion is a background run that finished, for Options.OnBackground:
@@ -209,7 +213,7 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 				}
 				continue
 			}
-			r := RunResult{ID: wt.id, Name: wt.name, ExitCode: -1,
+			r := RunResult{ID: wt.id, Name: wt.name, ExitCode: -1, StillRunning: true,
 				Error: "cancelled while waiting: the run goes on and reports in the background"}
 			r.Notice = fmt.Sprintf("Callback '%s' still running: it reports in the background", wt.name)
 			out.Runs = append(out.Runs, r)
@@ -451,11 +455,23 @@ func (m *Manager) start(j *job) {
 
 func (m *Manager) runJob(j *job) {
 	var results []RunResult
+	runOnce := func(files []string) {
+		// The callback as it is now: renamed since the trigger, its script
+		// moved with it; deleted, nothing runs.
+		d, ok := m.currentDef(j.env, &j.def)
+		if !ok {
+			r := RunResult{ID: j.def.ID, Name: j.def.Name, ExitCode: -1, Files: files, Error: "the callback was deleted before this run started"}
+			r.Notice = r.notice(0)
+			results = append(results, r)
+			return
+		}
+		results = append(results, m.run(m.baseCtx, j.env, d, files))
+	}
 	if j.def.OncePerBatch {
-		results = append(results, m.run(m.baseCtx, j.env, &j.def, j.files))
+		runOnce(j.files)
 	} else {
 		for _, f := range j.files {
-			results = append(results, m.run(m.baseCtx, j.env, &j.def, []string{f}))
+			runOnce([]string{f})
 			if m.baseCtx.Err() != nil {
 				break // closing: the other files are not run
 			}
@@ -504,6 +520,24 @@ func (m *Manager) runJob(j *job) {
 			cb(Completion{Session: worker, RunResult: r, Files: r.Files, Notice: r.Notice})
 		}
 	}
+}
+
+// currentDef returns the definition of def's id as stored now, ok false
+// when it was deleted. When the file cannot be read, def itself.
+func (m *Manager) currentDef(env runEnv, def *Definition) (*Definition, bool) {
+	if m.options().StateDir != env.stateDir {
+		return def, true // reconfigured since: the run keeps the paths it started with
+	}
+	s, err := m.current()
+	if err != nil {
+		return def, true
+	}
+	e := s.byID[def.ID]
+	if e == nil {
+		return nil, false
+	}
+	d := *e.def
+	return &d, true
 }
 
 // notice is the §9.5 line for a finished run.
