@@ -139,3 +139,19 @@ func TestFailureLogsArePruned(t *testing.T) {
 		t.Fatalf("%d logs of fail (want %d), %d of fail-2 (want 1)", mine, keptLogs, other)
 	}
 }
+
+// "exit 130" is an exit status, not a signal; a script killed by a signal
+// says which.
+func TestExitStatusIsNotASignal(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "w", map[string]any{"name": "code", "pattern": "*.a", "blocking": true, "timeout_secs": 5, "script_content": "exit 130"})
+	e.create(t, "w", map[string]any{"name": "killed", "pattern": "*.b", "blocking": true, "timeout_secs": 5, "script_content": "kill -TERM $$"})
+	o := e.trigger(t, "w", "x.a")
+	if !strings.HasPrefix(o.Notices[0], "Callback 'code' ✗ (exit 130): see ") {
+		t.Fatalf("notice %q", o.Notices[0])
+	}
+	o = e.trigger(t, "w", "x.b")
+	if !strings.HasPrefix(o.Notices[0], "Callback 'killed' ✗ (exit 143, signal 15): see ") {
+		t.Fatalf("notice %q", o.Notices[0])
+	}
+}

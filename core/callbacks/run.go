@@ -208,6 +208,11 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 	pr.Close()
 
 	r.ExitCode = exitCode(cmd.ProcessState, werr)
+	if ps := cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.signal = int(ws.Signal())
+		}
+	}
 	r.Truncated = out.truncated
 	r.OutputTail = out.tailText()
 	ok := r.ExitCode == 0 && !r.TimedOut && r.Error == ""

@@ -39,6 +39,7 @@ type RunResult struct {
 	// Not a finished run: no on_callback_* event is due for it.
 	StillRunning bool   `json:"-"`
 	success      string // the definition's success_message
+	signal       int    // the signal that killed the script; 0 when it exited
 }
 
 // Completion is a background run that finished, for Options.OnBackground:
@@ -555,8 +556,8 @@ func (r *RunResult) notice(timeoutSecs int) string {
 		why = fmt.Sprintf("timed out after %ds", timeoutSecs)
 	case r.ExitCode == -1:
 		why = "error: " + r.Error
-	case r.ExitCode > 128:
-		why = fmt.Sprintf("exit %d, signal %d", r.ExitCode, r.ExitCode-128)
+	case r.signal > 0:
+		why = fmt.Sprintf("exit %d, signal %d", r.ExitCode, r.signal)
 	default:
 		why = fmt.Sprintf("exit %d", r.ExitCode)
 	}
