@@ -155,3 +155,15 @@ func TestExitStatusIsNotASignal(t *testing.T) {
 		t.Fatalf("notice %q", o.Notices[0])
 	}
 }
+
+// A path with a newline would be two lines of CLARA_CHANGED_FILES: it
+// never matches.
+func TestNewlineInAPathNeverMatches(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "w", map[string]any{"name": "n", "pattern": "*.a", "blocking": true, "timeout_secs": 5, "once_per_batch": true,
+		"script_content": `echo "$CLARA_CHANGED_FILES_COUNT"`})
+	o := e.trigger(t, "w", "x\ny.a", "z.a")
+	if len(o.Runs) != 1 || o.Runs[0].OutputTail != "1" {
+		t.Fatalf("%+v", o.Runs)
+	}
+}

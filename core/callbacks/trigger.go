@@ -253,7 +253,9 @@ func (m *Manager) match(o *Options, worker string, files []string) ([]Match, []*
 	items := make([]item, 0, len(files))
 	seen := make(map[string]struct{}, len(files))
 	for _, f := range files {
-		if f == "" || strings.ContainsRune(f, 0) {
+		// A name with a newline cannot be told apart in the newline-
+		// separated lists scripts get: such paths never match.
+		if f == "" || strings.ContainsRune(f, 0) || strings.ContainsRune(f, '\n') {
 			continue
 		}
 		abs, rel, ok := locate(root, f)
