@@ -121,6 +121,7 @@ func (st *lstate) stateGet(L *lua.LState) int {
 func (st *lstate) mustLua(L *lua.LState, v any) lua.LValue {
 	lv, err := st.toLua(v)
 	if err != nil {
+		st.checkDeadline(L)
 		L.RaiseError("%s", err.Error())
 	}
 	return lv
@@ -165,11 +166,11 @@ func (st *lstate) callTool(L *lua.LState) int {
 		L.Push(lua.LNil)
 		return 1
 	}
-	v, err := DecodeJSON(res)
+	v, err := st.decodeJSONLua(L, string(res))
 	if err != nil {
 		L.RaiseError("call_tool('%s'): invalid JSON result: %s", name, err.Error())
 	}
-	L.Push(st.mustLua(L, v))
+	L.Push(v)
 	return 1
 }
 
@@ -190,11 +191,11 @@ func (st *lstate) jsonEncode(L *lua.LState) int {
 func (st *lstate) jsonDecode(L *lua.LState) int {
 	s := checkStr(L, 1, "json.decode")
 	st.charge(L, len(s), "json.decode")
-	v, err := DecodeJSON([]byte(s))
+	v, err := st.decodeJSONLua(L, s)
 	if err != nil {
 		L.RaiseError("json.decode: %s", err.Error())
 	}
-	L.Push(st.mustLua(L, v))
+	L.Push(v)
 	return 1
 }
 

@@ -31,11 +31,27 @@ func newState() *lstate {
 	g := L.G.Global
 	env := L.CreateTable(0, 64)
 	st.env = env
-	for _, name := range []string{"assert", "error", "ipairs", "next", "rawequal", "rawget", "select",
+	for _, name := range []string{"ipairs", "rawequal", "rawget", "select",
 		"tonumber", "tostring", "type", "getmetatable"} {
 		env.RawSetString(name, g.RawGetString(name))
 	}
-	st.next = g.RawGetString("next").(*lua.LFunction)
+	// next is the only iterator over arbitrary tables scripts can reach (pairs returns it, and
+	// it is what `__index = next` calls), so each call polls the deadline: one LTable.Next walks
+	// every key ever set in the table, deleted ones included.
+	st.next = L.NewFunction(st.nextFn)
+	env.RawSetString("next", st.next)
+	baseError := g.RawGetString("error").(*lua.LFunction).GFunction
+	env.RawSetString("error", L.NewFunction(func(L *lua.LState) int {
+		st.chargeMessage(L, L.Get(1))
+		return baseError(L)
+	}))
+	baseAssert := g.RawGetString("assert").(*lua.LFunction).GFunction
+	env.RawSetString("assert", L.NewFunction(func(L *lua.LState) int {
+		if !lua.LVAsBool(L.Get(1)) {
+			st.chargeMessage(L, L.Get(2))
+		}
+		return baseAssert(L)
+	}))
 	env.RawSetString("_VERSION", lua.LString("Lua 5.1"))
 	fns := map[string]lua.LGFunction{
 		"pairs": st.pairs, "pcall": st.pcall, "xpcall": st.xpcall, "print": st.print,
@@ -51,7 +67,7 @@ func newState() *lstate {
 	strlib := st.lib(map[string]lua.LGFunction{
 		"byte": st.strByte, "char": st.strChar, "find": st.strFind, "format": st.strFormat,
 		"gmatch": st.strGmatch, "gsub": st.strGsub, "len": strLen, "lower": st.strLower,
-		"match": st.strMatch, "rep": st.strRep, "reverse": st.strReverse, "sub": strSub,
+		"match": st.strMatch, "rep": st.strRep, "reverse": st.strReverse, "sub": st.strSub,
 		"upper": st.strUpper,
 	})
 	env.RawSetString("string", st.readOnly("string", strlib))
@@ -162,6 +178,28 @@ func (st *lstate) work(L *lua.LState, n int) {
 }
 
 /* base functions */
+
+// nextFn is Lua's next, polling the deadline on every call.
+func (st *lstate) nextFn(L *lua.LState) int {
+	t := checkTable(L, 1, "next")
+	st.checkDeadline(L)
+	k, v := t.Next(L.Get(2))
+	if k == lua.LNil {
+		L.Push(lua.LNil)
+		return 1
+	}
+	L.Push(k)
+	L.Push(v)
+	return 2
+}
+
+// chargeMessage charges an error message (error, assert) against the run's byte budget: a
+// caught error with a position prefix is a fresh copy of it.
+func (st *lstate) chargeMessage(L *lua.LState, v lua.LValue) {
+	if s, ok := v.(lua.LString); ok {
+		st.chargeTotal(L, len(s))
+	}
+}
 
 func (st *lstate) rethrowIfFatal(L *lua.LState, err error) {
 	if aerr, ok := err.(*lua.ApiError); ok && aerr.Type == lua.ApiErrorPanic && st.fatal == nil {
@@ -344,6 +382,7 @@ func (st *lstate) unpack(L *lua.LState) int {
 		st.raiseLimit(L, "too many results to unpack (%d, limit %d)", n, maxResults)
 	}
 	for k := i; k <= j; k++ {
+		st.work(L, 1)
 		L.Push(t.RawGetInt(k))
 	}
 	return n
@@ -380,14 +419,13 @@ func tabGetn(L *lua.LState) int {
 func (st *lstate) tabMaxn(L *lua.LState) int {
 	t := checkTable(L, 1, "maxn")
 	maxn := 0.0
-	n := 0
+	st.checkDeadline(L)
 	t.ForEach(func(k, _ lua.LValue) {
-		n++
+		st.work(L, 1)
 		if f, ok := k.(lua.LNumber); ok && float64(f) > maxn {
 			maxn = float64(f)
 		}
 	})
-	st.work(L, n)
 	L.Push(lua.LNumber(maxn))
 	return 1
 }
@@ -395,21 +433,23 @@ func (st *lstate) tabMaxn(L *lua.LState) int {
 func (st *lstate) tabInsert(L *lua.LState) int {
 	t := checkTable(L, 1, "insert")
 	st.checkWritable(L, t, "insert")
-	e := t.Len() + 1
+	e := t.Len() + 1 // first empty slot
 	var pos int
 	var v lua.LValue
 	switch L.GetTop() {
 	case 2:
 		pos, v = e, L.Get(2)
 	case 3:
+		// Lua 5.2+: the position must be in [1, #t+1] (5.1 accepted any, and shifting
+		// toward a far-away position made this loop run for as long as the script liked).
 		pos, v = checkInt(L, 2, "insert"), L.Get(3)
-		if pos > e {
-			e = pos
+		if pos < 1 || pos > e {
+			argError(L, 2, "insert", "position out of bounds")
 		}
 		for i := e; i > pos; i-- {
+			st.work(L, 1)
 			t.RawSetInt(i, t.RawGetInt(i-1))
 		}
-		st.work(L, e-pos)
 	default:
 		L.RaiseError("wrong number of arguments to 'insert'")
 	}
@@ -431,10 +471,10 @@ func (st *lstate) tabRemove(L *lua.LState) int {
 	}
 	L.Push(t.RawGetInt(pos))
 	for ; pos < e; pos++ {
+		st.work(L, 1)
 		t.RawSetInt(pos, t.RawGetInt(pos+1))
 	}
 	t.RawSetInt(e, lua.LNil)
-	st.work(L, e-pos)
 	return 1
 }
 
@@ -471,9 +511,9 @@ func (st *lstate) tabConcat(L *lua.LState) int {
 		if total > st.lim.MaxStringBytes {
 			st.raiseLimit(L, "table.concat result over %d bytes", st.lim.MaxStringBytes)
 		}
+		st.work(L, 1)
 		parts = append(parts, s)
 	}
-	st.work(L, len(parts))
 	st.charge(L, total, "table.concat")
 	L.Push(lua.LString(strings.Join(parts, sep)))
 	return 1
@@ -522,11 +562,12 @@ func (st *lstate) tabSort(L *lua.LState) int {
 	n := t.Len()
 	s := &luaSorter{st: st, L: L, vals: make([]lua.LValue, n), cmp: cmp}
 	for i := range s.vals {
+		st.work(L, 1)
 		s.vals[i] = t.RawGetInt(i + 1)
 	}
-	st.work(L, n)
 	sort.Sort(s)
 	for i, v := range s.vals {
+		st.work(L, 1)
 		t.RawSetInt(i+1, v)
 	}
 	return 0

@@ -16,6 +16,12 @@ const (
 	maxSyntaxDepth = 200
 	// protoCacheSize bounds the prototype cache.
 	protoCacheSize = 512
+	// maxUpvalues is Lua 5.1's LUAI_MAXUPVALUES. gopher-lua stores the count in a uint8 and
+	// upvalue indexes in 9-bit operands without checking either; past them the VM panics.
+	maxUpvalues = 60
+	// maxCodeSize bounds the instructions of one function. gopher-lua range-checks forward
+	// jumps only: a loop body over 131071 instructions gets a wrapped backward jump.
+	maxCodeSize = 100000
 	// concatName is the hidden local (and environment key) holding the guarded concatenation.
 	// It is not a valid Lua identifier, so scripts cannot name it.
 	concatName = "\x00concat"
@@ -76,8 +82,32 @@ func compileSource(name, source string) (*lua.FunctionProto, error) {
 		}
 		return nil, newError(KindSyntax, name, fmt.Sprintf("%s: %v", name, err), nil)
 	}
+	if msg := checkProto(name, proto); msg != "" {
+		return nil, newError(KindSyntax, name, msg, nil)
+	}
 	patchProto(proto)
 	return proto, nil
+}
+
+// checkProto refuses prototypes gopher-lua compiled but cannot run correctly (see maxUpvalues
+// and maxCodeSize), recursively.
+func checkProto(name string, p *lua.FunctionProto) string {
+	where, what := name+": main chunk", "main chunk"
+	if p.LineDefined > 0 {
+		where, what = fmt.Sprintf("%s:%d: function", name, p.LineDefined), "function"
+	}
+	if n := len(p.DbgUpvalues); n > maxUpvalues {
+		return fmt.Sprintf("%s uses %d upvalues (more than %d)", where, n, maxUpvalues)
+	}
+	if n := len(p.Code); n > maxCodeSize {
+		return fmt.Sprintf("%s too long (%d instructions, more than %d per %s)", where, n, maxCodeSize, what)
+	}
+	for _, c := range p.FunctionPrototypes {
+		if msg := checkProto(name, c); msg != "" {
+			return msg
+		}
+	}
+	return ""
 }
 
 // patchProto adjusts compiled code, recursively:

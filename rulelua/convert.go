@@ -255,6 +255,9 @@ func (st *lstate) toLuaDepth(v any, depth int, n *int) (lua.LValue, error) {
 	if *n > maxValues {
 		return nil, fmt.Errorf("value too large to convert (more than %d values)", maxValues)
 	}
+	if *n&1023 == 0 && st.dctx.expired() {
+		return nil, st.timeoutError()
+	}
 	switch x := v.(type) {
 	case nil:
 		return lua.LNil, nil

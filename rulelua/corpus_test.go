@@ -39,6 +39,12 @@ type attack struct {
 	memBound uint64
 }
 
+// longLoopBody is a loop whose body compiles to ~250000 instructions (one per unary operator):
+// gopher-lua wraps the backward jump's 18-bit offset and the VM indexes past the code.
+var longLoopBody = "local mt = {} local b = setmetatable({}, mt) mt.__unm = function() return b end " +
+	"mt.__len = function() return b end local a local i = 0 while true do i = i + 1 if i > 2 then return i end\n" +
+	strings.Repeat("a="+strings.Repeat("-#", 90)+"b\n", 1360) + "end"
+
 var deepTables = "return " + strings.Repeat("{", 100000) + strings.Repeat("}", 100000)
 
 var attacks = []attack{
@@ -117,10 +123,30 @@ var attacks = []attack{
 	{"char_huge", `local t = {} for i = 1, 1e5 do t[i] = 65 end return string.char(unpack(t))`, "limit", "too many results", 0},
 	{"select_huge", `return select("#", unpack({}, 1, 1e7))`, "limit", "too many results", 0},
 	{"sparse_array_giant", `local t = {} t[67108863] = 1 t[2^53] = 1 return #t`, "ok", "", 0},
-	{"table_insert_far", `local t = {} table.insert(t, 2^40, 1) table.insert(t, 1e15, 2) return #t`, "ok", "", 0},
+	{"table_insert_far", `local t = {} table.insert(t, 2^40, 1) table.insert(t, 1e15, 2) return #t`, "runtime", "position out of bounds", 0},
+	// Lua 5.2+ bounds: Lua 5.1's table.insert shifted every slot between #t+1 and a far negative
+	// position before looking at the clock (~37 s here).
+	{"table_insert_negative", `table.insert({}, -1e9, 1) return 1`, "runtime", "bad argument #2 to 'insert' (position out of bounds)", 0},
+	{"table_insert_negative_pcall", `local t = {1, 2, 3} for i = 1, 1e6 do pcall(table.insert, t, -2e7, 1) end return #t`, "bounded", "", 0},
+	{"table_insert_zero", `local t = {1} table.insert(t, 0, 2) return #t`, "runtime", "position out of bounds", 0},
 	{"json_encode_big", `local t = {} for i = 1, 2e5 do t[i] = "xxxxxxxxxx" end return #json.encode(t)`, "bounded", "", 0},
 	{"json_encode_big_fast", `local t = {string.rep("x", 6e5), string.rep("y", 6e5)} return #json.encode(t)`, "limit", "json.encode result over", 0},
 	{"string_budget_small_pieces", `local t = {} for i = 1, 1e7 do t[#t + 1] = string.rep("y", 65536) end`, "limit", "more than 33554432 bytes", 0},
+	// Derived strings count: string.sub shares its source's memory but is a new string (a
+	// table key kept in a table's key list forever, hashed by every next()).
+	{"sub_dead_keys_next", `local s = string.rep("x", 1e6) local t = {} for i = 1, 1e4 do local k = s:sub(i) t[k] = true t[k] = nil end t.last = 1 while true do next(t) end`, "limit", "more than 33554432 bytes", 0},
+	{"sub_dead_keys_index_next", `local s = string.rep("x", 1e6) local t = {} for i = 1, 1e4 do local k = s:sub(i) t[k] = true t[k] = nil end t.last = 1 setmetatable(t, {__index = next}) local x while true do x = t.q x = t.q x = t.q x = t.q end`, "limit", "more than 33554432 bytes", 0},
+	{"match_capture_copies", `local s = string.rep("x", 1e6) local t = {} for i = 1, 1e4 do t[i] = s:match("(.*)", i) end`, "bounded", "", 0},
+	{"gmatch_capture_copies", `local s = string.rep("x", 1e6) local t = {} while true do for w in s:gmatch(".+") do t[#t + 1] = w end end`, "bounded", "", 0},
+	{"error_message_copies", `local s = string.rep("x", 1e6) local t = {} while true do local ok, e = pcall(error, s) t[#t + 1] = e end`, "limit", "more than 33554432 bytes", 0},
+	{"error_message_copies_level", `local s = string.rep("x", 1e6) local t = {} while true do local ok, e = pcall(function() error(s) end) t[#t + 1] = e end`, "limit", "more than 33554432 bytes", 0},
+	{"assert_message_copies", `local s = string.rep("x", 1e6) local t = {} while true do local ok, e = pcall(assert, false, s) t[#t + 1] = e end`, "limit", "more than 33554432 bytes", 0},
+	// json.decode builds ~40 bytes of tables per byte of "[]," input: decoded values count.
+	{"json_decode_amplify", `local s = "[" .. string.rep("[]", 50000, ",") .. "]" local keep = {} while true do keep[#keep + 1] = json.decode(s) end`, "bounded", "", 48 << 20},
+	{"json_decode_objects", `return #json.decode("[" .. string.rep('{"a":1}', 40000, ",") .. "]")`, "bounded", "", 56 << 20},
+	// A run that returns after its deadline is a timeout, whatever it returned, and decoding
+	// polls the deadline.
+	{"json_decode_late", `local s = "[" .. string.rep("[]", 262000, ",") .. "]" local t0 = os.clock() while os.clock() - t0 < 0.045 do end local v = json.decode(s) return #v`, "timeout", "", 0},
 	{"log_flood", `for i = 1, 1e4 do log("info", "line") print("p") end return 1`, "ok", "", 0},
 	{"actions_flood", `for i = 1, 1e6 do notify("x") end`, "limit", "more than 1000 actions", 0},
 	// Tables grown in a loop are bounded only by the deadline (see README).
@@ -202,7 +228,25 @@ var attacks = []attack{
 	{"source_many_returns", "return " + strings.Repeat("1, ", 60000) + "1", "syntax", "too many values", 0},
 	{"source_big_table_ok", "local t = {" + strings.Repeat("1, ", 20000) + "1} return #t", "ok", "", 0},
 	{"source_unterminated", "return [[" + strings.Repeat("x", 200000), "syntax", "", 0},
+	// gopher-lua compiles these but panics running them (unchecked operand ranges).
+	{"source_long_loop_body", longLoopBody, "syntax", "too long", 0},
+	{"source_many_upvalues", manyUpvalues(100), "syntax", "upvalues (more than 60)", 0},
+	{"source_ok_upvalues", manyUpvalues(60), "ok", "", 0},
 	{"source_garbage", "\x00\xff\xfe" + strings.Repeat("@#$%", 1000), "syntax", "", 0},
+}
+
+// manyUpvalues is a chunk whose inner function uses n upvalues.
+func manyUpvalues(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "local a%d = %d\n", i, i%100)
+	}
+	b.WriteString("local function f() local s = 0\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "s = s + a%d\n", i)
+	}
+	b.WriteString("return s end return f()")
+	return b.String()
 }
 
 // cleanCheck runs after each attack, in the same pool: it fails unless the libraries are pristine.

@@ -38,7 +38,11 @@
 // it), and a run that ends after its deadline is a timeout whatever it returned. Call stack (200
 // frames) and registry (up to 128 Ki values) are fixed, so deep recursion is an error. Strings built
 // by the library (.., string.rep, gsub, format, upper/lower/reverse, char, table.concat,
-// json.encode, ...) are capped at Limits.MaxStringBytes each and Limits.MaxAllocBytes per run. The
+// json.encode, ...) are capped at Limits.MaxStringBytes each and Limits.MaxAllocBytes per run;
+// substrings (string.sub, captures), error messages and values built by json.decode (estimated
+// per table and entry) count against the per-run total too. next (and so pairs) polls the
+// deadline on every call. Functions with more than 60 upvalues or 100000 instructions are
+// compile errors (gopher-lua would miscompile them). The
 // concatenation operator is rewritten at compile time into a call to a guarded function held in a
 // local that scripts cannot name. Lua patterns run on a step-counted matcher (a port of Lua 5.1's
 // lstrlib) that polls the deadline and limits recursion to 200 levels. Sources are capped at

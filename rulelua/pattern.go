@@ -385,7 +385,11 @@ func (ms *matcher) pushCaptures(s, e int, whole bool) int {
 		n = 1
 	}
 	for i := 0; i < n; i++ {
-		ms.L.Push(ms.getCapture(i, s, e))
+		c := ms.getCapture(i, s, e)
+		if str, ok := c.(lua.LString); ok {
+			ms.st.chargeTotal(ms.L, len(str)) // substrings are new strings to the script
+		}
+		ms.L.Push(c)
 	}
 	return n
 }

@@ -111,13 +111,12 @@ func putState(st *lstate) {
 // lstate is one pooled LState with its environment and the data of the run in progress.
 type lstate struct {
 	L       *lua.LState
-	env     *lua.LTable    // the state's environment: library proxies and API functions
-	envMT   *lua.LTable    // metatable of each run's fresh globals: {__index = env}
-	ctxMT   *lua.LTable    // metatable of ctx userdata
-	ro      *lua.LTable    // marker of read-only library proxies
-	ctxUD   *lua.LUserData // the top-level ctx, reused; Value is set per run
-	globals *lua.LTable    // the fresh globals of the next run
-	next    *lua.LFunction
+	env     *lua.LTable      // the state's environment: library proxies and API functions
+	envMT   *lua.LTable      // metatable of each run's fresh globals: {__index = env}
+	ctxMT   *lua.LTable      // metatable of ctx userdata
+	ro      *lua.LTable      // marker of read-only library proxies
+	ctxUD   *lua.LUserData   // the top-level ctx, reused; Value is set per run
+	next    *lua.LFunction   // the guarded next, also what pairs returns
 	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
 	uds     []*lua.LUserData // ctx userdata recycled from run to run
 	nuds    int
@@ -161,8 +160,9 @@ func (st *lstate) endRun() {
 		}
 		st.nuds = 0
 		st.env.RawSetString("ctx", st.ctxUD)
-		if k, _ := st.globals.Next(lua.LNil); k != lua.LNil {
-			st.globals = nil // the script wrote globals: the next run gets a new table
+		st.env.RawSetString("_G", lua.LNil)
+		if st.chunkFn != nil {
+			st.chunkFn.Env = st.env // drop the run's globals
 		}
 		st.L.SetTop(0)
 	}
@@ -189,18 +189,19 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]any, host Host) (Result, error) {
 	st.begin(ctx, s, host)
 	L := st.L
-	// Fresh globals: a new empty table, or the previous run's when that run left it empty.
-	G := st.globals
-	if G == nil || G.Metatable != st.envMT {
-		G = L.CreateTable(0, 0)
-		G.Metatable = st.envMT
-		st.globals = G
-		st.env.RawSetString("_G", G)
-	}
+	// Fresh globals, every run: a table that "looks empty" may still hold the keys an earlier
+	// run set and cleared (gopher-lua never drops deleted keys from a table's key list), which
+	// next() would reveal in its iteration order, and whose memory would pile up run after run.
+	G := L.CreateTable(0, 0)
+	G.Metatable = st.envMT
+	st.env.RawSetString("_G", G)
 	var argv lua.LValue
 	if tool {
 		v, err := st.toLua(arg)
 		if err != nil {
+			if derr := st.deadError(); derr != nil {
+				return Result{}, derr
+			}
 			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
 		}
 		argv = v
@@ -256,14 +257,13 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 }
 
 // deadError reports a timeout or a limit that ended the run, whatever the script did after
-// (a pcall that caught the timeout, a handler that returned normally). It does not read the
-// clock: every path that can outlast the deadline polls it (the VM every pollEvery
-// instructions, guarded functions as they work, call_tool after the host returns).
+// (a pcall that caught the timeout, a handler that returned normally). It reads the clock: a
+// run that returns after its deadline is a timeout, whatever it returned.
 func (st *lstate) deadError() error {
 	if st.fatal != nil {
 		return st.fatal
 	}
-	if st.dctx.done != nil {
+	if st.dctx.expired() {
 		return st.timeoutError()
 	}
 	return nil
@@ -317,6 +317,19 @@ func (st *lstate) checkDeadline(L *lua.LState) {
 			st.fatal = st.timeoutError()
 		}
 		L.Error(lua.LString(st.fatal.Message), 0)
+	}
+}
+
+// chargeTotal counts n bytes a function derived from existing strings (a substring, a capture,
+// an error message) against the run's total only: such a string is never over the size of its
+// source, which may be a large ctx value.
+func (st *lstate) chargeTotal(L *lua.LState, n int) {
+	st.bytes += int64(n)
+	if st.bytes > st.lim.MaxAllocBytes {
+		st.raiseLimit(L, "run built more than %d bytes of strings", st.lim.MaxAllocBytes)
+	}
+	if n >= 4096 {
+		st.checkDeadline(L)
 	}
 }
 

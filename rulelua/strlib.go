@@ -11,7 +11,9 @@ func strLen(L *lua.LState) int {
 	return 1
 }
 
-func strSub(L *lua.LState) int {
+// strSub is string.sub. A substring shares its source's memory in Go but is a new string to
+// the script (a table key kept in a table's key list, say), so its length is charged.
+func (st *lstate) strSub(L *lua.LState) int {
 	s := checkStr(L, 1, "sub")
 	l := len(s)
 	i := posrelat(checkInt(L, 2, "sub"), l)
@@ -25,6 +27,7 @@ func strSub(L *lua.LState) int {
 	if i > j {
 		L.Push(lua.LString(""))
 	} else {
+		st.chargeTotal(L, j-i+1)
 		L.Push(lua.LString(s[i-1 : j]))
 	}
 	return 1
@@ -286,7 +289,11 @@ func (st *lstate) gsubValue(L *lua.LState, ms *matcher, repl lua.LValue, s, e in
 		}
 		return
 	case *lua.LTable:
-		v = L.GetTable(r, ms.getCapture(0, s, e))
+		key := ms.getCapture(0, s, e)
+		if k, ok := key.(lua.LString); ok {
+			st.chargeTotal(L, len(k)) // __index may keep it
+		}
+		v = L.GetTable(r, key)
 	case *lua.LFunction:
 		top := L.GetTop()
 		L.Push(r)

@@ -1,0 +1,339 @@
+package rulelua
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Estimates of what decoded values hold in memory (measured on gopher-lua v1.1.2), charged
+// against the run's byte budget: 1 MiB of `{"a":1},` decoded to ~370 MiB of Lua tables, 1 MiB
+// of `[],` to ~40 MiB.
+const (
+	jsonTableCost = 112  // an LTable and its slot in the parent
+	jsonSlotCost  = 16   // a scalar value
+	jsonArrayCost = 512  // the array part an array's first element allocates (32 slots)
+	jsonHashCost  = 2560 // the maps and key list an object's first key allocates
+	jsonKeyCost   = 96   // each further key of an object
+)
+
+// jsonDecoder decodes JSON straight into Lua values (json.decode, call_tool results), as
+// DecodeJSON followed by toLua would, but polling the deadline and charging the values it
+// builds as it goes: encoding/json takes ~100 ms on 1 MiB of small values and cannot be
+// interrupted.
+type jsonDecoder struct {
+	st   *lstate
+	L    *lua.LState
+	data string
+	pos  int
+	n    int // values decoded
+}
+
+var errJSONEnd = errors.New("unexpected end of JSON input")
+
+// decodeJSONLua decodes data. Syntax errors are returned; timeouts and limits are raised.
+func (st *lstate) decodeJSONLua(L *lua.LState, data string) (lua.LValue, error) {
+	d := &jsonDecoder{st: st, L: L, data: data}
+	v, err := d.value(0)
+	if err != nil {
+		return nil, err
+	}
+	d.skipSpace()
+	if d.pos < len(d.data) {
+		return nil, fmt.Errorf("invalid character %s after top-level value", quoteChar(d.data[d.pos]))
+	}
+	return v, nil
+}
+
+func quoteChar(c byte) string {
+	if c == '\'' {
+		return `'\''`
+	}
+	if c == '"' {
+		return `'"'`
+	}
+	s := strconv.Quote(string(rune(c)))
+	return "'" + s[1:len(s)-1] + "'"
+}
+
+func (d *jsonDecoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// count accounts for one value costing cost bytes.
+func (d *jsonDecoder) count(cost int) {
+	d.n++
+	if d.n > maxValues {
+		d.L.RaiseError("value too large to convert (more than %d values)", maxValues)
+	}
+	d.charge(cost)
+	if d.n&1023 == 0 {
+		d.st.checkDeadline(d.L)
+	}
+}
+
+// charge accounts for cost bytes of decoded values.
+func (d *jsonDecoder) charge(cost int) {
+	st := d.st
+	st.bytes += int64(cost)
+	if st.bytes > st.lim.MaxAllocBytes {
+		st.raiseLimit(d.L, "run built more than %d bytes of strings and decoded values", st.lim.MaxAllocBytes)
+	}
+}
+
+func (d *jsonDecoder) value(depth int) (lua.LValue, error) {
+	d.skipSpace()
+	if d.pos >= len(d.data) {
+		return nil, errJSONEnd
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object(depth)
+	case c == '[':
+		return d.array(depth)
+	case c == '"':
+		d.count(jsonSlotCost)
+		s, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		return lua.LString(s), nil
+	case c == '-' || c >= '0' && c <= '9':
+		d.count(jsonSlotCost)
+		return d.number()
+	case c == 't':
+		return d.literal("true", lua.LTrue)
+	case c == 'f':
+		return d.literal("false", lua.LFalse)
+	case c == 'n':
+		return d.literal("null", lua.LNil)
+	default:
+		return nil, fmt.Errorf("invalid character %s looking for beginning of value", quoteChar(c))
+	}
+}
+
+func (d *jsonDecoder) literal(word string, v lua.LValue) (lua.LValue, error) {
+	d.count(jsonSlotCost)
+	for i := 0; i < len(word); i++ {
+		if d.pos+i >= len(d.data) {
+			return nil, errJSONEnd
+		}
+		if d.data[d.pos+i] != word[i] {
+			return nil, fmt.Errorf("invalid character %s in literal %s (expecting %s)", quoteChar(d.data[d.pos+i]), word, quoteChar(word[i]))
+		}
+	}
+	d.pos += len(word)
+	return v, nil
+}
+
+func (d *jsonDecoder) enter(depth int) {
+	if depth >= maxDepth {
+		d.L.RaiseError("value nested more than %d levels", maxDepth)
+	}
+	d.count(jsonTableCost)
+}
+
+func (d *jsonDecoder) array(depth int) (lua.LValue, error) {
+	d.enter(depth)
+	d.pos++ // [
+	t := d.L.CreateTable(0, 0)
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return t, nil
+	}
+	for i := 1; ; i++ {
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if i == 1 {
+			d.charge(jsonArrayCost)
+		}
+		t.RawSetInt(i, v)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, errJSONEnd
+		}
+		switch c := d.data[d.pos]; c {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return t, nil
+		default:
+			return nil, fmt.Errorf("invalid character %s after array element", quoteChar(c))
+		}
+	}
+}
+
+func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
+	d.enter(depth)
+	d.pos++ // {
+	t := d.L.CreateTable(0, 0)
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return t, nil
+	}
+	for first := true; ; {
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, errJSONEnd
+		}
+		if c := d.data[d.pos]; c != '"' {
+			return nil, fmt.Errorf("invalid character %s looking for beginning of object key string", quoteChar(c))
+		}
+		k, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, errJSONEnd
+		}
+		if c := d.data[d.pos]; c != ':' {
+			return nil, fmt.Errorf("invalid character %s after object key", quoteChar(c))
+		}
+		d.pos++
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if first {
+			d.charge(jsonHashCost)
+			first = false
+		} else {
+			d.charge(jsonKeyCost)
+		}
+		t.RawSetString(k, v)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, errJSONEnd
+		}
+		switch c := d.data[d.pos]; c {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return t, nil
+		default:
+			return nil, fmt.Errorf("invalid character %s after object key:value pair", quoteChar(c))
+		}
+	}
+}
+
+// str decodes the string starting at d.pos (a '"'). Plain strings are sliced; strings with
+// escapes or invalid UTF-8 go through encoding/json, for the same result as DecodeJSON.
+func (d *jsonDecoder) str() (string, error) {
+	start := d.pos
+	i := start + 1
+	plain := true
+	for {
+		if i >= len(d.data) {
+			return "", errJSONEnd
+		}
+		c := d.data[i]
+		if c == '"' {
+			break
+		}
+		if c == '\\' {
+			plain = false
+			i += 2
+			continue
+		}
+		if c < 0x20 {
+			return "", fmt.Errorf("invalid character %s in string literal", quoteChar(c))
+		}
+		if c >= utf8.RuneSelf {
+			plain = false
+		}
+		i++
+	}
+	d.pos = i + 1
+	raw := d.data[start:d.pos]
+	if plain {
+		return raw[1 : len(raw)-1], nil
+	}
+	if !utf8.ValidString(raw) || hasBackslash(raw) {
+		var s string
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			return "", err
+		}
+		return s, nil
+	}
+	return raw[1 : len(raw)-1], nil
+}
+
+func hasBackslash(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// number decodes a JSON number (RFC 8259 grammar) at d.pos.
+func (d *jsonDecoder) number() (lua.LValue, error) {
+	start := d.pos
+	i := start
+	data := d.data
+	digits := func() int {
+		n := 0
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if data[i] == '-' {
+		i++
+	}
+	if i >= len(data) {
+		return nil, errJSONEnd
+	}
+	if data[i] == '0' {
+		i++
+	} else if digits() == 0 {
+		return nil, fmt.Errorf("invalid character %s in numeric literal", quoteChar(data[i]))
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		if i >= len(data) {
+			return nil, errJSONEnd
+		}
+		if digits() == 0 {
+			return nil, fmt.Errorf("invalid character %s after decimal point in numeric literal", quoteChar(data[i]))
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		if i >= len(data) {
+			return nil, errJSONEnd
+		}
+		if digits() == 0 {
+			return nil, fmt.Errorf("invalid character %s in exponent of numeric literal", quoteChar(data[i]))
+		}
+	}
+	d.pos = i
+	f, err := strconv.ParseFloat(data[start:i], 64)
+	if err != nil {
+		return nil, fmt.Errorf("cannot unmarshal number %s into Go value of type float64", data[start:i])
+	}
+	return lua.LNumber(f), nil
+}
