@@ -191,10 +191,10 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 	}
 	// Whatever is left of the session goes, the leader too if it is still
 	// there: daemons the script left behind are orphans otherwise.
-	signalSession(pgid, syscall.SIGKILL)
+	strays := signalSession(pgid, syscall.SIGKILL)
 	<-exited
 	werr := cmd.Wait()
-	waitGroupGone(pgid, groupGoneWait)
+	waitGroupGone(pgid, strays, groupGoneWait)
 
 	// Every writer in the group is dead: the pipe ends soon. A process that
 	// left the group (setsid) and holds the pipe does not hold us up.
@@ -318,21 +318,33 @@ func waitExitNoReap(pid int) {
 
 // signalSession sends sig to the run's process group and to every other
 // process of its session (sid is the script's pid: it leads both), so
-// that members that moved to a group of their own are reached too.
-func signalSession(sid int, sig syscall.Signal) {
+// that members that moved to a group of their own are reached too. It
+// returns how many processes of the session were outside the group.
+func signalSession(sid int, sig syscall.Signal) (strays int) {
 	syscall.Kill(-sid, sig)
+	buf := make([]byte, 512)
 	for _, p := range sessionMembers(sid, false) {
+		if _, pgrp, _, ok := procStat("/proc/"+strconv.Itoa(p)+"/stat", buf); ok && pgrp != strconv.Itoa(sid) {
+			strays++
+		}
 		syscall.Kill(p, sig)
 	}
+	return strays
 }
 
 // waitGroupGone waits, at most limit, until no live process of the run's
 // session sid is left: SIGKILL is delivered asynchronously. Killed members
 // whose parent died are zombies until init reaps them, which is init's
 // business (some inits take seconds); they do not count.
-func waitGroupGone(sid int, limit time.Duration) {
+//
+// The common case costs no scan of /proc: no member outside the group
+// (strays, as signalSession counted them) and the group gone at once.
+func waitGroupGone(sid, strays int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
 	for d := 200 * time.Microsecond; ; d = min(2*d, 20*time.Millisecond) {
+		if err := syscall.Kill(-sid, 0); strays == 0 && errors.Is(err, syscall.ESRCH) {
+			return
+		}
 		// When the host is init or a subreaper, killed members whose parent
 		// died are reparented to it: reap those, or they stay zombies. A
 		// process that is not our child answers ECHILD.
@@ -369,7 +381,7 @@ func sessionMembers(sid int, liveOnly bool) []int {
 		if n[0] < '0' || n[0] > '9' {
 			continue
 		}
-		state, session, ok := procStat("/proc/"+n+"/stat", buf)
+		state, _, session, ok := procStat("/proc/"+n+"/stat", buf)
 		if !ok || session != want || (liveOnly && (state == "Z" || state == "X")) {
 			continue
 		}
@@ -380,24 +392,30 @@ func sessionMembers(sid int, liveOnly bool) []int {
 	return out
 }
 
-// procStat reads the state and session of a /proc/<pid>/stat file.
-func procStat(path string, buf []byte) (state, session string, ok bool) {
-	f, err := os.Open(path)
+// procStat reads the state, process group and session of a
+// /proc/<pid>/stat file.
+// Plain system calls: os.Open would also try to register each file with
+// the poller, and a scan reads every process's file.
+func procStat(path string, buf []byte) (state, pgrp, session string, ok bool) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", "", false
+		return "", "", "", false
 	}
-	n, _ := f.Read(buf)
-	f.Close()
+	n, err := syscall.Read(fd, buf)
+	syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return "", "", "", false
+	}
 	s := string(buf[:n])
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return "", "", false
+		return "", "", "", false
 	}
 	fields := strings.Fields(s[i+1:]) // state ppid pgrp session ...
 	if len(fields) < 4 {
-		return "", "", false
+		return "", "", "", false
 	}
-	return fields[0], fields[3], true
+	return fields[0], fields[2], fields[3], true
 }
 
 // capture takes a run's output: the first logCap bytes to the log file,
