@@ -114,14 +114,26 @@ func claraGoReset() (out *C.char) {
 	return copyOut(engine.Reset())
 }
 
+// claraGoEmit answers an event, into the C buffer dst when the envelope
+// fits (as claraGoEvaluate does).
+//
 //export claraGoEmit
-func claraGoEmit(event *C.char, n C.size_t) (out *C.char) {
+func claraGoEmit(event *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			out = recovered(r, "clara_emit")
 		}
 	}()
-	return copyOut(engine.Emit(bytesOf(event, n)))
+	var cbuf []byte
+	if dst != nil && dstCap > 1 {
+		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[: 0 : int(dstCap)-1]
+	}
+	b := engine.AppendEmit(cbuf, bytesOf(event, n))
+	if cbuf != nil && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(cbuf) {
+		unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[len(b)] = 0
+		return dst
+	}
+	return copyOut(b)
 }
 
 //export claraGoJSONGet

@@ -66,8 +66,17 @@ char *clara_configure(const char *config) {
 
 char *clara_reset(void) { return claraGoReset(); }
 
+/* An emission's answer lists the rules fired and their notices: a few
+ * hundred bytes to a few KiB. The same scheme as clara_evaluate, with a
+ * fixed guess. */
+#define EMIT_GUESS 4096
+
 char *clara_emit(const char *event_json) {
-    return claraGoEmit((char *)event_json, event_json ? strlen(event_json) : 0);
+    char *buf = malloc(EMIT_GUESS);
+    char *out = claraGoEmit((char *)event_json, event_json ? strlen(event_json) : 0, buf, buf ? EMIT_GUESS : 0);
+    if (out != buf) free(buf);
+    else if (out != NULL) DEFINED(out, EMIT_GUESS);
+    return out;
 }
 
 int clara_json_get(const char *json, const char *path, char **text, size_t *length) {

@@ -78,7 +78,7 @@ func (e *Engine) toolEmit(ctx context.Context, call toolbox.Call) ([]byte, error
 	if err := json.Unmarshal(call.Arguments, &a); err != nil {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "emit_event: %v", err)
 	}
-	result, perr := e.emit(ctx, e.cfg.Load(), a.Event, call.Session, a.Payload, a.Trace, "")
+	result, perr := e.emit(ctx, e.cfg.Load(), a.Event, call.Session, a.Payload, a.Trace, nil)
 	if perr != nil {
 		perr.Code = protocol.InvalidArgs
 		return nil, perr
@@ -100,7 +100,7 @@ func (e *Engine) toolSessionEnd(ctx context.Context, call toolbox.Call) ([]byte,
 		name = v.Str
 	}
 	name = strings.Clone(name)
-	result, perr := e.emit(ctx, e.cfg.Load(), "on_session_end", name, nil, false, "")
+	result, perr := e.emit(ctx, e.cfg.Load(), "on_session_end", name, nil, false, nil)
 	if perr != nil {
 		perr.Code = protocol.InvalidArgs // the session named in the arguments
 		return nil, perr

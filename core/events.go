@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -257,21 +258,31 @@ func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
 // {"status":"success","result":{"fired":[...],"notices":[...],"denied":null}}.
 // A nil text stands for a NULL pointer from C. The request limits
 // (limits.max_request_bytes, limits.max_depth) apply to events too.
-func (e *Engine) Emit(text []byte) (out []byte) {
-	defer e.recoverTo(&out, "emit")
+func (e *Engine) Emit(text []byte) []byte { return e.AppendEmit(nil, text) }
+
+// AppendEmit is Emit appending the envelope to dst (which may be C memory
+// with room for a typical answer: then nothing else is allocated for it).
+func (e *Engine) AppendEmit(dst, text []byte) (out []byte) {
+	mark := len(dst)
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Logf(logging.Error, "panic in emit: %v\n%s", r, debug.Stack())
+			out = protocol.AppendError(dst[:mark], nil, protocol.InternalError(nil))
+		}
+	}()
 	if text == nil {
-		return protocol.AppendError(nil, nil, nullInput)
+		return protocol.AppendError(dst, nil, nullInput)
 	}
 	s := e.cfg.Load()
 	ev, perr := parseEvent(text, s.limits)
 	if perr != nil {
-		return protocol.AppendError(nil, nil, perr)
+		return protocol.AppendError(dst, nil, perr)
 	}
 	// The answer is written once, into the envelope (as protocol.Success
 	// would write it with only a result).
-	out, perr = e.emit(context.Background(), s, ev.event, ev.session, ev.payload, ev.trace, successPrefix)
+	out, perr = e.emit(context.Background(), s, ev.event, ev.session, ev.payload, ev.trace, append(dst, successPrefix...))
 	if perr != nil {
-		return protocol.AppendError(nil, nil, perr)
+		return protocol.AppendError(dst[:mark], nil, perr)
 	}
 	return append(out, '}')
 }
@@ -359,8 +370,8 @@ func parseEvent(text []byte, lim protocol.Limits) (eventRequest, *protocol.Error
 
 // emit fires an event from a caller (clara_emit, emit_event, session_end)
 // and renders the outcome as the result object of SPEC §7.3.
-// The answer is appended to prefix (an envelope's start, or "" for a tool).
-func (e *Engine) emit(ctx context.Context, s *settings, event, session string, payload map[string]any, trace bool, prefix string) ([]byte, *protocol.Error) {
+// The answer is appended to dst (an envelope's start, or nil for a tool).
+func (e *Engine) emit(ctx context.Context, s *settings, event, session string, payload map[string]any, trace bool, dst []byte) ([]byte, *protocol.Error) {
 	if !rules.ValidEventName(event) {
 		return nil, protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
 	}
@@ -376,9 +387,10 @@ func (e *Engine) emit(ctx context.Context, s *settings, event, session string, p
 	out := e.fire(ctx, s, rep, src)
 	body := rules.Outcome{Fired: out.Fired, Notices: out.Notices, Denied: out.Denied, Trace: rep.trace}
 	// Room for a typical answer: a rule fired with its actions is ~150 bytes.
-	buf := make([]byte, 0, len(prefix)+64+192*(len(out.Fired)+len(out.Notices)))
-	buf = append(buf, prefix...)
-	return body.AppendJSON(buf, trace), nil // "trace" present, if empty, when asked for
+	if need := len(dst) + 64 + 192*(len(out.Fired)+len(out.Notices)); cap(dst) < need {
+		dst = append(make([]byte, 0, need), dst...)
+	}
+	return body.AppendJSON(dst, trace), nil // "trace" present, if empty, when asked for
 }
 
 // ---- Rule sets and state ------------------------------------------------------
