@@ -80,13 +80,7 @@ func (e *Engine) callbackTestMode() bool {
 	return (s.config.TestMode || e.envTestMode) && !e.envTestAllow
 }
 
-func (e *Engine) callbackLog(level, msg string) {
-	l, ok := logging.ParseLevel(level)
-	if !ok {
-		l = logging.Info
-	}
-	e.log.Log(l, msg)
-}
+func (e *Engine) callbackLog(level, msg string) { e.log.Log(logging.MessageLevel(level), msg) }
 
 // callbackDone receives a background run's end: a notice in the worker's
 // queue and an on_callback_complete / on_callback_failure event.

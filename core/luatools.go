@@ -260,13 +260,7 @@ func (h *luaToolHost) CallTool(ctx context.Context, name string, args []byte) ([
 	return result, nil
 }
 
-func (h *luaToolHost) Log(level, message string) {
-	l, ok := logging.ParseLevel(level)
-	if !ok {
-		l = logging.Info
-	}
-	h.e.log.Log(l, message)
-}
+func (h *luaToolHost) Log(level, message string) { h.e.log.Log(logging.MessageLevel(level), message) }
 
 // luaTypeName names a converted Lua value's type for messages.
 func luaTypeName(v any) string {

@@ -61,6 +61,16 @@ func ParseLevel(s string) (Level, bool) {
 	return Off, false
 }
 
+// MessageLevel is the level of one message named by a subsystem that
+// speaks in level names (Lua's log, the callbacks): a name ParseLevel does
+// not know, or "off", which no message can have, is Info.
+func MessageLevel(name string) Level {
+	if l, ok := ParseLevel(name); ok && l != Off {
+		return l
+	}
+	return Info
+}
+
 // Sink receives messages at or above the Logger's minimum level.
 type Sink func(level Level, message string)
 

@@ -85,3 +85,12 @@ func TestWriterSink(t *testing.T) {
 		t.Errorf("line %q", b.String())
 	}
 }
+
+func TestMessageLevel(t *testing.T) {
+	for name, want := range map[string]logging.Level{"debug": logging.Debug, "WARN": logging.Warn, "error": logging.Error,
+		"info": logging.Info, "off": logging.Info, "loud": logging.Info, "": logging.Info} {
+		if got := logging.MessageLevel(name); got != want {
+			t.Errorf("MessageLevel(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

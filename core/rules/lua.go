@@ -79,13 +79,7 @@ func (h luaHost) CallTool(ctx context.Context, name string, args []byte) ([]byte
 	return h.host.CallTool(ctx, h.session, name, args)
 }
 
-func (h luaHost) Log(level, message string) {
-	l, ok := logging.ParseLevel(level)
-	if !ok {
-		l = logging.Info
-	}
-	h.host.Log(l, message)
-}
+func (h luaHost) Log(level, message string) { h.host.Log(logging.MessageLevel(level), message) }
 
 // runLua runs a rule's script against the emission's context. The script
 // reaches the host through the runner's luaHost: a pointer to it, unlike
