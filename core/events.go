@@ -219,14 +219,20 @@ type requestPolicyKey struct{}
 // rules.MaxChainDepth deep (a rule on on_tool_complete that calls a tool
 // would otherwise call itself forever).
 func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []byte) ([]byte, error) {
+	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessionPolicy(session)}
+	scope.Request, _ = ctx.Value(requestPolicyKey{}).(*toolbox.Policy)
+	return h.e.nestedCall(ctx, h.s, tool, session, args, scope)
+}
+
+// nestedCall is a call made by a rule or a script (call_tool): through the
+// whole pipeline under scope, one level deeper, at most MaxChainDepth.
+func (e *Engine) nestedCall(ctx context.Context, s *settings, tool, session string, args []byte, scope toolbox.Scope) ([]byte, error) {
 	depth, _ := ctx.Value(depthKey{}).(int)
 	if depth+1 >= rules.MaxChainDepth {
 		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
 	}
 	ctx = context.WithValue(ctx, depthKey{}, depth+1)
-	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessionPolicy(session)}
-	scope.Request, _ = ctx.Value(requestPolicyKey{}).(*toolbox.Policy)
-	result, _, perr := h.e.call(ctx, h.s, tool, session, args, scope, 0, &report{})
+	result, _, perr := e.call(ctx, s, tool, session, args, scope, 0, &report{})
 	if perr != nil {
 		return nil, errors.New(string(perr.Code) + ": " + perr.Message)
 	}

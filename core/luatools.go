@@ -248,16 +248,7 @@ func (h *luaToolHost) StateGet(key string) (any, bool, error) {
 
 // CallTool runs a tool under the calling tool's policy, one level deeper.
 func (h *luaToolHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
-	depth, _ := ctx.Value(depthKey{}).(int)
-	if depth+1 >= rules.MaxChainDepth {
-		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
-	}
-	ctx = context.WithValue(ctx, depthKey{}, depth+1)
-	result, _, perr := h.e.call(ctx, h.s, name, h.session, args, h.scope, 0, &report{})
-	if perr != nil {
-		return nil, errors.New(string(perr.Code) + ": " + perr.Message)
-	}
-	return result, nil
+	return h.e.nestedCall(ctx, h.s, name, h.session, args, h.scope)
 }
 
 func (h *luaToolHost) Log(level, message string) { h.e.log.Log(logging.MessageLevel(level), message) }
