@@ -196,11 +196,7 @@ func (e *Engine) applyLuaActions(ctx context.Context, s *settings, session, tool
 	for _, a := range actions {
 		switch a.Type {
 		case "notify_self":
-			p := a.Priority
-			if p == "" {
-				p = "normal"
-			}
-			notices = append(notices, rules.Notice{Rule: "tool:" + tool, Message: a.Message, Priority: p})
+			notices = append(notices, rules.Notice{Rule: "tool:" + tool, Message: a.Message, Priority: a.Priority})
 		case "set_state":
 			b, err := json.Marshal(a.Value)
 			if err != nil {

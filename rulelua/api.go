@@ -17,9 +17,14 @@ func (st *lstate) addAction(L *lua.LState, a Action) {
 func (st *lstate) notify(L *lua.LState) int {
 	msg := checkStr(L, 1, "notify")
 	pr := optStr(L, 2, "notify", "normal")
+	if !notifyPriorities[pr] {
+		argError(L, 2, "notify", "priority must be low, normal, high or critical, got '"+pr+"'")
+	}
 	st.addAction(L, Action{Type: "notify_self", Message: msg, Priority: pr})
 	return 0
 }
+
+var notifyPriorities = map[string]bool{"low": true, "normal": true, "high": true, "critical": true}
 
 var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "error": true}
 

@@ -73,7 +73,7 @@ type Action struct {
 	Type string // "notify_self", "set_state", "emit_event", "deny"
 
 	Message  string // notify_self
-	Priority string // notify_self; "normal" unless given
+	Priority string // notify_self: low, normal (unless given), high or critical
 
 	Key   string // set_state
 	Value any    // set_state; JSON-like: nil, bool, float64, string, []any, map[string]any

@@ -179,6 +179,7 @@ func TestRun_argumentErrors(t *testing.T) {
 		`notify()`:                  "bad argument #1 to 'notify' (string expected, got no value)",
 		`notify({})`:                "bad argument #1 to 'notify' (string expected, got table)",
 		`log("loud", "x")`:          "bad argument #1 to 'log'",
+		`notify("x", "urgent")`:     "bad argument #2 to 'notify' (priority must be low, normal, high or critical, got 'urgent')",
 		`emit("Bad Name")`:          "bad argument #1 to 'emit' (invalid event name",
 		`emit("ok", {1, 2})`:        "bad argument #2 to 'emit'",
 		`state.set("k", print)`:     "bad argument #2 to 'state.set' (cannot convert a function value)",

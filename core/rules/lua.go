@@ -98,14 +98,7 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 		r := rendered{a: &action{kind: a.Type}}
 		switch a.Type {
 		case ActNotify:
-			r.a.priority = a.Priority
-			if r.a.priority == "" {
-				r.a.priority = "normal"
-			}
-			if !notifyPriorities[r.a.priority] {
-				return nil, fmt.Errorf("notify: priority %q: use low, normal, high or critical", a.Priority)
-			}
-			r.text = a.Message
+			r.a.priority, r.text = a.Priority, a.Message // rulelua checked the priority
 		case ActSetState:
 			if a.Key == "" {
 				return nil, fmt.Errorf("state.set: empty key")
