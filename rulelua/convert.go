@@ -32,16 +32,6 @@ func EncodeJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// DecodeJSON decodes one JSON value into nil, bool, float64, string, []any or map[string]any.
-// It is json.decode inside scripts.
-func DecodeJSON(data []byte) (any, error) {
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 /* Lua -> Go */
 
 type toGoConv struct {
@@ -236,7 +226,9 @@ func viaJSON(v any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot convert a Go %T: %v", v, err)
 	}
-	return DecodeJSON(data)
+	var out any
+	err = json.Unmarshal(data, &out)
+	return out, err
 }
 
 /* Go -> Lua */

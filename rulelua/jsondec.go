@@ -22,7 +22,7 @@ const (
 )
 
 // jsonDecoder decodes JSON straight into Lua values (json.decode, call_tool results), as
-// DecodeJSON followed by toLua would, but polling the deadline and charging the values it
+// encoding/json followed by toLua would, but polling the deadline and charging the values it
 // builds as it goes: encoding/json takes ~100 ms on 1 MiB of small values and cannot be
 // interrupted.
 type jsonDecoder struct {
@@ -235,7 +235,7 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 }
 
 // str decodes the string starting at d.pos (a '"'). Plain strings are sliced; strings with
-// escapes or invalid UTF-8 go through encoding/json, for the same result as DecodeJSON.
+// escapes or invalid UTF-8 go through encoding/json, for the same result as encoding/json.
 func (d *jsonDecoder) str() (string, error) {
 	start := d.pos
 	i := start + 1
