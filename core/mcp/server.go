@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -73,8 +74,9 @@ type Server struct {
 
 // web is one Listen.
 type web struct {
-	srv *http.Server
-	ln  net.Listener
+	srv     *http.Server
+	ln      net.Listener
+	stopped atomic.Bool // Stop closed it: Serve's error is expected
 }
 
 // NewServer builds a server for host and publishes its tools. Serve it with
@@ -320,9 +322,11 @@ func (p *progressSender) send(done, total float64, message string) {
 		return
 	}
 	p.sent, p.last = true, done
-	_ = p.ss.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{
+	if err := p.ss.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{
 		ProgressToken: p.token, Progress: done, Total: total, Message: message,
-	})
+	}); err != nil {
+		logf(p.log, logging.Debug, "progress notification not sent: %v", err)
+	}
 }
 
 func (p *progressSender) finish() {
@@ -442,7 +446,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 				logPanic(s.log, "the HTTP server", r)
 			}
 		}()
-		if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !w.stopped.Load() {
 			logf(s.log, logging.Warn, "serving %s: %v", ln.Addr(), err)
 		}
 	}()
@@ -481,6 +485,7 @@ func (s *Server) Stop() {
 	// HTTP first stops taking new connections, then the sessions end (which
 	// ends their event streams), then the server waits for what is left.
 	for w := range webs {
+		w.stopped.Store(true)
 		_ = w.ln.Close()
 	}
 	for ss := range s.mcp.Sessions() {
