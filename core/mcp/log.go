@@ -10,7 +10,10 @@ import (
 	"github.com/clara-lib/clara/core/logging"
 )
 
+// logf logs through Clara's logger. A sink that panics cannot be told so
+// anywhere: its panic is dropped here rather than ending a goroutine.
 func logf(l *logging.Logger, level logging.Level, format string, args ...any) {
+	defer func() { _ = recover() }()
 	if l.Enabled(level) {
 		l.Log(level, "mcp: "+fmt.Sprintf(format, args...))
 	}
@@ -57,7 +60,10 @@ func (h *slogBridge) Handle(_ context.Context, r slog.Record) error {
 		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 		return true
 	})
-	h.log.Log(bridgeLevel(r.Level), b.String())
+	func() {
+		defer func() { _ = recover() }()
+		h.log.Log(bridgeLevel(r.Level), b.String())
+	}()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,9 +204,9 @@ func checkConfig(c *ServerConfig) error {
 		c.InitTimeout = DefaultInitTimeout
 	}
 	// The limits are checked as a descriptor would be.
-	if _, err := toolbox.NewTool(toolbox.Descriptor{Name: "x", Limits: c.Limits},
+	if _, err := toolbox.NewTool(toolbox.Descriptor{Name: c.Name, Limits: c.Limits},
 		toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }}); err != nil {
-		return fmt.Errorf("%s: %v", where, err)
+		return fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), fmt.Sprintf("tool %q: ", c.Name)))
 	}
 	c.Args = append([]string(nil), c.Args...)
 	c.Allow = append([]string(nil), c.Allow...)

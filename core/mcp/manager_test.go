@@ -440,7 +440,7 @@ func TestManagerConfigErrors(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h/mcp", EnvFrom: map[string]string{"A": "B"}}, `mcp_servers "a": env_from is for command servers`},
 		{ServerConfig{Name: "a", Command: "x", EnvFrom: map[string]string{"A": "B=C"}}, `mcp_servers "a": env_from: "A" = "B=C" is not a pair`},
 		{ServerConfig{Name: "a", Command: "x", Prefix: &bad}, `mcp_servers "a": invalid prefix "bad prefix!"`},
-		{ServerConfig{Name: "a", Command: "x", Limits: toolbox.Limits{TimeoutMS: -1}}, `mcp_servers "a": tool "x": limits.timeout_ms must be from 0`},
+		{ServerConfig{Name: "a", Command: "x", Limits: toolbox.Limits{TimeoutMS: -1}}, `mcp_servers "a": limits.timeout_ms must be from 0`},
 	} {
 		_, err := NewManager([]ServerConfig{c.cfg}, ManagerOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

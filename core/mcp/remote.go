@@ -385,7 +385,14 @@ func (r *remote) listChanged(_ context.Context, req *sdk.ToolListChangedRequest)
 }
 
 func (r *remote) refreshAsync(c *conn) {
+	// Close sets closed before it waits for the goroutines: none starts after.
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
 	r.m.wg.Add(1)
+	r.mu.Unlock()
 	go func() {
 		defer r.m.wg.Done()
 		defer func() {

@@ -368,7 +368,15 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 		return fmt.Errorf("mcp: %w", err)
 	}
 	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "a stdio session", r)
+				ended <- errors.New("internal error")
+			}
+		}()
+		ended <- ss.Wait()
+	}()
 	select {
 	case err = <-ended:
 	case <-ctx.Done():
@@ -423,6 +431,9 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		}
 		h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}
+	// A web page the user visits must not reach a loopback server: refuse
+	// cross-origin browser requests (programs send no Origin).
+	h = http.NewCrossOriginProtection().Handler(h)
 	mux := http.NewServeMux()
 	mux.Handle(HTTPPath, h)
 	w := &web{ln: ln, srv: &http.Server{

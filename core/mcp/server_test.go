@@ -12,6 +12,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -393,8 +394,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestStreamableHTTP(t *testing.T) {
 	changed := make(chan struct{}, 10)
+	ended := make(chan string, 10)
 	h := newTestHost(echoTool("echo"))
-	srv := NewServer(h, ServerOptions{BearerToken: "s3cret"})
+	srv := NewServer(h, ServerOptions{BearerToken: "s3cret", OnSessionEnd: func(s string) { ended <- s }})
 	defer srv.Close()
 
 	if _, err := srv.Listen("0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
@@ -438,6 +440,25 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Errorf("the HTTP session's Clara session: %q", session)
 	}
 
+	// A browser page of another origin is refused.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("a cross-site request: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site request: %s", resp.Status)
+	}
+	// The client's DELETE ends the session.
+	cs.Close()
+	if s := within(t, ended, "OnSessionEnd over HTTP"); s+"/echo" != session {
+		t.Errorf("ended %q, the calls ran in %q", s, session)
+	}
+	cs, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.Stop()
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err == nil {
 		t.Errorf("a call after Stop succeeded")
@@ -459,5 +480,19 @@ func TestClosedServer(t *testing.T) {
 	defer b.Close()
 	if err := srv.ServeStdio(context.Background(), a, a); !errors.Is(err, ErrClosed) {
 		t.Errorf("ServeStdio after Close: %v", err)
+	}
+}
+
+func TestPanickingLogSink(t *testing.T) {
+	boom := testTool{info: ToolInfo{Name: "boom"}, run: func(context.Context, string, []byte, ProgressFunc) ([]byte, *protocol.Error) {
+		panic("the host fell over")
+	}}
+	log := logging.New(func(logging.Level, string) { panic("the sink fell over too") }, logging.Debug)
+	s := serveInMemory(t, newTestHost(boom, echoTool("echo")), ServerOptions{Logger: log}, nil)
+	if res := s.call(t, "boom", nil); !res.IsError || text(res) != "internal error" {
+		t.Errorf("boom: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "echo", map[string]any{"message": "alive"}); res.IsError {
+		t.Errorf("echo: %s", mustJSON(t, res))
 	}
 }
