@@ -347,10 +347,11 @@ var ErrClosed = errors.New("mcp: server closed")
 // ServeStdio serves one MCP session over in and out (newline-delimited
 // JSON-RPC) on the calling goroutine, until in reaches EOF, ctx is done or
 // Stop is called; a clean end returns nil. in and out stay open: they are
-// the caller's. A Read blocked in in when Stop comes is released only if
-// in has SetReadDeadline (an *os.File in non-blocking mode, for instance);
-// otherwise it stays blocked until in delivers, and what it then reads is
-// dropped.
+// the caller's. A Read blocked in in (or a Write in out) when Stop comes is
+// released only if it has deadlines (SetReadDeadline: an *os.File in
+// non-blocking mode, a net.Conn); otherwise it stays blocked until in
+// delivers, and what it then reads is dropped. ServeFDs arranges that for
+// file descriptors.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	s.mu.Lock()
 	if s.closed {
@@ -380,10 +381,19 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	select {
 	case err = <-ended:
 	case <-ctx.Done():
-		_ = ss.Close()
-		if d, ok := in.(interface{ SetReadDeadline(time.Time) error }); ok {
-			_ = d.SetReadDeadline(time.Now())
+		// Deadlines first: Close waits for the calls in flight, which may
+		// be blocked writing to a peer that does not read.
+		rd, _ := in.(interface{ SetReadDeadline(time.Time) error })
+		wd, _ := out.(interface{ SetWriteDeadline(time.Time) error })
+		if rd != nil {
+			_ = rd.SetReadDeadline(time.Now())
+			defer rd.SetReadDeadline(time.Time{})
 		}
+		if wd != nil {
+			_ = wd.SetWriteDeadline(time.Now())
+			defer wd.SetWriteDeadline(time.Time{})
+		}
+		_ = ss.Close()
 		err = <-ended
 	}
 	s.sessions.Delete(ss)
