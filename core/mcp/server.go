@@ -114,8 +114,9 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		InitializedHandler:        s.initialized,
 	})
 	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
-	s.syncTools()
+	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
+	s.syncTools()
 	s.wg.Add(1)
 	go s.syncLoop()
 	return s
@@ -156,7 +157,14 @@ func (s *Server) sessionName(ss *sdk.ServerSession) string {
 func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
 	ss := req.Session
 	name := s.sessionName(ss)
+	// Close sets closed before it waits for the goroutines: none starts after.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
@@ -458,8 +466,8 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, ErrClosed
 	}
 	s.webs[w] = struct{}{}
-	s.mu.Unlock()
 	s.wg.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		defer func() {
