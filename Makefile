@@ -122,8 +122,13 @@ build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h li
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
-test-c: build/harness ## the C harness
+test-c: build/harness build/stress_workers ## the C harness, and C tools called back to back from many threads
 	env -u CLARA_CONFIG -u CLARA_LOG build/harness
+	env -u CLARA_CONFIG -u CLARA_LOG build/stress_workers 50000 4
+
+build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) -pthread $< -o $@ -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
 test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
 	bash tests/c/valgrind.sh build/harness
