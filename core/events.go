@@ -384,8 +384,9 @@ func (e *Engine) emit(ctx context.Context, s *settings, event, session string, p
 	if strings.HasPrefix(event, "on_tool_") {
 		return nil, protocol.Errorf(protocol.InvalidRequest, "%s is emitted by the tool pipeline itself, not by callers", event)
 	}
-	if len(session) > maxSessionLength {
-		return nil, protocol.Errorf(protocol.InvalidRequest, "session name longer than %d bytes", maxSessionLength)
+	session, perr := protocol.SessionName(session)
+	if perr != nil {
+		return nil, perr
 	}
 	rep := &report{wantTrace: trace}
 	src := e.newEventSource(s, event, session, payload)

@@ -178,7 +178,7 @@ func TestEmit_errors(t *testing.T) {
 		{`{"event":"on_tool_complete"}`, `{"status":"error","error":"invalid_request","message":"on_tool_complete is emitted by the tool pipeline itself, not by callers"}`},
 		{`{"event":"on_tool_failure","payload":{}}`, `{"status":"error","error":"invalid_request","message":"on_tool_failure is emitted by the tool pipeline itself, not by callers"}`},
 		// Sessions.
-		{`{"event":"x","session":"` + long + `"}`, `{"status":"error","error":"invalid_request","message":"session name longer than 256 bytes"}`},
+		{`{"event":"x","session":"` + long + `"}`, `{"status":"error","error":"invalid_request","message":"\"session\" is 257 bytes; a session name is at most 256 bytes"}`},
 	}
 	for _, c := range cases {
 		expectEq(t, fmt.Sprintf("Emit(%.60q)", c.in), emitString(t, e, c.in), c.want)
@@ -704,7 +704,7 @@ message = "{{ context.history.tool_count }} calls, {{ context.history.recent_too
 	expectEq(t, "empty name", evalString(t, e, `{"tool":"session_end","arguments":{"session":""}}`),
 		`{"status":"error","error":"invalid_args","message":"tool \"session_end\": arguments do not match input_schema: at /session: minLength: got 0, want 1","details":[{"pointer":"/session","message":"minLength: got 0, want 1"}]}`)
 	expectEq(t, "long name", evalString(t, e, `{"tool":"session_end","arguments":{"session":"`+strings.Repeat("x", 257)+`"}}`),
-		`{"status":"error","error":"invalid_args","message":"session name longer than 256 bytes"}`)
+		`{"status":"error","error":"invalid_args","message":"\"session\" is 257 bytes; a session name is at most 256 bytes"}`)
 }
 
 // ---- Rule files -------------------------------------------------------------------------

@@ -9,9 +9,8 @@ import (
 
 // Limits of a session's in-memory data.
 const (
-	recentToolsKept  = 20   // context.history.recent_tools
-	noticesKept      = 1000 // notices waiting for notifications_drain
-	maxSessionLength = 256  // bytes of a session name
+	recentToolsKept = 20   // context.history.recent_tools
+	noticesKept     = 1000 // notices waiting for notifications_drain
 )
 
 // session is what Clara keeps in memory per session (SPEC §5.2): the rule

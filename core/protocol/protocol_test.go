@@ -337,3 +337,26 @@ func TestScanStrict_manyKeys(t *testing.T) {
 		t.Fatal("duplicate at depth 21 accepted")
 	}
 }
+
+// TestParse_session_is_owned: the session a request names outlives the
+// call (map keys, rate windows, notices), so Parse returns Clara's own copy
+// and caps its length; overwriting the request afterwards changes nothing.
+func TestParse_session_is_owned(t *testing.T) {
+	req := []byte(`{"tool":"echo","session":"alice"}`)
+	r, _, perr := protocol.Parse(req, protocol.Limits{}, nil)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	copy(req, strings.Repeat("Z", len(req)))
+	if r.Session != "alice" {
+		t.Fatalf("session = %q after the request was overwritten", r.Session)
+	}
+	long := `{"tool":"echo","session":"` + strings.Repeat("s", protocol.MaxSessionBytes+1) + `"}`
+	if _, _, perr := protocol.Parse([]byte(long), protocol.Limits{}, nil); perr == nil || perr.Code != protocol.InvalidRequest {
+		t.Fatalf("a %d-byte session name: %v", protocol.MaxSessionBytes+1, perr)
+	}
+	ok := `{"tool":"echo","session":"` + strings.Repeat("s", protocol.MaxSessionBytes) + `"}`
+	if _, _, perr := protocol.Parse([]byte(ok), protocol.Limits{}, nil); perr != nil {
+		t.Fatalf("a %d-byte session name: %v", protocol.MaxSessionBytes, perr)
+	}
+}
