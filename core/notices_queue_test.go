@@ -15,9 +15,9 @@ func TestNoticeQueueKeepsTheNewest(t *testing.T) {
 		s := &session{}
 		total := 2*noticesKept + 345
 		for i := 0; i < total; {
-			var ns []rules.Notice
+			var ns []protocol.Notice
 			for j := 0; j < batch && i < total; j, i = j+1, i+1 {
-				ns = append(ns, rules.Notice{Message: fmt.Sprint(i)})
+				ns = append(ns, protocol.Notice{Message: fmt.Sprint(i)})
 			}
 			s.queue(ns)
 			if len(s.notices) > 2*noticesKept+batch {

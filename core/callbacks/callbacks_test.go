@@ -380,21 +380,6 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-// The schemas compile, and accept and refuse what the Manager does.
-func TestSchemas(t *testing.T) {
-	for name, schema := range map[string]string{"callback_upsert": UpsertSchema, "callback_toggle": ToggleSchema,
-		"callback_list": ListSchema, "callback_get": GetSchema, "callback_trigger": TriggerSchema} {
-		if !json.Valid([]byte(schema)) {
-			t.Fatalf("%s: invalid JSON", name)
-		}
-		_, err := toolbox.NewTool(toolbox.Descriptor{Name: name, InputSchema: []byte(schema)},
-			toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-}
-
 func TestWorkerFileName(t *testing.T) {
 	seen := map[string]string{}
 	for _, s := range []string{"default", "w1", "../x", "..", ".", "a/b", "a%2Fb", "a.b", "", "é", "x\x00y",

@@ -14,34 +14,6 @@ import (
 // maps (reflection, sorting through interfaces) than the rules spent
 // firing. The output is byte for byte what encoding/json would write.
 
-// AppendNotices appends notices as a JSON array.
-func AppendNotices(dst []byte, ns []Notice) []byte {
-	dst = append(dst, '[')
-	for i := range ns {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		n := &ns[i]
-		if n.Callback != "" {
-			dst = append(dst, `{"callback":`...)
-			dst = protocol.AppendString(dst, n.Callback)
-		} else {
-			dst = append(dst, `{"rule":`...)
-			dst = protocol.AppendString(dst, n.Rule)
-		}
-		dst = append(dst, `,"message":`...)
-		dst = protocol.AppendString(dst, n.Message)
-		dst = append(dst, `,"priority":`...)
-		dst = protocol.AppendString(dst, n.Priority)
-		if n.Event != "" { // absent for notices no event caused (a Lua tool's, a callback started)
-			dst = append(dst, `,"event":`...)
-			dst = protocol.AppendString(dst, n.Event)
-		}
-		dst = append(dst, '}')
-	}
-	return append(dst, ']')
-}
-
 // AppendTrace appends trace entries as a JSON array.
 func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 	dst = append(dst, '[')
@@ -99,7 +71,7 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"notices":`...)
-	dst = AppendNotices(dst, o.Notices)
+	dst = protocol.AppendNotices(dst, o.Notices)
 	dst = append(dst, `,"denied":`...)
 	if o.Denied == nil {
 		dst = append(dst, "null"...)

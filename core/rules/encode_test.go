@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/clara-lib/clara/core/protocol"
 	"math"
 	"reflect"
 	"strconv"
@@ -26,7 +27,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	out := &Outcome{
 		Fired:   []Fired{{Rule: "r1", Actions: records}, {Rule: "r2", Event: "chained", Actions: []ActionRecord{}}, {Rule: "r3"}},
-		Notices: []Notice{{Rule: "r1", Message: "héllo \"you\"", Priority: "high", Event: "e"}},
+		Notices: []protocol.Notice{{Rule: "r1", Message: "héllo \"you\"", Priority: "high", Event: "e"}},
 		Denied:  &Denial{Rule: "r9", Reason: "no <way>"},
 		Trace: []TraceEntry{
 			{Rule: "r1", Event: "e", Matched: true, Value: true, DurationUS: 12, Actions: records},
@@ -36,10 +37,10 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, withTrace := range []bool{false, true} {
 		body := struct {
-			Fired   []Fired      `json:"fired"`
-			Notices []Notice     `json:"notices"`
-			Denied  *Denial      `json:"denied"`
-			Trace   []TraceEntry `json:"trace,omitempty"`
+			Fired   []Fired           `json:"fired"`
+			Notices []protocol.Notice `json:"notices"`
+			Denied  *Denial           `json:"denied"`
+			Trace   []TraceEntry      `json:"trace,omitempty"`
 		}{out.Fired, out.Notices, out.Denied, nil}
 		if withTrace {
 			body.Trace = out.Trace

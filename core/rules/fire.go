@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/clara-lib/clara/core/protocol"
 	"reflect"
 	"regexp"
 	"runtime/debug"
@@ -288,15 +289,6 @@ type Host interface {
 	StateGet(session, key string) (value any, ok bool, err error)
 }
 
-// Notice is a message from a rule (notify_self) for the caller.
-type Notice struct {
-	Rule     string `json:"rule,omitempty"`
-	Callback string `json:"callback,omitempty"` // set instead of Rule for a callback's notice (SPEC §9.5)
-	Message  string `json:"message"`
-	Priority string `json:"priority"`
-	Event    string `json:"event,omitempty"`
-}
-
 // Fired is a rule that matched, with what its actions did.
 type Fired struct {
 	Rule    string         `json:"rule"`
@@ -324,10 +316,10 @@ type TraceEntry struct {
 
 // Outcome is what an emission did.
 type Outcome struct {
-	Fired   []Fired      `json:"fired"`
-	Notices []Notice     `json:"notices"`
-	Denied  *Denial      `json:"denied"`
-	Trace   []TraceEntry `json:"trace,omitempty"`
+	Fired   []Fired           `json:"fired"`
+	Notices []protocol.Notice `json:"notices"`
+	Denied  *Denial           `json:"denied"`
+	Trace   []TraceEntry      `json:"trace,omitempty"`
 }
 
 // ContextSource gives Fire an event's context. Lookup reads one scalar
@@ -355,11 +347,11 @@ func (m MapSource) Context() map[string]any { return m }
 
 // noOutcome is what an emission that fired nothing returns: shared, never
 // written to.
-var noOutcome = &Outcome{Fired: []Fired{}, Notices: []Notice{}}
+var noOutcome = &Outcome{Fired: []Fired{}, Notices: []protocol.Notice{}}
 
 // noNotices is the Notices of an outcome until a rule notifies: empty, not
 // null, in JSON; with no room, so that appending to it never writes to it.
-var noNotices = []Notice{}
+var noNotices = []protocol.Notice{}
 
 // outcomeOne is an outcome with room for one fired rule and its record,
 // made at once: most triggers have a single rule.
@@ -716,9 +708,9 @@ func (s *Set) act(ctx context.Context, rule *Rule, ev Event, host Host, out *Out
 		switch x.a.kind {
 		case ActNotify:
 			if cap(out.Notices) == 0 {
-				out.Notices = make([]Notice, 0, max(slab.room, 1))
+				out.Notices = make([]protocol.Notice, 0, max(slab.room, 1))
 			}
-			out.Notices = append(out.Notices, Notice{Rule: rule.ID, Message: x.text, Priority: x.a.priority, Event: ev.Name})
+			out.Notices = append(out.Notices, protocol.Notice{Rule: rule.ID, Message: x.text, Priority: x.a.priority, Event: ev.Name})
 			rec.Message, rec.Priority = x.text, x.a.priority
 		case ActLog:
 			if x.a.logPrefix == "" {

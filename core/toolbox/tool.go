@@ -39,6 +39,8 @@ type Tool struct {
 	// timeout_ms holds at the deadline whatever they do.
 	Inline    bool
 	SelfTimed bool
+	// Admin: an administrative built-in (see Builtin.Admin).
+	Admin bool
 
 	schema *jsonschema.Schema
 	slots  chan struct{} // max_concurrency; nil when unlimited

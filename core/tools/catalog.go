@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/tidwall/gjson"
 
@@ -23,9 +22,9 @@ const (
 // formats, which all require an object schema.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// llmSchema gives a tool's schema in the form the LLM formats require: an
+// LLMSchema gives a tool's schema in the form the LLM formats require: an
 // object schema with "type": "object" at the top.
-func llmSchema(t *toolbox.Tool) json.RawMessage {
+func LLMSchema(t *toolbox.Tool) json.RawMessage {
 	s := t.InputSchema
 	switch string(s) {
 	case "", "true", "{}":
@@ -89,11 +88,11 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 			}
 			list = append(list, claraTool{Descriptor: d, Builtin: t.Builtin})
 		case FormatOpenAI:
-			list = append(list, openaiTool{Type: "function", Function: openaiFunction{t.Name, t.Description, llmSchema(t)}})
+			list = append(list, openaiTool{Type: "function", Function: openaiFunction{t.Name, t.Description, LLMSchema(t)}})
 		case FormatAnthropic:
-			list = append(list, anthropicTool{t.Name, t.Description, llmSchema(t)})
+			list = append(list, anthropicTool{t.Name, t.Description, LLMSchema(t)})
 		case FormatMCP:
-			list = append(list, mcpTool{t.Name, t.Description, llmSchema(t)})
+			list = append(list, mcpTool{t.Name, t.Description, LLMSchema(t)})
 		}
 	}
 	return json.Marshal(struct {
@@ -102,12 +101,12 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 	}{format, list})
 }
 
-func toolsList(reg *toolbox.Registry) (*toolbox.Tool, error) {
-	return builtinMaxOut(16<<20, "tools_list",
-		"Lists the tools this call may use, as Clara descriptors or in OpenAI, Anthropic or MCP format.",
-		`{"type":"object","properties":{"format":{"enum":["clara","openai","anthropic","mcp"]},"llm_visible_only":{"type":"boolean"}},"additionalProperties":false}`,
-		false,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+func toolsList(reg *toolbox.Registry) toolbox.Builtin {
+	return toolbox.Builtin{Name: "tools_list",
+		Description:    "Lists the tools this call may use, as Clara descriptors or in OpenAI, Anthropic or MCP format.",
+		Schema:         `{"type":"object","properties":{"format":{"enum":["clara","openai","anthropic","mcp"]},"llm_visible_only":{"type":"boolean"}},"additionalProperties":false}`,
+		MaxOutputBytes: 16 << 20,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			format := gjson.GetBytes(call.Arguments, "format").Str
 			if format == "" {
 				format = FormatClara
@@ -119,55 +118,5 @@ func toolsList(reg *toolbox.Registry) (*toolbox.Tool, error) {
 				llmOnly = v.Bool()
 			}
 			return Catalog(reg, call.Scope, format, llmOnly)
-		})
-}
-
-func auditTail(a *toolbox.Audit) (*toolbox.Tool, error) {
-	// Room for the whole ring: a record is at most about 200 bytes plus its
-	// session name.
-	return builtinMaxOut(4<<20, "audit_tail",
-		fmt.Sprintf("The last N audit records (default 20, at most %d): time, session, tool, SHA-256 of the arguments, duration, status.", toolbox.AuditRingSize),
-		fmt.Sprintf(`{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":%d}},"additionalProperties":false}`, toolbox.AuditRingSize),
-		false,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
-			n := 20
-			if v := gjson.GetBytes(call.Arguments, "n"); v.Exists() {
-				n = int(v.Int())
-			}
-			out := []byte(`{"records":[`)
-			for i, r := range a.Tail(n) {
-				if i > 0 {
-					out = append(out, ',')
-				}
-				out = r.AppendJSON(out)
-			}
-			return append(out, "]}"...), nil
-		})
-}
-
-func sessionPolicy(sp SessionPolicies) (*toolbox.Tool, error) {
-	return builtin("session_policy",
-		"Narrows the calling session's tool policy (it can never be widened again) and returns it.",
-		`{"type":"object","properties":{"allow":{"type":"array","items":{"type":"string"}},"deny":{"type":"array","items":{"type":"string"}}},"additionalProperties":false}`,
-		false,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
-			p, err := toolbox.ParsePolicy(call.Arguments, "")
-			if err != nil {
-				return nil, protocol.Errorf(protocol.InvalidArgs, "session_policy: %v", err)
-			}
-			cur := sp.NarrowSessionPolicy(call.Session, p)
-			allow, deny := cur.Lists()
-			return json.Marshal(struct {
-				Session string   `json:"session"`
-				Allow   []string `json:"allow"`
-				Deny    []string `json:"deny"`
-			}{call.Session, allow, nonNil(deny)})
-		})
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
+		}}
 }
