@@ -20,7 +20,9 @@ PYTHON  ?= python3
 VALGRIND ?= valgrind
 PREFIX  ?= /usr/local
 
-VERSION := 0.1.0
+# The version's one source is core/version.go (core's version test checks
+# clara.h and the Python package against it).
+VERSION := $(shell sed -n 's/^[[:space:]]*Version[[:space:]]*= "\(.*\)"/\1/p' core/version.go)
 SOMAJOR := 0
 LIBFILE := libclara.so.$(VERSION)
 SONAME  := libclara.so.$(SOMAJOR)
@@ -38,10 +40,13 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
               $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
-.PHONY: all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+.PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
         test-python test-clips test-examples rules-test bench install uninstall clean help
 
 all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
+
+print-version: ## print the version (core/version.go)
+	@echo $(VERSION)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18

@@ -179,7 +179,10 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 	sess.Queue(notices)
 	for _, a := range actions {
 		if a.Type == rules.ActEmit {
-			out := s.host.Chain(ctx, session, a.Event, a.Payload, 1, false)
+			out, err := s.host.Chain(withEmissionBudget(ctx, s), session, a.Event, a.Payload, 1, false)
+			if err != nil {
+				return err
+			}
 			sess.Queue(out.Notices)
 		}
 	}

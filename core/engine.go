@@ -70,6 +70,7 @@ func New(opts Options) *Engine {
 	}
 	e.clock.setup(opts.Now)
 	e.audit = toolbox.NewAudit(e.log)
+	e.state.log = e.log
 	e.cb.engine = e
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()

@@ -46,11 +46,11 @@ extern "C" {
 /* ---- Version ------------------------------------------------------------ */
 
 #define CLARA_VERSION_MAJOR 0
-#define CLARA_VERSION_MINOR 1
+#define CLARA_VERSION_MINOR 2
 #define CLARA_VERSION_PATCH 0
-#define CLARA_VERSION "0.1.0"
+#define CLARA_VERSION "0.2.0"
 /* major*1000000 + minor*1000 + patch */
-#define CLARA_VERSION_NUMBER 1000
+#define CLARA_VERSION_NUMBER 2000
 
 /*
  * clara_version - the library's version as "MAJOR.MINOR.PATCH".
@@ -194,9 +194,15 @@ typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_c
  *
  * Ownership: descriptor_json is borrowed. userdata is passed to fn on every
  *            call. free_userdata (may be NULL) is called once with userdata
- *            when the tool is unregistered or replaced, after its last
- *            running call has returned, and also when registration fails,
- *            so the caller never has to guess who frees.
+ *            when the tool is unregistered, replaced or dropped by
+ *            clara_reset(), after its last running call has returned, and
+ *            also when registration fails, so the caller never has to guess
+ *            who frees. free_userdata runs on the thread that let go of the
+ *            tool last (the one calling clara_unregister_tool(),
+ *            clara_configure(), clara_reset() or clara_register_tool(), or
+ *            the worker thread of the tool's last running call), and never
+ *            while Clara holds a lock of its own: it may call any clara_*
+ *            function, clara_configure() and clara_reset() included.
  * Threads:   any thread; tools may be registered while others are called.
  * Returns:   CLARA_OK;
  *            -CLARA_EINVAL  descriptor_json or fn is NULL, or the descriptor

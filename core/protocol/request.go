@@ -50,15 +50,19 @@ type Request struct {
 	Arguments []byte // a compact JSON object; `{}` when absent; borrowed
 	Session   string // DefaultSession when absent; owned, at most MaxSessionBytes
 	ID        []byte // raw JSON string or number; nil when absent
-	Policy    []byte // raw JSON object; nil when absent
-	Async     bool
-	Trace     bool
+	Policy    []byte // raw JSON object; nil when absent; borrowed
+	// Meta is MCP's _meta (e.g. _meta.traceparent): an opaque object
+	// passed to the audit and to the rules' context; nil when absent;
+	// borrowed.
+	Meta  []byte
+	Async bool
+	Trace bool
 }
 
 var emptyObject = []byte("{}")
 
 // Fields of the explicit form, for duplicate detection and messages.
-const knownFields = "tool, arguments, session, id, policy, async, trace"
+const knownFields = "tool, arguments, session, id, policy, async, trace, _meta"
 
 const (
 	fTool = 1 << iota
@@ -68,6 +72,7 @@ const (
 	fPolicy
 	fAsync
 	fTrace
+	fMeta
 )
 
 // Parse checks data against lim and the protocol and returns the request.
@@ -182,6 +187,12 @@ func fields(doc []byte, ms *members) (Request, *Error) {
 				bad = firstErr(bad, fieldType("async", "a boolean", raw))
 			}
 			req.Async = raw[0] == 't'
+		case "_meta":
+			seen |= fMeta
+			if raw[0] != '{' {
+				bad = firstErr(bad, fieldType("_meta", "an object", raw))
+			}
+			req.Meta = raw
 		case "trace":
 			seen |= fTrace
 			if raw[0] != 't' && raw[0] != 'f' {

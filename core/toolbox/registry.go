@@ -110,26 +110,6 @@ func (r *Registry) Unregister(name string) error {
 	return nil
 }
 
-// RemoveIf removes and retires every tool for which drop returns true.
-func (r *Registry) RemoveIf(drop func(*Tool) bool) {
-	r.mu.Lock()
-	old := *r.tools.Load()
-	next := make(map[string]*Tool, len(old))
-	var removed []*Tool
-	for k, v := range old {
-		if drop(v) {
-			removed = append(removed, v)
-		} else {
-			next[k] = v
-		}
-	}
-	r.tools.Store(&next)
-	r.mu.Unlock()
-	for _, t := range removed {
-		t.retire()
-	}
-}
-
 // Swap removes every tool for which drop returns true and registers add (in
 // place of tools of the same names that are not built in), in one change.
 // It retires nothing itself: it returns the tools that left the registry,

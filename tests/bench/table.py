@@ -24,7 +24,7 @@ ROWS = [
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
-    ("audit", "echo, audit on (Go)", "echo, audit off (Go)", "time", None, None),
+    ("audit", "one audit record (Go)", "echo, whole call (Go)", "time", None, None),
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
@@ -57,8 +57,8 @@ LEGEND = [
     "5-property schema: Go benchmarks of the engine calling one Go tool (run inline, like a built-in) with "
     "the same 5 arguments, registered with a 5-property input_schema (types, enum, pattern, bounds, required, "
     "additionalProperties) vs without: the cost of validating the arguments.",
-    "audit: Go benchmarks of the engine's echo (no cgo), with and without the audit record of every call, "
-    "alternated one run each.",
+    "audit: Go benchmark of recording one call in the audit ring (toolbox.Audit.Add), beside the engine's "
+    "whole echo call (no cgo), which includes it; alternated one run each.",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "condition: one rule whose condition is `context.tool.result_bytes > thresholds.large_result_bytes and "
@@ -225,7 +225,6 @@ def main():
     for key, what in (("c_tool", "a C tool costs over the built-in echo"),
                       ("lua_tool", "a Lua tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),
-                      ("audit", "the audit record of a call costs"),
                       ("rules_watch", "a rule watching every completed call costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):

@@ -1,4 +1,4 @@
-package core
+package protocol_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 
 // Event payloads are decoded by gjson; what rules see must be what
 // encoding/json would give, for every kind of JSON value.
-func TestEventPayloadDecodesAsEncodingJSON(t *testing.T) {
+func TestParseEvent_payload_decodes_as_encoding_json(t *testing.T) {
 	for _, payload := range []string{
 		`{}`,
 		`{"a":1,"b":-2.5e-3,"c":1e400,"d":123456789012345678901234567890,"e":0}`,
@@ -18,7 +18,7 @@ func TestEventPayloadDecodesAsEncodingJSON(t *testing.T) {
 		`{"t":true,"f":false,"n":null,"arr":[1,"two",[3,[4]],{"five":5}],"obj":{"x":{"y":{"z":[]}}}}`,
 		`{"emoji":"😀","mixed":["é",{"k":"v"}],"empty":"","sp":" \t "}`,
 	} {
-		ev, perr := parseEvent([]byte(`{"event":"x","payload":`+payload+`}`), protocol.Limits{MaxRequestBytes: 1 << 20, MaxDepth: 64})
+		ev, perr := protocol.ParseEvent([]byte(`{"event":"x","payload":`+payload+`}`), protocol.Limits{MaxRequestBytes: 1 << 20, MaxDepth: 64})
 		if perr != nil {
 			t.Fatalf("%s: %v", payload, perr)
 		}
@@ -34,10 +34,10 @@ func TestEventPayloadDecodesAsEncodingJSON(t *testing.T) {
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatalf("%s: %v", payload, err)
 			}
-			delete(ev.payload, "c")
+			delete(ev.Payload, "c")
 		}
-		if !reflect.DeepEqual(ev.payload, want) {
-			t.Errorf("payload %s\n got %#v\nwant %#v", payload, ev.payload, want)
+		if !reflect.DeepEqual(ev.Payload, want) {
+			t.Errorf("payload %s\n got %#v\nwant %#v", payload, ev.Payload, want)
 		}
 	}
 }
