@@ -41,7 +41,7 @@ func benchFire100(b *testing.B, group int, trace bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if out := set.Fire(context.Background(), ev, nil, host); len(out.Fired) != want {
+		if out := set.Fire(context.Background(), ev, host); len(out.Fired) != want {
 			b.Fatalf("fired %d", len(out.Fired))
 		}
 	}
@@ -61,7 +61,7 @@ func BenchmarkFire_actions(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if out := set.Fire(context.Background(), ev, nil, host); len(out.Fired) != 1 || len(out.Fired[0].Actions) != 5 {
+		if out := set.Fire(context.Background(), ev, host); len(out.Fired) != 1 || len(out.Fired[0].Actions) != 5 {
 			b.Fatalf("fired %+v", out.Fired)
 		}
 	}
