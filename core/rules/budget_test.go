@@ -137,7 +137,7 @@ func TestBudget_sameResultsAsExpr(t *testing.T) {
 		`string(12)`, `string([1, 2])`, `string(context.m)`, `string(nil)`, `toBase64("hi")`, `fromBase64(toBase64(context.s))`,
 		`upper("aß")`, `lower("ABC")`, `context.s | upper()`, `upper(1)`,
 	}
-	c := newCompiler(nil)
+	c := newCompiler()
 	for _, e := range exprs {
 		want, wantErr := expr.Eval(e, env)
 		p, err := c.compile(e, false)

@@ -86,8 +86,7 @@ func number(v any) (float64, bool) {
 }
 
 type compiler struct {
-	thresholds map[string]any
-	opts       []expr.Option
+	opts []expr.Option
 }
 
 // helperCalls rewrites helper(x) into __helper(context, x): helpers read
@@ -135,11 +134,8 @@ func get(args ...any) (any, error) {
 	return runtime.Fetch(args[0], args[1]), nil
 }
 
-func newCompiler(thresholds map[string]any) *compiler {
-	if thresholds == nil {
-		thresholds = map[string]any{}
-	}
-	c := &compiler{thresholds: thresholds}
+func newCompiler() *compiler {
+	c := &compiler{}
 	c.opts = []expr.Option{
 		expr.Env(exprEnv{}),
 		expr.DisableBuiltin("repeat"),

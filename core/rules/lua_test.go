@@ -26,7 +26,7 @@ func luaRule(id, trigger, lua string, actions ...string) string {
 func fireMap(t *testing.T, set *Set, h *recHost, name string, ctx map[string]any, trace bool) *Outcome {
 	t.Helper()
 	ctx["event"] = map[string]any{"name": name, "session": "s1"}
-	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(ctx), Trace: trace}, nil, h)
+	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(ctx), Trace: trace}, h)
 }
 
 func TestLua_condition_seesContext(t *testing.T) {

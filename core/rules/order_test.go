@@ -15,7 +15,7 @@ func TestChainedRulesComeAfterTheirEmitter(t *testing.T) {
 		rule("child", "second", "", "", notify("c")),
 	)
 	h := &recHost{t: t, set: set}
-	out := set.Fire(context.Background(), Event{Name: "first", Context: MapSource{}, Trace: true}, nil, h)
+	out := set.Fire(context.Background(), Event{Name: "first", Context: MapSource{}, Trace: true}, h)
 	var fired, traced []string
 	for _, f := range out.Fired {
 		fired = append(fired, f.Rule)

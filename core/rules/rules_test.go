@@ -9,7 +9,7 @@ import (
 // TestBuiltinRules runs the shipped rules' own test files (make rules-test
 // runs them through the library too).
 func TestBuiltinRules(t *testing.T) {
-	set, err := rules.Load(rules.BuiltinSources(), rules.DefaultThresholds)
+	set, err := rules.Load(rules.BuiltinSources(), rules.BuiltinThresholds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestBuiltinRules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep := tf.Run(set, rules.DefaultThresholds)
+		rep := tf.Run(set, rules.BuiltinThresholds)
 		for _, c := range rep.Cases {
 			if !c.Passed {
 				t.Errorf("%s: %s: %v", src.Name, c.Name, c.Problems)

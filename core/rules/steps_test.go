@@ -27,7 +27,7 @@ func TestIterationBudget(t *testing.T) {
 			items[i] = float64(i)
 		}
 		start := time.Now()
-		out := set.Fire(context.Background(), Event{Name: "e", Context: MapSource{"items": items}, Trace: true}, nil, benchHost{})
+		out := set.Fire(context.Background(), Event{Name: "e", Context: MapSource{"items": items}, Trace: true}, benchHost{})
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("%s: took %v", cond, took)
 		}
@@ -40,7 +40,7 @@ func TestIterationBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := set.Fire(context.Background(), Event{Name: "e", Context: MapSource{"items": []any{1.0, 5.0, 2.0, 11.0, 12.0}}, Trace: true}, nil, benchHost{})
+	out := set.Fire(context.Background(), Event{Name: "e", Context: MapSource{"items": []any{1.0, 5.0, 2.0, 11.0, 12.0}}, Trace: true}, benchHost{})
 	if len(out.Fired) != 1 {
 		t.Errorf("ordinary predicates: %+v", out.Trace)
 	}
