@@ -79,7 +79,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 	if len(r.Paths) > 0 {
 		files, unmatched, err := readRuleFiles(root, root, r.Paths, true)
 		if err != nil {
-			return nil, loadRefusal(err, "")
+			return nil, loadRefusal(err, "rules_load: ", "")
 		}
 		if len(unmatched) > 0 {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_load: no file matches %q", unmatched)
@@ -91,7 +91,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 	}, nil)
 	retire(left)
 	if err != nil {
-		return nil, loadRefusal(err, " (the rules in force are unchanged)")
+		return nil, loadRefusal(err, "rules_load: ", " (the rules in force are unchanged)")
 	}
 	return a.ListRules("")
 }
@@ -115,16 +115,16 @@ next:
 
 // loadRefusal is rules_load's and rules_test's invalid_args error, with
 // every problem in details.
-func loadRefusal(err error, suffix string) error {
+func loadRefusal(err error, prefix, suffix string) error {
 	if pe, ok := err.(*protocol.Error); ok {
 		return pe
 	}
 	if ps, ok := asProblems(err); ok {
-		perr := ps.Refusal(protocol.InvalidArgs, "")
+		perr := ps.Refusal(protocol.InvalidArgs, prefix)
 		perr.Message += suffix
 		return perr
 	}
-	return protocol.Errorf(protocol.InvalidArgs, "%v%s", err, suffix)
+	return protocol.Errorf(protocol.InvalidArgs, "%s%v%s", prefix, err, suffix)
 }
 
 // ruleInfo is one rule of rules_list.
@@ -173,7 +173,7 @@ func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]b
 	case path != "" && toml == nil:
 		files, _, err := readRuleFiles(root, root, []string{path}, true)
 		if err != nil {
-			return nil, loadRefusal(err, "")
+			return nil, loadRefusal(err, "rules_test: ", "")
 		}
 		if len(files) == 0 {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: %s: no such file (inside project_root)", path)
@@ -185,7 +185,7 @@ func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]b
 	}
 	tf, err := rules.ParseTests(src)
 	if err != nil {
-		return nil, loadRefusal(err, "")
+		return nil, loadRefusal(err, "rules_test: ", "")
 	}
 	set := s.rules
 	thresholds := s.config.Rules.Thresholds.Map()
@@ -193,13 +193,13 @@ func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]b
 		// The rule files the test names, relative to the test file.
 		files, unmatched, err := readRuleFiles(dir, root, tf.Rules, true)
 		if err != nil {
-			return nil, loadRefusal(err, "")
+			return nil, loadRefusal(err, "rules_test: ", "")
 		}
 		if len(files) == 0 || len(unmatched) > 0 {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: no rule file matches %q", unmatched)
 		}
 		if set, err = rules.Load(files, thresholds); err != nil {
-			return nil, loadRefusal(err, "")
+			return nil, loadRefusal(err, "rules_test: ", "")
 		}
 	}
 	out, err := json.Marshal(tf.Run(set, thresholds))

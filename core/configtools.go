@@ -35,11 +35,12 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
 		at := fmt.Sprintf("tools[%d]", i)
 		d, code, err := config.SplitToolEntry(m)
 		if err != nil {
-			problems = append(problems, protocol.Problem{File: at, Message: err.Error()})
+			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
 		}
+		at = fmt.Sprintf("%s (%s)", at, d.Name)
 		if t, ok := e.tools.Lookup(d.Name); ok && t.Builtin {
-			problems = append(problems, protocol.Problem{File: at, Message: fmt.Sprintf("%q is a built-in tool", d.Name)})
+			problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: %q is a built-in tool", at, d.Name)})
 			continue
 		}
 		src, name := "", "tool "+d.Name
@@ -52,19 +53,19 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
 			}
 			text, err := readRegularFile(name, maxLuaToolFile)
 			if err != nil {
-				problems = append(problems, protocol.Problem{File: at, Message: fmt.Sprintf("lua_file: %v", err)})
+				problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: lua_file: %v", at, err)})
 				continue
 			}
 			src = string(text)
 		}
 		script, err := rulelua.Compile(name, src)
 		if err != nil {
-			problems = append(problems, luaProblem(err, at))
+			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
 		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true})
 		if err != nil {
-			problems = append(problems, protocol.Problem{File: at, Message: err.Error()})
+			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
 		}
 		out = append(out, t)
@@ -75,13 +76,13 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
 	return out, nil
 }
 
-// luaProblem positions a Lua compile error: the script's name and line,
-// the message without them. at names the configuration entry when the
-// script has no name of its own.
-func luaProblem(err error, at string) protocol.Problem {
+// luaProblem positions a Lua compile error of the entry at: a lua_file's
+// problem is at its file and line; an inline script's names the entry and
+// the line in its lua (the configuration text's own lines are elsewhere).
+func luaProblem(err error, at string, inFile bool) protocol.Problem {
 	var le *rulelua.Error
 	if !errors.As(err, &le) {
-		return protocol.Problem{File: at, Message: err.Error()}
+		return protocol.Problem{Message: at + ": " + err.Error()}
 	}
 	msg := le.Message
 	if prefix := fmt.Sprintf("%s:%d:", le.Script, le.Line); le.Line > 0 && strings.HasPrefix(msg, prefix) {
@@ -89,7 +90,13 @@ func luaProblem(err error, at string) protocol.Problem {
 	} else {
 		msg = strings.TrimSpace(strings.TrimPrefix(msg, le.Script+":"))
 	}
-	return protocol.Problem{File: le.Script, Line: le.Line, Message: msg}
+	if inFile {
+		return protocol.Problem{File: le.Script, Line: le.Line, Message: msg}
+	}
+	if le.Line > 0 {
+		return protocol.Problem{Message: fmt.Sprintf("%s: lua line %d: %s", at, le.Line, msg)}
+	}
+	return protocol.Problem{Message: at + ": lua: " + msg}
 }
 
 // swapConfigTools registers the configuration's tools in place of the

@@ -77,8 +77,12 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	e.current.Store(p.snap)
 	left := e.swapConfigTools(p.configured)
 	e.cb.sync(p.snap.config)
-	for _, u := range p.snap.unmatched {
-		e.log.Logf(logging.Warn, "rules.paths %q matches no file", u)
+	// The default pattern matching nothing is a project without rules, not
+	// a mistake; a pattern someone wrote that matches nothing may be one.
+	if !sameStrings(p.snap.config.Rules.Paths, defaultRulePaths()) {
+		for _, u := range p.snap.unmatched {
+			e.log.Logf(logging.Warn, "rules.paths %q matches no file", u)
+		}
 	}
 	return left, nil
 }
@@ -143,9 +147,11 @@ func (e *Engine) configure(text []byte) []byte {
 	if text == nil {
 		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest, "clara_configure: NULL input"))
 	}
-	over, err := config.Parse(text, "clara_configure", e.current.Load().config.Limits.MaxRequestBytes)
+	// The text has no name: its problems are "line:col: message", and the
+	// envelope's message says what refused them.
+	over, err := config.Parse(text, "", configCap(e.current.Load()))
 	if err != nil {
-		return protocol.AppendError(nil, nil, refusal(err, ""))
+		return protocol.AppendError(nil, nil, refusal(err, "clara_configure: "))
 	}
 	left, tree, err := e.applyChange(over)
 	retire(left)
@@ -182,6 +188,20 @@ func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, er
 	return left, e.current.Load().tree, nil
 }
 
+func defaultRulePaths() []string { return config.Build(config.Defaults()).Rules.Paths }
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -211,7 +231,7 @@ func (e *Engine) hasTool(name string) bool {
 // setBase applies start-up configuration text (the CLARA_CONFIG file) on
 // top of the defaults and makes the result what Reset returns to.
 func (e *Engine) setBase(text []byte, source string) error {
-	over, err := config.Parse(text, source, e.current.Load().config.Limits.MaxRequestBytes)
+	over, err := config.Parse(text, source, configCap(e.current.Load()))
 	if err != nil {
 		return err
 	}
@@ -234,6 +254,15 @@ func (e *Engine) loadBaseFile(path string) error {
 	}
 	return e.SetBase(text, path)
 }
+
+// configCap bounds a configuration text like a request
+// (limits.max_request_bytes), but never below minConfigCap: a small
+// request limit must not lock the host out of its own configuration.
+func configCap(s *snapshot) int {
+	return max(s.config.Limits.MaxRequestBytes, minConfigCap)
+}
+
+const minConfigCap = 1 << 20
 
 // maxConfigFile bounds the start-up file, as limits.max_request_bytes does
 // a clara_configure text by default.

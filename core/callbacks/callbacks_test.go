@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
-	"github.com/clara-lib/clara/core/toolbox"
 )
 
 type env struct {

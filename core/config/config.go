@@ -25,7 +25,7 @@ type Config struct {
 type Limits struct {
 	TimeoutMS       int `key:"timeout_ms" default:"1000" min:"1" max:"86400000" doc:"A tool's deadline in milliseconds, unless its descriptor sets timeout_ms."`
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
-	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests, events and configuration texts larger than this many bytes are refused with invalid_request."`
+	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
 }
 

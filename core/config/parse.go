@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
@@ -49,7 +50,7 @@ func Parse(text []byte, source string, maxBytes int) (Tree, error) {
 			var de *toml.DecodeError
 			if errors.As(err, &de) {
 				row, col := de.Position()
-				return nil, protocol.Problems{{File: source, Line: row, Col: col, Message: de.Error()}}
+				return nil, protocol.Problems{{File: source, Line: row, Col: col, Message: strings.TrimPrefix(de.Error(), "toml: ")}}
 			}
 			return nil, protocol.Problems{{File: source, Message: "invalid TOML: " + err.Error()}}
 		}
@@ -71,6 +72,9 @@ func Parse(text []byte, source string, maxBytes int) (Tree, error) {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Line != out[j].Line {
 			return out[i].Line < out[j].Line
+		}
+		if out[i].Col != out[j].Col {
+			return out[i].Col < out[j].Col
 		}
 		return out[i].Message < out[j].Message
 	})

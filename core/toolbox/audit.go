@@ -212,6 +212,29 @@ func (af *auditFile) write(line []byte, log *logging.Logger) bool {
 	return true
 }
 
+// pseudoFile reports whether f lives on a kernel's pseudo file system,
+// whose files pass for regular ones (/proc/self/mem, /sys/...) but are not
+// a place to append records to.
+func pseudoFile(f *os.File) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return true
+	}
+	switch uint32(st.Type) {
+	case 0x9fa0, // proc
+		0x62656572, // sysfs
+		0x64626720, // debugfs
+		0x74726163, // tracefs
+		0x73636673, // securityfs
+		0x27e0eb,   // cgroup
+		0x63677270, // cgroup2
+		0x1cd1,     // devpts
+		0xcafe4a11: // bpf
+		return true
+	}
+	return false
+}
+
 // Tail returns up to n of the most recent records, oldest first.
 func (a *Audit) Tail(n int) []Record {
 	if n > AuditRingSize {
@@ -286,7 +309,7 @@ func (a *Audit) SetFile(path string) error {
 		if err != nil {
 			return fmt.Errorf("audit.path: %w", err)
 		}
-		if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() || pseudoFile(f) {
 			f.Close()
 			return fmt.Errorf("audit.path: %s is not a regular file", path)
 		}
