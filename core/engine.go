@@ -45,9 +45,9 @@ type Engine struct {
 
 	// admin serialises what changes the configuration: Configure, Reset,
 	// SetBase, rules_load. Nothing on the call path takes it.
-	admin        sync.Mutex
+	admin       sync.Mutex
 	base        atomic.Pointer[config.Tree] // what Reset returns to: defaults plus the start-up file
-	configTools []*toolbox.Tool // registered from [[tools]]; under admin
+	configTools []*toolbox.Tool             // registered from [[tools]]; under admin
 
 	defaultSink logging.Sink // the sink SetLogSink(nil) restores
 	defaultMin  logging.Level
