@@ -578,10 +578,11 @@ static void clara_emit_fn(struct udf_call *c) {
 static void json_get_fn(struct udf_call *c) {
     const char *json, *path;
     char *text = NULL, *end;
+    size_t length = 0;
     int kind;
     if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
     ret_symbol(c, "nil");
-    kind = clara_json_get(json, path, &text, NULL);
+    kind = clara_json_get(json, path, &text, &length);
     switch (kind) {
     case CLARA_JSON_MISSING:
     case CLARA_JSON_NULL:
@@ -599,6 +600,15 @@ static void json_get_fn(struct udf_call *c) {
         ret_float(c, strtod(text, &end));
         break;
     case CLARA_JSON_STRING:
+        /* A CLIPS string ends at its first NUL: say so rather than hand
+         * back a shorter string as if it were the value. */
+        if (text != NULL && strlen(text) != length) {
+            fail(c, "the string at this path holds a NUL character (\\u0000), which a CLIPS string cannot; "
+                    "read the JSON of its parent instead");
+            break;
+        }
+        ret_string(c, text);
+        break;
     case CLARA_JSON_ARRAY:
     case CLARA_JSON_OBJECT:
         ret_string(c, text);

@@ -61,11 +61,11 @@ rmdir "$scratch" 2>/dev/null
 # output|arguments".
 cases=(
   "0|usage: clara-clips|--help"
-  "0|(Clara 0.1.0, CLIPS 6.|--version"
+  "0|(Clara $(sed -n 's/^#define CLARA_VERSION "\(.*\)"/\1/p' "$(dirname "$0")/../../include/clara.h"), CLIPS 6.|--version"
   "2|--evaluator: bad name is not a tool name|--evaluator bad\ name"
   "2|--config needs a value|--config"
   "2|cannot read /nonexistent.toml|--config /nonexistent.toml"
-  "2|bad.toml: clara_configure: 2 problems: default_evaluator must be a string; unknown key \"colour\"|--config bad.toml"
+  "2|bad.toml: clara_configure: 2 problems: 2:1: default_evaluator must be a string; 3:1: unknown key \"colour\"|--config bad.toml"
   "2|unknown option --frobnicate|--frobnicate"
   "2|-f needs a file|-f"
   "0|{\"deployed\":\"staging\"}|--config test_mode.toml -f2 test_mode.clp"
