@@ -21,9 +21,9 @@ message = "hello"
 `
 
 func TestLoad_errors(t *testing.T) {
-	long := strings.Repeat("1 + ", MaxExpressionBytes/4) + "1 > 0"
+	long := strings.Repeat("1 + ", maxExpressionBytes/4) + "1 > 0"
 	nodes := strings.Repeat("1+", 700) + "1 > 0" // about 1400 nodes in fewer than 4096 bytes
-	if len(nodes) > MaxExpressionBytes {
+	if len(nodes) > maxExpressionBytes {
 		t.Fatal("the node-cap expression is too long to test the node cap")
 	}
 	tests := []struct {
@@ -347,7 +347,9 @@ func TestValidEventName(t *testing.T) {
 			t.Errorf("ValidEventName(%q) = %v", name, !want)
 		}
 	}
-	for _, tr := range BuiltinTriggers {
+	// The built-in hook points of SPEC §7.2.
+	for _, tr := range []string{"on_query_start", "on_turn_start", "on_turn_end", "on_tool_call", "on_tool_complete",
+		"on_tool_failure", "on_callback_complete", "on_callback_failure", "on_session_end"} {
 		if !ValidEventName(tr) {
 			t.Errorf("built-in trigger %q is not a valid name", tr)
 		}
