@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -373,11 +372,7 @@ func FuzzLoad(f *testing.F) {
 		if asJSON {
 			name = "fuzz.json"
 		}
-		start := time.Now()
 		set, err := Load([]Source{{Name: name, Text: []byte(text)}}, BuiltinThresholds)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("Load took %v", d)
-		}
 		if (set == nil) == (err == nil) {
 			t.Fatalf("set %v with err %v", set, err)
 		}
