@@ -189,7 +189,8 @@ func (r *runner) run(p *vm.Program) (v any, err error) {
 // order, every match firing unless a fired rule has stop = true. A rule's
 // actions apply all or none: its templates are evaluated first, and an
 // error skips the rule (reported in the trace and the log). The set_state
-// writes of the emission commit in one transaction at the end.
+// writes of the emission commit in one transaction at the end. Conditions
+// and templates see the thresholds the set was loaded with.
 func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 	if s == nil {
 		return noOutcome
