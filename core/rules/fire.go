@@ -284,7 +284,8 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	if e.ev.Trace {
 		start = time.Now()
 	}
-	v := e.evaluate(rule, resolve)
+	var v verdict
+	e.evaluate(rule, resolve, &v)
 	if !v.matched && !e.ev.Trace {
 		return false
 	}
@@ -320,10 +321,11 @@ type verdict struct {
 	actions []rulelua.Action // what a Lua condition asked for, applied when it matched
 }
 
-// evaluate evaluates a rule's condition: by its fast form (or guards,
-// reading operands with resolve) when they decide, else by expr's VM or
-// Lua. No condition matches.
-func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool)) (v verdict) {
+// evaluate evaluates a rule's condition into v (zero): by its fast form
+// (or guards, reading operands with resolve) when they decide, else by
+// expr's VM or Lua. No condition matches. (v is written in place: a
+// verdict returned by value was stored, then copied, on every rule.)
+func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v *verdict) {
 	v.matched = true
 	decided := false
 	if rule.folded != nil {
@@ -346,7 +348,6 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool)) (v
 	if v.err != nil {
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d): condition: %v", rule.ID, rule.File, rule.Line, v.err))
 	}
-	return v
 }
 
 // outcome makes the emission's Outcome, once, with room for the rules
