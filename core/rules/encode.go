@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"sort"
@@ -152,11 +153,15 @@ func appendValue(dst []byte, v any) []byte {
 		}
 		return append(dst, ']')
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Other types (an expr result such as []string): encoding/json's
+	// text, with HTML characters as they are, as everywhere else here.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
 		return append(dst, "null"...)
 	}
-	return append(dst, b...)
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // appendFloat writes f as encoding/json does (ES6 number formatting).

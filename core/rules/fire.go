@@ -189,7 +189,8 @@ func (r *runner) run(p *vm.Program) (v any, err error) {
 // order, every match firing unless a fired rule has stop = true. A rule's
 // actions apply all or none: its templates are evaluated first, and an
 // error skips the rule (reported in the trace and the log). The set_state
-// writes of the emission commit in one transaction at the end.
+// writes of the emission commit in one transaction at the end. Conditions
+// and templates see the thresholds the set was loaded with.
 func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 	if s == nil {
 		return noOutcome
@@ -201,14 +202,36 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 	if len(candidates) == 0 {
 		return noOutcome
 	}
-	e := emission{set: s, ctx: ctx, ev: ev, host: host}
+	var e emission // set field by field: a composite literal is built aside, then copied
+	e.set, e.ctx, e.ev, e.host = s, ctx, ev, host
 	e.slab.room = min(len(candidates), 8) // room for a few matches without regrowing
 	defer e.release()
 	if s.slots > 0 { // only sets where several comparisons read one path
 		e.slots = make([]slotValue, s.slots)
 	}
+	// resolve reads an operand for the fast forms of conditions (ok false:
+	// expr decides). A closure made here rather than a method value, whose
+	// wrapper cost a third of an emission that matched nothing.
+	resolve := func(o *operand) (Value, bool) {
+		if o.literal {
+			return o.value, true
+		}
+		if o.slot > 0 {
+			sv := &e.slots[o.slot-1]
+			if !sv.looked {
+				sv.v, sv.ok = e.ev.Context.Lookup(o.path)
+				sv.looked = true
+			}
+			return sv.v, sv.ok
+		}
+		if o.root == "thresholds" {
+			v, ok := walk(e.set.thresholds, o.path)
+			return valueOf(v), ok
+		}
+		return e.ev.Context.Lookup(o.path)
+	}
 	for _, rule := range candidates {
-		if e.fireRule(rule) {
+		if e.fireRule(rule, resolve) {
 			break
 		}
 	}
@@ -254,35 +277,15 @@ func (e *emission) release() {
 	}
 }
 
-// resolve is an operand's value for the fast forms of conditions (nil
-// path: ok false, expr decides).
-func (e *emission) resolve(o *operand) (Value, bool) {
-	if o.literal {
-		return o.value, true
-	}
-	if o.slot > 0 {
-		sv := &e.slots[o.slot-1]
-		if !sv.looked {
-			sv.v, sv.ok = e.ev.Context.Lookup(o.path)
-			sv.looked = true
-		}
-		return sv.v, sv.ok
-	}
-	if o.root == "thresholds" {
-		v, ok := walk(e.set.thresholds, o.path)
-		return valueOf(v), ok
-	}
-	return e.ev.Context.Lookup(o.path)
-}
-
 // fireRule tries one rule: its condition, then, when it matches, its
 // actions. It reports whether the rule fired and stops those after it.
-func (e *emission) fireRule(rule *Rule) (stop bool) {
+func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (stop bool) {
 	var start time.Time
 	if e.ev.Trace {
 		start = time.Now()
 	}
-	v := e.evaluate(rule)
+	var v verdict
+	e.evaluate(rule, resolve, &v)
 	if !v.matched && !e.ev.Trace {
 		return false
 	}
@@ -318,15 +321,17 @@ type verdict struct {
 	actions []rulelua.Action // what a Lua condition asked for, applied when it matched
 }
 
-// evaluate evaluates a rule's condition: by its fast form (or guards)
-// when they decide, else by expr's VM or Lua. No condition matches.
-func (e *emission) evaluate(rule *Rule) (v verdict) {
+// evaluate evaluates a rule's condition into v (zero): by its fast form
+// (or guards, reading operands with resolve) when they decide, else by
+// expr's VM or Lua. No condition matches. (v is written in place: a
+// verdict returned by value was stored, then copied, on every rule.)
+func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v *verdict) {
 	v.matched = true
 	decided := false
 	if rule.folded != nil {
-		v.matched, decided = rule.folded.eval(e.resolve)
+		v.matched, decided = rule.folded.eval(resolve)
 		v.value = v.matched
-	} else if rule.foldedGuards != nil && !e.ev.Trace && ruledOut(rule.foldedGuards, e.resolve) {
+	} else if rule.foldedGuards != nil && !e.ev.Trace && ruledOut(rule.foldedGuards, resolve) {
 		v.matched, decided = false, true
 	}
 	switch {
@@ -343,7 +348,6 @@ func (e *emission) evaluate(rule *Rule) (v verdict) {
 	if v.err != nil {
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d): condition: %v", rule.ID, rule.File, rule.Line, v.err))
 	}
-	return v
 }
 
 // outcome makes the emission's Outcome, once, with room for the rules

@@ -16,14 +16,9 @@ import (
 	"github.com/clara-lib/clara/core/protocol"
 )
 
-// Built-in hook points (SPEC §7.2). Any other name matching eventName is a
-// custom event.
-var BuiltinTriggers = []string{
-	"on_query_start", "on_turn_start", "on_turn_end",
-	"on_tool_call", "on_tool_complete", "on_tool_failure",
-	"on_callback_complete", "on_callback_failure", "on_session_end",
-}
-
+// eventName is what a trigger or an emitted event is called: the built-in
+// hook points of SPEC §7.2 (on_turn_start, on_tool_call...) and any custom
+// event.
 var eventName = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
 
 // ValidEventName reports whether name can be a trigger or an emitted event.

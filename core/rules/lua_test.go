@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // luaRule builds a one-rule file whose condition is inline Lua.
@@ -70,13 +69,11 @@ func TestLua_condition_errorIsInTheTraceAndSkipsTheRule(t *testing.T) {
 func TestLua_condition_timeoutIsAnError(t *testing.T) {
 	set := mustLoad(t, nil, luaRule("loop", "on_turn_start", `while true do end`, notify("never")))
 	h := &recHost{t: t, set: set}
-	start := time.Now()
+	// Without the deadline, Fire would not return (and the test would time
+	// out); the error says the deadline stopped it.
 	out := fireMap(t, set, h, "on_turn_start", map[string]any{}, true)
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("an endless condition took %v; the rule deadline is 50 ms", took)
-	}
-	if len(out.Fired) != 0 || len(out.Trace) != 1 || out.Trace[0].Error == "" {
-		t.Fatalf("want an error in the trace, got %+v", out)
+	if len(out.Fired) != 0 || len(out.Trace) != 1 || !strings.Contains(out.Trace[0].Error, "deadline") {
+		t.Fatalf("want a deadline error in the trace, got %+v", out)
 	}
 }
 

@@ -69,6 +69,9 @@ func bindSet(rules []*Rule, thresholds map[string]any) *Set {
 // test's own). s is left as it is: the copy's rules have their own
 // comparisons, as binding writes slots into them.
 func (s *Set) withThresholds(thresholds map[string]any) *Set {
+	if s == nil {
+		return nil
+	}
 	rules := make([]*Rule, len(s.all))
 	for i, r := range s.all {
 		c := *r
