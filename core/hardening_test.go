@@ -252,7 +252,7 @@ func TestIssue10_emission_trees_are_bounded(t *testing.T) {
 	if n := strings.Count(out, `"rule":"boom"`); n > 51 {
 		t.Fatalf("%d emissions", n)
 	}
-	if !strings.Contains(out, `refused: this event tree already set off 50 events and calls (rules.max_emissions)`) {
+	if !strings.Contains(out, `"emit_event: event \"boom\" refused: this event tree already set off 50 events and calls (rules.max_emissions)"`) {
 		t.Fatalf("no refusal in the answer: %.400s", out)
 	}
 }

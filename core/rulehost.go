@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/rules"
@@ -41,7 +42,7 @@ func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
 }
 
 func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*rules.Outcome, error) {
-	if err := spend(ctx, "emit_event "+event); err != nil {
+	if err := spend(ctx, "event "+strconv.Quote(event)); err != nil {
 		return nil, err
 	}
 	src := h.e.newEventSource(h.s, event, session, payload)
@@ -109,7 +110,7 @@ func (e *Engine) nestedCall(ctx context.Context, s *snapshot, tool, session stri
 	if cs.depth+1 >= rules.MaxChainDepth {
 		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
 	}
-	if err := spend(ctx, "call_tool "+tool); err != nil {
+	if err := spend(ctx, "call_tool "+strconv.Quote(tool)); err != nil {
 		return nil, err
 	}
 	cs.depth++
