@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import json.encoder
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 
 def _default(value: Any) -> Any:
@@ -53,14 +53,16 @@ def dumps_str(value: str) -> str:
     return _encode_str(value)
 
 
-# A JSONDecoder's scanner: the C scanner when the accelerator is there.
-_scan_once: Any = getattr(json.JSONDecoder(), "scan_once")
+# A JSONDecoder's scanner, the C one when the accelerator is there:
+# scan_once(text, index) -> (the value starting at index, the index after
+# it); StopIteration when no value starts there.
+scan_once: Callable[[str, int], Tuple[Any, int]] = getattr(json.JSONDecoder(), "scan_once")
 
 
 def loads(text: str) -> Any:
     """Parse one JSON document (text that Clara wrote: compact, one value)."""
     try:
-        value, end = _scan_once(text, 0)
+        value, end = scan_once(text, 0)
     except StopIteration:
         return json.loads(text)   # raises json.JSONDecodeError with the position
     if end != len(text):
