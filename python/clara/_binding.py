@@ -147,6 +147,7 @@ def _after_fork_in_child() -> None:
     _forked = True
     for instance in live:
         instance._disarm()
+    _aio._pool = None    # its threads stayed in the parent
 
 
 if hasattr(os, "register_at_fork"):
