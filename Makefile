@@ -5,6 +5,7 @@
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
 #   make bench        the performance table (docs/performance.md)
+#   make wheel        the Python package as a wheel carrying the library (build/dist/)
 #   make install PREFIX=/usr/local
 #   make help         this list
 #
@@ -66,7 +67,7 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
 .PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
-        test-python test-clips test-examples rules-test bench install uninstall clean help
+        test-python test-clips test-examples rules-test bench install uninstall clean help wheel
 
 all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
 
@@ -177,8 +178,8 @@ build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
 test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
 	bash tests/c/valgrind.sh build/harness
 
-test-python: lib/libclara.so ## Python ctypes tests
-	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) -m unittest discover -s tests/python -t tests/python -v 2>&1 | tail -n 40; exit $${PIPESTATUS[0]}
+test-python: wheel ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
+	bash tests/python/run.sh $(WHEEL)
 
 build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so $(CLIPS_DEPS) $(CLIPS_STAMP)
 	@mkdir -p build
@@ -205,6 +206,26 @@ bench: ## the performance table of docs/performance.md
 	@bash tests/setup-debian.sh bench
 	@$(MAKE) --no-print-directory all
 	bash tests/bench/run.sh
+
+# ---- Python package -----------------------------------------------------------
+
+# Debian's interpreter, which sees Debian's setuptools, wheel, pip and venv
+# (another python3 may come first on PATH).
+SYSTEM_PYTHON ?= /usr/bin/python3
+PY_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/clara/_version.py)
+WHEEL_PLATFORM := $(shell $(SYSTEM_PYTHON) -c 'import sysconfig; print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))' 2>/dev/null)
+WHEEL := build/dist/clara-$(PY_VERSION)-py3-none-$(WHEEL_PLATFORM).whl
+
+wheel: $(WHEEL) ## build/dist/clara-VERSION-py3-none-PLATFORM.whl, libclara.so inside
+
+$(WHEEL): lib/libclara.so $(shell find python -type f ! -path 'python/build/*' ! -path '*.egg-info/*' ! -name '*.pyc' 2>/dev/null)
+	@rm -rf build/wheel && mkdir -p build/wheel build/dist
+	@# A copy of python/: setuptools writes its build/ and egg-info beside the sources.
+	cp -r python build/wheel/src && rm -rf build/wheel/src/build build/wheel/src/*.egg-info
+	rm -f build/dist/clara-*.whl
+	CLARA_WHEEL_LIBRARY=$(CURDIR)/lib/$(LIBFILE) $(SYSTEM_PYTHON) -m pip wheel -q --no-index --no-build-isolation \
+	  --no-deps -w build/dist build/wheel/src
+	@test -f $@ || { echo "wheel: $@ was not built"; ls build/dist; exit 1; }
 
 # ---- Install ----------------------------------------------------------------
 
