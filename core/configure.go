@@ -77,6 +77,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	e.current.Store(p.snap)
 	left := e.swapConfigTools(p.configured)
 	e.cb.sync(p.snap.config)
+	e.async.SetOptions(e.asyncOptions(p.snap.config))
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.
 	if !sameStrings(p.snap.config.Rules.Paths, defaultRulePaths()) {

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clara-lib/clara/core/async"
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
@@ -39,6 +40,7 @@ type Engine struct {
 	sessions session.Table
 	state    stateStore
 	cb       callbackHost
+	async    *async.Table // calls submitted with clara_submit or "async": true
 	env      Options // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -72,6 +74,7 @@ func New(opts Options) *Engine {
 	e.audit = toolbox.NewAudit(e.log)
 	e.state.log = e.log
 	e.cb.engine = e
+	e.async = async.New(e.asyncOptions(nil))
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
 	if _, err := e.install(base, nil); err != nil {
@@ -89,7 +92,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

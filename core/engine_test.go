@@ -20,7 +20,7 @@ var fixed = time.Date(2026, 11, 21, 21, 15, 37, 123e6, time.UTC)
 
 // defaultConfigJSON is the embedded default configuration as Configure and
 // Reset report it.
-const defaultConfigJSON = `{"audit":{"path":""},"default_evaluator":"echo","limits":{"max_depth":512,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}`
+const defaultConfigJSON = `{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"echo","limits":{"max_depth":512,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}`
 
 func newEngine(t testing.TB) *core.Engine {
 	t.Helper()
@@ -52,7 +52,6 @@ func TestEvaluate_envelopes(t *testing.T) {
 		{`{"tool":"echo","arguments":5}`, `{"status":"error","error":"invalid_request","message":"\"arguments\" must be an object, got a number"}`},
 		{`{"tool":"get_time","arguments":{"timezone":"Mars/Base"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown timezone \"Mars/Base\" (use an IANA name such as \"Europe/Paris\")"}`},
 		{`{"tool":"get_time","arguments":{"tz":"UTC"}}`, `{"status":"error","error":"invalid_args","message":"tool \"get_time\": arguments do not match input_schema: at the top: additional properties 'tz' not allowed","details":[{"pointer":"","message":"additional properties 'tz' not allowed"}]}`},
-		{`{"tool":"echo","async":true}`, `{"status":"error","error":"invalid_request","message":"\"async\" is not supported by this version of Clara (0.2.0)"}`},
 	}
 	for _, c := range cases {
 		got := string(e.Evaluate([]byte(c.in)))
@@ -111,7 +110,7 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 func TestConfigure(t *testing.T) {
 	e := newEngine(t)
 	got := string(e.Configure([]byte("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 3\n")))
-	want := `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want := `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure TOML\n got %s\nwant %s", got, want)
 	}
@@ -123,7 +122,7 @@ func TestConfigure(t *testing.T) {
 	}
 	// JSON merges key by key.
 	got = string(e.Configure([]byte(`{"limits":{"max_request_bytes":10}}`)))
-	want = `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":10,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want = `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":10,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure JSON\n got %s\nwant %s", got, want)
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // serveRequest answers one request (clara_evaluate): parse it, run its call
-// through the pipeline, write the envelope into dst.
+// through the pipeline, write the envelope into dst. A request with
+// "async": true is submitted instead (asynccalls.go).
 func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	if req == nil {
 		return protocol.AppendError(dst, nil, nullInput)
@@ -22,8 +23,19 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 		return e.fail(dst, nil, "", perr)
 	}
 	if r.Async {
-		return e.fail(dst, r.ID, "", protocol.Errorf(protocol.InvalidRequest, "\"async\" is not supported by this version of Clara (%s)", Version))
+		return e.submitAnswer(dst, s, req, r.ID)
 	}
+	c, perr := e.newToolCall(s, &r)
+	if perr != nil {
+		return e.fail(dst, r.ID, c.name, perr)
+	}
+	return e.answerCall(ctx, dst, s, c)
+}
+
+// newToolCall turns a parsed request into the call it asks for: the tool
+// (the default evaluator for the simple form) and its policy layers. c is
+// never nil, so that a failure can name the tool.
+func (e *Engine) newToolCall(s *snapshot, r *protocol.Request) (*toolCall, *protocol.Error) {
 	name := r.Tool
 	if r.Simple {
 		name = s.config.DefaultEvaluator
@@ -34,17 +46,22 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	if r.Policy != nil {
 		p, err := toolbox.ParsePolicy(r.Policy, "the request")
 		if err != nil {
-			return e.fail(dst, r.ID, name, protocol.Errorf(protocol.InvalidRequest, "%v", err))
+			return c, protocol.Errorf(protocol.InvalidRequest, "%v", err)
 		}
 		c.scope.Request = p
 	}
+	return c, nil
+}
+
+// answerCall runs c through the pipeline and appends its envelope to dst.
+func (e *Engine) answerCall(ctx context.Context, dst []byte, s *snapshot, c *toolCall) []byte {
 	result, truncated, perr := e.callTool(withEmissionBudget(ctx, s), s, c)
 	extras := c.rep.extras()
 	if perr != nil {
-		e.logFailure(name, perr)
-		return protocol.AppendErrorExtras(dst, r.ID, perr, extras)
+		e.logFailure(c.name, perr)
+		return protocol.AppendErrorExtras(dst, c.id, perr, extras)
 	}
-	env := protocol.Success{ID: r.ID, Tool: name, Result: result, Truncated: truncated, Extras: extras}
+	env := protocol.Success{ID: c.id, Tool: c.name, Result: result, Truncated: truncated, Extras: extras}
 	return env.Append(dst)
 }
 

@@ -19,6 +19,13 @@ type Config struct {
 	Policy Policy `key:"policy" doc:"The configuration's layer of tool policy."`
 	Audit  Audit  `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
 	Rules  Rules  `key:"rules" doc:"The rule engine."`
+	Async  Async  `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+}
+
+// Async is the [async] table.
+type Async struct {
+	MaxRunning int `key:"max_running" default:"1000" min:"1" max:"1000000" doc:"The most asynchronous calls running at once: a submit beyond is refused, never queued."`
+	MaxPending int `key:"max_pending" default:"10000" min:"1" max:"10000000" doc:"The most finished asynchronous calls whose answers wait to be collected: past it the oldest answers are dropped, with a warning in the log."`
 }
 
 // Limits is the [limits] table.

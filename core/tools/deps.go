@@ -17,6 +17,17 @@ type Deps struct {
 	Sessions  *session.Table    // session_policy, notifications_drain
 	Engine    Engine            // emit_event, session_end, state_*, rules_*
 	Callbacks Callbacks         // callback_*
+	Async     Async             // async_result, async_cancel
+}
+
+// Async is what async_result and async_cancel reach: the table of
+// asynchronous calls (*async.Table).
+type Async interface {
+	// Wait waits at most timeout, or until ctx ends, for the call's answer;
+	// done is false while it runs. err: the handle is unknown or spent.
+	Wait(ctx context.Context, handle int64, timeout time.Duration) (envelope []byte, done bool, err error)
+	// Cancel cancels the call.
+	Cancel(handle int64) error
 }
 
 // Engine is what the event, session, state and rule tools reach of the
@@ -73,6 +84,9 @@ func All(d Deps) []toolbox.Builtin {
 	if d.Engine != nil {
 		list = append(list, emitEvent(d.Engine), sessionEnd(d.Engine), stateGet(d.Engine), stateSet(d.Engine),
 			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine))
+	}
+	if d.Async != nil {
+		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))
 	}
 	if d.Callbacks != nil {
 		list = append(list, callbackTools(d.Callbacks)...)
