@@ -41,7 +41,7 @@ type Engine struct {
 	state    stateStore
 	cb       callbackHost
 	async    *async.Table // calls submitted with clara_submit or "async": true
-	env      Options // TestMode and TestAllow from the environment
+	env      Options      // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
