@@ -98,6 +98,20 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
 
+int64_t clara_submit(const char *request_json) {
+    return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
+}
+
+int clara_ready(int64_t handle) { return claraGoReady(handle); }
+
+char *clara_wait(int64_t handle, int timeout_ms) { return claraGoWait(handle, timeout_ms); }
+
+int clara_cancel(int64_t handle) { return claraGoCancel(handle); }
+
+int clara_async_fd(void) { return claraGoAsyncFD(); }
+
+char *clara_async_take(int max) { return claraGoAsyncTake(max); }
+
 const char *clara_strerror(int code) {
     /* long long: -INT_MIN does not fit an int. */
     switch (code < 0 ? -(long long)code : (long long)code) {
@@ -105,8 +119,9 @@ const char *clara_strerror(int code) {
     case CLARA_EINVAL: return "invalid argument";
     case CLARA_ENOMEM: return "out of memory";
     case CLARA_EINTERNAL: return "internal error (see the log)";
-    case CLARA_ENOENT: return "no such tool";
+    case CLARA_ENOENT: return "no such tool or asynchronous call";
     case CLARA_EPERM: return "not allowed on a built-in tool";
+    case CLARA_EBUSY: return "too many asynchronous calls running";
     default: return "unknown status code";
     }
 }

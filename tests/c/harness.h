@@ -40,5 +40,6 @@ void tests_rules(void);
 void tests_lua(void);
 void tests_callbacks(void);
 void tests_ownership(void);
+void tests_async(void);
 
 #endif

@@ -8,7 +8,7 @@
 
 /* The configuration as Clara reports it; the parts tests change are macros. */
 #define CONFIG(evaluator, depth)                                                                              \
-    "{\"audit\":{\"path\":\"\"},\"default_evaluator\":\"" evaluator "\",\"limits\":{\"max_depth\":" depth                   \
+    "{\"async\":{\"max_pending\":10000,\"max_running\":1000},\"audit\":{\"path\":\"\"},\"default_evaluator\":\"" evaluator "\",\"limits\":{\"max_depth\":" depth                   \
     ",\"max_output_bytes\":65536,\"max_request_bytes\":16777216,\"timeout_ms\":1000},"                                   \
     "\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"deny\":[]},"                                             \
     "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"paths\":[\"rules/*.toml\"],"              \
