@@ -233,6 +233,14 @@ static void json_print(Environment *env, const char *logical_name, void *address
 static void env_cleanup(Environment *env) { clara_env_free(CLARA_ENV(env)); }
 #define ENV(e) ((Environment *)(e))
 
+static int assert_text(struct udf_call *c, const char *fact) { return AssertString(c->env, fact) != NULL; }
+static int build_text(void *env, const char *construct) { return Build(ENV(env), construct) == BE_NO_ERROR; }
+static int template_exists(void *env, const char *name) { return FindDeftemplate(ENV(env), name) != NULL; }
+static void on_clear_rebuild(Environment *env, void *context);
+static int add_clear_hook(void *env) {
+    return AddClearFunction(ENV(env), "clara-reply-template", on_clear_rebuild, -30000, NULL);
+}
+
 #else /* CLIPS 6.30 */
 
 #define ANY_COUNT (-1)
@@ -365,6 +373,12 @@ static void json_print(void *env, const char *logical_name, void *address) {
 }
 static void env_cleanup(void *env) { clara_env_free(CLARA_ENV(env)); }
 #define ENV(e) (e)
+
+static int assert_text(struct udf_call *c, const char *fact) { return EnvAssertString(c->env, fact) != NULL; }
+static int build_text(void *env, const char *construct) { return EnvBuild(env, construct) != 0; }
+static int template_exists(void *env, const char *name) { return EnvFindDeftemplate(env, name) != NULL; }
+static void on_clear_rebuild(void *env);
+static int add_clear_hook(void *env) { return EnvAddClearFunction(env, "clara-reply-template", on_clear_rebuild, -30000) != 0; }
 typedef struct FunctionDefinition FunctionDefinition;
 
 #endif
@@ -756,6 +770,153 @@ done:
     free(keys);
 }
 
+/* ---- Asynchronous calls ------------------------------------------------- */
+
+/* The template of the facts (clara-poll) asserts, one per finished call. */
+#define CLARA_REPLY_TEMPLATE                                                                          \
+    "(deftemplate clara-reply \"An asynchronous call of Clara that finished (clara-poll).\""            \
+    " (slot handle (type INTEGER)) (slot status (type SYMBOL)) (slot tool (type STRING))"             \
+    " (slot json (type STRING)))"
+
+static int define_reply_template(void *env) {
+    return template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE);
+}
+
+/* (clear) removes every construct: the template comes back after it. */
+#ifdef CLARA_CLIPS_64
+static void on_clear_rebuild(Environment *env, void *context) {
+    (void)context;
+    define_reply_template(env);
+}
+#else
+static void on_clear_rebuild(void *env) { define_reply_template(env); }
+#endif
+
+/* Reads argument n as a handle (an INTEGER). */
+static int arg_handle(struct udf_call *c, unsigned int n, int64_t *out) {
+    struct cvalue f;
+    if (!arg_value(c, n, &f)) return 0;
+    if (f.kind != V_INTEGER) {
+        fail_type(c, n, "integer");
+        return 0;
+    }
+    *out = (int64_t)f.integer;
+    return 1;
+}
+
+/* (clara-evaluate-async ?json) -> the call's handle, an INTEGER; FALSE
+ * (with an error) when Clara refuses the request. */
+static void clara_evaluate_async_fn(struct udf_call *c) {
+    const char *request;
+    int64_t h;
+    if (!arg_string(c, 1, &request)) return;
+    h = clara_submit(request);
+    if (h > 0) {
+        ret_integer(c, (long long)h);
+        return;
+    }
+    failf(c, "the request was refused: %s (Clara logs the reason at warn level)", clara_strerror((int)h));
+}
+
+/* (clara-eval-complete ?h) -> TRUE when the call's answer is ready. */
+static void clara_eval_complete_fn(struct udf_call *c) {
+    int64_t h;
+    int ready;
+    if (!arg_handle(c, 1, &h)) return;
+    ready = clara_ready(h);
+    if (ready < 0) {
+        failf(c, "no call %lld: never submitted, or already collected", (long long)h);
+        return;
+    }
+    ret_symbol(c, ready ? "TRUE" : "FALSE");
+}
+
+/* (clara-eval-result ?h) -> the envelope, waiting for it; the handle is
+ * then spent. */
+static void clara_eval_result_fn(struct udf_call *c) {
+    int64_t h;
+    if (arg_handle(c, 1, &h)) ret_envelope(c, clara_wait(h, -1));
+}
+
+/* (clara-eval-cancel ?h) -> TRUE; the answer is then a tool_failed
+ * envelope, ready at once. */
+static void clara_eval_cancel_fn(struct udf_call *c) {
+    int64_t h;
+    if (!arg_handle(c, 1, &h)) return;
+    if (clara_cancel(h) != CLARA_OK) {
+        failf(c, "no call %lld: never submitted, or already collected", (long long)h);
+        return;
+    }
+    ret_symbol(c, "TRUE");
+}
+
+/* Appends s to b as the body of a CLIPS string literal. */
+static void buf_clips_string(struct buf *b, const char *s) {
+    buf_put(b, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') buf_put(b, "\\", 1);
+        buf_put(b, s, 1);
+    }
+    buf_put(b, "\"", 1);
+}
+
+/* Asserts (clara-reply ...) for one finished call, collecting its answer. */
+static int assert_reply(struct udf_call *c, int64_t h, const char *tool, const char *status) {
+    struct buf fact = {0};
+    char num[32];
+    int ok;
+    char *env = clara_wait(h, 0);
+    if (env == NULL) return 0;
+    snprintf(num, sizeof num, "%lld", (long long)h);
+    buf_str(&fact, "(clara-reply (handle ");
+    buf_str(&fact, num);
+    buf_str(&fact, ") (status ");
+    buf_str(&fact, strcmp(status, "success") == 0 ? "success" : "error");
+    buf_str(&fact, ") (tool ");
+    buf_clips_string(&fact, tool);
+    buf_str(&fact, ") (json ");
+    buf_clips_string(&fact, env);
+    buf_str(&fact, "))");
+    ok = !fact.failed && assert_text(c, fact.data);
+    clara_free_string(env);
+    free(fact.data);
+    return ok;
+}
+
+/* Reads item i's field of clara_async_take's list; NULL when missing. */
+static char *take_field(const char *list, long long i, const char *field) {
+    char path[64], *text = NULL;
+    snprintf(path, sizeof path, "%lld.%s", i, field);
+    if (clara_json_get(list, path, &text, NULL) < 0) return NULL;
+    return text;
+}
+
+/* (clara-poll) -> how many (clara-reply (handle) (status) (tool) (json))
+ * facts it asserted: one per call finished since the last poll. Each call's
+ * answer is collected into its fact (the handle is then spent). */
+static void clara_poll_fn(struct udf_call *c) {
+    char *list = clara_async_take(0), *handle;
+    long long i, asserted = 0;
+    if (list == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    if (!define_reply_template(c->env)) {
+        clara_free_string(list);
+        fail(c, "cannot define the clara-reply template");
+        return;
+    }
+    for (i = 0; (handle = take_field(list, i, "handle")) != NULL; i++) {
+        char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
+        if (assert_reply(c, strtoll(handle, NULL, 10), tool ? tool : "", status ? status : "error")) asserted++;
+        clara_free_string(handle);
+        clara_free_string(tool);
+        clara_free_string(status);
+    }
+    clara_free_string(list);
+    ret_integer(c, asserted);
+}
+
 /* ---- Registration ------------------------------------------------------- */
 
 /*
@@ -769,7 +930,12 @@ done:
     X(clara_emit, "clara-emit", 1, 1, "bs", "s", "11s")                               \
     X(json_get, "json-get", 2, 2, "bdlsy", "s", "22s")                                \
     X(clara_call, "clara-call", 1, ANY_COUNT, "bs", "*;sy", "1*uk")                   \
-    X(clara_json, "clara-json", 1, 1, "be", "s", "11s")
+    X(clara_json, "clara-json", 1, 1, "be", "s", "11s")                               \
+    X(clara_evaluate_async, "clara-evaluate-async", 1, 1, "bl", "s", "11s")           \
+    X(clara_eval_complete, "clara-eval-complete", 1, 1, "b", "l", "11i")              \
+    X(clara_eval_result, "clara-eval-result", 1, 1, "bs", "l", "11i")                 \
+    X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
+    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")
 
 CLARA_UDFS(UDF_TRAMPOLINE)
 
@@ -820,6 +986,11 @@ int clara_clips_register(void *environment) {
             return -CLARA_EINVAL;
     }
     if (clara_env_get(environment) == NULL) return -CLARA_EINVAL;
+    /* The template of clara-poll's facts, before any rule that matches
+     * them is parsed, and again after every (clear). */
+    if (!template_exists(environment, "clara-reply")) {
+        if (!define_reply_template(environment) || !add_clear_hook(environment)) return -CLARA_EINVAL;
+    }
     for (i = 0; i < N_UDFS; i++) {
         const struct udf_entry *u = &udfs[i];
         if (defined[i]) continue;
