@@ -778,6 +778,10 @@ done:
     " (slot handle (type INTEGER)) (slot status (type SYMBOL)) (slot tool (type STRING))"             \
     " (slot json (type STRING)))"
 
+static int constructs_ready(void *env) {
+    return GetEnvironmentData(ENV(env), CONSTRUCT_DATA) != NULL && GetEnvironmentData(ENV(env), DEFTEMPLATE_DATA) != NULL;
+}
+
 static int define_reply_template(void *env) {
     return template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE);
 }
@@ -987,8 +991,10 @@ int clara_clips_register(void *environment) {
     }
     if (clara_env_get(environment) == NULL) return -CLARA_EINVAL;
     /* The template of clara-poll's facts, before any rule that matches
-     * them is parsed, and again after every (clear). */
-    if (!template_exists(environment, "clara-reply")) {
+     * them is parsed, and again after every (clear). CLIPS 6.4 calls
+     * UserFunctions before it sets up constructs: then the template waits
+     * for the program's own clara_clips_register (or the first poll). */
+    if (constructs_ready(environment) && !template_exists(environment, "clara-reply")) {
         if (!define_reply_template(environment) || !add_clear_hook(environment)) return -CLARA_EINVAL;
     }
     for (i = 0; i < N_UDFS; i++) {
