@@ -395,8 +395,11 @@ int clara_cancel(int64_t handle);
  * An eventfd (Linux): add it to epoll/poll/select or an event loop
  * (libuv, asyncio's add_reader). When it is readable, read 8 bytes from it
  * to reset it, then call clara_async_take() and collect the handles it
- * lists with clara_wait(handle, 0). Answers that were ready before the
- * first call make it readable at once.
+ * lists with clara_wait(handle, 0). It is written once per batch: after it
+ * became readable it becomes readable again only once clara_async_take()
+ * has taken every finished call (so always call clara_async_take() after
+ * a wake-up). Answers that were ready before the first call make it
+ * readable at once.
  *
  * Ownership: the descriptor belongs to Clara and lives as long as the
  *            process; never close it.

@@ -42,16 +42,17 @@ type Finished struct {
 
 // Table holds the calls submitted and their answers.
 type Table struct {
-	mu       sync.Mutex
-	o        Options
-	next     int64
-	jobs     map[int64]*job
-	running  int
-	finished []int64 // finished, not yet taken (Take), oldest first
-	pending  []int64 // finished, oldest first; some may be collected since (skipped when met)
-	npending int     // finished and not yet collected
-	dropped  map[int64]bool
-	fd       int // the eventfd, -1 until asked for
+	mu        sync.Mutex
+	o         Options
+	next      int64
+	jobs      map[int64]*job
+	running   int
+	finished  []int64 // finished, not yet taken (Take), oldest first
+	pending   []int64 // finished, oldest first; some may be collected since (skipped when met)
+	npending  int     // finished and not yet collected
+	dropped   map[int64]bool
+	fd        int  // the eventfd, -1 until asked for
+	signalled bool // the eventfd was written since the last Take
 }
 
 type job struct {
@@ -148,7 +149,13 @@ func (t *Table) finish(h int64, env []byte) {
 	t.pending = append(t.pending, h)
 	t.npending++
 	t.dropOldest()
-	fd := t.fd
+	// One wake-up per batch: the eventfd is written when the first answer
+	// since the last Take arrives, not for every answer (a write is a
+	// system call, and the reader takes them all at once anyway).
+	fd := -1
+	if !t.signalled {
+		fd, t.signalled = t.fd, t.fd >= 0
+	}
 	close(j.done)
 	t.mu.Unlock()
 	if fd >= 0 {
@@ -294,6 +301,11 @@ func (t *Table) Take(max int) []Finished {
 		out = append(out, f)
 	}
 	t.finished = append(t.finished[:0], t.finished[n:]...)
+	if len(t.finished) == 0 {
+		t.signalled = false // the next answer wakes the reader again
+	} else if t.fd >= 0 {
+		signal(t.fd) // more than max were waiting: come back for the rest
+	}
 	return out
 }
 
@@ -319,6 +331,7 @@ func (t *Table) FD() (int, error) {
 	t.fd = fd
 	if len(t.finished) > 0 {
 		signal(fd) // answers that arrived before anyone watched
+		t.signalled = true
 	}
 	return fd, nil
 }

@@ -181,3 +181,50 @@ func TestTable_eventfd_take_and_panics(t *testing.T) {
 		t.Fatalf("%d internal errors, want %d", errorsSeen, n/50)
 	}
 }
+
+// TestTable_eventfd_once_per_batch: the eventfd is written when the first
+// answer since the last Take arrives (its counter says how many writes),
+// and again after a Take emptied the list.
+func TestTable_eventfd_once_per_batch(t *testing.T) {
+	tab := async.New(async.Options{})
+	fd, err := tab.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := func() uint64 {
+		var buf [8]byte
+		if n, err := unix.Read(fd, buf[:]); n != 8 || err != nil {
+			return 0 // EAGAIN: not readable
+		}
+		return uint64(buf[0]) | uint64(buf[1])<<8
+	}
+	submitAndWait := func() int64 {
+		h, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return envelope("ok") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ready := false; !ready; ready, _ = tab.Ready(h) {
+			time.Sleep(time.Millisecond)
+		}
+		return h
+	}
+	for i := 0; i < 3; i++ {
+		submitAndWait()
+	}
+	if got := counter(); got != 1 {
+		t.Fatalf("three answers wrote the eventfd %d times, want once", got)
+	}
+	if got := len(tab.Take(2)); got != 2 {
+		t.Fatalf("took %d", got)
+	}
+	if got := counter(); got != 1 {
+		t.Fatalf("a Take that left an answer behind must wake the reader again (counter %d)", got)
+	}
+	if got := len(tab.Take(0)); got != 1 {
+		t.Fatalf("took %d", got)
+	}
+	submitAndWait()
+	if got := counter(); got != 1 {
+		t.Fatalf("the first answer after an emptying Take must wake the reader (counter %d)", got)
+	}
+}

@@ -72,6 +72,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_clips.c clips_bridge/clara_clips.c 
 build "$cc" "${cflags[@]}" tests/bench/bench_mem.c -o "$out/bench_mem" "${ldclara[@]}"
 build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ldclara[@]}" -ljansson
 build "$cc" "${cflags[@]}" tests/bench/bench_emit.c -o "$out/bench_emit" "${ldclara[@]}"
+build "$cc" "${cflags[@]}" tests/bench/bench_async.c -o "$out/bench_async" "${ldclara[@]}" -ljansson
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -101,6 +102,7 @@ run clips "$out/bench_clips"
 run memory "$out/bench_mem"
 run tools "$out/bench_tools"
 run emit "$out/bench_emit"
+run async "$out/bench_async"
 # The audit, validation and rules_watch rows compare pairs of Go benchmarks
 # (no cgo: validation is best seen without a thread handoff around it; the
 # audit record is measured on its own, since Clara always audits). A side

@@ -25,6 +25,8 @@ ROWS = [
     ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
+    ("async_wait", "async echo: clara_submit + clara_wait", "clara_evaluate", "time", "<=", 3.0),
+    ("async_batch", "10,000 async echoes through the eventfd, per call", "the same called one by one", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
     ("audit", "one audit record (Go)", "echo, whole call (Go)", "time", None, None),
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
