@@ -42,7 +42,7 @@ from ._binding import MISSING, Clara, LogHandler, Text
 from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
                       OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
                       UnknownTool, check)
-from ._library import (CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
+from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
                        CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
                        CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
                        CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_LOG_WARN, CLARA_OK, CLARA_VERSION,
@@ -66,7 +66,7 @@ __all__ = [
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
     # constants of clara.h
     "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
-    "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM",
+    "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
     "CLARA_JSON_MISSING", "CLARA_JSON_NULL", "CLARA_JSON_FALSE", "CLARA_JSON_TRUE", "CLARA_JSON_INTEGER",
     "CLARA_JSON_FLOAT", "CLARA_JSON_STRING", "CLARA_JSON_ARRAY", "CLARA_JSON_OBJECT",
     "CLARA_LOG_DEBUG", "CLARA_LOG_INFO", "CLARA_LOG_WARN", "CLARA_LOG_ERROR", "CLARA_LOG_OFF",

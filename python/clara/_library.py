@@ -26,8 +26,9 @@ CLARA_OK = 0
 CLARA_EINVAL = 1      # an argument is NULL or invalid
 CLARA_ENOMEM = 2      # malloc failed
 CLARA_EINTERNAL = 3   # a bug in Clara; details are on the log
-CLARA_ENOENT = 4      # no such tool
+CLARA_ENOENT = 4      # no such tool, or no such asynchronous call
 CLARA_EPERM = 5       # not allowed on a built-in tool
+CLARA_EBUSY = 6       # too many asynchronous calls running (async.max_running)
 
 CLARA_JSON_MISSING = 0
 CLARA_JSON_NULL = 1
@@ -147,6 +148,19 @@ def declare(lib: ctypes.CDLL) -> None:
     # void clara_call_error(clara_call *call, const char *message);
     lib.clara_call_error.argtypes = [c_void_p, c_char_p]
     lib.clara_call_error.restype = None
+    # Asynchronous calls (docs/async.md).
+    lib.clara_submit.argtypes = [c_char_p]
+    lib.clara_submit.restype = ctypes.c_int64
+    lib.clara_ready.argtypes = [ctypes.c_int64]
+    lib.clara_ready.restype = c_int
+    lib.clara_wait.argtypes = [ctypes.c_int64, c_int]
+    lib.clara_wait.restype = c_void_p
+    lib.clara_cancel.argtypes = [ctypes.c_int64]
+    lib.clara_cancel.restype = c_int
+    lib.clara_async_fd.argtypes = []
+    lib.clara_async_fd.restype = c_int
+    lib.clara_async_take.argtypes = [c_int]
+    lib.clara_async_take.restype = c_void_p
     # const char *clara_strerror(int code);  static, never freed.
     lib.clara_strerror.argtypes = [c_int]
     lib.clara_strerror.restype = c_char_p

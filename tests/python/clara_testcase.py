@@ -48,15 +48,17 @@ def child_env(**extra):
 # The default configuration, as clara_reset() reports it (without
 # CLARA_CONFIG, which the Makefile unsets).
 DEFAULT_CONFIG = {
+    "async": {"max_pending": 10000, "max_running": 1000},
     "audit": {"path": ""},
     "default_evaluator": "echo",
     "limits": {"max_depth": 512, "max_output_bytes": 65536,
                "max_request_bytes": 16777216, "timeout_ms": 1000},
-    "policy": {"allow": [], "deny": []},
+    "policy": {"admin_in_nested_calls": False, "allow": [], "deny": []},
     "project_root": ".",
-    "rules": {"builtin": True, "paths": ["rules/*.toml"],
+    "rules": {"builtin": True, "max_emissions": 1000, "paths": ["rules/*.toml"],
               "thresholds": {"iteration_budget": 25, "large_result_bytes": 32768,
-                             "repeated_failures": 3, "token_budget": 0.8}},
+                             "repeated_failures": 3, "token_budget": 0.8},
+              "watch_admin_tools": False},
     "state_dir": ".clara",
     "test_mode": False,
     "tools": [],

@@ -29,7 +29,7 @@ def header_functions():
     """{name: return type} of every function declared in clara.h."""
     text = re.sub(r"/\*.*?\*/", "", header_text(), flags=re.S)
     out = {}
-    for m in re.finditer(r"^\s*((?:const\s+)?[a-z_ ]+?\s*\*?)\s*(clara_\w+)\s*\(", text, re.M):
+    for m in re.finditer(r"^\s*((?:const\s+)?[a-z0-9_ ]+?\s*\*?)\s*(clara_\w+)\s*\(", text, re.M):
         ret, name = m.group(1).strip(), m.group(2)
         if ret.startswith("typedef"):
             continue
@@ -237,6 +237,8 @@ class TestPrototypes(unittest.TestCase):
                     self.assertIs(f.restype, ctypes.c_char_p)
                 elif ret == "int":
                     self.assertIs(f.restype, ctypes.c_int)
+                elif ret == "int64_t":
+                    self.assertIs(f.restype, ctypes.c_int64)
                 elif ret == "void":
                     self.assertIsNone(f.restype)
                 else:
@@ -303,16 +305,17 @@ class TestVersion(ClaraTestCase):
         self.assertEqual(self.lib.strerror(clara.CLARA_EINVAL), "invalid argument")
         self.assertEqual(self.lib.strerror(clara.CLARA_ENOMEM), "out of memory")
         self.assertEqual(self.lib.strerror(clara.CLARA_EINTERNAL), "internal error (see the log)")
-        self.assertEqual(self.lib.strerror(clara.CLARA_ENOENT), "no such tool")
+        self.assertEqual(self.lib.strerror(clara.CLARA_ENOENT), "no such tool or asynchronous call")
         self.assertEqual(self.lib.strerror(clara.CLARA_EPERM), "not allowed on a built-in tool")
+        self.assertEqual(self.lib.strerror(clara.CLARA_EBUSY), "too many asynchronous calls running")
 
     def test_strerror_negative(self):
         for code in (clara.CLARA_EINVAL, clara.CLARA_ENOMEM, clara.CLARA_EINTERNAL,
-                     clara.CLARA_ENOENT, clara.CLARA_EPERM):
+                     clara.CLARA_ENOENT, clara.CLARA_EPERM, clara.CLARA_EBUSY):
             self.assertEqual(self.lib.strerror(-code), self.lib.strerror(code))
 
     def test_strerror_unknown(self):
-        for code in (6, -6, 99, -99, 2**31 - 1, -2**31):
+        for code in (7, -7, 99, -99, 2**31 - 1, -2**31):
             with self.subTest(code=code):
                 self.assertEqual(self.lib.strerror(code), "unknown status code")
 

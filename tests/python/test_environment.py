@@ -52,7 +52,7 @@ class TestEnvironment(unittest.TestCase):
         rc, out, err = run_child(CLARA_CONFIG=path)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, ["echo", "echo"])
-        self.assertIn("clara error: CLARA_CONFIG ignored: %s: default_evaluator must be a string" % path, err)
+        self.assertIn("clara error: CLARA_CONFIG ignored: %s:1:1: default_evaluator must be a string" % path, err)
 
     def test_missing_config_file(self):
         rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"))

@@ -381,7 +381,7 @@ class TestRegistrationErrors(ToolTestCase):
         with self.assertRaises(clara.ToolError) as cm:
             self.lib.unregister_tool("nope")
         self.assertEqual((cm.exception.errno, cm.exception.code, str(cm.exception)),
-                         (clara.CLARA_ENOENT, "enoent", "clara_unregister_tool('nope'): no such tool"))
+                         (clara.CLARA_ENOENT, "enoent", "clara_unregister_tool('nope'): no such tool or asynchronous call"))
         for name in ("echo", "kv_get", "tools_list"):
             with self.assertRaises(clara.ToolError) as cm:
                 self.lib.unregister_tool(name)
@@ -907,10 +907,10 @@ class TestBuiltins(ToolTestCase):
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
-        builtins = sorted(["audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        builtins = sorted(["async_cancel", "async_result", "audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tools_list"] + callbacks)
-        admin = ("audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
+        admin = ("async_cancel", "async_result", "audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
                  "session_policy", "state_get", "state_set", "tools_list") + tuple(callbacks)
         every = sorted(builtins + ["add", "bare", "hidden"])
 
