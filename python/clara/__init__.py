@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union, overload
 
-from . import _aio, _binding
+from . import _binding
 from ._binding import MISSING, Clara, LogHandler, Text
 from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
                       OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
@@ -104,16 +104,17 @@ def evaluate_raw(request: Optional[Text]) -> str:
 
 
 async def call_async(tool: str, /, **arguments: Any) -> Any:
-    """call() for asyncio code: the call runs on a thread pool while the
-    awaiting task waits. Cancelling the task raises CancelledError in it at
-    once; a call already running inside Clara runs to its end and its
-    result is dropped."""
-    return await _aio.run(_get()._call, tool, arguments, None)
+    """call() for asyncio code: the call runs in the background inside
+    Clara, and the running event loop learns of its end through Clara's
+    eventfd (no thread waits for it). Cancelling the awaiting task cancels
+    the call: an HTTP call or a chat stops; a tool already running runs to
+    its end and its result is dropped."""
+    return await _get()._call_async(tool, arguments, None)
 
 
 async def evaluate_async(request: Request) -> Dict[str, Any]:
     """evaluate() for asyncio code (see call_async for cancellation)."""
-    return await _aio.run(_get().evaluate, request)
+    return await _get().evaluate_async(request)
 
 
 # ---- Tools --------------------------------------------------------------------

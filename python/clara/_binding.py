@@ -147,7 +147,7 @@ def _after_fork_in_child() -> None:
     _forked = True
     for instance in live:
         instance._disarm()
-    _aio._pool = None    # its threads stayed in the parent
+    _aio.forget_after_fork()    # its threads and calls stayed in the parent
 
 
 if hasattr(os, "register_at_fork"):
@@ -358,9 +358,10 @@ class Clara:
         finally:
             self._free(ptr)
 
-    def _call(self, tool: str, arguments: Dict[str, Any], session: Optional[str]) -> Any:
-        # The hot path of call(): the request is written around the encoded
-        # arguments, and JSON escapes NUL, so no NUL check is needed.
+    @staticmethod
+    def _request(tool: str, arguments: Dict[str, Any], session: Optional[str]) -> bytes:
+        # The request is written around the encoded arguments, and JSON
+        # escapes NUL, so no NUL check is needed.
         if type(tool) is not str:
             raise TypeError("tool must be str, not %s" % type(tool).__name__)
         if session is None:
@@ -368,17 +369,32 @@ class Clara:
         else:
             request = '{"tool":%s,"session":%s,"arguments":%s}' % (
                 _json.dumps_str(tool), _json.dumps_str(session), _json.dumps(arguments))
-        ptr = self._evaluate(request.encode("utf-8"))
+        return request.encode("utf-8")
+
+    @staticmethod
+    def _result(text: bytes) -> Any:
+        envelope = _json.loads(text.decode("utf-8"))
+        if envelope["status"] == "success":
+            return envelope.get("result")
+        raise ClaraError.from_envelope(envelope)
+
+    def _call(self, tool: str, arguments: Dict[str, Any], session: Optional[str]) -> Any:
+        # The hot path of call().
+        ptr = self._evaluate(self._request(tool, arguments, session))
         if not ptr:
             raise MemoryError("clara_evaluate returned NULL (malloc failed)")
         try:
             text = ctypes.string_at(ptr)
         finally:
             self._free(ptr)
-        envelope = _json.loads(text.decode("utf-8"))
-        if envelope["status"] == "success":
-            return envelope.get("result")
-        raise ClaraError.from_envelope(envelope)
+        return self._result(text)
+
+    def _evaluate_bytes(self, request: bytes) -> bytes:
+        return self._take_string(self._evaluate(request), "clara_evaluate")
+
+    async def _call_async(self, tool: str, arguments: Dict[str, Any], session: Optional[str]) -> Any:
+        request = self._request(tool, arguments, session)
+        return self._result(await _aio.submit(self._lib, request, self._evaluate_bytes))
 
     # -- version --
 
@@ -420,11 +436,17 @@ class Clara:
     async def call_async(self, tool: str, /, **arguments: Any) -> Any:
         """call() for asyncio code: awaits the call without blocking the loop.
         See clara.call_async."""
-        return await _aio.run(self._call, tool, arguments, None)
+        return await self._call_async(tool, arguments, None)
 
     async def evaluate_async(self, request: Union[Mapping[str, Any], List[Any], Text]) -> Dict[str, Any]:
         """evaluate() for asyncio code. See clara.evaluate_async."""
-        return await _aio.run(self.evaluate, request)
+        if isinstance(request, Mapping) and not isinstance(request, dict):
+            request = dict(request)
+        data = _json_bytes(request, "request")
+        if data is None:
+            raise TypeError("request must be a dict, a list, str or bytes, not None")
+        text = await _aio.submit(self._lib, data, self._evaluate_bytes)
+        return _json.loads(text.decode("utf-8"))  # type: ignore[no-any-return]
 
     # -- configuration --
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Dict, Optional, Type
 
-from . import _aio, _binding
+from . import _binding
 
 
 class Session:
@@ -42,7 +42,7 @@ class Session:
 
     async def call_async(self, tool: str, /, **arguments: Any) -> Any:
         """clara.call_async() in this session."""
-        return await _aio.run(self._c()._call, tool, arguments, self.name)
+        return await self._c()._call_async(tool, arguments, self.name)
 
     def evaluate(self, request: Dict[str, Any]) -> Dict[str, Any]:
         """clara.evaluate() of a request dict, with "session" set to this

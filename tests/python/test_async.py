@@ -1,5 +1,6 @@
 """asyncio: async def tools (on the package's own event loop), and
-call_async / evaluate_async (on its thread pool), cancellation included."""
+call_async / evaluate_async (submitted to Clara, completed through its
+eventfd), cancellation included."""
 
 import asyncio
 import threading
@@ -187,6 +188,73 @@ class TestAsyncCalls(ClaraTestCase):
         self.assertEqual(asyncio.run(main()), ("cancelled", False))
         go.set()
         self.assertTrue(finished.wait(10))   # it ran to its end
+
+    def test_completion_comes_through_the_eventfd(self):
+        # No thread waits for a call: the pool of the old design is never
+        # made, and the loop watches Clara's eventfd.
+        from clara import _aio
+
+        async def main():
+            return await asyncio.gather(*(clara.call_async("echo", i=i) for i in range(50)))
+
+        self.assertEqual(asyncio.run(main()), [{"i": i} for i in range(50)])
+        self.assertIsNone(_aio._pool)
+        self.assertEqual(_aio._waiting, {})
+
+    def test_refusals_before_any_tool_runs(self):
+        async def main():
+            bad = await clara.evaluate_async('{"tool":"echo","argumens":{}}')
+            broken = await clara.evaluate_async('{"tool":')
+            return bad, broken
+
+        bad, broken = asyncio.run(main())
+        self.assertEqual((bad["error"], broken["error"]), ("invalid_request", "invalid_json"))
+
+    def test_past_max_running(self):
+        go = threading.Event()
+        self.addCleanup(go.set)
+        self.lib.register_tool({"name": "held", "limits": {"timeout_ms": 20000}}, lambda args: go.wait(20))
+        self.lib.configure({"async": {"max_running": 1}})
+
+        async def main():
+            first = asyncio.ensure_future(clara.call_async("held"))
+            await asyncio.sleep(0.05)
+            with self.assertRaises(clara.RateLimited) as cm:
+                await clara.call_async("echo")
+            go.set()
+            return await first, cm.exception.message
+
+        held, message = asyncio.run(main())
+        self.assertTrue(held)
+        self.assertIn("async.max_running", message)
+
+    def test_cancelling_cancels_the_call_in_clara(self):
+        # The call is cancelled inside Clara and its (cancelled) answer is
+        # collected: nothing is left waiting in the package or in Clara.
+        from clara import _aio
+        started, go = threading.Event(), threading.Event()
+        self.addCleanup(go.set)
+
+        def held(args):
+            started.set()
+            go.wait(20)
+            return 1
+
+        self.lib.register_tool({"name": "held2", "limits": {"timeout_ms": 20000}}, held)
+
+        async def main():
+            task = asyncio.ensure_future(clara.call_async("held2"))
+            while not started.is_set():
+                await asyncio.sleep(0.001)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        self.assertEqual(_aio._waiting, {})
+        go.set()
+        took = self.lib._take_string(self.lib._lib.clara_async_take(0), "take")
+        self.assertNotIn(b'"tool":"held2"', took)    # collected at cancellation
 
 
 if __name__ == "__main__":
