@@ -1,9 +1,11 @@
 # Clara - build, test and benchmark.
 #
 #   make              build lib/libclara.so (+ links), bin/clara-clips, run the header and symbol checks
+#   make CLIPS_SRC=DIR  the same with clara-clips built against CLIPS 6.4x sources (docs/clips.md)
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
 #   make bench        the performance table (docs/performance.md)
+#   make wheel        the Python package as a wheel carrying the library (build/dist/)
 #   make install PREFIX=/usr/local
 #   make help         this list
 #
@@ -20,13 +22,39 @@ PYTHON  ?= python3
 VALGRIND ?= valgrind
 PREFIX  ?= /usr/local
 
-VERSION := 0.1.0
+# The version's one source is core/version.go (core's version test checks
+# clara.h and the Python package against it).
+VERSION := $(shell sed -n 's/^[[:space:]]*Version[[:space:]]*= "\(.*\)"/\1/p' core/version.go)
 SOMAJOR := 0
 LIBFILE := libclara.so.$(VERSION)
 SONAME  := libclara.so.$(SOMAJOR)
 
+# CLIPS: Debian's 6.30 (libclips-dev) unless CLIPS_SRC names a folder of
+# CLIPS sources (the core folder of an official 6.4x release, see
+# docs/clips.md): then CLIPS is built from it into build/clips-src-*/ with
+# clips_bridge/userfunctions.c, and clara-clips and the tests link it.
+CLIPS_SRC ?=
+ifeq ($(strip $(CLIPS_SRC)),)
 CLIPS_CFLAGS := -isystem /usr/include/clips
 CLIPS_LIBS   := -l:libclips.so.6 -lm
+CLIPS_DEPS   :=
+else
+CLIPS_SRC_DIR := $(abspath $(CLIPS_SRC))
+ifeq ($(wildcard $(CLIPS_SRC_DIR)/clips.h $(CLIPS_SRC_DIR)/setup.h),)
+$(error CLIPS_SRC=$(CLIPS_SRC): no clips.h and setup.h there; give the core folder of the CLIPS sources)
+endif
+CLIPS_BUILD  := build/clips-src$(subst /,_,$(CLIPS_SRC_DIR))
+CLIPS_OBJS   := $(patsubst $(CLIPS_SRC_DIR)/%.c,$(CLIPS_BUILD)/%.o, \
+                  $(filter-out %/main.c %/userfunctions.c,$(wildcard $(CLIPS_SRC_DIR)/*.c))) \
+                $(CLIPS_BUILD)/clara_userfunctions.o
+CLIPS_DEFS   := -DLINUX=1
+CLIPS_CFLAGS := -isystem $(CLIPS_SRC_DIR) $(CLIPS_DEFS)
+CLIPS_LIBS   := $(CLIPS_BUILD)/libclips.a -lm
+CLIPS_DEPS   := $(CLIPS_BUILD)/libclips.a
+endif
+# Which CLIPS the programs below were linked with: a change rebuilds them.
+CLIPS_STAMP := build/clips-source
+$(shell mkdir -p build && { echo '$(CLIPS_SRC_DIR)' | cmp -s - $(CLIPS_STAMP) || echo '$(CLIPS_SRC_DIR)' > $(CLIPS_STAMP); })
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := $(CFLAGS) $(WARN) -Iinclude -Iclips_bridge
@@ -38,10 +66,13 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
               $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
-.PHONY: all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
-        test-python test-clips test-examples rules-test bench install uninstall clean help
+.PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+        test-python test-clips test-examples rules-test bench install uninstall clean help wheel
 
 all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
+
+print-version: ## print the version (core/version.go)
+	@echo $(VERSION)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
@@ -73,11 +104,25 @@ lib/libclara.so: lib/$(SONAME)
 
 clips: bin/clara-clips ## build bin/clara-clips
 
-bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so
+bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so \
+                 $(CLIPS_DEPS) $(CLIPS_STAMP)
 	@mkdir -p bin build
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) -c clips_bridge/userfunctions.c -o build/userfunctions.o
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) clips_bridge/clara_clips.c clips_bridge/clara_clips_main.c \
 	  -o $@ $(LIB_LDFLAGS) $(CLIPS_LIBS)
+
+ifneq ($(strip $(CLIPS_SRC)),)
+# CLIPS's own code, compiled as its makefile does; its warnings are not ours.
+$(CLIPS_BUILD)/%.o: $(CLIPS_SRC_DIR)/%.c
+	@mkdir -p $(CLIPS_BUILD)
+	@$(CC) -std=c99 -O2 -g -fno-strict-aliasing -w $(CLIPS_DEFS) -c $< -o $@
+$(CLIPS_BUILD)/clara_userfunctions.o: clips_bridge/userfunctions.c clips_bridge/clara_clips.h
+	@mkdir -p $(CLIPS_BUILD)
+	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) -c $< -o $@
+$(CLIPS_BUILD)/libclips.a: $(CLIPS_OBJS)
+	@echo "ar $@ (CLIPS from $(CLIPS_SRC_DIR), $(words $(CLIPS_OBJS)) objects)"
+	@rm -f $@ && ar rcs $@ $(CLIPS_OBJS)
+endif
 
 # ---- Checks -----------------------------------------------------------------
 
@@ -122,22 +167,32 @@ build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h li
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
-test-c: build/harness ## the C harness
+test-c: build/harness build/stress_workers ## the C harness, and C tools called back to back from many threads
 	env -u CLARA_CONFIG -u CLARA_LOG build/harness
+	env -u CLARA_CONFIG -u CLARA_LOG build/stress_workers 50000 4
+
+build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) -pthread $< -o $@ -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
 test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
 	bash tests/c/valgrind.sh build/harness
 
-test-python: lib/libclara.so ## Python ctypes tests
-	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) -m unittest discover -s tests/python -t tests/python -v 2>&1 | tail -n 40; exit $${PIPESTATUS[0]}
+test-python: wheel ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
+	bash tests/python/run.sh $(WHEEL)
 
-build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so
+build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so $(CLIPS_DEPS) $(CLIPS_STAMP)
 	@mkdir -p build
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) tests/clips/tool_driver.c clips_bridge/clara_clips.c -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib' $(CLIPS_LIBS)
 
-test-clips: bin/clara-clips build/clips_tool_driver ## CLIPS batch programs against their expected output
-	bash tests/clips/run.sh bin/clara-clips tests/clips build/clips_tool_driver
+build/clips_bridge_check: tests/clips/bridge_check.c $(BRIDGE) include/clara.h lib/libclara.so $(CLIPS_DEPS) $(CLIPS_STAMP)
+	@mkdir -p build
+	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) tests/clips/bridge_check.c clips_bridge/clara_clips.c -o $@ \
+	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib' $(CLIPS_LIBS)
+
+test-clips: bin/clara-clips build/clips_tool_driver build/clips_bridge_check ## CLIPS programs against their expected output (CLIPS_SRC=DIR: CLIPS 6.4x from source)
+	bash tests/clips/run.sh bin/clara-clips tests/clips build/clips_tool_driver build/clips_bridge_check
 
 rules-test: lib/libclara.so ## the rule test files of the built-in rules and of rules/ (through rules_test)
 	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) tests/rules_test.py $(RULE_TESTS)
@@ -152,10 +207,33 @@ bench: ## the performance table of docs/performance.md
 	@$(MAKE) --no-print-directory all
 	bash tests/bench/run.sh
 
+# ---- Python package -----------------------------------------------------------
+
+# Debian's interpreter, which sees Debian's setuptools, wheel, pip and venv
+# (another python3 may come first on PATH).
+SYSTEM_PYTHON ?= /usr/bin/python3
+PY_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/clara/_version.py)
+WHEEL_PLATFORM := $(shell $(SYSTEM_PYTHON) -c 'import sysconfig; print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))' 2>/dev/null)
+WHEEL := build/dist/clara-$(PY_VERSION)-py3-none-$(WHEEL_PLATFORM).whl
+
+wheel: $(WHEEL) ## build/dist/clara-VERSION-py3-none-PLATFORM.whl, libclara.so inside
+
+$(WHEEL): lib/libclara.so $(shell find python -type f ! -path 'python/build/*' ! -path '*.egg-info/*' ! -name '*.pyc' 2>/dev/null)
+	@rm -rf build/wheel && mkdir -p build/wheel build/dist
+	@# A copy of python/: setuptools writes its build/ and egg-info beside the sources.
+	cp -r python build/wheel/src && rm -rf build/wheel/src/build build/wheel/src/*.egg-info
+	rm -f build/dist/clara-*.whl
+	CLARA_WHEEL_LIBRARY=$(CURDIR)/lib/$(LIBFILE) $(SYSTEM_PYTHON) -m pip wheel -q --no-index --no-build-isolation \
+	  --no-deps -w build/dist build/wheel/src
+	@test -f $@ || { echo "wheel: $@ was not built"; ls build/dist; exit 1; }
+
 # ---- Install ----------------------------------------------------------------
 
-install: all ## install library, links, header, clara.pc and clara-clips under PREFIX
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+# The CLIPS bridge is installed as source (share/clara/clips): an embedder
+# compiles clara_clips.c against the CLIPS it uses (docs/clips.md).
+install: all ## install library, links, headers, clara.pc, clara-clips and the CLIPS bridge's sources under PREFIX
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/clara/clips
 	install -m 0755 lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(LIBFILE)
 	ln -sf $(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so
@@ -164,11 +242,16 @@ install: all ## install library, links, header, clara.pc and clara-clips under P
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
 	install -m 0755 bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara-clips
+	install -m 0644 clips_bridge/clara_clips.c clips_bridge/clara_clips.h clips_bridge/userfunctions.c \
+	  $(DESTDIR)$(PREFIX)/share/clara/clips/
 
 uninstall: ## remove what install put under PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so \
 	  $(DESTDIR)$(PREFIX)/include/clara.h $(DESTDIR)$(PREFIX)/include/clara_clips.h \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips \
+	  $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.c $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.h \
+	  $(DESTDIR)$(PREFIX)/share/clara/clips/userfunctions.c
+	rmdir $(DESTDIR)$(PREFIX)/share/clara/clips $(DESTDIR)$(PREFIX)/share/clara 2>/dev/null || true
 
 clean: ## remove everything built
 	rm -rf lib bin build

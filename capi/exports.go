@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,32 +60,34 @@ func copyOut(b []byte) *C.char {
 	return C.shim_copy_out((*C.char)(unsafe.Pointer(&b[0])), C.size_t(len(b)))
 }
 
-// recovered turns a panic that escaped the core into an internal envelope.
-func recovered(r any, where string) *C.char {
-	engine.Logger().Logf(logging.Error, "panic in %s: %v\n%s", where, r, debug.Stack())
+// guard is deferred first in every export: a panic that escaped the core
+// is logged with its stack and onPanic, when not nil, sets the answer.
+func guard(where string, onPanic func()) {
+	if r := recover(); r != nil {
+		logging.Panic(engine.Logger(), where, r)
+		if onPanic != nil {
+			onPanic()
+		}
+	}
+}
+
+// internalEnvelope is the answer of an export whose panic escaped the core.
+func internalEnvelope() *C.char {
 	return copyOut(protocol.AppendError(nil, nil, protocol.InternalError(nil)))
 }
 
-// claraGoEvaluate answers req. When the envelope fits the C buffer dst
-// (dstCap bytes, NUL included) it is written there and dst is returned;
-// otherwise a new malloc'd string is returned and dst is left to the caller.
-//
-//export claraGoEvaluate
-func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t, thread C.uint) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = recovered(r, "clara_evaluate")
-		}
-	}()
-	// The envelope is appended straight into the caller's C buffer (one
-	// byte kept for the NUL). Only an envelope too long for it moves to Go
-	// memory, and then to a malloc'd copy. No Go buffer is shared between
-	// calls, so threads calling at once touch no common memory here.
+// answerInto writes an envelope straight into the caller's C buffer dst
+// (dstCap bytes, one kept for the NUL) through appendTo, and returns dst
+// when it fit. Only an envelope too long for it moves to Go memory, and
+// then to a fresh malloc'd copy; dst is then left to the caller. No Go
+// buffer is shared between calls, so threads calling at once touch no
+// common memory here.
+func answerInto(dst *C.char, dstCap C.size_t, appendTo func([]byte) []byte) *C.char {
 	var cbuf []byte
 	if dst != nil && dstCap > 1 {
 		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[: 0 : int(dstCap)-1]
 	}
-	b := engine.AppendEvaluateFrom(cbuf, bytesOf(req, n), uint32(thread))
+	b := appendTo(cbuf)
 	if cbuf != nil && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(cbuf) {
 		unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[len(b)] = 0
 		return dst
@@ -94,56 +95,49 @@ func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t, thre
 	return copyOut(b)
 }
 
+// claraGoEvaluate answers req, into the C buffer dst when the envelope
+// fits (see answerInto).
+//
+//export claraGoEvaluate
+func claraGoEvaluate(req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
+	defer guard("clara_evaluate", func() { out = internalEnvelope() })
+	return answerInto(dst, dstCap, func(b []byte) []byte { return engine.AppendEvaluate(b, bytesOf(req, n)) })
+}
+
+// The version comes from the core, its one source; clara.h's macros are
+// checked against it by a test.
+var versionC = C.CString(core.Version) // static for the life of the process
+
+//export claraGoVersion
+func claraGoVersion() *C.char { return versionC }
+
+//export claraGoVersionNumber
+func claraGoVersionNumber() C.int { return C.int(core.VersionNumber) }
+
 //export claraGoConfigure
 func claraGoConfigure(cfg *C.char, n C.size_t) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = recovered(r, "clara_configure")
-		}
-	}()
+	defer guard("clara_configure", func() { out = internalEnvelope() })
 	return copyOut(engine.Configure(bytesOf(cfg, n)))
 }
 
 //export claraGoReset
 func claraGoReset() (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = recovered(r, "clara_reset")
-		}
-	}()
+	defer guard("clara_reset", func() { out = internalEnvelope() })
 	return copyOut(engine.Reset())
 }
 
 // claraGoEmit answers an event, into the C buffer dst when the envelope
-// fits (as claraGoEvaluate does).
+// fits (see answerInto).
 //
 //export claraGoEmit
 func claraGoEmit(event *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
-	defer func() {
-		if r := recover(); r != nil {
-			out = recovered(r, "clara_emit")
-		}
-	}()
-	var cbuf []byte
-	if dst != nil && dstCap > 1 {
-		cbuf = unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[: 0 : int(dstCap)-1]
-	}
-	b := engine.AppendEmit(cbuf, bytesOf(event, n))
-	if cbuf != nil && len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(cbuf) {
-		unsafe.Slice((*byte)(unsafe.Pointer(dst)), int(dstCap))[len(b)] = 0
-		return dst
-	}
-	return copyOut(b)
+	defer guard("clara_emit", func() { out = internalEnvelope() })
+	return answerInto(dst, dstCap, func(b []byte) []byte { return engine.AppendEmit(b, bytesOf(event, n)) })
 }
 
 //export claraGoJSONGet
 func claraGoJSONGet(doc *C.char, n C.size_t, path *C.char, pn C.size_t, text **C.char, length *C.size_t) (code C.int) {
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic in clara_json_get: %v\n%s", r, debug.Stack())
-			code = -C.CLARA_EINTERNAL
-		}
-	}()
+	defer guard("clara_json_get", func() { code = -C.CLARA_EINTERNAL })
 	kind, value, err := protocol.Get(bytesOf(doc, n), string(bytesOf(path, pn)), jsonGetMaxDepth)
 	if err != nil {
 		return -C.CLARA_EINVAL
@@ -164,11 +158,7 @@ func claraGoJSONGet(doc *C.char, n C.size_t, path *C.char, pn C.size_t, text **C
 
 //export claraGoSetLogHandler
 func claraGoSetLogHandler(fn C.clara_log_fn, userdata C.uintptr_t, minLevel C.int) {
-	defer func() {
-		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "clara: panic in clara_set_log_handler: %v\n", r)
-		}
-	}()
+	defer guard("clara_set_log_handler", nil)
 	if fn == nil {
 		engine.SetLogSink(nil, 0)
 		return
@@ -266,11 +256,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 //
 //export claraGoJobAbandoned
 func claraGoJobAbandoned(id C.uintptr_t) {
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic ending an abandoned tool call: %v\n%s", r, debug.Stack())
-		}
-	}()
+	defer guard("ending an abandoned tool call", nil)
 	v, ok := toolCalls.LoadAndDelete(uintptr(id))
 	if !ok {
 		return
@@ -295,11 +281,7 @@ func lookupCall(id C.uintptr_t) *toolCall {
 
 //export claraGoCallResult
 func claraGoCallResult(id C.uintptr_t, p *C.char, n C.size_t) {
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic in clara_call_result: %v\n%s", r, debug.Stack())
-		}
-	}()
+	defer guard("clara_call_result", nil)
 	if tc := lookupCall(id); tc != nil {
 		tc.mu.Lock()
 		if !tc.done {
@@ -311,11 +293,7 @@ func claraGoCallResult(id C.uintptr_t, p *C.char, n C.size_t) {
 
 //export claraGoCallError
 func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic in clara_call_error: %v\n%s", r, debug.Stack())
-		}
-	}()
+	defer guard("clara_call_error", nil)
 	if tc := lookupCall(id); tc != nil {
 		tc.mu.Lock()
 		if !tc.done {
@@ -332,12 +310,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 	if freeUserdata != nil {
 		release = func() { C.shim_free_userdata(freeUserdata, userdata) }
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic in clara_register_tool: %v\n%s", r, debug.Stack())
-			code = -C.CLARA_EINTERNAL
-		}
-	}()
+	defer guard("clara_register_tool", func() { code = -C.CLARA_EINTERNAL })
 	if desc == nil || fn == nil {
 		release()
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
@@ -356,12 +329,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 
 //export claraGoUnregisterTool
 func claraGoUnregisterTool(name *C.char, n C.size_t) (code C.int) {
-	defer func() {
-		if r := recover(); r != nil {
-			engine.Logger().Logf(logging.Error, "panic in clara_unregister_tool: %v\n%s", r, debug.Stack())
-			code = -C.CLARA_EINTERNAL
-		}
-	}()
+	defer guard("clara_unregister_tool", func() { code = -C.CLARA_EINTERNAL })
 	if name == nil {
 		return -C.CLARA_EINVAL
 	}

@@ -4,7 +4,6 @@
  * (claraGo*, see exports.go) that adds the const the cgo prototypes lack
  * and passes string lengths, so Go never calls strlen through cgo. The
  * functions that need no Go (version, free, strerror) are plain C. */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,9 +25,11 @@
 #define DEFINED(p, n) ((void)(p), (void)(n))
 #endif
 
-const char *clara_version(void) { return CLARA_VERSION; }
+/* The version of the library itself (its Go core), which a program built
+ * against another clara.h compares with the macros it saw. */
+const char *clara_version(void) { return claraGoVersion(); }
 
-int clara_version_number(void) { return CLARA_VERSION_NUMBER; }
+int clara_version_number(void) { return (int)claraGoVersionNumber(); }
 
 /* Most envelopes are a little longer than their request (echo adds about
  * 40 bytes). A buffer of that size is allocated here and handed to Go, which
@@ -38,21 +39,11 @@ int clara_version_number(void) { return CLARA_VERSION_NUMBER; }
 #define ENVELOPE_SLACK 128
 #define ENVELOPE_GUESS_MAX 4096
 
-/* Each calling thread gets a number (1, 2, ...) on its first call, so that
- * Go can keep its calls on the same per-thread structures. */
-static _Atomic unsigned next_thread;
-static _Thread_local unsigned this_thread;
-
-static unsigned thread_number(void) {
-    if (this_thread == 0) this_thread = atomic_fetch_add(&next_thread, 1) + 1;
-    return this_thread;
-}
-
 char *clara_evaluate(const char *request_json) {
     size_t n = request_json ? strlen(request_json) : 0;
     size_t guess = n < ENVELOPE_GUESS_MAX - ENVELOPE_SLACK ? n + ENVELOPE_SLACK : ENVELOPE_GUESS_MAX;
     char *buf = malloc(guess);
-    char *out = claraGoEvaluate((char *)request_json, n, buf, buf ? guess : 0, thread_number());
+    char *out = claraGoEvaluate((char *)request_json, n, buf, buf ? guess : 0);
     if (out != buf) free(buf);
     else if (out != NULL) DEFINED(out, guess);
     return out;
@@ -107,6 +98,20 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
 
+int64_t clara_submit(const char *request_json) {
+    return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
+}
+
+int clara_ready(int64_t handle) { return claraGoReady(handle); }
+
+char *clara_wait(int64_t handle, int timeout_ms) { return claraGoWait(handle, timeout_ms); }
+
+int clara_cancel(int64_t handle) { return claraGoCancel(handle); }
+
+int clara_async_fd(void) { return claraGoAsyncFD(); }
+
+char *clara_async_take(int max) { return claraGoAsyncTake(max); }
+
 const char *clara_strerror(int code) {
     /* long long: -INT_MIN does not fit an int. */
     switch (code < 0 ? -(long long)code : (long long)code) {
@@ -114,8 +119,9 @@ const char *clara_strerror(int code) {
     case CLARA_EINVAL: return "invalid argument";
     case CLARA_ENOMEM: return "out of memory";
     case CLARA_EINTERNAL: return "internal error (see the log)";
-    case CLARA_ENOENT: return "no such tool";
+    case CLARA_ENOENT: return "no such tool or asynchronous call";
     case CLARA_EPERM: return "not allowed on a built-in tool";
+    case CLARA_EBUSY: return "too many asynchronous calls running";
     default: return "unknown status code";
     }
 }

@@ -32,6 +32,8 @@ struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, 
  * could run it (free it). */
 int shim_job_run(struct shim_job *job, long long timeout_ns);
 int shim_job_status(const struct shim_job *job);
+/* Drops the caller's reference; the job is freed once the worker has let
+ * go of it too. */
 void shim_job_free(struct shim_job *job);
 
 #endif

@@ -11,11 +11,16 @@
  *
  * A job's life: the caller creates it (shim_job_new), submits it and waits
  * (shim_job_run). If it finishes in time, the caller reads the status and
- * frees it (shim_job_free). If the deadline passes first, the caller marks
- * it abandoned and returns; whoever touches the job last frees it: the
- * worker, after the tool returns (or without running it, if it was still
- * queued), then tells Go with claraGoJobAbandoned so that Go can release
- * the tool. */
+ * drops it (shim_job_free). If the deadline passes first, the caller marks
+ * it abandoned and returns; the worker, after the tool returns (or without
+ * running it, if it was still queued), tells Go with claraGoJobAbandoned so
+ * that Go can release the tool.
+ *
+ * Who frees the job: both sides hold a reference from the moment it is
+ * queued, and the last one to let go frees it. The caller may see JOB_DONE
+ * (spinning) while the worker is still inside the job's mutex waking a
+ * sleeper; a free on that sight alone let the next allocation reuse the
+ * memory under the worker (tests/c/stress_workers.c catches it). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,6 +43,7 @@ struct shim_job {
     pthread_mutex_t mu; /* with cv: the caller sleeping until the job is done */
     pthread_cond_t cv;
     int sleeping;
+    _Atomic int refs; /* the caller's, plus the worker's while queued or running */
     struct shim_job *next;
 };
 
@@ -95,7 +101,9 @@ static void spin_until_equal(_Atomic int *v, int want, long long until) {
     }
 }
 
-static void free_job(struct shim_job *job) {
+/* Drops one reference; the last frees the job. */
+static void unref_job(struct shim_job *job) {
+    if (atomic_fetch_sub_explicit(&job->refs, 1, memory_order_acq_rel) != 1) return;
     pthread_cond_destroy(&job->cv);
     pthread_mutex_destroy(&job->mu);
     free(job->args);
@@ -148,15 +156,15 @@ static void *worker_main(void *arg) {
                 pthread_mutex_lock(&job->mu);
                 if (job->sleeping) pthread_cond_signal(&job->cv);
                 pthread_mutex_unlock(&job->mu);
-                job = NULL; /* the caller frees it */
+            } else {
+                /* Abandoned by its caller while running: finish for it. */
+                claraGoJobAbandoned(job->call);
             }
+        } else {
+            /* Abandoned while still queued: never run. */
+            claraGoJobAbandoned(job->call);
         }
-        if (job != NULL) {
-            /* Abandoned by its caller (run late, or never run): finish for it. */
-            uintptr_t call = job->call;
-            free_job(job);
-            claraGoJobAbandoned(call);
-        }
+        unref_job(job);
 
         pthread_mutex_lock(&pool_mu);
         idle_workers++;
@@ -174,6 +182,7 @@ struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, 
     job->args = args;
     job->call = call;
     atomic_init(&job->state, JOB_QUEUED);
+    atomic_init(&job->refs, 1);
     pthread_mutex_init(&job->mu, NULL);
     {
         /* The deadline is on the monotonic clock: a change of the wall clock
@@ -205,6 +214,7 @@ static int submit(struct shim_job *job) {
         pthread_attr_destroy(&attr);
     }
     if (rc == 0) {
+        atomic_fetch_add_explicit(&job->refs, 1, memory_order_relaxed); /* the worker's */
         job->next = NULL;
         if (queue_tail != NULL) queue_tail->next = job;
         else queue_head = job;
@@ -246,14 +256,17 @@ int shim_job_run(struct shim_job *job, long long timeout_ns) {
     pthread_mutex_unlock(&job->mu);
     if (atomic_load(&job->state) == JOB_DONE) return 1;
 
-    /* Past the deadline: give the job up, unless it finished just now. */
+    /* Past the deadline: give the job up, unless it finished just now. The
+     * caller's reference goes with it; the worker frees the job. */
     expected = JOB_QUEUED;
-    if (atomic_compare_exchange_strong(&job->state, &expected, JOB_ABANDONED)) return 0;
-    expected = JOB_RUNNING;
-    if (atomic_compare_exchange_strong(&job->state, &expected, JOB_ABANDONED)) return 0;
-    return 1; /* JOB_DONE after all */
+    if (!atomic_compare_exchange_strong(&job->state, &expected, JOB_ABANDONED)) {
+        expected = JOB_RUNNING;
+        if (!atomic_compare_exchange_strong(&job->state, &expected, JOB_ABANDONED)) return 1; /* JOB_DONE after all */
+    }
+    unref_job(job);
+    return 0;
 }
 
 int shim_job_status(const struct shim_job *job) { return job->rc; }
 
-void shim_job_free(struct shim_job *job) { free_job(job); }
+void shim_job_free(struct shim_job *job) { unref_job(job); }

@@ -2,12 +2,23 @@
 /*
  * clara_clips.c - Clara's user-defined functions for CLIPS 6.30 and 6.4x.
  *
- * The first block adapts the two CLIPS APIs to a handful of helpers (read a
- * string argument, return a string, a symbol, a number). Every function is
- * then written once against those helpers, and registered from one table.
- * Every string Clara returns is freed on every path.
+ * The first block adapts the two CLIPS APIs to a handful of helpers (read an
+ * argument, return a string, a symbol, a number, report an error). Every
+ * function is then written once against those helpers, and registered from
+ * one table (CLARA_UDFS) by one loop. Every string Clara returns is freed on
+ * every path.
+ *
+ * Per environment, registration keeps a small state (struct clara_env) in
+ * CLIPS's environment data at position CLARA_CLIPS_DATA_POSITION; CLIPS frees
+ * it when the environment is destroyed. It holds the live (clara-json ...)
+ * values: an external address type of ours, which no string can forge, so
+ * that an ordinary string that looks like JSON always stays a JSON string.
  */
-#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,10 +27,84 @@
 #include "clara.h"
 #include "clara_clips.h"
 
+/* Per environment: the clara-json values alive in it. */
+struct json_value {
+    struct json_value *prev, *next;
+    char text[]; /* one valid JSON value, NUL-terminated */
+};
+
+/* CLARA_CLIPS_DATA_POSITION (clara_clips.h) must be one of the positions
+ * CLIPS leaves to extensions. */
+#if CLARA_CLIPS_DATA_POSITION < USER_ENVIRONMENT_DATA || CLARA_CLIPS_DATA_POSITION >= MAXIMUM_ENVIRONMENT_POSITIONS
+#error "CLARA_CLIPS_DATA_POSITION must be from USER_ENVIRONMENT_DATA to MAXIMUM_ENVIRONMENT_POSITIONS - 1"
+#endif
+
+#define CLARA_ENV_MAGIC 0x434c5231u /* "CLR1": the layout below */
+
+struct clara_env {
+    unsigned magic;
+    unsigned short json_type; /* our external address type in this environment */
+    struct json_value values; /* sentinel of a circular list */
+};
+
+#define CLARA_ENV(env) ((struct clara_env *)GetEnvironmentData(env, CLARA_CLIPS_DATA_POSITION))
+
+/* The kinds of CLIPS value the JSON encoder knows. */
+enum value_kind {
+    V_STRING,
+    V_SYMBOL,
+    V_INSTANCE_NAME,
+    V_INTEGER,
+    V_FLOAT,
+    V_MULTIFIELD,
+    V_JSON, /* a (clara-json ...) value */
+    V_OTHER /* fact and instance addresses, other external addresses, void */
+};
+
+/* A CLIPS value read from an argument or a multifield item (not CLIPS's own
+ * struct field); text and mf point into CLIPS and are valid until the
+ * function returns. */
+struct cvalue {
+    enum value_kind kind;
+    const char *text; /* STRING, SYMBOL, INSTANCE_NAME; the JSON text of V_JSON */
+    long long integer;
+    double real;
+    size_t length; /* V_MULTIFIELD: the number of items */
+    void *mf;      /* V_MULTIFIELD: the multifield */
+    size_t begin;  /* V_MULTIFIELD: index of the first item in mf */
+};
+
+static struct json_value *json_value_new(struct clara_env *state, const char *text) {
+    size_t n = strlen(text);
+    struct json_value *v = malloc(sizeof *v + n + 1);
+    if (v == NULL) return NULL;
+    memcpy(v->text, text, n + 1);
+    v->next = state->values.next;
+    v->prev = &state->values;
+    v->next->prev = v;
+    state->values.next = v;
+    return v;
+}
+
+static void json_value_free(struct json_value *v) {
+    v->prev->next = v->next;
+    v->next->prev = v->prev;
+    free(v);
+}
+
+/* Frees the clara-json values still alive when the environment is
+ * destroyed: CLIPS then frees its external addresses without discarding
+ * them. CLIPS frees the state itself. */
+static void clara_env_free(struct clara_env *state) {
+    if (state == NULL || state->values.next == NULL) return;
+    while (state->values.next != &state->values) json_value_free(state->values.next);
+}
+
 /* ---- Compatibility: CLIPS 6.4x or 6.30 ----------------------------------- */
 
 #if defined(UNBOUNDED) && defined(UDFHasNextArgument)
 #define CLARA_CLIPS_64 1
+#define ANY_COUNT UNBOUNDED
 
 /* One call of a user-defined function. */
 struct udf_call {
@@ -27,7 +112,10 @@ struct udf_call {
     UDFContext *context;
     UDFValue *ret;
     const char *name;
+    struct clara_env *state;
 };
+
+static unsigned arg_count(struct udf_call *c) { return UDFArgumentCount(c->context); }
 
 static int arg_string(struct udf_call *c, unsigned int n, const char **out) {
     UDFValue v;
@@ -36,10 +124,71 @@ static int arg_string(struct udf_call *c, unsigned int n, const char **out) {
     return 1;
 }
 
+/* Reads one CLIPS value; items of a multifield are never multifields. */
+static void read_value(struct udf_call *c, TypeHeader *header, void *value, struct cvalue *f) {
+    memset(f, 0, sizeof *f);
+    switch (header->type) {
+    case STRING_TYPE:
+        f->kind = V_STRING;
+        f->text = ((CLIPSLexeme *)value)->contents;
+        break;
+    case SYMBOL_TYPE:
+        f->kind = V_SYMBOL;
+        f->text = ((CLIPSLexeme *)value)->contents;
+        break;
+    case INSTANCE_NAME_TYPE:
+        f->kind = V_INSTANCE_NAME;
+        f->text = ((CLIPSLexeme *)value)->contents;
+        break;
+    case INTEGER_TYPE:
+        f->kind = V_INTEGER;
+        f->integer = ((CLIPSInteger *)value)->contents;
+        break;
+    case FLOAT_TYPE:
+        f->kind = V_FLOAT;
+        f->real = ((CLIPSFloat *)value)->contents;
+        break;
+    case EXTERNAL_ADDRESS_TYPE:
+        f->kind = V_OTHER;
+        if (((CLIPSExternalAddress *)value)->type == c->state->json_type) {
+            f->kind = V_JSON;
+            f->text = ((struct json_value *)((CLIPSExternalAddress *)value)->contents)->text;
+        }
+        break;
+    default:
+        f->kind = V_OTHER;
+        break;
+    }
+}
+
+/* Evaluates argument n (any type); 0 when its evaluation failed. */
+static int arg_value(struct udf_call *c, unsigned int n, struct cvalue *f) {
+    UDFValue v;
+    if (!UDFNthArgument(c->context, n, ANY_TYPE_BITS, &v)) return 0;
+    if (v.header->type == MULTIFIELD_TYPE) {
+        memset(f, 0, sizeof *f);
+        f->kind = V_MULTIFIELD;
+        f->mf = v.multifieldValue;
+        f->begin = v.begin;
+        f->length = v.range;
+        return 1;
+    }
+    read_value(c, v.header, v.value, f);
+    return 1;
+}
+
+static void multifield_item(struct udf_call *c, const struct cvalue *mf, size_t i, struct cvalue *out) {
+    CLIPSValue *item = &((Multifield *)mf->mf)->contents[mf->begin + i];
+    read_value(c, item->header, item->value, out);
+}
+
 static void ret_string(struct udf_call *c, const char *s) { c->ret->lexemeValue = CreateString(c->env, s); }
 static void ret_symbol(struct udf_call *c, const char *s) { c->ret->lexemeValue = CreateSymbol(c->env, s); }
 static void ret_integer(struct udf_call *c, long long n) { c->ret->integerValue = CreateInteger(c->env, n); }
 static void ret_float(struct udf_call *c, double d) { c->ret->floatValue = CreateFloat(c->env, d); }
+static void ret_json(struct udf_call *c, struct json_value *v) {
+    c->ret->externalAddressValue = CreateExternalAddress(c->env, v, c->state->json_type);
+}
 
 /* Reports an error the CLIPS way; the command loop clears the error state
  * before the next command, so the next call works. */
@@ -52,27 +201,121 @@ static void fail(struct udf_call *c, const char *message) {
     SetEvaluationError(c->env, true);
 }
 
-/* CLIPS 6.4 presets the result to void; FALSE matches 6.30 on errors. */
-#define UDF_WRAPPER(fn, lisp_name)                                              \
+/* CLIPS's own "expected argument #n to be of type ..." error. */
+static void fail_type(struct udf_call *c, unsigned int n, const char *expected) {
+    ExpectedTypeError1(c->env, c->name, n, expected);
+    SetEvaluationError(c->env, true);
+}
+
+/* CLIPS 6.4 checks argument counts itself and presets the result to void;
+ * FALSE matches 6.30 on errors (and the "b" first in every return type makes
+ * CLIPS's own argument errors return FALSE too). */
+#define UDF_TRAMPOLINE(fn, lisp_name, min, max, returns, arg_types, restrictions)  \
     static void fn##_udf(Environment *env, UDFContext *context, UDFValue *ret) { \
-        struct udf_call c = {env, context, ret, lisp_name};                     \
+        struct udf_call c = {env, context, ret, lisp_name, CLARA_ENV(env)};      \
         ret->lexemeValue = FalseSymbol(env);                                    \
-        fn(&c);                                                                 \
+        fn##_fn(&c);                                                            \
     }
 
+typedef UserDefinedFunction *udf_pointer;
+
+/* External address type callbacks. */
+static bool json_discard(Environment *env, void *p) {
+    (void)env;
+    json_value_free(p);
+    return true;
+}
+static void json_print(Environment *env, const char *logical_name, void *address) {
+    WriteString(env, logical_name, "<clara-json ");
+    WriteString(env, logical_name, ((struct json_value *)((CLIPSExternalAddress *)address)->contents)->text);
+    WriteString(env, logical_name, ">");
+}
+static void env_cleanup(Environment *env) { clara_env_free(CLARA_ENV(env)); }
+#define ENV(e) ((Environment *)(e))
+
+static int assert_text(struct udf_call *c, const char *fact) { return AssertString(c->env, fact) != NULL; }
+static int build_text(void *env, const char *construct) { return Build(ENV(env), construct) == BE_NO_ERROR; }
+static int template_exists(void *env, const char *name) { return FindDeftemplate(ENV(env), name) != NULL; }
+static void on_clear_rebuild(Environment *env, void *context);
+static int add_clear_hook(void *env) {
+    return AddClearFunction(ENV(env), "clara-reply-template", on_clear_rebuild, -30000, NULL);
+}
+
 #else /* CLIPS 6.30 */
+
+#define ANY_COUNT (-1)
 
 struct udf_call {
     void *env;
     DATA_OBJECT_PTR ret;
     const char *name;
+    struct clara_env *state;
 };
+
+static unsigned arg_count(struct udf_call *c) { return (unsigned)EnvRtnArgCount(c->env); }
 
 static int arg_string(struct udf_call *c, unsigned int n, const char **out) {
     DATA_OBJECT v;
     if (EnvArgTypeCheck(c->env, c->name, (int)n, STRING, &v) == FALSE) return 0;
     *out = DOToString(v);
     return 1;
+}
+
+static void read_value(struct udf_call *c, int type, void *value, struct cvalue *f) {
+    memset(f, 0, sizeof *f);
+    switch (type) {
+    case STRING:
+        f->kind = V_STRING;
+        f->text = ValueToString(value);
+        break;
+    case SYMBOL:
+        f->kind = V_SYMBOL;
+        f->text = ValueToString(value);
+        break;
+    case INSTANCE_NAME:
+        f->kind = V_INSTANCE_NAME;
+        f->text = ValueToString(value);
+        break;
+    case INTEGER:
+        f->kind = V_INTEGER;
+        f->integer = ValueToLong(value);
+        break;
+    case FLOAT:
+        f->kind = V_FLOAT;
+        f->real = ValueToDouble(value);
+        break;
+    case EXTERNAL_ADDRESS:
+        f->kind = V_OTHER;
+        if (((struct externalAddressHashNode *)value)->type == c->state->json_type) {
+            f->kind = V_JSON;
+            f->text = ((struct json_value *)ValueToExternalAddress(value))->text;
+        }
+        break;
+    default:
+        f->kind = V_OTHER;
+        break;
+    }
+}
+
+static int arg_value(struct udf_call *c, unsigned int n, struct cvalue *f) {
+    DATA_OBJECT v;
+    EnvRtnUnknown(c->env, (int)n, &v);
+    if (GetEvaluationError(c->env)) return 0;
+    if (GetType(v) == MULTIFIELD) {
+        memset(f, 0, sizeof *f);
+        f->kind = V_MULTIFIELD;
+        f->mf = GetValue(v);
+        f->begin = (size_t)GetDOBegin(v); /* 1-based, as GetMFType counts */
+        f->length = (size_t)GetDOLength(v);
+        return 1;
+    }
+    read_value(c, GetType(v), GetValue(v), f);
+    return 1;
+}
+
+static void multifield_item(struct udf_call *c, const struct cvalue *mf, size_t i, struct cvalue *out) {
+    long index = (long)(mf->begin + i);
+    read_value(c, GetMFType(mf->mf, index), GetMFValue(mf->mf, index), out);
 }
 
 static void set(struct udf_call *c, unsigned short type, void *value) {
@@ -84,6 +327,9 @@ static void ret_string(struct udf_call *c, const char *s) { set(c, STRING, EnvAd
 static void ret_symbol(struct udf_call *c, const char *s) { set(c, SYMBOL, EnvAddSymbol(c->env, s)); }
 static void ret_integer(struct udf_call *c, long long n) { set(c, INTEGER, EnvAddLong(c->env, n)); }
 static void ret_float(struct udf_call *c, double d) { set(c, FLOAT, EnvAddDouble(c->env, d)); }
+static void ret_json(struct udf_call *c, struct json_value *v) {
+    set(c, EXTERNAL_ADDRESS, EnvAddExternalAddress(c->env, v, c->state->json_type));
+}
 
 static void fail(struct udf_call *c, const char *message) {
     PrintErrorID(c->env, "CLARA", 1, FALSE);
@@ -94,61 +340,263 @@ static void fail(struct udf_call *c, const char *message) {
     SetEvaluationError(c->env, TRUE);
 }
 
-/* 6.30 checks argument counts only when the function asks. */
-static int arg_count(struct udf_call *c, int n) {
-    return EnvArgCountCheck(c->env, c->name, EXACTLY, n) != -1;
+static void fail_type(struct udf_call *c, unsigned int n, const char *expected) {
+    ExpectedTypeError1(c->env, c->name, (int)n, expected);
+    SetEvaluationError(c->env, TRUE);
 }
 
-#define UDF_WRAPPER(fn, lisp_name)                            \
-    static void fn##_udf(void *env, DATA_OBJECT_PTR ret) {    \
-        struct udf_call c = {env, ret, lisp_name};            \
-        ret_symbol(&c, "FALSE");                              \
-        if (arg_count(&c, fn##_args)) fn(&c);                 \
+/* 6.30 checks argument counts only when the function asks. */
+static int arg_count_ok(struct udf_call *c, int min, int max) {
+    if (min == max) return EnvArgCountCheck(c->env, c->name, EXACTLY, min) != -1;
+    if (EnvArgCountCheck(c->env, c->name, AT_LEAST, min) == -1) return 0;
+    return max == ANY_COUNT || EnvArgCountCheck(c->env, c->name, NO_MORE_THAN, max) != -1;
+}
+
+#define UDF_TRAMPOLINE(fn, lisp_name, min, max, returns, arg_types, restrictions)              \
+    static void fn##_udf(void *env, DATA_OBJECT_PTR ret) {                                      \
+        struct udf_call c = {env, ret, lisp_name, CLARA_ENV(env)};                              \
+        ret_symbol(&c, "FALSE");                                                                \
+        if (arg_count_ok(&c, min, max)) fn##_fn(&c);                                            \
     }
+
+typedef void (*udf_pointer)(void *, DATA_OBJECT_PTR);
+
+static intBool json_discard(void *env, void *p) {
+    (void)env;
+    json_value_free(p);
+    return TRUE;
+}
+static void json_print(void *env, const char *logical_name, void *address) {
+    EnvPrintRouter(env, logical_name, "<clara-json ");
+    EnvPrintRouter(env, logical_name, ((struct json_value *)ValueToExternalAddress(address))->text);
+    EnvPrintRouter(env, logical_name, ">");
+}
+static void env_cleanup(void *env) { clara_env_free(CLARA_ENV(env)); }
+#define ENV(e) (e)
+
+static int assert_text(struct udf_call *c, const char *fact) { return EnvAssertString(c->env, fact) != NULL; }
+static int build_text(void *env, const char *construct) { return EnvBuild(env, construct) != 0; }
+static int template_exists(void *env, const char *name) { return EnvFindDeftemplate(env, name) != NULL; }
+static void on_clear_rebuild(void *env);
+static int add_clear_hook(void *env) { return EnvAddClearFunction(env, "clara-reply-template", on_clear_rebuild, -30000) != 0; }
+typedef struct FunctionDefinition FunctionDefinition;
 
 #endif
 
+/* ---- JSON text ---------------------------------------------------------- */
+
+/* A growing malloc'd buffer; failed is set once malloc fails. */
+struct buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+};
+
+static void buf_put(struct buf *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->cap - b->len <= n) {
+        size_t cap = b->cap ? b->cap : 256;
+        char *grown;
+        while (cap - b->len <= n) {
+            if (cap > SIZE_MAX / 2) {
+                b->failed = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        grown = realloc(b->data, cap);
+        if (grown == NULL) {
+            b->failed = 1;
+            return;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void buf_str(struct buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+/* Length of the UTF-8 sequence starting at s (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0 if it is not one. */
+static size_t utf8_sequence(const unsigned char *s) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
+        if (c == 0xe0 && s[1] < 0xa0) return 0; /* overlong */
+        if (c == 0xed && s[1] > 0x9f) return 0; /* surrogate */
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80) return 0;
+        if (c == 0xf0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xf4 && s[1] > 0x8f) return 0; /* above U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* Appends s as a JSON string; 0 if s is not valid UTF-8. */
+static int buf_json_string(struct buf *b, const char *s) {
+    const unsigned char *p = (const unsigned char *)s, *run = p;
+    buf_put(b, "\"", 1);
+    while (*p != '\0') {
+        const char *escape = NULL;
+        char hex[8];
+        size_t n;
+        switch (*p) {
+        case '"': escape = "\\\""; break;
+        case '\\': escape = "\\\\"; break;
+        case '\n': escape = "\\n"; break;
+        case '\r': escape = "\\r"; break;
+        case '\t': escape = "\\t"; break;
+        case '\b': escape = "\\b"; break;
+        case '\f': escape = "\\f"; break;
+        default:
+            if (*p < 0x20) {
+                snprintf(hex, sizeof hex, "\\u%04x", *p);
+                escape = hex;
+            }
+        }
+        if (escape != NULL) {
+            buf_put(b, (const char *)run, (size_t)(p - run));
+            buf_str(b, escape);
+            run = ++p;
+            continue;
+        }
+        n = utf8_sequence(p);
+        if (n == 0) return 0;
+        p += n;
+    }
+    buf_put(b, (const char *)run, (size_t)(p - run));
+    buf_put(b, "\"", 1);
+    return 1;
+}
+
+/* Appends a finite double so that it reads back as the same double and as a
+ * float (1.0, not 1), whatever LC_NUMERIC the program set. */
+static void buf_float(struct buf *b, double d) {
+    char text[40];
+    const char *point = localeconv()->decimal_point;
+    int precision;
+    for (precision = 15; precision <= 17; precision++) {
+        snprintf(text, sizeof text, "%.*g", precision, d);
+        if (strtod(text, NULL) == d) break;
+    }
+    if (point != NULL && point[0] != '\0' && strcmp(point, ".") != 0) {
+        char *at = strstr(text, point);
+        if (at != NULL) {
+            size_t pl = strlen(point);
+            *at = '.';
+            memmove(at + 1, at + pl, strlen(at + pl) + 1);
+        }
+    }
+    if (strpbrk(text, ".eE") == NULL) strcat(text, ".0");
+    buf_str(b, text);
+}
+
+/* fail() with a printf-style message. */
+static void failf(struct udf_call *c, const char *format, ...) {
+    char message[512];
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(message, sizeof message, format, ap);
+    va_end(ap);
+    fail(c, message);
+}
+
+/* Appends the JSON form of one value (argument n, or an item of it); on a
+ * value JSON cannot hold, reports the error and returns 0. */
+static int buf_value(struct udf_call *c, struct buf *b, const struct cvalue *f, unsigned int n, int item) {
+    char number[32];
+    if (f->kind == V_SYMBOL) {
+        const char *literal = strcmp(f->text, "TRUE") == 0    ? "true"
+                              : strcmp(f->text, "FALSE") == 0 ? "false"
+                              : strcmp(f->text, "nil") == 0   ? "null"
+                                                              : NULL;
+        if (literal != NULL) {
+            buf_str(b, literal);
+            return 1;
+        }
+    }
+    switch (f->kind) {
+    case V_SYMBOL: /* any other symbol is a string */
+    case V_STRING:
+    case V_INSTANCE_NAME:
+        if (buf_json_string(b, f->text)) return 1;
+        failf(c, "argument #%u: a string that is not valid UTF-8", n);
+        return 0;
+    case V_INTEGER:
+        snprintf(number, sizeof number, "%lld", f->integer);
+        buf_str(b, number);
+        return 1;
+    case V_FLOAT:
+        if (!isfinite(f->real)) {
+            failf(c, "argument #%u: an infinite or NaN float, which JSON cannot represent", n);
+            return 0;
+        }
+        buf_float(b, f->real);
+        return 1;
+    case V_JSON:
+        buf_str(b, f->text);
+        return 1;
+    case V_MULTIFIELD: {
+        size_t i;
+        buf_put(b, "[", 1);
+        for (i = 0; i < f->length; i++) {
+            struct cvalue it;
+            multifield_item(c, f, i, &it);
+            if (i > 0) buf_put(b, ",", 1);
+            if (!buf_value(c, b, &it, n, 1)) return 0;
+        }
+        buf_put(b, "]", 1);
+        return 1;
+    }
+    default:
+        fail_type(c, n,
+                  item ? "multifield of strings, symbols, numbers or clara-json values"
+                       : "string, symbol, number, multifield or clara-json value");
+        return 0;
+    }
+}
+
 /* ---- The functions ------------------------------------------------------ */
 
-/* (clara-evaluate ?json) -> the envelope, a STRING. */
-enum { clara_evaluate_fn_args = 1 };
-static void clara_evaluate_fn(struct udf_call *c) {
-    const char *request;
-    char *response;
-    if (!arg_string(c, 1, &request)) return;
-    response = clara_evaluate(request);
+/* Returns Clara's envelope as a STRING, freeing it. */
+static void ret_envelope(struct udf_call *c, char *response) {
     if (response == NULL) {
         fail(c, "out of memory");
         return;
     }
     ret_string(c, response);
     clara_free_string(response);
+}
+
+/* (clara-evaluate ?json) -> the envelope, a STRING. */
+static void clara_evaluate_fn(struct udf_call *c) {
+    const char *request;
+    if (arg_string(c, 1, &request)) ret_envelope(c, clara_evaluate(request));
 }
 
 /* (clara-emit ?json) -> what the event fired, an envelope STRING. */
-enum { clara_emit_fn_args = 1 };
 static void clara_emit_fn(struct udf_call *c) {
     const char *event;
-    char *response;
-    if (!arg_string(c, 1, &event)) return;
-    response = clara_emit(event);
-    if (response == NULL) {
-        fail(c, "out of memory");
-        return;
-    }
-    ret_string(c, response);
-    clara_free_string(response);
+    if (arg_string(c, 1, &event)) ret_envelope(c, clara_emit(event));
 }
 
 /* (json-get ?json ?path) -> the value at path, typed for CLIPS. */
-enum { json_get_fn_args = 2 };
 static void json_get_fn(struct udf_call *c) {
     const char *json, *path;
     char *text = NULL, *end;
+    size_t length = 0;
     int kind;
     if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
     ret_symbol(c, "nil");
-    kind = clara_json_get(json, path, &text, NULL);
+    kind = clara_json_get(json, path, &text, &length);
     switch (kind) {
     case CLARA_JSON_MISSING:
     case CLARA_JSON_NULL:
@@ -166,6 +614,15 @@ static void json_get_fn(struct udf_call *c) {
         ret_float(c, strtod(text, &end));
         break;
     case CLARA_JSON_STRING:
+        /* A CLIPS string ends at its first NUL: say so rather than hand
+         * back a shorter string as if it were the value. */
+        if (text != NULL && strlen(text) != length) {
+            fail(c, "the string at this path holds a NUL character (\\u0000), which a CLIPS string cannot; "
+                    "read the JSON of its parent instead");
+            break;
+        }
+        ret_string(c, text);
+        break;
     case CLARA_JSON_ARRAY:
     case CLARA_JSON_OBJECT:
         ret_string(c, text);
@@ -180,40 +637,372 @@ static void json_get_fn(struct udf_call *c) {
     clara_free_string(text);
 }
 
-UDF_WRAPPER(clara_evaluate_fn, "clara-evaluate")
-UDF_WRAPPER(clara_emit_fn, "clara-emit")
-UDF_WRAPPER(json_get_fn, "json-get")
+/* (clara-json ?text) -> a value that clara-call sends as the JSON it holds.
+ * The text must be exactly one JSON value, so it cannot reach outside its
+ * place in the request. */
+static void clara_json_fn(struct udf_call *c) {
+    const char *text;
+    char *ignored = NULL;
+    struct json_value *v;
+    int kind;
+    if (!arg_string(c, 1, &text)) return;
+    kind = clara_json_get(text, "", &ignored, NULL);
+    clara_free_string(ignored);
+    if (kind == -CLARA_EINVAL) {
+        fail(c, "the argument is not one valid JSON value");
+        return;
+    }
+    if (kind < 0) {
+        fail(c, clara_strerror(kind));
+        return;
+    }
+    v = json_value_new(c->state, text);
+    if (v == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    ret_json(c, v);
+}
+
+/* The keywords of clara-call: the request fields they set. */
+static const struct {
+    const char *keyword, *field;
+} call_keywords[] = {
+    {":session", "session"},
+    {":policy", "policy"},
+    {":id", "id"},
+    {":trace", "trace"},
+};
+#define N_CALL_KEYWORDS (sizeof call_keywords / sizeof call_keywords[0])
+
+/* A key of clara-call's arguments, as it stands escaped in the buffer. */
+struct key_span {
+    size_t start, len;
+};
+
+/* (clara-call TOOL [key value]... [:session S] [:policy P] [:id X] [:trace B])
+ * -> the envelope, a STRING. */
+static void clara_call_fn(struct udf_call *c) {
+    unsigned int n = arg_count(c), i;
+    struct buf request = {0}, fields = {0};
+    struct key_span *keys = NULL;
+    size_t nkeys = 0, k;
+    unsigned seen = 0;
+    struct cvalue f;
+    int ok = 0;
+
+    keys = malloc(sizeof *keys * (n / 2 + 1));
+    if (keys == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    if (!arg_value(c, 1, &f)) goto done;
+    if (f.kind != V_SYMBOL && f.kind != V_STRING) {
+        fail_type(c, 1, "symbol or string");
+        goto done;
+    }
+    buf_str(&request, "{\"tool\":");
+    if (!buf_json_string(&request, f.text)) {
+        failf(c, "argument #1: a string that is not valid UTF-8");
+        goto done;
+    }
+    buf_str(&request, ",\"arguments\":{");
+    for (i = 2; i <= n; i += 2) {
+        struct buf *out = &request;
+        if (!arg_value(c, i, &f)) goto done;
+        if (f.kind != V_SYMBOL && f.kind != V_STRING) {
+            fail_type(c, i, "symbol or string");
+            goto done;
+        }
+        if (i + 1 > n) {
+            failf(c, "%s has no value (arguments come as key value pairs)", f.text);
+            goto done;
+        }
+        if (f.kind == V_SYMBOL && f.text[0] == ':') {
+            for (k = 0; k < N_CALL_KEYWORDS && strcmp(f.text, call_keywords[k].keyword) != 0; k++) continue;
+            if (k == N_CALL_KEYWORDS) {
+                failf(c, "unknown keyword %s (the keywords are :session, :policy, :id and :trace)", f.text);
+                goto done;
+            }
+            if (seen & (1u << k)) {
+                failf(c, "%s is given twice", f.text);
+                goto done;
+            }
+            seen |= 1u << k;
+            out = &fields;
+            buf_str(out, ",\"");
+            buf_str(out, call_keywords[k].field);
+            buf_str(out, "\":");
+        } else {
+            struct key_span span;
+            if (nkeys > 0) buf_put(out, ",", 1);
+            span.start = request.len;
+            if (!buf_json_string(out, f.text)) {
+                failf(c, "argument #%u: a string that is not valid UTF-8", i);
+                goto done;
+            }
+            span.len = request.len - span.start;
+            for (k = 0; k < nkeys && !request.failed; k++) {
+                if (keys[k].len == span.len &&
+                    memcmp(request.data + keys[k].start, request.data + span.start, span.len) == 0) {
+                    failf(c, "the argument %s is given twice", f.text);
+                    goto done;
+                }
+            }
+            keys[nkeys++] = span;
+            buf_put(out, ":", 1);
+        }
+        if (!arg_value(c, i + 1, &f)) goto done;
+        if (!buf_value(c, out, &f, i + 1, 0)) goto done;
+    }
+    buf_put(&request, "}", 1);
+    if (fields.len > 0) buf_put(&request, fields.data, fields.len);
+    buf_put(&request, "}", 1);
+    if (request.failed || fields.failed) {
+        fail(c, "out of memory");
+        goto done;
+    }
+    ok = 1;
+done:
+    if (ok) ret_envelope(c, clara_evaluate(request.data));
+    free(request.data);
+    free(fields.data);
+    free(keys);
+}
+
+/* ---- Asynchronous calls ------------------------------------------------- */
+
+/* The template of the facts (clara-poll) asserts, one per finished call. */
+#define CLARA_REPLY_TEMPLATE                                                                          \
+    "(deftemplate clara-reply \"An asynchronous call of Clara that finished (clara-poll).\""            \
+    " (slot handle (type INTEGER)) (slot status (type SYMBOL)) (slot tool (type STRING))"             \
+    " (slot json (type STRING)))"
+
+static int constructs_ready(void *env) {
+    return GetEnvironmentData(ENV(env), CONSTRUCT_DATA) != NULL && GetEnvironmentData(ENV(env), DEFTEMPLATE_DATA) != NULL;
+}
+
+static int define_reply_template(void *env) {
+    return template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE);
+}
+
+/* (clear) removes every construct: the template comes back after it. */
+#ifdef CLARA_CLIPS_64
+static void on_clear_rebuild(Environment *env, void *context) {
+    (void)context;
+    define_reply_template(env);
+}
+#else
+static void on_clear_rebuild(void *env) { define_reply_template(env); }
+#endif
+
+/* Reads argument n as a handle (an INTEGER). */
+static int arg_handle(struct udf_call *c, unsigned int n, int64_t *out) {
+    struct cvalue f;
+    if (!arg_value(c, n, &f)) return 0;
+    if (f.kind != V_INTEGER) {
+        fail_type(c, n, "integer");
+        return 0;
+    }
+    *out = (int64_t)f.integer;
+    return 1;
+}
+
+/* (clara-evaluate-async ?json) -> the call's handle, an INTEGER; FALSE
+ * (with an error) when Clara refuses the request. */
+static void clara_evaluate_async_fn(struct udf_call *c) {
+    const char *request;
+    int64_t h;
+    if (!arg_string(c, 1, &request)) return;
+    h = clara_submit(request);
+    if (h > 0) {
+        ret_integer(c, (long long)h);
+        return;
+    }
+    failf(c, "the request was refused: %s (Clara logs the reason at warn level)", clara_strerror((int)h));
+}
+
+/* (clara-eval-complete ?h) -> TRUE when the call's answer is ready. */
+static void clara_eval_complete_fn(struct udf_call *c) {
+    int64_t h;
+    int ready;
+    if (!arg_handle(c, 1, &h)) return;
+    ready = clara_ready(h);
+    if (ready < 0) {
+        failf(c, "no call %lld: never submitted, or already collected", (long long)h);
+        return;
+    }
+    ret_symbol(c, ready ? "TRUE" : "FALSE");
+}
+
+/* (clara-eval-result ?h) -> the envelope, waiting for it; the handle is
+ * then spent. */
+static void clara_eval_result_fn(struct udf_call *c) {
+    int64_t h;
+    if (arg_handle(c, 1, &h)) ret_envelope(c, clara_wait(h, -1));
+}
+
+/* (clara-eval-cancel ?h) -> TRUE; the answer is then a tool_failed
+ * envelope, ready at once. */
+static void clara_eval_cancel_fn(struct udf_call *c) {
+    int64_t h;
+    if (!arg_handle(c, 1, &h)) return;
+    if (clara_cancel(h) != CLARA_OK) {
+        failf(c, "no call %lld: never submitted, or already collected", (long long)h);
+        return;
+    }
+    ret_symbol(c, "TRUE");
+}
+
+/* Appends s to b as the body of a CLIPS string literal. */
+static void buf_clips_string(struct buf *b, const char *s) {
+    buf_put(b, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') buf_put(b, "\\", 1);
+        buf_put(b, s, 1);
+    }
+    buf_put(b, "\"", 1);
+}
+
+/* Asserts (clara-reply ...) for one finished call, collecting its answer. */
+static int assert_reply(struct udf_call *c, int64_t h, const char *tool, const char *status) {
+    struct buf fact = {0};
+    char num[32];
+    int ok;
+    char *env = clara_wait(h, 0);
+    if (env == NULL) return 0;
+    snprintf(num, sizeof num, "%lld", (long long)h);
+    buf_str(&fact, "(clara-reply (handle ");
+    buf_str(&fact, num);
+    buf_str(&fact, ") (status ");
+    buf_str(&fact, strcmp(status, "success") == 0 ? "success" : "error");
+    buf_str(&fact, ") (tool ");
+    buf_clips_string(&fact, tool);
+    buf_str(&fact, ") (json ");
+    buf_clips_string(&fact, env);
+    buf_str(&fact, "))");
+    ok = !fact.failed && assert_text(c, fact.data);
+    clara_free_string(env);
+    free(fact.data);
+    return ok;
+}
+
+/* Reads item i's field of clara_async_take's list; NULL when missing. */
+static char *take_field(const char *list, long long i, const char *field) {
+    char path[64], *text = NULL;
+    snprintf(path, sizeof path, "%lld.%s", i, field);
+    if (clara_json_get(list, path, &text, NULL) < 0) return NULL;
+    return text;
+}
+
+/* (clara-poll) -> how many (clara-reply (handle) (status) (tool) (json))
+ * facts it asserted: one per call finished since the last poll. Each call's
+ * answer is collected into its fact (the handle is then spent). */
+static void clara_poll_fn(struct udf_call *c) {
+    char *list = clara_async_take(0), *handle;
+    long long i, asserted = 0;
+    if (list == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    if (!define_reply_template(c->env)) {
+        clara_free_string(list);
+        fail(c, "cannot define the clara-reply template");
+        return;
+    }
+    for (i = 0; (handle = take_field(list, i, "handle")) != NULL; i++) {
+        char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
+        if (assert_reply(c, strtoll(handle, NULL, 10), tool ? tool : "", status ? status : "error")) asserted++;
+        clara_free_string(handle);
+        clara_free_string(tool);
+        clara_free_string(status);
+    }
+    clara_free_string(list);
+    ret_integer(c, asserted);
+}
 
 /* ---- Registration ------------------------------------------------------- */
 
+/*
+ * The functions: C name, CLIPS name, argument counts (min, max), then the
+ * types as CLIPS 6.4x wants them (return types; argument types, the first
+ * for every argument, then one per position) and as 6.30 wants them
+ * (restrictions: counts, default type, one per position).
+ */
+#define CLARA_UDFS(X)                                                                   \
+    X(clara_evaluate, "clara-evaluate", 1, 1, "bs", "s", "11s")                       \
+    X(clara_emit, "clara-emit", 1, 1, "bs", "s", "11s")                               \
+    X(json_get, "json-get", 2, 2, "bdlsy", "s", "22s")                                \
+    X(clara_call, "clara-call", 1, ANY_COUNT, "bs", "*;sy", "1*uk")                   \
+    X(clara_json, "clara-json", 1, 1, "be", "s", "11s")                               \
+    X(clara_evaluate_async, "clara-evaluate-async", 1, 1, "bl", "s", "11s")           \
+    X(clara_eval_complete, "clara-eval-complete", 1, 1, "b", "l", "11i")              \
+    X(clara_eval_result, "clara-eval-result", 1, 1, "bs", "l", "11i")                 \
+    X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
+    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")
+
+CLARA_UDFS(UDF_TRAMPOLINE)
+
 struct udf_entry {
     const char *name;
-    unsigned short args;    /* exact argument count */
-    const char *returns;    /* 6.4x return types */
-    const char *arg_types;  /* 6.4x argument types */
-    const char *restrictions; /* 6.30: counts and types; CLIPS keeps the pointer */
-#ifdef CLARA_CLIPS_64
-    UserDefinedFunction *fn;
-#else
-    void (*fn)(void *, DATA_OBJECT_PTR);
-#endif
-    const char *c_name;
+    int min, max;
+    const char *returns;      /* 6.4x */
+    const char *arg_types;    /* 6.4x */
+    const char *restrictions; /* 6.30; CLIPS keeps the pointer */
+    udf_pointer fn;
+    const char *c_name; /* also how registration recognises its own functions */
 };
 
-static const struct udf_entry udfs[] = {
-    {"clara-evaluate", 1, "s", "s", "11s", clara_evaluate_fn_udf, "clara_evaluate_fn_udf"},
-    {"clara-emit", 1, "s", "s", "11s", clara_emit_fn_udf, "clara_emit_fn_udf"},
-    {"json-get", 2, "bdlsy", "s", "22s", json_get_fn_udf, "json_get_fn_udf"},
-};
+#define UDF_ENTRY(fn, lisp_name, min, max, returns, arg_types, restrictions) \
+    {lisp_name, min, max, returns, arg_types, restrictions, fn##_udf, "clara_clips_" #fn},
+
+static const struct udf_entry udfs[] = {CLARA_UDFS(UDF_ENTRY)};
+#define N_UDFS (sizeof udfs / sizeof udfs[0])
+
+/* The state of an environment, made on first registration: the data block,
+ * the clara-json type. NULL when the position holds something else. */
+static struct clara_env *clara_env_get(void *environment) {
+    static struct externalAddressType json_type = {"clara-json", json_print, json_print, json_discard, NULL, NULL};
+    struct clara_env *state = CLARA_ENV(environment);
+    if (state != NULL) return state->magic == CLARA_ENV_MAGIC ? state : NULL;
+    /* InstallExternalAddressType exits the process when the table is full. */
+    if (EvaluationData(ENV(environment))->numberOfAddressTypes >= MAXIMUM_EXTERNAL_ADDRESS_TYPES) return NULL;
+    if (!AllocateEnvironmentData(ENV(environment), CLARA_CLIPS_DATA_POSITION, sizeof *state, env_cleanup))
+        return NULL;
+    state = CLARA_ENV(environment);
+    state->magic = CLARA_ENV_MAGIC;
+    state->values.next = state->values.prev = &state->values;
+    state->json_type = (unsigned short)InstallExternalAddressType(ENV(environment), &json_type);
+    return state;
+}
 
 int clara_clips_register(void *environment) {
+    int defined[N_UDFS];
     size_t i;
     if (environment == NULL) return -CLARA_EINVAL;
-    for (i = 0; i < sizeof udfs / sizeof udfs[0]; i++) {
+    /* Registering twice (userfunctions.c, then the program) is harmless: a
+     * function of ours already there is kept. A function of the same name
+     * that is not ours is a conflict, found before anything is defined. */
+    for (i = 0; i < N_UDFS; i++) {
+        FunctionDefinition *fd = FindFunction(ENV(environment), udfs[i].name);
+        defined[i] = fd != NULL;
+        if (fd != NULL && (fd->actualFunctionName == NULL || strcmp(fd->actualFunctionName, udfs[i].c_name) != 0))
+            return -CLARA_EINVAL;
+    }
+    if (clara_env_get(environment) == NULL) return -CLARA_EINVAL;
+    /* The template of clara-poll's facts, before any rule that matches
+     * them is parsed, and again after every (clear). CLIPS 6.4 calls
+     * UserFunctions before it sets up constructs: then the template waits
+     * for the program's own clara_clips_register (or the first poll). */
+    if (constructs_ready(environment) && !template_exists(environment, "clara-reply")) {
+        if (!define_reply_template(environment) || !add_clear_hook(environment)) return -CLARA_EINVAL;
+    }
+    for (i = 0; i < N_UDFS; i++) {
         const struct udf_entry *u = &udfs[i];
+        if (defined[i]) continue;
 #ifdef CLARA_CLIPS_64
-        if (AddUDF((Environment *)environment, u->name, u->returns, u->args, u->args, u->arg_types, u->fn,
-                   u->c_name, NULL) != AUE_NO_ERROR)
+        if (AddUDF(environment, u->name, u->returns, (unsigned short)u->min, (unsigned short)u->max, u->arg_types,
+                   u->fn, u->c_name, NULL) != AUE_NO_ERROR)
             return -CLARA_EINVAL;
 #else
         /* CLIPS 6.30 stores every function as int (*)(void *); cast through

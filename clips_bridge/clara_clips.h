@@ -10,12 +10,26 @@
  *   (json-get ?json ?path)   the value at a gjson path: STRING, INTEGER, FLOAT,
  *                            the symbols TRUE/FALSE, the symbol nil for null or
  *                            missing, a STRING of JSON for arrays and objects
+ *   (clara-call TOOL [key value]... [:session S] [:policy P] [:id X] [:trace B])
+ *                            a request built from CLIPS values; the envelope
+ *   (clara-json ?text)       a value clara-call sends as the JSON it holds
  *
  * The same source builds against CLIPS 6.30 (Debian's libclips-dev) and
  * CLIPS 6.4x; the version is chosen at compile time from the CLIPS headers.
  */
 #ifndef CLARA_CLIPS_H
 #define CLARA_CLIPS_H
+
+/*
+ * The CLIPS environment data position where clara_clips_register() keeps its
+ * state for the environment (USER_ENVIRONMENT_DATA + 17; CLIPS leaves
+ * positions 70 to 99 to extensions). If your program allocates environment
+ * data at this position, compile clara_clips.c with another one, e.g.
+ * -DCLARA_CLIPS_DATA_POSITION=95.
+ */
+#ifndef CLARA_CLIPS_DATA_POSITION
+#define CLARA_CLIPS_DATA_POSITION 87
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,14 +40,22 @@ extern "C" {
  *
  * environment is the CLIPS environment (void * in CLIPS 6.30, Environment *
  * in 6.4x), for example the result of CreateEnvironment(). Call it once per
- * environment, before loading constructs that use the functions.
+ * environment, before loading constructs that use the functions. Calling it
+ * again for the same environment (for example after userfunctions.c did)
+ * changes nothing and returns 0.
  *
- * Ownership: nothing is retained but the definitions inside the environment.
+ * Ownership: the environment keeps Clara's definitions and a small state at
+ *            environment data position CLARA_CLIPS_DATA_POSITION, both freed
+ *            by DestroyEnvironment().
  * Threads:   CLIPS's rule applies: an environment is used by one thread at a
  *            time. Different environments may run on different threads and
  *            share Clara.
  * Returns:   0 (CLARA_OK) on success; -1 (-CLARA_EINVAL) when environment is
- *            NULL or CLIPS refused a definition.
+ *            NULL, when a function of one of Clara's names that is not
+ *            Clara's is defined already (then none is defined), when the
+ *            environment data position holds other data or the environment
+ *            has no room for another external address type, or when CLIPS
+ *            refused a definition.
  */
 int clara_clips_register(void *environment);
 

@@ -2,19 +2,22 @@
 /*
  * clara-clips - a CLIPS shell with Clara's functions built in.
  *
- * usage: clara-clips [--config PATH] [--evaluator NAME] [CLIPS options]
+ * usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [CLIPS options]
  *
  *   --config PATH     apply a Clara configuration file (TOML or JSON)
  *   --evaluator NAME  the tool of simple-form requests, e.g. echo
+ *   --test-mode       Clara's test mode (test_mode = true): tools that reach
+ *                     the network, write files or run programs are skipped
  *   -f FILE.clp       run the commands in FILE (batch), as clips -f does
  *   -f2 FILE          the same, without echoing the commands
  *   -l FILE           load the constructs in FILE
  *   -h, --help        this text
  *   --version         Clara's and CLIPS's versions
  *
- * Without -f, CLIPS's own interactive command loop runs. When standard
- * input ends (Ctrl-D, or the end of a pipe or of /dev/null after a batch
- * file), clara-clips exits with status 0 instead of waiting forever as the
+ * --config, --evaluator and --test-mode apply in the order given. Without
+ * -f, CLIPS's own interactive command loop runs. When standard input ends
+ * (Ctrl-D, or the end of a pipe or of /dev/null after a batch file),
+ * clara-clips exits with status 0 instead of waiting forever as the
  * plain clips shell does. Exit status: what (exit N) gives, 0 at the end of
  * input, or 2 when an option or the configuration is invalid.
  */
@@ -28,8 +31,18 @@
 #include "clara_clips.h"
 
 static const char usage[] =
-    "usage: clara-clips [--config PATH] [--evaluator NAME] [-f FILE.clp | -f2 FILE | -l FILE]...\n"
-    "       clara-clips --help | --version\n";
+    "usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [-f FILE.clp | -f2 FILE | -l FILE]...\n"
+    "       clara-clips --help | --version\n"
+    "\n"
+    "  --config PATH     apply a Clara configuration file (TOML or JSON)\n"
+    "  --evaluator NAME  the tool of simple-form requests, e.g. echo\n"
+    "  --test-mode       Clara's test mode (test_mode = true): tools that reach the network,\n"
+    "                    write files or run programs are skipped\n"
+    "  -f FILE.clp       run the commands in FILE, echoing them, as clips -f does\n"
+    "  -f2 FILE          the same, without echoing the commands\n"
+    "  -l FILE           load the constructs in FILE\n"
+    "  -h, --help        this text\n"
+    "  --version         Clara's and CLIPS's versions\n";
 
 /* Reads a whole file into a malloc'd NUL-terminated string. */
 static char *read_file(const char *path) {
@@ -82,7 +95,8 @@ static int configure(const char *text, const char *what) {
 }
 
 /* A router for "stdin" below CLIPS's batch router: batch files are read
- * first, then standard input, and its end ends the program. */
+ * first, then standard input, and its end ends the program. Other routers
+ * (priority 0 for files) stay below it. */
 #define STDIN_ROUTER_PRIORITY 10
 
 #if defined(UNBOUNDED) && defined(UDFHasNextArgument) /* CLIPS 6.4x */
@@ -103,11 +117,26 @@ static int stdin_unread(Environment *env, const char *name, int ch, void *contex
     (void)env, (void)name, (void)context;
     return ungetc(ch, stdin);
 }
-static int add_stdin_router(void *env) {
-    return AddRouter((Environment *)env, "clara-stdin", STDIN_ROUTER_PRIORITY, stdin_query, NULL, stdin_read,
-                     stdin_unread, NULL, NULL);
+/* CLIPS 6.4 writes errors to stderr (unbuffered) and the rest to stdout
+ * (buffered when it is not a terminal): flushing stdout before each error
+ * keeps them in the order CLIPS wrote them, as in a terminal, when both go
+ * to one file or pipe. */
+static bool stderr_query(Environment *env, const char *name, void *context) {
+    (void)env, (void)context;
+    return strcmp(name, STDERR) == 0;
 }
-#else /* CLIPS 6.30 */
+static void stderr_write(Environment *env, const char *name, const char *text, void *context) {
+    (void)env, (void)name, (void)context;
+    fflush(stdout);
+    fputs(text, stderr);
+}
+static int add_routers(void *env) {
+    return AddRouter((Environment *)env, "clara-stdin", STDIN_ROUTER_PRIORITY, stdin_query, NULL, stdin_read,
+                     stdin_unread, NULL, NULL) &&
+           AddRouter((Environment *)env, "clara-stderr", STDIN_ROUTER_PRIORITY, stderr_query, stderr_write, NULL,
+                     NULL, NULL, NULL);
+}
+#else /* CLIPS 6.30 (which writes errors to stdout) */
 static int stdin_query(void *env, const char *name) {
     (void)env;
     return strcmp(name, "stdin") == 0;
@@ -125,7 +154,7 @@ static int stdin_unread(void *env, int ch, const char *name) {
     (void)env, (void)name;
     return ungetc(ch, stdin);
 }
-static int add_stdin_router(void *env) {
+static int add_routers(void *env) {
     return EnvAddRouter(env, "clara-stdin", STDIN_ROUTER_PRIORITY, stdin_query, NULL, stdin_read, stdin_unread,
                         NULL);
 }
@@ -149,7 +178,7 @@ int main(int argc, char *argv[]) {
             fputs(usage, stdout);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
-            printf("clara-clips %s (Clara %s)\n", CLARA_VERSION, clara_version());
+            printf("clara-clips %s (Clara %s, CLIPS %s)\n", CLARA_VERSION, clara_version(), VERSION_STRING);
             return 0;
         } else if (strcmp(a, "--config") == 0 || strcmp(a, "--evaluator") == 0) {
             if (i + 1 >= argc) {
@@ -176,6 +205,8 @@ int main(int argc, char *argv[]) {
                 snprintf(json, sizeof json, "{\"default_evaluator\":\"%s\"}", name);
                 if (!configure(json, "--evaluator")) return 2;
             }
+        } else if (strcmp(a, "--test-mode") == 0) {
+            if (!configure("test_mode = true", "--test-mode")) return 2;
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "-f2") == 0 || strcmp(a, "-l") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "clara-clips: %s needs a file\n%s", a, usage);
@@ -189,7 +220,7 @@ int main(int argc, char *argv[]) {
         }
     }
     env = CreateEnvironment();
-    if (env == NULL || clara_clips_register(env) != CLARA_OK || !add_stdin_router(env)) {
+    if (env == NULL || clara_clips_register(env) != CLARA_OK || !add_routers(env)) {
         fprintf(stderr, "clara-clips: cannot set up CLIPS\n");
         return 2;
     }

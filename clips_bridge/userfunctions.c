@@ -5,7 +5,10 @@
  *
  * Replace CLIPS's own userfunctions.c with this file, add
  * clips_bridge/clara_clips.c to the build, and link with -lclara. Every
- * environment CLIPS creates then has clara-evaluate and json-get.
+ * environment CLIPS creates then has Clara's functions (clara-call,
+ * clara-evaluate, json-get, ...). A program may still call
+ * clara_clips_register(env) itself: registering twice is harmless. This is
+ * how `make CLIPS_SRC=DIR` builds CLIPS 6.4x for clara-clips.
  *
  * Debian's prebuilt CLIPS already defines these hooks in libclips; with it,
  * call clara_clips_register(env) after CreateEnvironment() instead, as

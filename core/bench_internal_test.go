@@ -9,14 +9,10 @@ import (
 )
 
 // BenchmarkEvaluate_echo is the cheapest call as configured by default
-// (audit on, built-in rules on). Beside it, _noAudit measures what
-// recording every call costs (the switch exists for this measurement only:
-// Clara always audits) and _noRules what the built-in rules watching every
-// call cost. make bench reports each pair as one row.
+// (built-in rules on). Beside it, _noRules measures what the built-in rules
+// watching every call cost; toolbox's BenchmarkAudit_add what recording
+// every call costs. make bench reports each pair as one row.
 func BenchmarkEvaluate_echo(b *testing.B) { benchEcho(b, nil) }
-func BenchmarkEvaluate_echo_noAudit(b *testing.B) {
-	benchEcho(b, func(e *Engine) { e.auditOff = true })
-}
 func BenchmarkEvaluate_echo_noRules(b *testing.B) {
 	benchEcho(b, func(e *Engine) { e.Configure([]byte("[rules]\nbuiltin = false\n")) })
 }
@@ -75,12 +71,12 @@ func benchEcho(b *testing.B, setup func(*Engine)) {
 	}
 }
 
-func BenchmarkEvaluate_echo_parallel_audit(b *testing.B)   { benchEchoParallel(b, false) }
-func BenchmarkEvaluate_echo_parallel_noAudit(b *testing.B) { benchEchoParallel(b, true) }
+// BenchmarkEvaluate_echo_parallel calls from every processor at once (run
+// with -cpu 1,2 to see how the call path scales).
+func BenchmarkEvaluate_echo_parallel(b *testing.B) { benchEchoParallel(b) }
 
-func benchEchoParallel(b *testing.B, noAudit bool) {
+func benchEchoParallel(b *testing.B) {
 	e := New(Options{})
-	e.auditOff = noAudit
 	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
 	b.RunParallel(func(pb *testing.PB) {
 		buf := make([]byte, 0, 256)

@@ -20,7 +20,7 @@ var fixed = time.Date(2026, 11, 21, 21, 15, 37, 123e6, time.UTC)
 
 // defaultConfigJSON is the embedded default configuration as Configure and
 // Reset report it.
-const defaultConfigJSON = `{"audit":{"path":""},"default_evaluator":"echo","limits":{"max_depth":512,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8}},"state_dir":".clara","test_mode":false,"tools":[]}`
+const defaultConfigJSON = `{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"echo","limits":{"max_depth":512,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}`
 
 func newEngine(t testing.TB) *core.Engine {
 	t.Helper()
@@ -52,7 +52,6 @@ func TestEvaluate_envelopes(t *testing.T) {
 		{`{"tool":"echo","arguments":5}`, `{"status":"error","error":"invalid_request","message":"\"arguments\" must be an object, got a number"}`},
 		{`{"tool":"get_time","arguments":{"timezone":"Mars/Base"}}`, `{"status":"error","error":"invalid_args","message":"get_time: unknown timezone \"Mars/Base\" (use an IANA name such as \"Europe/Paris\")"}`},
 		{`{"tool":"get_time","arguments":{"tz":"UTC"}}`, `{"status":"error","error":"invalid_args","message":"tool \"get_time\": arguments do not match input_schema: at the top: additional properties 'tz' not allowed","details":[{"pointer":"","message":"additional properties 'tz' not allowed"}]}`},
-		{`{"tool":"echo","async":true}`, `{"status":"error","error":"invalid_request","message":"\"async\" is not supported by this version of Clara (0.1.0)"}`},
 	}
 	for _, c := range cases {
 		got := string(e.Evaluate([]byte(c.in)))
@@ -111,7 +110,7 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 func TestConfigure(t *testing.T) {
 	e := newEngine(t)
 	got := string(e.Configure([]byte("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 3\n")))
-	want := `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8}},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want := `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":16777216,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure TOML\n got %s\nwant %s", got, want)
 	}
@@ -123,13 +122,14 @@ func TestConfigure(t *testing.T) {
 	}
 	// JSON merges key by key.
 	got = string(e.Configure([]byte(`{"limits":{"max_request_bytes":10}}`)))
-	want = `{"status":"success","result":{"config":{"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":10,"timeout_ms":1000},"policy":{"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8}},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want = `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"default_evaluator":"get_time","limits":{"max_depth":3,"max_output_bytes":65536,"max_request_bytes":10,"timeout_ms":1000},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure JSON\n got %s\nwant %s", got, want)
 	}
 	// Errors apply nothing and list every problem.
 	got = string(e.Configure([]byte("default_evaluator = 5\nbogus = 1\n[limits]\nmax_depth = 0\ntypo = true\n")))
-	want = `{"status":"error","error":"invalid_request","message":"clara_configure: 4 problems: default_evaluator must be a string; limits.max_depth must be an integer from 1 to 1048576; unknown key \"bogus\"; unknown key \"limits.typo\"","details":["default_evaluator must be a string","limits.max_depth must be an integer from 1 to 1048576","unknown key \"bogus\"","unknown key \"limits.typo\""]}`
+	want = `{"status":"error","error":"invalid_request","message":"clara_configure: 4 problems: 1:1: default_evaluator must be a string; 2:1: unknown key \"bogus\"; 4:1: limits.max_depth must be an integer from 1 to 1048576; 5:1: unknown key \"limits.typo\"",` +
+		`"details":[{"line":1,"col":1,"message":"default_evaluator must be a string"},{"line":2,"col":1,"message":"unknown key \"bogus\""},{"line":4,"col":1,"message":"limits.max_depth must be an integer from 1 to 1048576"},{"line":5,"col":1,"message":"unknown key \"limits.typo\""}]}`
 	if got != want {
 		t.Fatalf("Configure errors\n got %s\nwant %s", got, want)
 	}
@@ -173,7 +173,8 @@ func TestConfigure_ownThresholds(t *testing.T) {
 		t.Fatalf("own threshold not kept: %s", got)
 	}
 	got = string(e.Configure([]byte(`{"rules":{"thresholds":{"too-warm":1,"name":"x"}}}`)))
-	want := `{"status":"error","error":"invalid_request","message":"clara_configure: 2 problems: rules.thresholds.name must be a number; unknown key \"rules.thresholds.too-warm\"","details":["rules.thresholds.name must be a number","unknown key \"rules.thresholds.too-warm\""]}`
+	want := `{"status":"error","error":"invalid_request","message":"clara_configure: 2 problems: 1:25: unknown key \"rules.thresholds.too-warm\"; 1:38: rules.thresholds.name must be a number",` +
+		`"details":[{"line":1,"col":25,"message":"unknown key \"rules.thresholds.too-warm\""},{"line":1,"col":38,"message":"rules.thresholds.name must be a number"}]}`
 	if got != want {
 		t.Fatalf("bad thresholds\n got %s\nwant %s", got, want)
 	}
@@ -181,7 +182,7 @@ func TestConfigure_ownThresholds(t *testing.T) {
 
 func TestConfigure_tomlErrorHasPosition(t *testing.T) {
 	got := string(newEngine(t).Configure([]byte("[limits]\nmax_depth = = 3\n")))
-	if !strings.Contains(got, `clara_configure: line 2, column`) {
+	if !strings.Contains(got, `"message":"clara_configure: 2:13: unexpected character U+003D '=' at start of value","details":[{"line":2,"col":13,`) {
 		t.Errorf("no position in %s", got)
 	}
 }

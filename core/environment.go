@@ -1,9 +1,7 @@
 package core
 
 import (
-	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/clara-lib/clara/core/logging"
@@ -48,14 +46,6 @@ func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
 		}
 	}
 	return e
-}
-
-func (e *Engine) loadBaseFile(path string) error {
-	text, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	return e.SetBase(text, path)
 }
 
 // isOn reads a boolean environment variable: 1, true, yes or on.

@@ -178,7 +178,7 @@ func TestEmit_errors(t *testing.T) {
 		{`{"event":"on_tool_complete"}`, `{"status":"error","error":"invalid_request","message":"on_tool_complete is emitted by the tool pipeline itself, not by callers"}`},
 		{`{"event":"on_tool_failure","payload":{}}`, `{"status":"error","error":"invalid_request","message":"on_tool_failure is emitted by the tool pipeline itself, not by callers"}`},
 		// Sessions.
-		{`{"event":"x","session":"` + long + `"}`, `{"status":"error","error":"invalid_request","message":"session name longer than 256 bytes"}`},
+		{`{"event":"x","session":"` + long + `"}`, `{"status":"error","error":"invalid_request","message":"\"session\" is 257 bytes; a session name is at most 256 bytes"}`},
 	}
 	for _, c := range cases {
 		expectEq(t, fmt.Sprintf("Emit(%.60q)", c.in), emitString(t, e, c.in), c.want)
@@ -245,7 +245,7 @@ func TestRulesLoad_inlineThenEmit(t *testing.T) {
 		`{"status":"success","result":{"fired":[{"rule":"count-visits","actions":[{"level":"debug","message":"visit by nobody","type":"log"}]}],"notices":[],"denied":null}}`)
 
 	expectEq(t, "rules_list", evalString(t, e, `{"tool":"rules_list","arguments":{"trigger":"visitor.arrived"}}`),
-		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"greet","description":"Greets who arrives","trigger":"visitor.arrived","priority":5,"stop":false,"condition":"context.name != 'nobody'","file":"visitors.toml","line":3},{"id":"count-visits","description":"","trigger":"visitor.arrived","priority":0,"stop":false,"condition":"","file":"visitors.toml","line":15}]}}`)
+		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"greet","description":"Greets who arrives","trigger":"visitor.arrived","priority":5,"stop":false,"condition":"context.name != 'nobody'","file":"visitors.toml","line":3},{"id":"count-visits","description":"","trigger":"visitor.arrived","priority":0,"stop":false,"condition":"","file":"visitors.toml","line":15}],"unmatched_paths":[]}}`)
 	// The full listing has the built-in rules and the loaded ones.
 	var listing struct {
 		Result struct {
@@ -262,7 +262,7 @@ func TestRulesLoad_inlineThenEmit(t *testing.T) {
 	expectEq(t, "all rules", strings.Join(ids, " "),
 		"iteration_budget@builtin/iteration_budget.toml large_result@builtin/large_result.toml repeated_failure@builtin/repeated_failure.toml token_budget@builtin/token_budget.toml greet@visitors.toml count-visits@visitors.toml")
 	expectEq(t, "rules_list, no such trigger", evalString(t, e, `{"tool":"rules_list","arguments":{"trigger":"nothing"}}`),
-		`{"status":"success","tool":"rules_list","result":{"rules":[]}}`)
+		`{"status":"success","tool":"rules_list","result":{"rules":[],"unmatched_paths":[]}}`)
 
 	// Loading under the same name replaces; under another name adds.
 	loadRuleText(t, e, "visitors.toml", "[rule]\nid = \"greet2\"\ntrigger = \"visitor.arrived\"\n[action]\ntype = \"notify_self\"\nmessage = \"Hi {{ context.name }}\"\n")
@@ -291,13 +291,13 @@ func TestRulesLoad_failureKeepsRules(t *testing.T) {
 	const unchanged = ` (the rules in force are unchanged)`
 	cases := []struct{ name, text, want string }{
 		{"syntax", "[rule]\nid = \"x\"\ntrigger = \"t\"\n[action]\ntype = = \"log\"\n",
-			`{"status":"error","error":"invalid_args","message":"rules_load: rules: bad.toml:5: unexpected character U+003D '=' at start of value` + unchanged + `","details":["bad.toml:5: unexpected character U+003D '=' at start of value"]}`},
+			`{"status":"error","error":"invalid_args","message":"rules_load: bad.toml:5:8: unexpected character U+003D '=' at start of value` + unchanged + `","details":[{"file":"bad.toml","line":5,"col":8,"message":"unexpected character U+003D '=' at start of value"}]}`},
 		{"unknown key", "[rule]\nid = \"x\"\ntrigger = \"t\"\nwhen = 1\n[action]\ntype = \"log\"\nmessage = \"m\"\n",
-			`{"status":"error","error":"invalid_args","message":"rules_load: rules: bad.toml:4: unknown key \"rule.when\"` + unchanged + `","details":["bad.toml:4: unknown key \"rule.when\""]}`},
+			`{"status":"error","error":"invalid_args","message":"rules_load: bad.toml:4:1: unknown key \"rule.when\"` + unchanged + `","details":[{"file":"bad.toml","line":4,"col":1,"message":"unknown key \"rule.when\""}]}`},
 		{"several problems", "[[rules]]\nid = \"a\"\ntrigger = \"Bad\"\n[[rules.actions]]\ntype = \"log\"\nmessage = \"m\"\n\n[[rules]]\nid = \"b\"\ntrigger = \"t\"\n[[rules.actions]]\ntype = \"deny\"\nreason = \"no\"\n",
-			`{"status":"error","error":"invalid_args","message":"rules_load: rules: 2 problems: bad.toml:3: rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*); bad.toml:12: rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t` + unchanged + `","details":["bad.toml:3: rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*)","bad.toml:12: rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t"]}`},
+			`{"status":"error","error":"invalid_args","message":"rules_load: 2 problems: bad.toml:3: rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*); bad.toml:12: rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t` + unchanged + `","details":[{"file":"bad.toml","line":3,"message":"rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*)"},{"file":"bad.toml","line":12,"message":"rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t"}]}`},
 		{"same id twice", "[rule]\nid = \"greet\"\ntrigger = \"t\"\n[action]\ntype = \"log\"\nmessage = \"m\"\n",
-			`{"status":"error","error":"invalid_args","message":"rules_load: rules: bad.toml:2: rule \"greet\" is defined twice (first at visitors.toml:3)` + unchanged + `","details":["bad.toml:2: rule \"greet\" is defined twice (first at visitors.toml:3)"]}`},
+			`{"status":"error","error":"invalid_args","message":"rules_load: bad.toml:2: rule \"greet\" is defined twice (first at visitors.toml:3)` + unchanged + `","details":[{"file":"bad.toml","line":2,"message":"rule \"greet\" is defined twice (first at visitors.toml:3)"}]}`},
 	}
 	for _, c := range cases {
 		req := `{"tool":"rules_load","arguments":{"name":"bad.toml","toml":` + jsonText(c.text) + `}}`
@@ -308,8 +308,8 @@ func TestRulesLoad_failureKeepsRules(t *testing.T) {
 	// A condition that does not compile, inline: file "inline", its line.
 	req := `{"tool":"rules_load","arguments":{"toml":` + jsonText("[rule]\nid = \"c\"\ntrigger = \"t\"\n[condition]\nexpression = \"context.x >\"\n[action]\ntype = \"log\"\nmessage = \"m\"\n") + `}}`
 	got := evalString(t, e, req)
-	if !strings.HasPrefix(got, `{"status":"error","error":"invalid_args","message":"rules_load: rules: inline:5: rule \"c\": condition: `) ||
-		!strings.Contains(got, `"details":["inline:5: rule \"c\": condition: `) {
+	if !strings.HasPrefix(got, `{"status":"error","error":"invalid_args","message":"rules_load: inline:5: rule \"c\": condition: `) ||
+		!strings.Contains(got, `"details":[{"file":"inline","line":5,"message":"rule \"c\": condition: `) {
 		t.Errorf("bad condition: %s", got)
 	}
 	expectEq(t, "listing after a bad condition", evalString(t, e, `{"tool":"rules_list"}`), before)
@@ -704,7 +704,7 @@ message = "{{ context.history.tool_count }} calls, {{ context.history.recent_too
 	expectEq(t, "empty name", evalString(t, e, `{"tool":"session_end","arguments":{"session":""}}`),
 		`{"status":"error","error":"invalid_args","message":"tool \"session_end\": arguments do not match input_schema: at /session: minLength: got 0, want 1","details":[{"pointer":"/session","message":"minLength: got 0, want 1"}]}`)
 	expectEq(t, "long name", evalString(t, e, `{"tool":"session_end","arguments":{"session":"`+strings.Repeat("x", 257)+`"}}`),
-		`{"status":"error","error":"invalid_args","message":"session name longer than 256 bytes"}`)
+		`{"status":"error","error":"invalid_args","message":"\"session\" is 257 bytes; a session name is at most 256 bytes"}`)
 }
 
 // ---- Rule files -------------------------------------------------------------------------
@@ -765,7 +765,7 @@ func TestRulesPaths(t *testing.T) {
 	root := ruleProject(t)
 	e := rulesEngine(t, `{"project_root":`+jsonText(root)+`,"rules":{"builtin":false,"paths":["rules/*.toml","rules/more/*.json"]}}`)
 	expectEq(t, "rules_list", evalString(t, e, `{"tool":"rules_list"}`),
-		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"pong-json","description":"","trigger":"ping","priority":-1,"stop":false,"condition":"","file":`+jsonText(filepath.Join(root, "rules/more/pong.json"))+`,"line":1},{"id":"pong","description":"","trigger":"ping","priority":0,"stop":false,"condition":"context.n \u003e 0","file":`+jsonText(filepath.Join(root, "rules/pong.toml"))+`,"line":2}]}}`)
+		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"pong-json","description":"","trigger":"ping","priority":-1,"stop":false,"condition":"","file":`+jsonText(filepath.Join(root, "rules/more/pong.json"))+`,"line":1},{"id":"pong","description":"","trigger":"ping","priority":0,"stop":false,"condition":"context.n \u003e 0","file":`+jsonText(filepath.Join(root, "rules/pong.toml"))+`,"line":2}],"unmatched_paths":[]}}`)
 	// Files load in path order; rules fire in priority order.
 	expectEq(t, "emit", emitString(t, e, `{"event":"ping","payload":{"n":3}}`),
 		`{"status":"success","result":{"fired":[{"rule":"pong","actions":[{"message":"pong 3","priority":"normal","type":"notify_self"}]},{"rule":"pong-json","actions":[{"level":"info","message":"json rule","type":"log"}]}],"notices":[{"rule":"pong","message":"pong 3","priority":"normal","event":"ping"}],"denied":null}}`)
@@ -790,7 +790,7 @@ func TestRulesPaths(t *testing.T) {
 	before := e.Config().Rules.Paths
 	out := string(e.Configure([]byte(`{"rules":{"paths":["rules/broken/*.toml"]}}`)))
 	bad := filepath.Join(root, "rules/broken/bad.toml")
-	if !strings.HasPrefix(out, `{"status":"error","error":"invalid_request","message":"clara_configure: rules: 2 problems: `+bad+`:2: rule \"bad\": trigger is missing; `+bad+`:2: rule \"bad\": no action: give [action] or [[actions]]"`) {
+	if !strings.HasPrefix(out, `{"status":"error","error":"invalid_request","message":"clara_configure: 2 problems: `+bad+`:2: rule \"bad\": trigger is missing; `+bad+`:2: rule \"bad\": no action: give [action] or [[actions]]","details":[{"file":`+jsonText(bad)+`,"line":2,`) {
 		t.Errorf("broken file: %s", out)
 	}
 	if after := e.Config().Rules.Paths; strings.Join(after, ",") != strings.Join(before, ",") {
@@ -805,7 +805,7 @@ func TestRulesPaths_defaultPatternSkipsTests(t *testing.T) {
 	root := ruleProject(t)
 	e := rulesEngine(t, `{"project_root":`+jsonText(root)+`,"rules":{"builtin":false,"paths":["rules/*.toml"]}}`)
 	expectEq(t, "rules_list", evalString(t, e, `{"tool":"rules_list"}`),
-		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"pong","description":"","trigger":"ping","priority":0,"stop":false,"condition":"context.n \u003e 0","file":`+jsonText(filepath.Join(root, "rules/pong.toml"))+`,"line":2}]}}`)
+		`{"status":"success","tool":"rules_list","result":{"rules":[{"id":"pong","description":"","trigger":"ping","priority":0,"stop":false,"condition":"context.n \u003e 0","file":`+jsonText(filepath.Join(root, "rules/pong.toml"))+`,"line":2}],"unmatched_paths":[]}}`)
 }
 
 func TestRulesTest(t *testing.T) {
@@ -829,17 +829,21 @@ func TestRulesTest(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
 		{`{"path":"a","toml":"b"}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
-		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline: case \"x\" expects nothing (give fired, notices, denied or state_after)"}`},
+		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline:2: case \"x\" expects nothing (give fired, notices, denied or state_after)","details":[{"file":"inline","line":2,"message":"case \"x\" expects nothing (give fired, notices, denied or state_after)"}]}`},
 		{`{"toml":"rules = [\"none/*.toml\"]\n[[cases]]\nname = \"x\"\nevent = \"ping\"\nfired = []\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: no rule file matches [\"none/*.toml\"]"}`},
 	}
 	for _, c := range cases {
 		expectEq(t, "rules_test "+c.args, evalString(t, e, `{"tool":"rules_test","arguments":`+c.args+`}`), c.want)
 	}
-	if got := evalString(t, e, `{"tool":"rules_test","arguments":{"path":"missing.toml"}}`); !strings.HasPrefix(got, `{"status":"error","error":"invalid_args","message":"rules_test: open `) {
+	if got := evalString(t, e, `{"tool":"rules_test","arguments":{"path":"missing.toml"}}`); got != `{"status":"error","error":"invalid_args","message":"rules_test: missing.toml: no such file (inside project_root)"}` {
 		t.Errorf("missing file: %s", got)
 	}
 	// The shipped rules' tests pass against the built-in rules.
-	mustConfigure(t, e, "[rules]\nbuiltin = true\n")
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustConfigure(t, e, "project_root = "+jsonText(here)+"\n[rules]\nbuiltin = true\n")
 	for _, name := range []string{"token_budget", "iteration_budget", "large_result", "repeated_failure"} {
 		path, err := filepath.Abs(filepath.Join("rules", "builtin", name+".test.toml"))
 		if err != nil {

@@ -11,58 +11,117 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-// testModeResult is what a tool skipped by test mode answers.
-func testModeResult(name string) []byte {
-	return append(protocol.AppendString([]byte(`{"test_mode":true,"skipped":`), name), '}')
+// One tool call, SPEC §6.3: resolve the tool → policy → on_tool_call rules
+// → validate → rate limit → run under its timeout and concurrency cap →
+// clamp the output → audit → on_tool_complete / on_tool_failure rules →
+// callbacks for the files it changed. Every call comes through here: the
+// host's requests, and the nested ones that rules, scripts and models make.
+
+// toolCall is one call on its way through the pipeline.
+type toolCall struct {
+	name    string        // as the caller wrote it; borrowed
+	session string        // Clara's own (protocol.SessionName)
+	args    []byte        // a compact JSON object; borrowed for the call
+	scope   toolbox.Scope // the policy layers it runs under
+	id      []byte        // the request's id, for the audit; borrowed
+	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
+	nested  bool          // made by a rule, a script or a tool, not by the host
+	rep     *report       // what the rules and callbacks say, for the envelope
 }
 
-// call runs one tool call through the pipeline of SPEC §6.3: resolve,
-// policy, (on_tool_call rules), validation, rate limit, run with timeout
-// and concurrency cap, output clamp, audit, (on_tool_complete/failure
-// rules, callbacks). Nested calls (a chat loop, a Lua call_tool) come
-// through here too, with their caller's scope.
-func (e *Engine) call(ctx context.Context, s *settings, name, session string, args []byte, scope toolbox.Scope, thread uint32, rep *report) (result []byte, truncated bool, perr *protocol.Error) {
-	start := e.now()
-	t, ok := e.tools.Lookup(name)
+// report collects what rules and callbacks said around one request, for its
+// envelope.
+type report struct {
+	wantTrace bool
+	notices   []protocol.Notice
+	policy    []toolbox.Verdict // how the policy layers decided (trace)
+	trace     []rules.TraceEntry
+	callbacks [][]byte // results of blocking callbacks (JSON objects)
+}
+
+// callTool runs one call through the pipeline.
+func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result []byte, truncated bool, perr *protocol.Error) {
+	start := e.clock.now()
+	t, ok := e.tools.Lookup(c.name)
 	if !ok {
-		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + name}
-		e.record(start, e.since(start), session, strings.Clone(name), args, perr, thread)
+		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + c.name}
+		e.record(start, e.clock.since(start), c, strings.Clone(c.name), perr)
 		return nil, false, perr
 	}
 	var took time.Duration // measured once, for the rules and the audit
 	defer func() {
-		if took == 0 && !e.auditOff {
-			took = e.since(start)
+		if took == 0 {
+			took = e.clock.since(start)
 		}
-		e.record(start, took, session, t.Name, args, perr, thread)
+		e.record(start, took, c, t.Name, perr)
 	}()
-	if perr = scope.Check(t.Name); perr != nil {
+	// The request's policy also narrows what the rules this call fires may
+	// call (call_tool), directly or through the tools they call.
+	ctx = withCallScope(ctx, c)
+	if perr = e.admit(ctx, s, t, c); perr != nil {
 		return nil, false, perr
 	}
-	if scope.Request != nil && ctx.Value(requestPolicyKey{}) != any(scope.Request) {
-		// The request's policy also narrows what the rules this call fires
-		// may call (call_tool), directly or through the tools they call.
-		ctx = context.WithValue(ctx, requestPolicyKey{}, scope.Request)
+	result, truncated, perr = e.execute(ctx, s, t, c, start)
+	took = e.afterCall(ctx, s, t, c, result, perr, start)
+	return result, truncated, perr
+}
+
+// admit decides whether the call may run: the policy layers, the
+// administrative tools' reach, then the on_tool_call rules.
+func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall) *protocol.Error {
+	if c.rep.wantTrace {
+		c.rep.policy = append(c.rep.policy, c.scope.Explain(t.Name)...)
 	}
-	if s.onToolCall != nil {
-		src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", session, &rules.ToolFacts{Name: t.Name}, args)
-		out := e.fire(ctx, s, rep, src)
-		src.release()
-		if out.Denied != nil {
-			perr = protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
-			return nil, false, perr
+	if perr := c.scope.Check(t.Name); perr != nil {
+		return perr
+	}
+	if t.Admin && c.nested && !s.config.Policy.AdminInNestedCalls {
+		if c.rep.wantTrace {
+			c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: "nested calls", Reason: adminOutOfReach})
 		}
+		return protocol.Errorf(protocol.Denied, "tool %q denied: %s", t.Name, adminOutOfReach)
 	}
-	result, truncated, perr = e.run(ctx, s, t, session, args, scope, start)
-	// History, then the on_tool_complete / on_tool_failure rules, then
-	// callbacks for the files the tool says it changed.
-	e.sessionFor(session).recordCall(t.Name, perr != nil)
+	if s.onToolCall == nil || (t.Admin && !s.config.Rules.WatchAdminTools) {
+		return nil // no rule watches calls, or none may deny this one
+	}
+	src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", c, &rules.ToolFacts{Name: t.Name})
+	out := e.fire(ctx, s, c.rep, src)
+	src.release()
+	if out.Denied != nil {
+		return protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
+	}
+	return nil
+}
+
+const adminOutOfReach = "it is an administrative tool, which calls made by rules, scripts and tools may not use (policy.admin_in_nested_calls)"
+
+// execute validates, rate-limits and runs the call (or answers for it in
+// test mode).
+func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, start time.Time) ([]byte, bool, *protocol.Error) {
+	if perr := t.Validate(c.args); perr != nil {
+		return nil, false, perr
+	}
+	if perr := t.Admit(c.session, start); perr != nil {
+		return nil, false, perr
+	}
+	if e.skippedByTestMode(s, t) {
+		return testModeResult(t.Name), false, nil
+	}
+	return t.Execute(ctx, toolbox.Call{Session: c.session, Arguments: c.args, Scope: c.scope}, s.defaults)
+}
+
+// afterCall keeps the session's history, fires on_tool_complete or
+// on_tool_failure, then the callbacks for the files the tool says it
+// changed. It returns how long the call took, measured once.
+func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) time.Duration {
+	var took time.Duration
+	e.sessions.Get(c.session).RecordCall(t.Name, perr != nil)
 	event, trigger := "on_tool_complete", s.onToolComplete
 	if perr != nil {
 		event, trigger = "on_tool_failure", s.onToolFailure
 	}
 	if trigger != nil {
-		took = e.since(start)
+		took = e.clock.since(start)
 		// Most calls match no rule, and the rules watching every call
 		// usually say so from the call's own figures: test that first,
 		// without building an event.
@@ -70,39 +129,24 @@ func (e *Engine) call(ctx context.Context, s *settings, name, session string, ar
 		if perr != nil {
 			facts.Error = toolError(perr)
 		}
-		if rep.wantTrace || !trigger.RuledOut(&facts, s.thresholds) {
-			src := e.newToolEventSource(s, trigger, event, session, &facts, args)
-			e.fire(ctx, s, rep, src)
+		if c.rep.wantTrace || !trigger.RuledOut(&facts) {
+			src := e.newToolEventSource(s, trigger, event, c, &facts)
+			e.fire(ctx, s, c.rep, src)
 			src.release()
 		}
 	}
 	if perr == nil {
 		if files := e.changedFiles(t.Name, result); len(files) > 0 {
-			e.fireCallbacks(ctx, t.Name, session, files, rep)
+			e.cb.fire(ctx, t.Name, c.session, files, c.rep)
 		}
 	}
-	return result, truncated, perr
-}
-
-// run is the part of a call after policy and on_tool_call rules:
-// validation, rate limit, test mode, execution.
-func (e *Engine) run(ctx context.Context, s *settings, t *toolbox.Tool, session string, args []byte, scope toolbox.Scope, start time.Time) ([]byte, bool, *protocol.Error) {
-	if perr := t.Validate(args); perr != nil {
-		return nil, false, perr
-	}
-	if perr := t.Admit(session, start); perr != nil {
-		return nil, false, perr
-	}
-	if e.skippedByTestMode(s, t) {
-		return testModeResult(t.Name), false, nil
-	}
-	return t.Execute(ctx, toolbox.Call{Session: session, Arguments: args, Scope: scope}, s.defaults)
+	return took
 }
 
 // skippedByTestMode: in test mode, tools that reach outside the process
 // (network, fs_write, exec) answer without running, unless allowed.
-func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
-	if !(s.config.TestMode || e.envTestMode) || e.envTestAllow {
+func (e *Engine) skippedByTestMode(s *snapshot, t *toolbox.Tool) bool {
+	if !e.testMode(s) {
 		return false
 	}
 	if t.Builtin && t.Name == "callback_trigger" {
@@ -111,100 +155,72 @@ func (e *Engine) skippedByTestMode(s *settings, t *toolbox.Tool) bool {
 	return t.HasCapability(toolbox.CapNetwork) || t.HasCapability(toolbox.CapFSWrite) || t.HasCapability(toolbox.CapExec)
 }
 
+// testMode: tools and callbacks that reach outside the process do not run.
+func (e *Engine) testMode(s *snapshot) bool {
+	return (s.config.TestMode || e.env.TestMode) && !e.env.TestAllow
+}
+
+// testModeResult is what a tool skipped by test mode answers.
+func testModeResult(name string) []byte {
+	return append(protocol.AppendString([]byte(`{"test_mode":true,"skipped":`), name), '}')
+}
+
 // record adds the call to the audit. tool must be a string Clara owns (the
-// registered name, or a clone); the audit copies the session and args.
-func (e *Engine) record(start time.Time, took time.Duration, session, tool string, args []byte, perr *protocol.Error, thread uint32) {
-	if e.auditOff {
-		return
-	}
-	r := toolbox.Record{Time: start, Session: session, Tool: tool, Duration: took}
+// registered name, or a clone); the audit copies what else it keeps.
+func (e *Engine) record(start time.Time, took time.Duration, c *toolCall, tool string, perr *protocol.Error) {
+	r := toolbox.Record{Time: start, Session: c.session, Tool: tool, Duration: took, ID: c.id, Meta: c.meta}
 	if perr != nil {
 		r.Code = perr.Code
-	}
-	e.audit.AddFrom(r, args, thread)
-}
-
-// fastNow is the time of day for the call path: a base wall-clock reading
-// advanced by the monotonic clock, which costs one clock read instead of
-// time.Now's two. The base is renewed every second, so adjustments of the
-// wall clock show within a second.
-func (e *Engine) fastNow() time.Time {
-	base := e.clockBase.Load()
-	d := time.Since(*base)
-	if d < 0 || d > time.Second {
-		now := time.Now()
-		e.clockBase.Store(&now)
-		return now
-	}
-	return base.Add(d)
-}
-
-// since is the time elapsed from start. With the real clock it reads only
-// the monotonic clock (time.Now reads two clocks: this is on every call).
-func (e *Engine) since(start time.Time) time.Duration {
-	if e.realClock {
-		return time.Since(start)
-	}
-	return e.now().Sub(start)
-}
-
-// sessionPolicy returns the session's policy layer (nil when none).
-func (e *Engine) sessionPolicy(session string) *toolbox.Policy {
-	if !e.anySessionPolicy.Load() {
-		return nil // the common case costs one atomic load
-	}
-	if p, ok := e.sessionPolicies.Load(session); ok {
-		return p.(*toolbox.Policy)
-	}
-	return nil
-}
-
-// NarrowSessionPolicy narrows a session's policy layer by p (it can only
-// shrink) and returns the new layer.
-func (e *Engine) NarrowSessionPolicy(session string, p *toolbox.Policy) *toolbox.Policy {
-	e.sessionPolicyMu.Lock()
-	defer e.sessionPolicyMu.Unlock()
-	next := e.sessionPolicy(session).Narrow(p, "session \""+session+"\"")
-	if next == nil {
-		return nil
-	}
-	e.sessionPolicies.Store(strings.Clone(session), next)
-	e.anySessionPolicy.Store(true)
-	return next
-}
-
-// RegisterTool adds a host tool described by descriptor JSON (SPEC §6.1).
-// It replaces a host tool of the same name (which is released once its
-// running calls finish) but never a built-in one. On error, opts.OnRelease
-// runs before RegisterTool returns: the host never has to guess who frees.
-func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err error) {
-	defer func() {
-		if err != nil && opts.OnRelease != nil {
-			opts.OnRelease()
+		if perr.Code == protocol.Denied {
+			r.Reason = perr.Message // policy and rules wrote it, not the caller
 		}
-	}()
-	d, err := toolbox.ParseDescriptor(descriptor)
-	if err != nil {
-		return err
 	}
-	opts.Builtin = false
-	t, err := toolbox.NewTool(d, opts)
-	if err != nil {
-		return err
-	}
-	if err := e.tools.Register(t); err != nil {
-		return err
-	}
-	e.log.Logf(logging.Info, "tool %q registered", d.Name)
-	return nil
+	e.audit.Add(r, c.args)
 }
 
-// UnregisterTool removes a host tool; it is released once its running
-// calls finish.
-func (e *Engine) UnregisterTool(name string) error {
-	if err := e.tools.Unregister(name); err != nil {
-		return err
+// logFailure logs a failed call: internal errors at error level with their
+// cause, the others at debug level with their code only (a message may
+// quote the caller's arguments, which never reach the log).
+func (e *Engine) logFailure(tool string, perr *protocol.Error) {
+	if perr.Code == protocol.Internal {
+		e.log.Logf(logging.Error, "internal error in tool %q: %v", tool, perr.Cause)
+	} else if e.log.Enabled(logging.Debug) {
+		e.log.Logf(logging.Debug, "call of %q failed: %s", tool, perr.Code)
 	}
-	e.log.Logf(logging.Info, "tool %q unregistered", name)
-	return nil
+}
+
+func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func toolError(perr *protocol.Error) string { return string(perr.Code) + ": " + perr.Message }
+
+// callScope is what a call passes down to the calls made inside it (a
+// rule's call_tool, a script's, a chat's): the request's policy layer,
+// which narrows "this call and everything it calls" (SPEC §2), and the
+// depth of nesting.
+type callScope struct {
+	request *toolbox.Policy
+	depth   int
+}
+
+type callScopeKey struct{}
+
+// withCallScope passes the call's request policy to what it calls.
+func withCallScope(ctx context.Context, c *toolCall) context.Context {
+	cur, _ := ctx.Value(callScopeKey{}).(*callScope)
+	if c.scope.Request == nil || (cur != nil && cur.request == c.scope.Request) {
+		return ctx
+	}
+	next := &callScope{request: c.scope.Request}
+	if cur != nil {
+		next.depth = cur.depth
+	}
+	return context.WithValue(ctx, callScopeKey{}, next)
+}
+
+// scopeOf reads the call scope of ctx (zero outside any call).
+func scopeOf(ctx context.Context) callScope {
+	if cs, ok := ctx.Value(callScopeKey{}).(*callScope); ok {
+		return *cs
+	}
+	return callScope{}
 }

@@ -159,3 +159,18 @@ func TestPipeline_timeoutFromConfig(t *testing.T) {
 		t.Errorf("timeout answered after %v", d)
 	}
 }
+
+// The built-in large_result rule notices a large result through the
+// pipeline (past the quick test that skips building events for small ones).
+func TestPipeline_large_result_notice(t *testing.T) {
+	e := core.New(core.Options{})
+	e.Configure([]byte(`state_dir = ""`))
+	small := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"x"}}`)))
+	if strings.Contains(small, "notices") {
+		t.Fatalf("small result got notices: %s", small)
+	}
+	big := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"` + strings.Repeat("x", 40000) + `"}}`)))
+	if !strings.Contains(big, `"notices":[{"rule":"large_result","message":"Tool echo returned 40008 bytes (more than 32768); consider narrowing the request.","priority":"normal","event":"on_tool_complete"}]`) {
+		t.Fatalf("no large_result notice: %.200s ... %s", big, big[len(big)-300:])
+	}
+}

@@ -38,6 +38,7 @@
 #define CLARA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,11 +47,11 @@ extern "C" {
 /* ---- Version ------------------------------------------------------------ */
 
 #define CLARA_VERSION_MAJOR 0
-#define CLARA_VERSION_MINOR 1
+#define CLARA_VERSION_MINOR 2
 #define CLARA_VERSION_PATCH 0
-#define CLARA_VERSION "0.1.0"
+#define CLARA_VERSION "0.2.0"
 /* major*1000000 + minor*1000 + patch */
-#define CLARA_VERSION_NUMBER 1000
+#define CLARA_VERSION_NUMBER 2000
 
 /*
  * clara_version - the library's version as "MAJOR.MINOR.PATCH".
@@ -194,9 +195,15 @@ typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_c
  *
  * Ownership: descriptor_json is borrowed. userdata is passed to fn on every
  *            call. free_userdata (may be NULL) is called once with userdata
- *            when the tool is unregistered or replaced, after its last
- *            running call has returned, and also when registration fails,
- *            so the caller never has to guess who frees.
+ *            when the tool is unregistered, replaced or dropped by
+ *            clara_reset(), after its last running call has returned, and
+ *            also when registration fails, so the caller never has to guess
+ *            who frees. free_userdata runs on the thread that let go of the
+ *            tool last (the one calling clara_unregister_tool(),
+ *            clara_configure(), clara_reset() or clara_register_tool(), or
+ *            the worker thread of the tool's last running call), and never
+ *            while Clara holds a lock of its own: it may call any clara_*
+ *            function, clara_configure() and clara_reset() included.
  * Threads:   any thread; tools may be registered while others are called.
  * Returns:   CLARA_OK;
  *            -CLARA_EINVAL  descriptor_json or fn is NULL, or the descriptor
@@ -309,6 +316,111 @@ typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
  */
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
 
+/* ---- Asynchronous calls ------------------------------------------------- */
+
+/*
+ * A call submitted here runs in the background, on Clara's own threads,
+ * under the same pipeline as clara_evaluate (policy, rules, validation,
+ * limits, audit); the caller gets a handle at once and collects the
+ * envelope later. docs/async.md shows the patterns (a wait per call, or
+ * an event loop on clara_async_fd()).
+ *
+ * Handles are positive, count up from 1 and are never reused. An answer
+ * waits until collected by clara_wait(); past async.max_pending answers
+ * waiting (default 10,000) the oldest are dropped, with a warning on the
+ * log. clara_reset() leaves calls already submitted running.
+ */
+
+/*
+ * clara_submit - start a request in the background.
+ *
+ * The request need not say "async": true; a request that does (given to
+ * clara_evaluate) is submitted the same way and answered
+ * {"status":"accepted","handle":N}.
+ *
+ * Ownership: request_json is borrowed; Clara copies what the call needs.
+ * Returns:   the call's handle (> 0); -CLARA_EINVAL when request_json is
+ *            NULL or a request clara_evaluate would refuse before calling
+ *            a tool (broken JSON, a bad field, a bad policy);
+ *            -CLARA_EBUSY when async.max_running calls (default 1000) are
+ *            already running: collect or cancel some first. The reason of
+ *            a refusal is logged at warn level. A call that fails once
+ *            running (an unknown tool, invalid arguments, a denial) is
+ *            submitted: its envelope says why.
+ */
+int64_t clara_submit(const char *request_json);
+
+/*
+ * clara_ready - whether the call's answer is ready, without blocking.
+ *
+ * Returns: 1 when ready, 0 while it runs, -CLARA_ENOENT for a handle that
+ *          Clara never gave, already collected or dropped.
+ */
+int clara_ready(int64_t handle);
+
+/*
+ * clara_wait - collect the call's answer, waiting at most timeout_ms.
+ *
+ * timeout_ms 0 only looks; a negative timeout_ms waits as long as it takes.
+ *
+ * Ownership: the returned string is malloc'd; free it with
+ *            clara_free_string(). NULL only if malloc fails.
+ * Returns:   the call's envelope, exactly as clara_evaluate would have
+ *            answered, and the handle is then spent; or
+ *            {"status":"pending","handle":N} if it is not finished in
+ *            time (the handle stays valid); or an invalid_request envelope
+ *            for a handle that is unknown, already collected or dropped.
+ * Threads:   blocks the calling thread only; several threads may wait on
+ *            different handles. Of two waiting on the same handle, one
+ *            gets the answer and the other the invalid_request envelope.
+ */
+char *clara_wait(int64_t handle, int timeout_ms);
+
+/*
+ * clara_cancel - cancel a call.
+ *
+ * The call's context is cancelled: an HTTP call, a model's chat or a tool
+ * that watches its deadline stops. A C tool already running cannot be
+ * stopped: it finishes on its worker thread and its result is discarded.
+ * Either way the answer is ready at once, a tool_failed envelope saying
+ * the call was cancelled. Cancelling a finished call changes nothing.
+ *
+ * Returns: CLARA_OK, or -CLARA_ENOENT for an unknown or collected handle.
+ */
+int clara_cancel(int64_t handle);
+
+/*
+ * clara_async_fd - a descriptor that becomes readable when answers are ready.
+ *
+ * An eventfd (Linux): add it to epoll/poll/select or an event loop
+ * (libuv, asyncio's add_reader). When it is readable, read 8 bytes from it
+ * to reset it, then call clara_async_take() and collect the handles it
+ * lists with clara_wait(handle, 0). It is written once per batch: after it
+ * became readable it becomes readable again only once clara_async_take()
+ * has taken every finished call (so always call clara_async_take() after
+ * a wake-up). Answers that were ready before the first call make it
+ * readable at once.
+ *
+ * Ownership: the descriptor belongs to Clara and lives as long as the
+ *            process; never close it.
+ * Returns:   the descriptor, the same on every call; -CLARA_EINTERNAL if
+ *            the system refused to create it (the reason is logged).
+ */
+int clara_async_fd(void);
+
+/*
+ * clara_async_take - the calls finished since the last clara_async_take.
+ *
+ * Each finished call is listed once, oldest first, at most max of them
+ * (max <= 0: all): [{"handle":3,"tool":"echo","status":"success"}, ...],
+ * "[]" when none. Their answers stay until collected with clara_wait(); a
+ * call collected before it was taken is not listed.
+ *
+ * Ownership: malloc'd; free it with clara_free_string(). NULL only if
+ *            malloc fails.
+ */
+char *clara_async_take(int max);
+
 /* ---- Status codes ------------------------------------------------------- */
 
 /* Functions returning int return CLARA_OK or the negative of one of these. */
@@ -316,8 +428,9 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
 #define CLARA_EINVAL    1 /* an argument is NULL or invalid */
 #define CLARA_ENOMEM    2 /* malloc failed */
 #define CLARA_EINTERNAL 3 /* a bug in Clara; details are on the log */
-#define CLARA_ENOENT    4 /* no such tool */
+#define CLARA_ENOENT    4 /* no such tool, or no such asynchronous call */
 #define CLARA_EPERM     5 /* not allowed on a built-in tool */
+#define CLARA_EBUSY     6 /* too many asynchronous calls running (async.max_running) */
 
 /*
  * clara_strerror - describe a status code; code may be given as CLARA_E*

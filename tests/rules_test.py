@@ -8,7 +8,9 @@ import glob
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python"))
+# The clara package of this checkout (python/clara); the Makefile points
+# CLARA_LIBRARY at lib/libclara.so.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import clara  # noqa: E402
 
 

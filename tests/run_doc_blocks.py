@@ -5,7 +5,8 @@ Each fenced block whose info string is `c`, `python` or `clips` is run:
   c       compiled with -Wall -Wextra -Werror against include/ and lib/, then run
           (a block that includes "clips.h" is also built with the CLIPS bridge
           and Debian's CLIPS 6.30);
-  python  run with tests/python on PYTHONPATH (for clara.py);
+  python  run with the clara package of python/ on PYTHONPATH and
+          CLARA_LIBRARY=lib/libclara.so;
   clips   written to a file and run with `bin/clara-clips -f2`.
 A block must exit 0. When it is followed directly by a block whose info
 string is `output`, its standard output must equal that block exactly.
@@ -55,7 +56,7 @@ def run(lang, code, tmp):
         subprocess.run(cc + ["-o", exe] + libs, check=True, capture_output=True, text=True)
         cmd = [exe]
     elif lang == "python":
-        env["PYTHONPATH"] = os.path.join(ROOT, "tests", "python")
+        env["PYTHONPATH"] = os.path.join(ROOT, "python")
         env["CLARA_LIBRARY"] = os.path.join(ROOT, "lib", "libclara.so")
         cmd = [sys.executable, "-c", code]
     elif lang == "clips":

@@ -4,7 +4,10 @@
 # work on a fresh Debian machine. Usage: setup-debian.sh build|bench
 set -euo pipefail
 
-build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3)
+# python3-venv/-pip/-setuptools/-wheel build and install the Python package
+# offline (make wheel, make test-python); mypy type-checks it.
+build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3
+            python3-venv python3-pip python3-setuptools python3-wheel mypy)
 bench_pkgs=("${build_pkgs[@]}" libjansson-dev python3-simpleeval python3-lupa)
 
 case "${1:-build}" in

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
-	"github.com/clara-lib/clara/core/toolbox"
 )
 
 type env struct {
@@ -377,21 +376,6 @@ func TestValidation(t *testing.T) {
 	}
 	if files, dry, err := ParseTriggerArgs([]byte(`{"changed_files":["a"],"dry_run":true}`)); err != nil || !dry || len(files) != 1 {
 		t.Errorf("trigger args: %v %v %v", files, dry, err)
-	}
-}
-
-// The schemas compile, and accept and refuse what the Manager does.
-func TestSchemas(t *testing.T) {
-	for name, schema := range map[string]string{"callback_upsert": UpsertSchema, "callback_toggle": ToggleSchema,
-		"callback_list": ListSchema, "callback_get": GetSchema, "callback_trigger": TriggerSchema} {
-		if !json.Valid([]byte(schema)) {
-			t.Fatalf("%s: invalid JSON", name)
-		}
-		_, err := toolbox.NewTool(toolbox.Descriptor{Name: name, InputSchema: []byte(schema)},
-			toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
 	}
 }
 

@@ -16,48 +16,6 @@ import (
 	"github.com/clara-lib/clara/core/protocol"
 )
 
-// Input schemas of the callback tools (SPEC §9.2), for registration. The
-// Manager checks its arguments itself too, with messages that say what to
-// fix; the schemas are what callers and an LLM see.
-const (
-	UpsertSchema = `{"type":"object","properties":{` +
-		`"action":{"enum":["create","update","delete"]},` +
-		`"id":{"type":"string","minLength":1,"maxLength":64},` +
-		`"name":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$"},` +
-		`"description":{"type":"string","maxLength":4096},` +
-		`"pattern":{"oneOf":[{"type":"string","minLength":1,"maxLength":4096},{"type":"array","items":{"type":"string","minLength":1,"maxLength":4096},"minItems":1,"maxItems":256}]},` +
-		`"blocking":{"type":"boolean"},` +
-		`"timeout_secs":{"type":"integer","minimum":1,"maximum":3600},` +
-		`"success_message":{"type":"string","maxLength":1024},` +
-		`"cwd":{"type":"string","maxLength":4096},` +
-		`"one_at_a_time":{"type":"boolean"},` +
-		`"once_per_batch":{"type":"boolean"},` +
-		`"script_content":{"type":"string","maxLength":1048576},` +
-		`"old_string":{"type":"string","minLength":1},` +
-		`"new_string":{"type":"string"}},` +
-		`"required":["action"],` +
-		`"allOf":[{"if":{"properties":{"action":{"const":"create"}}},"then":{"required":["name","pattern","script_content"]}}],` +
-		`"additionalProperties":false}`
-	ToggleSchema = `{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":64},"active":{"type":"boolean"}},` +
-		`"required":["id","active"],"additionalProperties":false}`
-	ListSchema = `{"type":"object","additionalProperties":false}`
-	GetSchema  = `{"type":"object","properties":{"id":{"type":"string","minLength":1,"maxLength":64}},` +
-		`"required":["id"],"additionalProperties":false}`
-	TriggerSchema = `{"type":"object","properties":{"changed_files":{"type":"array","items":{"type":"string","minLength":1}},` +
-		`"dry_run":{"type":"boolean"}},"required":["changed_files"],"additionalProperties":false}`
-)
-
-// Descriptions of the callback tools, for registration.
-const (
-	UpsertDescription = "Creates, updates or deletes a file-change callback: a bash script run when files matching " +
-		"gitignore-style patterns change. Update replaces the fields given, the whole script (script_content) or one " +
-		"exact piece of it (old_string -> new_string). A new callback is active for the calling session."
-	ToggleDescription  = "Turns a callback on or off for the calling session."
-	ListDescription    = "Lists the callbacks, with whether each is active for the calling session."
-	GetDescription     = "Returns one callback (by id or name) with its script."
-	TriggerDescription = "Fires the calling session's callbacks that match changed_files; dry_run only says which would fire."
-)
-
 // Limits of a definition.
 const (
 	maxTimeoutSecs     = 3600

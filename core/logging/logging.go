@@ -10,6 +10,7 @@ package logging
 import (
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,4 +142,11 @@ func WriterSink(w io.Writer) Sink {
 		_, _ = io.WriteString(w, line)
 		mu.Unlock()
 	}
+}
+
+// Panic logs a recovered panic at error level with the stack of the
+// goroutine that panicked (call it from the deferred function that
+// recovered): every guard of Clara reports panics this one way.
+func Panic(l *Logger, where string, value any) {
+	l.Logf(Error, "panic in %s: %v\n%s", where, value, debug.Stack())
 }

@@ -47,7 +47,7 @@ func TestParse_errors(t *testing.T) {
 		{`{"tool":"echo","policy":true}`, protocol.InvalidRequest, `"policy" must be an object, got a boolean`},
 		{`{"tool":"echo","async":"yes"}`, protocol.InvalidRequest, `"async" must be a boolean, got a string`},
 		{`{"tool":"echo","trace":1}`, protocol.InvalidRequest, `"trace" must be a boolean, got a number`},
-		{`{"tool":"echo","args":{}}`, protocol.InvalidRequest, `unknown field "args" in request (known: tool, arguments, session, id, policy, async, trace)`},
+		{`{"tool":"echo","args":{}}`, protocol.InvalidRequest, `unknown field "args" in request (known: tool, arguments, session, id, policy, async, trace, _meta)`},
 		{`{"tool":"echo","tool":"kv_get"}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "tool" at byte 15`},
 		{`{"tool":"kv_set","arguments":{"key":"","key":"a","value":1}}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "key" at byte 39`},
 		{`{"a":{"x":1,"x":2}}`, protocol.InvalidJSON, `Invalid JSON: duplicate key "x" at byte 12`},
@@ -335,5 +335,41 @@ func TestScanStrict_manyKeys(t *testing.T) {
 	deepDup := strings.Repeat(`{"a":1,"n":`, 20) + `{"z":1,"z":2}` + strings.Repeat("}", 20)
 	if _, err := protocol.ScanStrict([]byte(deepDup), 100); err == nil {
 		t.Fatal("duplicate at depth 21 accepted")
+	}
+}
+
+// TestParse_session_is_owned: the session a request names outlives the
+// call (map keys, rate windows, notices), so Parse returns Clara's own copy
+// and caps its length; overwriting the request afterwards changes nothing.
+func TestParse_session_is_owned(t *testing.T) {
+	req := []byte(`{"tool":"echo","session":"alice"}`)
+	r, _, perr := protocol.Parse(req, protocol.Limits{}, nil)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	copy(req, strings.Repeat("Z", len(req)))
+	if r.Session != "alice" {
+		t.Fatalf("session = %q after the request was overwritten", r.Session)
+	}
+	long := `{"tool":"echo","session":"` + strings.Repeat("s", protocol.MaxSessionBytes+1) + `"}`
+	if _, _, perr := protocol.Parse([]byte(long), protocol.Limits{}, nil); perr == nil || perr.Code != protocol.InvalidRequest {
+		t.Fatalf("a %d-byte session name: %v", protocol.MaxSessionBytes+1, perr)
+	}
+	ok := `{"tool":"echo","session":"` + strings.Repeat("s", protocol.MaxSessionBytes) + `"}`
+	if _, _, perr := protocol.Parse([]byte(ok), protocol.Limits{}, nil); perr != nil {
+		t.Fatalf("a %d-byte session name: %v", protocol.MaxSessionBytes, perr)
+	}
+}
+
+// TestParse_meta: MCP's _meta is accepted as an opaque object (it used to
+// be refused as an unknown field) and must be an object.
+func TestParse_meta(t *testing.T) {
+	r, _, perr := protocol.Parse([]byte(`{"tool":"echo","_meta":{"traceparent":"00-ab-cd-01"}}`), protocol.Limits{}, nil)
+	if perr != nil || string(r.Meta) != `{"traceparent":"00-ab-cd-01"}` {
+		t.Fatalf("%v %s", perr, r.Meta)
+	}
+	_, _, perr = protocol.Parse([]byte(`{"tool":"echo","_meta":"x"}`), protocol.Limits{}, nil)
+	if perr == nil || perr.Message != `"_meta" must be an object, got a string` {
+		t.Fatalf("%v", perr)
 	}
 }

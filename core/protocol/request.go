@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -11,34 +12,57 @@ import (
 // DefaultSession is the session of a request that names none.
 const DefaultSession = "default"
 
+// MaxSessionBytes caps a session name, in requests and events alike: a
+// session outlives its call (a map key, a rate window, an audit record).
+const MaxSessionBytes = 256
+
+// SessionName checks a session name given by a caller and returns Clara's
+// own copy of it: nothing kept after a call may point into the caller's
+// memory, and a session always outlives the call that named it.
+func SessionName(name string) (string, *Error) {
+	switch {
+	case name == DefaultSession:
+		return DefaultSession, nil
+	case len(name) > MaxSessionBytes:
+		return "", Errorf(InvalidRequest, "\"session\" is %d bytes; a session name is at most %d bytes", len(name), MaxSessionBytes)
+	}
+	return strings.Clone(name), nil
+}
+
 // Limits bound what Parse accepts before any other work is done.
 type Limits struct {
 	MaxRequestBytes int // larger requests are invalid_request (config limits.max_request_bytes)
 	MaxDepth        int // deeper nesting is invalid_request (config limits.max_depth)
 }
 
-// Request is one parsed request. Its strings and byte slices point into the
-// bytes given to Parse (or into the scratch buffer Parse compacted them
-// into), which may be a C caller's buffer freed when the call returns:
-// copy anything that must outlive the call (strings.Clone, bytes.Clone).
+// Request is one parsed request. What is borrowed and what is owned is
+// decided here, at the boundary: Session is Clara's own copy (sessions
+// outlive calls); Tool, Arguments, ID and Policy point into the bytes given
+// to Parse (or into the scratch buffer Parse compacted them into), which
+// may be a C caller's buffer freed when the call returns. They are valid
+// during the call only: copy anything that must outlive it.
 type Request struct {
 	// Simple is true for the simple form: no "tool" key, the whole object
 	// is the arguments of the default evaluator, and every other field
 	// below keeps its zero value except Session.
 	Simple    bool
-	Tool      string
-	Arguments []byte // a compact JSON object; `{}` when absent
-	Session   string // DefaultSession when absent
+	Tool      string // borrowed
+	Arguments []byte // a compact JSON object; `{}` when absent; borrowed
+	Session   string // DefaultSession when absent; owned, at most MaxSessionBytes
 	ID        []byte // raw JSON string or number; nil when absent
-	Policy    []byte // raw JSON object; nil when absent
-	Async     bool
-	Trace     bool
+	Policy    []byte // raw JSON object; nil when absent; borrowed
+	// Meta is MCP's _meta (e.g. _meta.traceparent): an opaque object
+	// passed to the audit and to the rules' context; nil when absent;
+	// borrowed.
+	Meta  []byte
+	Async bool
+	Trace bool
 }
 
 var emptyObject = []byte("{}")
 
 // Fields of the explicit form, for duplicate detection and messages.
-const knownFields = "tool, arguments, session, id, policy, async, trace"
+const knownFields = "tool, arguments, session, id, policy, async, trace, _meta"
 
 const (
 	fTool = 1 << iota
@@ -48,6 +72,7 @@ const (
 	fPolicy
 	fAsync
 	fTrace
+	fMeta
 )
 
 // Parse checks data against lim and the protocol and returns the request.
@@ -162,6 +187,12 @@ func fields(doc []byte, ms *members) (Request, *Error) {
 				bad = firstErr(bad, fieldType("async", "a boolean", raw))
 			}
 			req.Async = raw[0] == 't'
+		case "_meta":
+			seen |= fMeta
+			if raw[0] != '{' {
+				bad = firstErr(bad, fieldType("_meta", "an object", raw))
+			}
+			req.Meta = raw
 		case "trace":
 			seen |= fTrace
 			if raw[0] != 't' && raw[0] != 'f' {
@@ -183,6 +214,10 @@ func fields(doc []byte, ms *members) (Request, *Error) {
 		return Request{}, bad
 	case unknown != "":
 		return Request{}, Errorf(InvalidRequest, "unknown field %q in request (known: %s)", unknown, knownFields)
+	}
+	var err *Error
+	if req.Session, err = SessionName(req.Session); err != nil {
+		return Request{}, err
 	}
 	if req.Arguments == nil {
 		req.Arguments = emptyObject

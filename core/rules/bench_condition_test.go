@@ -14,8 +14,8 @@ const benchCondition = `context.tool.result_bytes > thresholds.large_result_byte
 type benchHost struct{}
 
 func (benchHost) ApplyState(string, []StateWrite) error { return nil }
-func (benchHost) Chain(context.Context, string, string, map[string]any, int, bool) *Outcome {
-	return noOutcome
+func (benchHost) Chain(context.Context, string, string, map[string]any, int, bool) (*Outcome, error) {
+	return noOutcome, nil
 }
 func (benchHost) CallTool(context.Context, string, string, []byte) ([]byte, error) { return nil, nil }
 func (benchHost) Log(logging.Level, string)                                        {}
@@ -38,7 +38,7 @@ expression = '` + benchCondition + `'
 [action]
 type = "notify_self"
 message = "big result"
-`)}}, DefaultThresholds)
+`)}}, BuiltinThresholds)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ message = "big result"
 		b.Fatal("the bench condition should have a simple form")
 	}
 	if !fast {
-		set.Rules()[0].simple = nil
+		set.Rules()[0].simple, set.Rules()[0].folded = nil, nil
 	}
 	ctx := MapSource{"tool": map[string]any{"name": "search", "result_bytes": float64(120)}}
 	ev := Event{Name: "on_tool_complete", Session: "bench", Context: ctx}
@@ -54,7 +54,7 @@ message = "big result"
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if out := set.Fire(context.Background(), ev, DefaultThresholds, host); len(out.Fired) != 0 {
+		if out := set.Fire(context.Background(), ev, host); len(out.Fired) != 0 {
 			b.Fatal("fired")
 		}
 	}

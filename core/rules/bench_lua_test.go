@@ -33,19 +33,19 @@ lua = '` + benchLuaRule + `'
 type = "log"
 level = "debug"
 message = "budget"
-`)}}, DefaultThresholds)
+`)}}, BuiltinThresholds)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ev := Event{Name: "on_turn_start", Session: "bench", Context: MapSource(benchLuaEvent())}
 	var host benchHost
-	if out := set.Fire(context.Background(), ev, DefaultThresholds, host); len(out.Fired) != 1 {
+	if out := set.Fire(context.Background(), ev, host); len(out.Fired) != 1 {
 		b.Fatalf("the rule should fire: %+v", out)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if out := set.Fire(context.Background(), ev, DefaultThresholds, host); len(out.Fired) != 1 {
+		if out := set.Fire(context.Background(), ev, host); len(out.Fired) != 1 {
 			b.Fatal("not fired")
 		}
 	}

@@ -11,22 +11,12 @@ import (
 //go:embed builtin/*.toml
 var builtinFS embed.FS
 
-// DefaultThresholds are the built-in rules' thresholds (config
-// rules.thresholds): what conditions and templates see as `thresholds`.
-var DefaultThresholds = map[string]any{
-	"token_budget":       0.8,
-	"iteration_budget":   25.0,
-	"large_result_bytes": 32768.0,
-	"repeated_failures":  3.0,
-}
-
 // BuiltinSources returns the shipped rules (SPEC §7.6), named
 // "builtin/NAME.toml" in errors and listings.
 func BuiltinSources() []Source { return builtinFiles(false) }
 
-// BuiltinTests returns the rule tests of the shipped rules.
-func BuiltinTests() []Source { return builtinFiles(true) }
-
+// builtinFiles returns the shipped rule files, or with tests their test
+// files (NAME.test.toml).
 func builtinFiles(tests bool) []Source {
 	names, _ := fs.Glob(builtinFS, "builtin/*.toml")
 	sort.Strings(names)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -24,8 +25,8 @@ import (
 // (ranges, arrays and maps count against it) and a byte budget (strings and
 // values built, budget.go).
 const (
-	MaxExpressionBytes = 4096
-	MaxExpressionNodes = 1000
+	maxExpressionBytes = 4096
+	maxExpressionNodes = 1000
 	memoryBudget       = 10000
 )
 
@@ -86,8 +87,7 @@ func number(v any) (float64, bool) {
 }
 
 type compiler struct {
-	thresholds map[string]any
-	opts       []expr.Option
+	opts []expr.Option
 }
 
 // helperCalls rewrites helper(x) into __helper(context, x): helpers read
@@ -135,15 +135,12 @@ func get(args ...any) (any, error) {
 	return runtime.Fetch(args[0], args[1]), nil
 }
 
-func newCompiler(thresholds map[string]any) *compiler {
-	if thresholds == nil {
-		thresholds = map[string]any{}
-	}
-	c := &compiler{thresholds: thresholds}
+func newCompiler() *compiler {
+	c := &compiler{}
 	c.opts = []expr.Option{
 		expr.Env(exprEnv{}),
 		expr.DisableBuiltin("repeat"),
-		expr.MaxNodes(MaxExpressionNodes),
+		expr.MaxNodes(maxExpressionNodes),
 		expr.Patch(helperCalls{}),
 		expr.Patch(mapFetches{}),
 		expr.Function("__get", get, new(func(any, string) any)),
@@ -163,8 +160,8 @@ func newCompiler(thresholds map[string]any) *compiler {
 }
 
 func (c *compiler) compile(src string, asBool bool) (*vm.Program, error) {
-	if len(src) > MaxExpressionBytes {
-		return nil, fmt.Errorf("expression is %d bytes, more than the %d allowed", len(src), MaxExpressionBytes)
+	if len(src) > maxExpressionBytes {
+		return nil, fmt.Errorf("expression is %d bytes, more than the %d allowed", len(src), maxExpressionBytes)
 	}
 	if strings.TrimSpace(src) == "" {
 		return nil, fmt.Errorf("empty expression")
@@ -575,26 +572,37 @@ type action struct {
 	logLine   string
 }
 
-func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (action, error) {
-	a := action{kind: d.Type}
+// actionKeys are the keys each action type takes.
+var actionKeys = map[string][]string{
+	ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
+	ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
+	ActLua: {"lua", "script"},
+}
+
+// checkActionKeys refuses an unknown action type, or a key its type does
+// not take.
+func checkActionKeys(d *actionDoc) error {
+	allowed, ok := actionKeys[d.Type]
+	if !ok {
+		return fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool, lua)", d.Type)
+	}
 	given := map[string]bool{
 		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
 		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
 		"tool": d.Tool != nil, "arguments": d.Arguments != nil, "lua": d.Lua != nil, "script": d.Script != nil,
 	}
-	takes := map[string][]string{
-		ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
-		ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
-		ActLua: {"lua", "script"},
-	}
-	allowed, ok := takes[d.Type]
-	if !ok {
-		return a, fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool, lua)", d.Type)
-	}
 	for _, k := range sortedKeys(given) {
-		if given[k] && !contains(allowed, k) {
-			return a, fmt.Errorf("%s does not take %q (it takes %s)", d.Type, k, strings.Join(allowed, ", "))
+		if given[k] && !slices.Contains(allowed, k) {
+			return fmt.Errorf("%s does not take %q (it takes %s)", d.Type, k, strings.Join(allowed, ", "))
 		}
+	}
+	return nil
+}
+
+func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (action, error) {
+	a := action{kind: d.Type}
+	if err := checkActionKeys(d); err != nil {
+		return a, err
 	}
 	var err error
 	switch d.Type {
@@ -659,13 +667,4 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 		a.script, _, err = luaSource(src, d.Lua, d.Script, "action")
 	}
 	return a, err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

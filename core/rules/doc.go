@@ -1,14 +1,21 @@
 // Package rules is Clara's rule engine: rules written in TOML (or JSON)
 // that watch hook points (the tool pipeline's on_tool_* events and the
-// events a caller emits), test a condition in expr-lang, and act: notify,
-// log, store state, chain events, deny a tool call, call a tool.
+// events a caller emits), test a condition in expr-lang or Lua, and act:
+// notify, log, store state, chain events, deny a tool call, call a tool.
 //
 // Load compiles a whole rule set once (conditions and templates included)
-// into an immutable *Set; Fire evaluates one event against it. A Set is safe
-// for concurrent use and never changes; a reload builds a new one, and
-// calls in flight finish with the set they started with.
+// with the configuration's thresholds bound into an immutable *Set, or
+// reports every problem of every file as protocol.Problems (file, line,
+// message). Fire evaluates one event against a Set; ParseTests and
+// TestFile.Run run rule test files against it.
+//
+// Goroutines: a Set never changes and is safe for concurrent use; a
+// reload builds a new one, and calls in flight finish with the set they
+// started with. Fire calls its Host from the goroutine that called it and
+// starts none.
 //
 // rules reaches the rest of Clara only through the Host interface the
-// engine gives Fire (state, tool calls, logging). It imports core/protocol
-// for JSON encoding and core/logging, and nothing else of Clara.
+// engine gives Fire (state, chained events, tool calls, logging). It
+// imports core/protocol (JSON encoding, problems, notices), core/logging
+// and rulelua (Lua conditions and actions), and nothing else of Clara.
 package rules

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"sort"
@@ -13,34 +14,6 @@ import (
 // on the path of every clara_emit, and encoding/json spends more on its
 // maps (reflection, sorting through interfaces) than the rules spent
 // firing. The output is byte for byte what encoding/json would write.
-
-// AppendNotices appends notices as a JSON array.
-func AppendNotices(dst []byte, ns []Notice) []byte {
-	dst = append(dst, '[')
-	for i := range ns {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		n := &ns[i]
-		if n.Callback != "" {
-			dst = append(dst, `{"callback":`...)
-			dst = protocol.AppendString(dst, n.Callback)
-		} else {
-			dst = append(dst, `{"rule":`...)
-			dst = protocol.AppendString(dst, n.Rule)
-		}
-		dst = append(dst, `,"message":`...)
-		dst = protocol.AppendString(dst, n.Message)
-		dst = append(dst, `,"priority":`...)
-		dst = protocol.AppendString(dst, n.Priority)
-		if n.Event != "" { // absent for notices no event caused (a Lua tool's, a callback started)
-			dst = append(dst, `,"event":`...)
-			dst = protocol.AppendString(dst, n.Event)
-		}
-		dst = append(dst, '}')
-	}
-	return append(dst, ']')
-}
 
 // AppendTrace appends trace entries as a JSON array.
 func AppendTrace(dst []byte, entries []TraceEntry) []byte {
@@ -99,7 +72,7 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"notices":`...)
-	dst = AppendNotices(dst, o.Notices)
+	dst = protocol.AppendNotices(dst, o.Notices)
 	dst = append(dst, `,"denied":`...)
 	if o.Denied == nil {
 		dst = append(dst, "null"...)
@@ -180,11 +153,15 @@ func appendValue(dst []byte, v any) []byte {
 		}
 		return append(dst, ']')
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Other types (an expr result such as []string): encoding/json's
+	// text, with HTML characters as they are, as everywhere else here.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
 		return append(dst, "null"...)
 	}
-	return append(dst, b...)
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }
 
 // appendFloat writes f as encoding/json does (ES6 number formatting).

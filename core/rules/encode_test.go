@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/clara-lib/clara/core/protocol"
 	"math"
 	"reflect"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	values := []any{nil, true, false, "", "a\"b\\c\n\u0000<>&é", 0.0, -0.0, 1.5, 1e20, 1e21, 123456789012.0,
 		1e-6, 1e-7, -3.25e-9, 1.7976931348623157e308, 5e-324, 42, int64(-7), json.RawMessage(`{"x":[1,2]}`),
+		[]string{"<b>", "&"}, map[string]int{"<": 1}, // types expr results may have
 		map[string]any{"b": 1.0, "a": []any{"x", nil, map[string]any{}}, "": "empty"}, []any{},
 		[]any{1.0, "two", []any{false}}}
 	records := []ActionRecord{{Type: "notify_self", Message: "m", Priority: "high"}}
@@ -26,7 +28,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	out := &Outcome{
 		Fired:   []Fired{{Rule: "r1", Actions: records}, {Rule: "r2", Event: "chained", Actions: []ActionRecord{}}, {Rule: "r3"}},
-		Notices: []Notice{{Rule: "r1", Message: "héllo \"you\"", Priority: "high", Event: "e"}},
+		Notices: []protocol.Notice{{Rule: "r1", Message: "héllo \"you\"", Priority: "high", Event: "e"}},
 		Denied:  &Denial{Rule: "r9", Reason: "no <way>"},
 		Trace: []TraceEntry{
 			{Rule: "r1", Event: "e", Matched: true, Value: true, DurationUS: 12, Actions: records},
@@ -34,15 +36,47 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			{Rule: "r3", Event: "e", Value: 2.5},
 		},
 	}
+	// The reference: the outcome with its records as maps (recordMap), all
+	// written by encoding/json (ActionRecord.MarshalJSON is appendRecord).
+	type refFired struct {
+		Rule    string           `json:"rule"`
+		Event   string           `json:"event,omitempty"`
+		Actions []map[string]any `json:"actions"`
+	}
+	type refEntry struct {
+		Rule       string           `json:"rule"`
+		Event      string           `json:"event"`
+		Matched    bool             `json:"matched"`
+		Value      any              `json:"value,omitempty"`
+		Error      string           `json:"error,omitempty"`
+		DurationUS int64            `json:"duration_us"`
+		Actions    []map[string]any `json:"actions,omitempty"`
+		Skipped    string           `json:"skipped,omitempty"`
+	}
+	maps := func(records []ActionRecord) []map[string]any {
+		if records == nil {
+			return nil
+		}
+		out := []map[string]any{}
+		for i := range records {
+			out = append(out, recordMap(&records[i]))
+		}
+		return out
+	}
 	for _, withTrace := range []bool{false, true} {
 		body := struct {
-			Fired   []Fired      `json:"fired"`
-			Notices []Notice     `json:"notices"`
-			Denied  *Denial      `json:"denied"`
-			Trace   []TraceEntry `json:"trace,omitempty"`
-		}{out.Fired, out.Notices, out.Denied, nil}
+			Fired   []refFired        `json:"fired"`
+			Notices []protocol.Notice `json:"notices"`
+			Denied  *Denial           `json:"denied"`
+			Trace   []refEntry        `json:"trace,omitempty"`
+		}{Notices: out.Notices, Denied: out.Denied}
+		for _, f := range out.Fired {
+			body.Fired = append(body.Fired, refFired{f.Rule, f.Event, maps(f.Actions)})
+		}
 		if withTrace {
-			body.Trace = out.Trace
+			for _, e := range out.Trace {
+				body.Trace = append(body.Trace, refEntry{e.Rule, e.Event, e.Matched, e.Value, e.Error, e.DurationUS, maps(e.Actions), e.Skipped})
+			}
 		}
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
@@ -93,6 +127,8 @@ var recordCases = []struct {
 		map[string]any{"type": "call_tool", "tool": "search", "result": json.RawMessage(nil)}},
 	{ActionRecord{Type: ActCallTool, Tool: "nope", Error: "no such tool"},
 		map[string]any{"type": "call_tool", "tool": "nope", "error": "no such tool"}},
+	{ActionRecord{Type: ActSetState, Key: "k", Value: []string{"<b>", "&"}},
+		map[string]any{"type": "set_state", "key": "k", "value": []string{"<b>", "&"}}},
 	{ActionRecord{Type: "other"}, map[string]any{"type": "other"}},
 }
 
@@ -115,14 +151,38 @@ func TestActionRecordJSONIsTheMaps(t *testing.T) {
 		if e1.Encode([]ActionRecord{c.rec}) != nil || e2.Encode([]map[string]any{c.was}) != nil || b1.String() != b2.String() {
 			t.Errorf("encoder without HTML escaping: got %s, want %s", b1.String(), b2.String())
 		}
-		if m := c.rec.Map(); !reflect.DeepEqual(m, c.was) {
-			t.Errorf("Map: got %v, want %v", m, c.was)
+		if m := recordMap(&c.rec); !reflect.DeepEqual(m, c.was) {
+			t.Errorf("recordMap: got %v, want %v", m, c.was)
 		}
 	}
-	// A value encoding/json cannot write fails the record, as it failed the map.
-	if _, err := json.Marshal(ActionRecord{Type: ActSetState, Key: "k", Value: math.NaN()}); err == nil {
-		t.Error("NaN value marshalled")
+	// A value encoding/json cannot write is null, as in every answer
+	// (appendValue), rather than failing the record.
+	if b, err := json.Marshal(ActionRecord{Type: ActSetState, Key: "k", Value: math.NaN()}); err != nil || string(b) != `{"key":"k","type":"set_state","value":null}` {
+		t.Errorf("NaN value: %s, %v", b, err)
 	}
+}
+
+// recordMap is the record as the object its JSON is: the keys its Type
+// has (fields), with their values. The map is what records were before
+// ActionRecord, and what their JSON is checked against.
+func recordMap(r *ActionRecord) map[string]any {
+	m := map[string]any{"type": r.Type}
+	f := r.fields()
+	if r.Error != "" {
+		m["error"] = r.Error
+	}
+	for _, kv := range []struct {
+		bit int
+		key string
+		v   any
+	}{{recMessage, "message", r.Message}, {recPriority, "priority", r.Priority}, {recLevel, "level", r.Level},
+		{recKey, "key", r.Key}, {recValue, "value", r.Value}, {recReason, "reason", r.Reason}, {recEvent, "event", r.Event},
+		{recFired, "fired", r.Fired}, {recTool, "tool", r.Tool}, {recResult, "result", r.Result}} {
+		if f&kv.bit != 0 {
+			m[kv.key] = kv.v
+		}
+	}
+	return m
 }
 
 // appendText writes numbers as text does, whole ones by a shorter path.

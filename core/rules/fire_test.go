@@ -25,7 +25,7 @@ func TestFire_emptyOutcome(t *testing.T) {
 		}
 	}
 	var none *Set
-	check("nil set", none.Fire(context.Background(), Event{Name: "on_turn_start", Trace: true}, nil, nil))
+	check("nil set", none.Fire(context.Background(), Event{Name: "on_turn_start", Trace: true}, nil))
 	if none.Rules() != nil || none.Watches("on_turn_start") || !reflect.DeepEqual(none.NeedsFor("on_turn_start"), Needs{}) {
 		t.Error("a nil set has rules")
 	}
@@ -251,7 +251,7 @@ func TestFire_chainDepth(t *testing.T) {
 	}
 	// An event emitted at the last depth allowed does not chain further.
 	h := &recHost{set: set}
-	out := set.Fire(context.Background(), Event{Name: "loop.event", Session: "s", Depth: MaxChainDepth - 1, Context: MapSource{}}, nil, h)
+	out := set.Fire(context.Background(), Event{Name: "loop.event", Session: "s", Depth: MaxChainDepth - 1, Context: MapSource{}}, h)
 	if len(out.Fired) != 1 || len(h.chained) != 0 {
 		t.Errorf("at depth %d: fired %v, chained %v", MaxChainDepth-1, out.Fired, h.chained)
 	}
@@ -305,6 +305,35 @@ payload = { n = "{{ context.x + 1 }}", s = "x={{ context.x }}", list = ["{{ cont
 	}
 	if !reflect.DeepEqual(seen, map[string]string{"parent": "on_x", "child": "on_child", "grandchild-emitter": "on_child", "grandchild": "on_grandchild"}) {
 		t.Errorf("trace %v", seen)
+	}
+}
+
+// A rule comes before the rules that the events it emits fire, in Fired
+// and in the trace; a skipped rule keeps its trace entry but is not fired.
+func TestChainedRulesComeAfterTheirEmitter(t *testing.T) {
+	set := mustLoad(t, nil,
+		rule("parent", "first", "priority = 10", "", notify("p"), "type = \"emit_event\"\nevent = \"second\""),
+		rule("broken", "first", "priority = 5", "", notify("{{ context.nothing.here }}")),
+		rule("last", "first", "priority = 1", "", notify("l")),
+		rule("child", "second", "", "", notify("c")),
+	)
+	h := &recHost{t: t, set: set}
+	out := set.Fire(context.Background(), Event{Name: "first", Context: MapSource{}, Trace: true}, h)
+	var fired, traced []string
+	for _, f := range out.Fired {
+		fired = append(fired, f.Rule)
+	}
+	for _, e := range out.Trace {
+		traced = append(traced, e.Rule)
+	}
+	if want := []string{"parent", "child", "last"}; !equalStrings(fired, want) {
+		t.Errorf("fired %q, want %q", fired, want)
+	}
+	if want := []string{"parent", "child", "broken", "last"}; !equalStrings(traced, want) {
+		t.Errorf("traced %q, want %q", traced, want)
+	}
+	if out.Trace[2].Skipped == "" || len(out.Trace[0].Actions) != 2 {
+		t.Errorf("trace entries: %+v", out.Trace)
 	}
 }
 
@@ -375,8 +404,8 @@ func TestFire_templates(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.tmpl, func(t *testing.T) {
-			set := mustLoad(t, map[string]any{"limit": 1.0}, rule("t", "on_x", "", "", notify(tc.tmpl)))
-			h := &recHost{thresholds: map[string]any{"limit": 42.0}}
+			set := mustLoad(t, map[string]any{"limit": 42.0}, rule("t", "on_x", "", "", notify(tc.tmpl)))
+			h := &recHost{}
 			out := fire(set, h, "on_x", ctx, true)
 			if tc.skip != "" {
 				if len(out.Notices) != 0 || len(out.Trace) != 1 || !strings.Contains(out.Trace[0].Skipped, tc.skip) {
@@ -449,8 +478,12 @@ func TestFire_setState(t *testing.T) {
 	}
 }
 
+// A failed state write is not silent: every set_state record of the
+// emission says it failed (its JSON then has type and error only), besides
+// the log and the trace; the rules' other actions stand.
 func TestFire_setStateError(t *testing.T) {
-	set := mustLoad(t, nil, rule("a", "on_x", "", "", "type = \"set_state\"\nkey = \"k\"\nvalue = 1", notify("hi")))
+	set := mustLoad(t, nil, rule("a", "on_x", "", "",
+		"type = \"set_state\"\nkey = \"k\"\nvalue = 1", notify("hi"), "type = \"set_state\"\nkey = \"j\"\nvalue = 2"))
 	for _, trace := range []bool{false, true} {
 		h := &recHost{stateErr: errors.New("disk full")}
 		out := fire(set, h, "on_x", nil, trace)
@@ -461,7 +494,14 @@ func TestFire_setStateError(t *testing.T) {
 			t.Errorf("error not logged: %v", h.logs)
 		}
 		if got := firedIDs(out); !equal(got, []string{"a"}) || len(out.Notices) != 1 {
-			t.Errorf("fired %q, notices %v", got, out.Notices)
+			t.Fatalf("fired %q, notices %v", got, out.Notices)
+		}
+		recs := out.Fired[0].Actions
+		if recs[0].Error != "set_state: disk full" || recs[2].Error != "set_state: disk full" || recs[1].Error != "" {
+			t.Errorf("records %+v", recs)
+		}
+		if got := string(appendRecords(nil, recs)); got != `[{"error":"set_state: disk full","type":"set_state"},{"message":"hi","priority":"normal","type":"notify_self"},{"error":"set_state: disk full","type":"set_state"}]` {
+			t.Errorf("JSON %s", got)
 		}
 		if !trace {
 			if len(out.Trace) != 0 {
@@ -472,8 +512,67 @@ func TestFire_setStateError(t *testing.T) {
 		if len(out.Trace) != 2 {
 			t.Fatalf("trace %+v", out.Trace)
 		}
+		if e := out.Trace[0]; len(e.Actions) != 3 || e.Actions[0].Error != "set_state: disk full" {
+			t.Errorf("traced records %+v", e.Actions)
+		}
 		if e := out.Trace[1]; e.Rule != "" || e.Event != "on_x" || e.Error != "set_state: disk full" {
 			t.Errorf("state error entry %+v", e)
+		}
+	}
+}
+
+// Only the writes that failed are marked: a chained emission commits its
+// own, before its parent's.
+func TestFire_setStateErrorOfOneEmission(t *testing.T) {
+	set := mustLoad(t, nil,
+		rule("parent", "on_x", "", "", "type = \"set_state\"\nkey = \"p\"\nvalue = 1", "type = \"emit_event\"\nevent = \"on_y\""),
+		rule("child", "on_y", "", "", "type = \"set_state\"\nkey = \"c\"\nvalue = 2"))
+	for _, failing := range []string{"p", "c"} {
+		h := &recHost{set: set, stateFails: func(ws []StateWrite) bool { return ws[0].Key == failing }, stateErr: errors.New("closed")}
+		out := fire(set, h, "on_x", nil, false)
+		got := map[string]string{}
+		for _, f := range out.Fired {
+			for _, a := range f.Actions {
+				if a.Type == ActSetState {
+					got[f.Rule] = a.Error
+				}
+			}
+		}
+		want := map[string]string{"parent": "", "child": ""}
+		want[map[string]string{"p": "parent", "c": "child"}[failing]] = "set_state: closed"
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("failing %q: record errors %v, want %v", failing, got, want)
+		}
+	}
+}
+
+// When the host refuses a chained emission, the emit_event record says
+// why, the event's rules do not fire, and the rule's other actions apply.
+func TestFire_chainRefused(t *testing.T) {
+	set := mustLoad(t, nil,
+		rule("parent", "on_x", "", "", "type = \"emit_event\"\nevent = \"on_y\"", notify("after"), "type = \"set_state\"\nkey = \"k\"\nvalue = 1"),
+		rule("child", "on_y", "", "", notify("child")))
+	for _, trace := range []bool{false, true} {
+		h := &recHost{set: set, chainErr: errors.New("event tree over 1000 emissions")}
+		out := fire(set, h, "on_x", nil, trace)
+		if got := firedIDs(out); !equal(got, []string{"parent"}) {
+			t.Fatalf("fired %q", got)
+		}
+		recs := out.Fired[0].Actions
+		if recs[0].Error != "emit_event: event tree over 1000 emissions" || recs[0].Event != "on_y" || recs[0].Fired != 0 {
+			t.Errorf("emit record %+v", recs[0])
+		}
+		if got := messages(out); !equal(got, []string{"after"}) || len(h.applied) != 1 || len(h.chained) != 1 {
+			t.Errorf("notices %q, writes %v, chained %v", got, h.applied, h.chained)
+		}
+		if !h.logged(logging.Warn, "event tree over 1000 emissions") {
+			t.Errorf("refusal not logged: %v", h.logs)
+		}
+		if got := string(appendRecord(nil, &recs[0])); got != `{"error":"emit_event: event tree over 1000 emissions","event":"on_y","type":"emit_event"}` {
+			t.Errorf("JSON %s", got)
+		}
+		if trace && (len(out.Trace) != 1 || len(out.Trace[0].Actions) != 3) {
+			t.Errorf("trace %+v", out.Trace)
 		}
 	}
 }
@@ -491,7 +590,7 @@ func TestFire_callToolAndLog(t *testing.T) {
 	if len(h.tools) != 2 {
 		t.Fatalf("tools %+v", h.tools)
 	}
-	if !reflect.DeepEqual(decodeJSON(t, []byte(h.tools[0].args)), map[string]any{"q": "go", "n": 3.0, "deep": map[string]any{"v": 1.5}}) || h.tools[0].tool != "search" || h.tools[0].session != "s1" {
+	if !reflect.DeepEqual(unmarshal(t, []byte(h.tools[0].args)), map[string]any{"q": "go", "n": 3.0, "deep": map[string]any{"v": 1.5}}) || h.tools[0].tool != "search" || h.tools[0].session != "s1" {
 		t.Errorf("call %+v", h.tools[0])
 	}
 	if h.tools[1].args != "{}" {
@@ -571,7 +670,7 @@ func TestFire_trace(t *testing.T) {
 }
 
 func TestFire_helpers(t *testing.T) {
-	set := mustLoad(t, DefaultThresholds,
+	set := mustLoad(t, BuiltinThresholds,
 		rule("budget", "on_turn_start", "", "context_above_threshold(thresholds.token_budget)", notify("budget")),
 		rule("done", "on_tool_complete", "", "tool_completed('grep')", notify("done")),
 		rule("failed", "on_tool_failure", "", "tool_failed(\"grep\")", notify("failed")),
@@ -580,7 +679,6 @@ func TestFire_helpers(t *testing.T) {
 		rule("type", "on_type", "", "context_above_threshold('high')", notify("type")),
 		rule("name-type", "on_name", "", "tool_completed(1)", notify("name")),
 	)
-	th := DefaultThresholds
 	tests := []struct {
 		event string
 		ctx   map[string]any
@@ -599,7 +697,7 @@ func TestFire_helpers(t *testing.T) {
 		{"on_name", map[string]any{}, []string{}, "needs a tool name"},
 	}
 	for _, tc := range tests {
-		h := &recHost{thresholds: th}
+		h := &recHost{}
 		out := fire(set, h, tc.event, tc.ctx, true)
 		if got := firedIDs(out); !equal(got, tc.fired) {
 			t.Errorf("%s %v: fired %q, want %q", tc.event, tc.ctx, got, tc.fired)
@@ -610,25 +708,8 @@ func TestFire_helpers(t *testing.T) {
 	}
 }
 
-// Fire uses the thresholds it is given, not those of Load.
-func TestFire_thresholds(t *testing.T) {
-	set := mustLoad(t, map[string]any{"limit": 10.0},
-		rule("simple", "on_x", "", "context.n > thresholds.limit", notify("simple")),
-		rule("expr", "on_x", "", "context.n > thresholds.limit && true", notify("expr")),
-	)
-	for _, tc := range []struct {
-		limit any
-		fired []string
-	}{{10.0, []string{}}, {1.0, []string{"simple", "expr"}}, {5, []string{"simple", "expr"}}} {
-		h := &recHost{thresholds: map[string]any{"limit": tc.limit}}
-		if got := firedIDs(fire(set, h, "on_x", map[string]any{"n": 6.0}, false)); !equal(got, tc.fired) {
-			t.Errorf("limit %v: fired %q, want %q", tc.limit, got, tc.fired)
-		}
-	}
-}
-
 func TestFire_concurrent(t *testing.T) {
-	set := mustLoad(t, DefaultThresholds,
+	set := mustLoad(t, BuiltinThresholds,
 		rule("simple", "on_x", "priority = 3", "context.n > 10", notify("n={{ context.n }}")),
 		rule("expr", "on_x", "priority = 2", "int(context.n) % 2 == 0 && len(context.s) > 0", "type = \"set_state\"\nkey = \"even\"\nvalue = \"{{ context.n }}\""),
 		rule("chain", "on_x", "priority = 1", "int(context.n) % 3 == 0", "type = \"emit_event\"\nevent = \"on_y\"\npayload = { m = \"{{ context.n }}\" }"),
@@ -642,7 +723,7 @@ func TestFire_concurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
 				n := float64(g*1000 + i)
-				h := &recHost{set: set, thresholds: DefaultThresholds}
+				h := &recHost{set: set}
 				out := fire(set, h, "on_x", map[string]any{"n": n, "s": "x"}, i%2 == 0)
 				var want []string
 				if n > 10 {

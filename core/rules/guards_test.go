@@ -66,8 +66,8 @@ func TestGuardsAgreeWithExpr(t *testing.T) {
 			t.Fatalf("%s: want guards, not a simple form", src)
 		}
 		for i, ctx := range contexts {
-			fast := set.Fire(context.Background(), Event{Name: "e", Context: MapSource(ctx)}, th, benchHost{})
-			traced := set.Fire(context.Background(), Event{Name: "e", Context: MapSource(ctx), Trace: true}, th, benchHost{})
+			fast := set.Fire(context.Background(), Event{Name: "e", Context: MapSource(ctx)}, benchHost{})
+			traced := set.Fire(context.Background(), Event{Name: "e", Context: MapSource(ctx), Trace: true}, benchHost{})
 			if traced.Trace[0].Error != "" {
 				continue // expr fails: guards may say "not matched" earlier
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // src makes a rule source named name from text.
@@ -30,8 +31,9 @@ func mustLoad(t testing.TB, thresholds map[string]any, texts ...string) *Set {
 	return set
 }
 
-// loadErr loads sources that must fail and returns the error text.
-func loadErr(t testing.TB, sources ...Source) string {
+// loadProblems loads sources that must fail and returns the problems,
+// checked to have a file and a line, and a message without them.
+func loadProblems(t testing.TB, sources ...Source) protocol.Problems {
 	t.Helper()
 	set, err := Load(sources, nil)
 	if err == nil {
@@ -40,11 +42,27 @@ func loadErr(t testing.TB, sources ...Source) string {
 	if set != nil {
 		t.Errorf("Load returned a set with its error")
 	}
-	var le *LoadError
-	if !errors.As(err, &le) || len(le.Problems) == 0 {
-		t.Fatalf("error %T %v is not a *LoadError with problems", err, err)
+	var ps protocol.Problems
+	if !errors.As(err, &ps) || len(ps) == 0 {
+		t.Fatalf("error %T %v is not protocol.Problems", err, err)
 	}
-	return err.Error()
+	for _, p := range ps {
+		if p.File == "" || p.Line <= 0 || strings.HasPrefix(p.Message, p.File) || p.Message == "" {
+			t.Errorf("problem %#v: want a file, a line and a message without them", p)
+		}
+	}
+	return ps
+}
+
+// loadErr loads sources that must fail and returns their problems as
+// "file:line: message" (columns left out), joined by "; ".
+func loadErr(t testing.TB, sources ...Source) string {
+	t.Helper()
+	var parts []string
+	for _, p := range loadProblems(t, sources...) {
+		parts = append(parts, fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Message))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // rule builds a one-rule TOML file.
@@ -72,12 +90,14 @@ type logEntry struct {
 }
 
 // recHost is a Host that records what Fire asks of it. Chain fires the
-// chained event on set, as the engine does, with the payload as context.
+// chained event on set, as the engine does, with the payload as context,
+// or refuses it with chainErr.
 type recHost struct {
 	t          testing.TB
 	set        *Set
-	thresholds map[string]any
 	stateErr   error
+	stateFails func([]StateWrite) bool // nil: every ApplyState returns stateErr
+	chainErr   error
 	toolResult []byte
 	toolErr    error
 	state      map[string]any // what StateGet reads
@@ -107,19 +127,25 @@ func (h *recHost) ApplyState(session string, writes []StateWrite) error {
 	h.applied = append(h.applied, append([]StateWrite(nil), writes...))
 	h.sessions = append(h.sessions, session)
 	h.mu.Unlock()
+	if h.stateFails != nil && !h.stateFails(writes) {
+		return nil
+	}
 	return h.stateErr
 }
 
-func (h *recHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) *Outcome {
+func (h *recHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*Outcome, error) {
 	h.mu.Lock()
 	h.chained = append(h.chained, chainCall{session, event, payload, depth, trace})
 	h.mu.Unlock()
+	if h.chainErr != nil {
+		return nil, h.chainErr
+	}
 	c := map[string]any{}
 	for k, v := range payload {
 		c[k] = v
 	}
 	c["event"] = map[string]any{"name": event, "session": session, "depth": float64(depth)}
-	return h.set.Fire(ctx, Event{Name: event, Session: session, Depth: depth, Trace: trace, Context: MapSource(c)}, h.thresholds, h)
+	return h.set.Fire(ctx, Event{Name: event, Session: session, Depth: depth, Trace: trace, Context: MapSource(c)}, h), nil
 }
 
 func (h *recHost) CallTool(_ context.Context, session, tool string, args []byte) ([]byte, error) {
@@ -159,7 +185,7 @@ func fire(set *Set, h *recHost, name string, c map[string]any, trace bool) *Outc
 	if h.set == nil {
 		h.set = set
 	}
-	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(c), Trace: trace}, h.thresholds, h)
+	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(c), Trace: trace}, h)
 }
 
 // firedIDs lists the rules of an outcome's Fired, in order.
@@ -180,8 +206,8 @@ func messages(out *Outcome) []string {
 	return ms
 }
 
-// decodeJSON decodes JSON text for comparisons (numbers are float64).
-func decodeJSON(t testing.TB, b []byte) any {
+// unmarshal decodes JSON text for comparisons (numbers are float64).
+func unmarshal(t testing.TB, b []byte) any {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {

@@ -13,16 +13,12 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
 )
 
-// Built-in hook points (SPEC §7.2). Any other name matching eventName is a
-// custom event.
-var BuiltinTriggers = []string{
-	"on_query_start", "on_turn_start", "on_turn_end",
-	"on_tool_call", "on_tool_complete", "on_tool_failure",
-	"on_callback_complete", "on_callback_failure", "on_session_end",
-}
-
+// eventName is what a trigger or an emitted event is called: the built-in
+// hook points of SPEC §7.2 (on_turn_start, on_tool_call...) and any custom
+// event.
 var eventName = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
 
 // ValidEventName reports whether name can be a trigger or an emitted event.
@@ -38,17 +34,6 @@ type Source struct {
 	// Dir is where the Lua script paths of its rules (script = "x.lua")
 	// are resolved; "" is the directory of Name.
 	Dir string
-}
-
-// LoadError is every problem found in a rule set, each prefixed
-// "file:line: ".
-type LoadError struct{ Problems []string }
-
-func (e *LoadError) Error() string {
-	if len(e.Problems) == 1 {
-		return e.Problems[0]
-	}
-	return fmt.Sprintf("%d problems: %s", len(e.Problems), strings.Join(e.Problems, "; "))
 }
 
 // The shapes of a rule file (SPEC §7.1): one rule in [rule] with top-level
@@ -96,76 +81,67 @@ type actionDoc struct {
 }
 
 // Load compiles rule sources into a Set. thresholds are the values rule
-// conditions and templates see as `thresholds` (config rules.thresholds).
-// Every problem of every source is reported, with its file and line; the
-// Set is nil when there is any.
+// conditions and templates see as `thresholds` (config rules.thresholds),
+// bound into the Set. Every problem of every source is reported, as a
+// protocol.Problems error (file, line, message); the Set is nil when there
+// is any.
 func Load(sources []Source, thresholds map[string]any) (*Set, error) {
-	c := newCompiler(thresholds)
-	var problems []string
+	c := newCompiler()
+	var problems protocol.Problems
 	var all []*Rule
-	seen := map[string]string{} // rule id -> where it was defined
+	seen := map[string]*Rule{} // rule id -> where it was defined
 	for _, src := range sources {
 		rules, errs := c.loadSource(src)
 		problems = append(problems, errs...)
 		for _, r := range rules {
 			if prev, dup := seen[r.ID]; dup {
-				problems = append(problems, fmt.Sprintf("%s:%d: rule %q is defined twice (first at %s)", r.File, r.Line, r.ID, prev))
+				problems = append(problems, protocol.Problem{File: r.File, Line: r.Line,
+					Message: fmt.Sprintf("rule %q is defined twice (first at %s:%d)", r.ID, prev.File, prev.Line)})
 				continue
 			}
-			seen[r.ID] = fmt.Sprintf("%s:%d", r.File, r.Line)
+			seen[r.ID] = r
 			r.order = len(all)
 			all = append(all, r)
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &LoadError{Problems: problems}
+		return nil, problems
 	}
-	set := newSet(all)
-	if thresholds != nil {
-		set.thresholds = thresholds
-		for _, r := range all {
-			if r.simple != nil {
-				r.folded = r.simple.fold(thresholds)
-			}
-			if r.guards != nil {
-				r.foldedGuards = (&simpleCond{terms: r.guards}).fold(thresholds).terms
-			}
-		}
-	}
-	set.slots = assignSlots(all)
-	markToolFields(all)
-	return set, nil
+	return bindSet(all, thresholds), nil
 }
 
-func (c *compiler) loadSource(src Source) ([]*Rule, []string) {
+func (c *compiler) loadSource(src Source) ([]*Rule, protocol.Problems) {
 	var doc fileDoc
 	isJSON := strings.EqualFold(filepath.Ext(src.Name), ".json") || bytes.HasPrefix(bytes.TrimSpace(src.Text), []byte("{"))
-	if err := decode(src.Text, isJSON, &doc); err != nil {
-		return nil, []string{fmt.Sprintf("%s:%s", src.Name, err)}
+	if problems := decode(src.Name, src.Text, isJSON, &doc); problems != nil {
+		return nil, problems
+	}
+	shape := func(line int, msg string) ([]*Rule, protocol.Problems) {
+		return nil, protocol.Problems{{File: src.Name, Line: line, Message: msg}}
 	}
 	var docs []ruleDoc
 	switch {
 	case doc.Rule != nil && len(doc.Rules) > 0:
-		return nil, []string{fmt.Sprintf("%s:1: use either [rule] or [[rules]], not both", src.Name)}
+		return shape(1, "use either [rule] or [[rules]], not both")
 	case doc.Rule != nil:
 		r := *doc.Rule
 		if r.Condition != nil || r.Action != nil || r.Actions != nil {
-			return nil, []string{fmt.Sprintf("%s:%d: with [rule], condition and action(s) are top-level tables ([condition], [action])", src.Name, locate(src.Text, r.ID))}
+			return shape(locate(src.Text, r.ID), "with [rule], condition and action(s) are top-level tables ([condition], [action])")
 		}
 		r.Condition, r.Action, r.Actions = doc.Condition, doc.Action, doc.Actions
 		docs = []ruleDoc{r}
 	case len(doc.Rules) > 0:
 		if doc.Condition != nil || doc.Action != nil || doc.Actions != nil {
-			return nil, []string{fmt.Sprintf("%s:1: with [[rules]], each rule has its own condition and action(s) ([rules.condition], [[rules.actions]])", src.Name)}
+			return shape(1, "with [[rules]], each rule has its own condition and action(s) ([rules.condition], [[rules.actions]])")
 		}
 		docs = doc.Rules
 	case doc.Condition != nil || doc.Action != nil || doc.Actions != nil:
-		return nil, []string{fmt.Sprintf("%s:1: [condition] and [action] belong to a rule: give [rule] (or [[rules]])", src.Name)}
+		return shape(1, "[condition] and [action] belong to a rule: give [rule] (or [[rules]])")
 	default:
 		return nil, nil // an empty file holds no rules
 	}
 	var out []*Rule
-	var problems []string
+	var problems protocol.Problems
 	for i := range docs {
 		r, errs := c.compileRule(src, &docs[i])
 		problems = append(problems, errs...)
@@ -176,28 +152,11 @@ func (c *compiler) loadSource(src Source) ([]*Rule, []string) {
 	return out, problems
 }
 
-// decode reads a rule or test file strictly: unknown keys are errors with
-// their line. The error text starts with "line:" (no file).
-func decode(text []byte, isJSON bool, v any) error {
+// decode reads a rule or test file strictly: unknown keys are problems at
+// their line. It returns nil when the text decoded.
+func decode(name string, text []byte, isJSON bool, v any) protocol.Problems {
 	if isJSON {
-		dec := json.NewDecoder(bytes.NewReader(text))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil {
-			line := 1
-			var se *json.SyntaxError
-			var te *json.UnmarshalTypeError
-			switch {
-			case errors.As(err, &se):
-				line = lineAt(text, int(se.Offset))
-			case errors.As(err, &te):
-				line = lineAt(text, int(te.Offset))
-			}
-			return fmt.Errorf("%d: %s", line, strings.TrimPrefix(err.Error(), "json: "))
-		}
-		if rest := bytes.TrimLeft(text[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-			return fmt.Errorf("%d: data after the JSON value", lineAt(text, len(text)-len(rest)))
-		}
-		return nil
+		return decodeJSON(name, text, v)
 	}
 	dec := toml.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
@@ -208,17 +167,53 @@ func decode(text []byte, isJSON bool, v any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &sm) && len(sm.Errors) > 0:
-		var parts []string
+		var problems protocol.Problems
 		for _, e := range sm.Errors {
-			row, _ := e.Position()
-			parts = append(parts, fmt.Sprintf("%d: unknown key %q", row, strings.Join(e.Key(), ".")))
+			row, col := e.Position()
+			problems = append(problems, protocol.Problem{File: name, Line: row, Col: col,
+				Message: fmt.Sprintf("unknown key %q", strings.Join(e.Key(), "."))})
 		}
-		return errors.New(strings.Join(parts, "; "))
+		return problems
 	case errors.As(err, &de):
-		row, _ := de.Position()
-		return fmt.Errorf("%d: %s", row, strings.TrimPrefix(de.Error(), "toml: "))
+		row, col := de.Position()
+		return protocol.Problems{{File: name, Line: row, Col: col, Message: strings.TrimPrefix(de.Error(), "toml: ")}}
 	}
-	return fmt.Errorf("1: %v", err)
+	return protocol.Problems{{File: name, Line: 1, Message: err.Error()}}
+}
+
+// unknownField is encoding/json's error for a key the target lacks.
+var unknownField = regexp.MustCompile(`^json: unknown field ("(?:[^"\\]|\\.)*")$`)
+
+func decodeJSON(name string, text []byte, v any) protocol.Problems {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if rest := bytes.TrimLeft(text[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+			line, col := lineColAt(text, len(text)-len(rest))
+			return protocol.Problems{{File: name, Line: line, Col: col, Message: "data after the JSON value"}}
+		}
+		return nil
+	}
+	p := protocol.Problem{File: name, Line: 1, Message: strings.TrimPrefix(err.Error(), "json: ")}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		// Offset is after the byte that was wrong.
+		p.Line, p.Col = lineColAt(text, int(se.Offset)-1)
+	case errors.As(err, &te):
+		p.Line = lineAt(text, int(te.Offset)) // after the value: its line, not its column
+	case unknownField.MatchString(err.Error()):
+		p.Line = locate(text, unknownField.FindStringSubmatch(err.Error())[1])
+	}
+	return protocol.Problems{p}
+}
+
+// lineColAt is the line and column (from 1, in bytes) of text[offset].
+func lineColAt(text []byte, offset int) (line, col int) {
+	offset = max(min(offset, len(text)), 0)
+	return lineAt(text, offset), offset - bytes.LastIndexByte(text[:offset], '\n')
 }
 
 func lineAt(text []byte, offset int) int {
@@ -254,73 +249,105 @@ func locate(text []byte, needle string) int {
 	return 1
 }
 
-func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
+// ruleProblems collects the problems of one rule.
+type ruleProblems struct {
+	src  *Source
+	id   string
+	list protocol.Problems
+}
+
+// add reports a problem of the rule at line.
+func (p *ruleProblems) add(line int, format string, args ...any) {
+	p.list = append(p.list, protocol.Problem{File: p.src.Name, Line: line, Message: fmt.Sprintf("rule %q: ", p.id) + fmt.Sprintf(format, args...)})
+}
+
+// addErr reports err, prefixed with what, at line, or where err says it is
+// (a Lua compile error is at its script's line).
+func (p *ruleProblems) addErr(line int, what string, err error) {
+	var at *located
+	if errors.As(err, &at) {
+		p.list = append(p.list, protocol.Problem{File: at.file, Line: at.line, Message: fmt.Sprintf("rule %q: %s: %s", p.id, what, at.msg)})
+		return
+	}
+	p.add(line, "%s: %v", what, err)
+}
+
+func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, protocol.Problems) {
 	line := locate(src.Text, `"`+d.ID+`"`)
-	var problems []string
-	fail := func(at int, format string, args ...any) {
-		problems = append(problems, fmt.Sprintf("%s:%d: rule %q: %s", src.Name, at, d.ID, fmt.Sprintf(format, args...)))
-	}
 	if !ruleID.MatchString(d.ID) {
-		problems = append(problems, fmt.Sprintf("%s:%d: rule id %q: use 1 to 128 letters, digits, '_', '.' or '-'", src.Name, line, d.ID))
-		return nil, problems
+		return nil, protocol.Problems{{File: src.Name, Line: line, Message: fmt.Sprintf("rule id %q: use 1 to 128 letters, digits, '_', '.' or '-'", d.ID)}}
 	}
+	problems := &ruleProblems{src: &src, id: d.ID}
 	if d.Trigger == "" {
-		fail(line, "trigger is missing")
+		problems.add(line, "trigger is missing")
 	} else if !ValidEventName(d.Trigger) {
-		fail(locate(src.Text, d.Trigger), "trigger %q is not an event name ([a-z][a-z0-9_.]*)", d.Trigger)
+		problems.add(locate(src.Text, d.Trigger), "trigger %q is not an event name ([a-z][a-z0-9_.]*)", d.Trigger)
 	}
 	r := &Rule{ID: d.ID, Description: d.Description, Trigger: d.Trigger, Priority: d.Priority, Stop: d.Stop,
 		File: src.Name, Line: line}
 	if d.Condition != nil {
-		cd := d.Condition
-		n := 0
-		for _, p := range []*string{cd.Expression, cd.Lua, cd.Script} {
-			if p != nil {
-				n++
-			}
-		}
-		switch {
-		case n != 1:
-			fail(line, "condition: give one of expression, lua or script")
-		case cd.Lua != nil || cd.Script != nil:
-			script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
-			if err != nil {
-				at := line
-				if cd.Lua != nil {
-					at = locate(src.Text, firstLine(*cd.Lua))
-				}
-				fail(at, "condition: %v", err)
-			}
-			r.luaCond = script
-			r.CondSource = text
-			r.lua = true
-		case cd.Expression != nil:
-			r.CondSource = *cd.Expression
-			prog, err := c.condition(*cd.Expression)
-			if err != nil {
-				fail(locate(src.Text, *cd.Expression), "condition: %v", err)
-			}
-			r.cond = prog
-			r.simple = parseSimple(*cd.Expression)
-			if r.simple == nil {
-				r.guards = parseGuards(*cd.Expression)
-			}
+		c.compileCondition(src, d.Condition, r, problems)
+	}
+	c.compileActions(src, d, r, problems)
+	if r.CondSource != "" && !r.lua {
+		r.sources = append(r.sources, r.CondSource)
+	}
+	if len(problems.list) > 0 {
+		return nil, problems.list
+	}
+	return r, nil
+}
+
+// compileCondition compiles a rule's condition into r: an expression, with
+// its fast forms, or a Lua script.
+func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *ruleProblems) {
+	n := 0
+	for _, p := range []*string{cd.Expression, cd.Lua, cd.Script} {
+		if p != nil {
+			n++
 		}
 	}
+	switch {
+	case n != 1:
+		problems.add(r.Line, "condition: give one of expression, lua or script")
+	case cd.Lua != nil || cd.Script != nil:
+		script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
+		if err != nil {
+			problems.addErr(r.Line, "condition", err)
+		}
+		r.luaCond = script
+		r.CondSource = text
+		r.lua = true
+	case cd.Expression != nil:
+		r.CondSource = *cd.Expression
+		prog, err := c.condition(*cd.Expression)
+		if err != nil {
+			problems.add(locate(src.Text, *cd.Expression), "condition: %v", err)
+		}
+		r.cond = prog
+		r.simple = parseSimple(*cd.Expression)
+		if r.simple == nil {
+			r.guards = parseGuards(*cd.Expression)
+		}
+	}
+}
+
+// compileActions compiles a rule's actions into r.
+func (c *compiler) compileActions(src Source, d *ruleDoc, r *Rule, problems *ruleProblems) {
 	actions := d.Actions
 	if d.Action != nil {
 		if len(actions) > 0 {
-			fail(line, "give [action] or [[actions]], not both")
+			problems.add(r.Line, "give [action] or [[actions]], not both")
 		}
 		actions = []actionDoc{*d.Action}
 	}
 	if len(actions) == 0 {
-		fail(line, "no action: give [action] or [[actions]]")
+		problems.add(r.Line, "no action: give [action] or [[actions]]")
 	}
 	for i := range actions {
 		a, err := c.compileAction(src, d.Trigger, &actions[i])
 		if err != nil {
-			fail(locate(src.Text, `"`+actions[i].Type+`"`), "action %d (%s): %v", i+1, actions[i].Type, err)
+			problems.addErr(locate(src.Text, `"`+actions[i].Type+`"`), fmt.Sprintf("action %d (%s)", i+1, actions[i].Type), err)
 			continue
 		}
 		if a.kind == ActLog {
@@ -336,13 +363,6 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, []string) {
 			r.lua = true
 		}
 	}
-	if r.CondSource != "" && !r.lua {
-		r.sources = append(r.sources, r.CondSource)
-	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
-	return r, nil
 }
 
 // sortedKeys lists a map's keys in order, for stable output.

@@ -1,11 +1,15 @@
 package rules
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/rulelua"
@@ -22,11 +26,16 @@ import (
 const maxScriptFile = 4 << 20
 
 // luaSource compiles inline Lua or a script file. Script paths are relative
-// to the rule file's directory (Source.Dir).
+// to the rule file's directory (Source.Dir). A compile error is *located:
+// at the script file's line, or for inline Lua at the rule file's line
+// where the error is.
 func luaSource(src Source, inline, file *string, what string) (*rulelua.Script, string, error) {
 	if inline != nil {
 		s, err := rulelua.Compile(fmt.Sprintf("%s (%s)", src.Name, what), *inline)
-		return s, *inline, err
+		if err != nil {
+			return nil, *inline, &located{file: src.Name, line: inlineLine(src.Text, *inline, luaLine(err, *inline)), msg: luaMessage(err)}
+		}
+		return s, *inline, nil
 	}
 	path := *file
 	if path == "" {
@@ -39,19 +48,91 @@ func luaSource(src Source, inline, file *string, what string) (*rulelua.Script, 
 		}
 		path = filepath.Join(dir, path)
 	}
+	// A script that cannot be read is a problem at the line naming it.
+	at := func(err error) error {
+		return &located{file: src.Name, line: locate(src.Text, *file), msg: err.Error()}
+	}
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("script: %v", err)
+		return nil, "", at(fmt.Errorf("script: %v", err))
 	}
 	if info.Size() > maxScriptFile {
-		return nil, "", fmt.Errorf("script %s: %d bytes, over the %d-byte limit", path, info.Size(), maxScriptFile)
+		return nil, "", at(fmt.Errorf("script %s: %d bytes, over the %d-byte limit", path, info.Size(), maxScriptFile))
 	}
 	text, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("script: %v", err)
+		return nil, "", at(fmt.Errorf("script: %v", err))
 	}
 	s, err := rulelua.Compile(path, string(text))
-	return s, string(text), err
+	if err != nil {
+		return nil, string(text), &located{file: path, line: luaLine(err, string(text)), msg: luaMessage(err)}
+	}
+	return s, string(text), nil
+}
+
+// located is an error with its own place (a Lua script's line), which a
+// rule's problem reports instead of the rule's line.
+type located struct {
+	file string
+	line int // 0: unknown
+	msg  string
+}
+
+func (l *located) Error() string { return l.msg }
+
+// luaLine is the line of script a compile error points at (its last line
+// for an error at the end of the file), 0 when unknown.
+func luaLine(err error, script string) int {
+	var le *rulelua.Error
+	if !errors.As(err, &le) {
+		return 0
+	}
+	if le.Line > 0 {
+		return le.Line
+	}
+	// The pre-scan's errors say "name: line N: ...".
+	if rest, ok := strings.CutPrefix(le.Message, le.Script+": line "); ok {
+		if n, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, ':'), 0)]); err == nil {
+			return n
+		}
+	}
+	if strings.HasSuffix(le.Message, " at end of file") {
+		return strings.Count(strings.TrimRight(script, " \t\r\n"), "\n") + 1
+	}
+	return 0
+}
+
+// luaMessage is a compile error's text without its "name:line:" prefix,
+// which the problem's file and line say.
+func luaMessage(err error) string {
+	var le *rulelua.Error
+	if !errors.As(err, &le) {
+		return err.Error()
+	}
+	msg := strings.TrimPrefix(le.Message, le.Script+":")
+	if msg == le.Message {
+		return msg
+	}
+	if i := strings.IndexByte(msg, ':'); i > 0 && strings.Trim(msg[:i], "0123456789") == "" {
+		msg = msg[i+1:] // the line
+	} else if rest, ok := strings.CutPrefix(msg, " line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 && strings.Trim(rest[:i], "0123456789") == "" {
+			msg = rest[i+1:]
+		}
+	}
+	return strings.TrimSpace(msg)
+}
+
+// inlineLine is the line of the rule file where line n (from 1; 0:
+// unknown) of an inline script is. When the script's text is in the file
+// as it is (a literal or multi-line string), that is exact; when it was
+// escaped (a one-line basic string, JSON), the script's first line is
+// found, which is where such a script is whole.
+func inlineLine(text []byte, script string, n int) int {
+	if i := bytes.Index(text, []byte(script)); i >= 0 && script != "" {
+		return lineAt(text, i) + max(n-1, 0)
+	}
+	return locate(text, firstLine(script))
 }
 
 // luaTruthy is Lua's truth: everything but nil and false.
@@ -65,29 +146,31 @@ func luaTruthy(v any) bool {
 	return true
 }
 
-// luaHost is what a rule's script reaches: the session's state (with the
+// ruleScriptHost is what a rule's script reaches: the session's state (with the
 // writes of this emission's earlier rules not yet visible: they commit
 // at the end), tools and the log.
-type luaHost struct {
+type ruleScriptHost struct {
 	host    Host
 	session string
 }
 
-func (h luaHost) StateGet(key string) (any, bool, error) { return h.host.StateGet(h.session, key) }
+func (h ruleScriptHost) StateGet(key string) (any, bool, error) {
+	return h.host.StateGet(h.session, key)
+}
 
-func (h luaHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
+func (h ruleScriptHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
 	return h.host.CallTool(ctx, h.session, name, args)
 }
 
-func (h luaHost) Log(level, message string) { h.host.Log(logging.MessageLevel(level), message) }
+func (h ruleScriptHost) Log(level, message string) { h.host.Log(logging.MessageLevel(level), message) }
 
 // runLua runs a rule's script against the emission's context. The script
-// reaches the host through the runner's luaHost: a pointer to it, unlike
-// a luaHost value, goes into the interface without an allocation (the
+// reaches the host through the runner's ruleScriptHost: a pointer to it,
+// unlike a value, goes into the interface without an allocation (the
 // script does not keep it after its run).
 func (r *runner) runLua(ctx context.Context, s *rulelua.Script, session string, host Host) (rulelua.Result, error) {
-	r.lua = luaHost{host: host, session: session}
-	return s.Run(ctx, r.env.Context, &r.lua)
+	r.script = ruleScriptHost{host: host, session: session}
+	return s.Run(ctx, r.env.Context, &r.script)
 }
 
 // luaActions turns what a script asked for into rendered actions of the

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // luaRule builds a one-rule file whose condition is inline Lua.
@@ -26,7 +25,7 @@ func luaRule(id, trigger, lua string, actions ...string) string {
 func fireMap(t *testing.T, set *Set, h *recHost, name string, ctx map[string]any, trace bool) *Outcome {
 	t.Helper()
 	ctx["event"] = map[string]any{"name": name, "session": "s1"}
-	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(ctx), Trace: trace}, nil, h)
+	return set.Fire(context.Background(), Event{Name: name, Session: "s1", Context: MapSource(ctx), Trace: trace}, h)
 }
 
 func TestLua_condition_seesContext(t *testing.T) {
@@ -70,13 +69,11 @@ func TestLua_condition_errorIsInTheTraceAndSkipsTheRule(t *testing.T) {
 func TestLua_condition_timeoutIsAnError(t *testing.T) {
 	set := mustLoad(t, nil, luaRule("loop", "on_turn_start", `while true do end`, notify("never")))
 	h := &recHost{t: t, set: set}
-	start := time.Now()
+	// Without the deadline, Fire would not return (and the test would time
+	// out); the error says the deadline stopped it.
 	out := fireMap(t, set, h, "on_turn_start", map[string]any{}, true)
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("an endless condition took %v; the rule deadline is 50 ms", took)
-	}
-	if len(out.Fired) != 0 || len(out.Trace) != 1 || out.Trace[0].Error == "" {
-		t.Fatalf("want an error in the trace, got %+v", out)
+	if len(out.Fired) != 0 || len(out.Trace) != 1 || !strings.Contains(out.Trace[0].Error, "deadline") {
+		t.Fatalf("want a deadline error in the trace, got %+v", out)
 	}
 }
 

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 
@@ -80,62 +79,15 @@ func (r *ActionRecord) fields() int {
 	return 0
 }
 
-// Map returns the record as the object its JSON is: the keys its Type has,
-// with their values.
-func (r *ActionRecord) Map() map[string]any {
-	m := map[string]any{"type": r.Type}
-	f := r.fields()
-	if r.Error != "" {
-		m["error"] = r.Error
-	}
-	if f&recMessage != 0 {
-		m["message"] = r.Message
-	}
-	if f&recPriority != 0 {
-		m["priority"] = r.Priority
-	}
-	if f&recLevel != 0 {
-		m["level"] = r.Level
-	}
-	if f&recKey != 0 {
-		m["key"] = r.Key
-	}
-	if f&recValue != 0 {
-		m["value"] = r.Value
-	}
-	if f&recReason != 0 {
-		m["reason"] = r.Reason
-	}
-	if f&recEvent != 0 {
-		m["event"] = r.Event
-	}
-	if f&recFired != 0 {
-		m["fired"] = r.Fired
-	}
-	if f&recTool != 0 {
-		m["tool"] = r.Tool
-	}
-	if f&recResult != 0 {
-		m["result"] = r.Result
-	}
-	return m
-}
+// MarshalJSON writes the record as appendRecord does (as encoding/json
+// would write an object of the record's keys). HTML characters are left as
+// they are: the encoder the record is written by escapes them when it
+// does (json.Marshal).
+func (r ActionRecord) MarshalJSON() ([]byte, error) { return appendRecord(nil, &r), nil }
 
-// MarshalJSON writes the record as encoding/json writes its Map. HTML
-// characters are left as they are: the encoder the record is written by
-// escapes them when it does (json.Marshal), as it would in the map.
-func (r ActionRecord) MarshalJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r.Map()); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// appendRecord writes the record as appendValue writes its Map: the same
-// keys, sorted, with the same values, without building the map.
+// appendRecord writes the record as appendValue would write a map of its
+// keys (those fields says it has, "type" and "error"), sorted, without
+// building the map. It is the one serializer of records.
 func appendRecord(dst []byte, r *ActionRecord) []byte {
 	f := r.fields()
 	dst = append(dst, '{')

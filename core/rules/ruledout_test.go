@@ -40,11 +40,11 @@ func TestTriggerRuledOut(t *testing.T) {
 	for name, set := range sets {
 		trig := set.Trigger("e")
 		for i, c := range contexts {
-			got := trig.RuledOut(&facts[i], th)
+			got := trig.RuledOut(&facts[i])
 			if got != wantRuledOut[name][i] {
 				t.Errorf("%s, context %d: RuledOut %v, want %v", name, i, got, !got)
 			}
-			fired := len(set.Fire(context.Background(), Event{Name: "e", Context: MapSource(c)}, th, benchHost{}).Fired)
+			fired := len(set.Fire(context.Background(), Event{Name: "e", Context: MapSource(c)}, benchHost{}).Fired)
 			if got && fired != 0 {
 				t.Errorf("%s, context %d: ruled out, but Fire fired %d rules", name, i, fired)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // A rule test file (TOML or JSON): events in, expected fired rules and
@@ -47,24 +48,36 @@ type TestCase struct {
 	StateAfter map[string]any `toml:"state_after" json:"state_after"` // keys set_state wrote, with their values
 }
 
-// ParseTests reads a rule test file.
+// ParseTests reads a rule test file. Its error is a protocol.Problems,
+// every problem of the file with its line.
 func ParseTests(src Source) (*TestFile, error) {
 	var tf TestFile
 	isJSON := strings.HasSuffix(src.Name, ".json")
-	if err := decode(src.Text, isJSON, &tf); err != nil {
-		return nil, fmt.Errorf("%s:%s", src.Name, err)
+	if problems := decode(src.Name, src.Text, isJSON, &tf); problems != nil {
+		return nil, problems
 	}
 	tf.Name = src.Name
 	if len(tf.Cases) == 0 {
-		return nil, fmt.Errorf("%s: no [[cases]]", src.Name)
+		return nil, protocol.Problems{{File: src.Name, Line: 1, Message: "no [[cases]]"}}
 	}
+	var problems protocol.Problems
 	for i, c := range tf.Cases {
+		at := 0
+		if c.Name != "" {
+			at = locate(src.Text, `"`+c.Name+`"`)
+		}
 		if c.Name == "" || !ValidEventName(c.Event) {
-			return nil, fmt.Errorf("%s: case %d: name and a valid event are required", src.Name, i+1)
+			problems = append(problems, protocol.Problem{File: src.Name, Line: at,
+				Message: fmt.Sprintf("case %d: name and a valid event are required", i+1)})
+			continue
 		}
 		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil {
-			return nil, fmt.Errorf("%s: case %q expects nothing (give fired, notices, denied or state_after)", src.Name, c.Name)
+			problems = append(problems, protocol.Problem{File: src.Name, Line: at,
+				Message: fmt.Sprintf("case %q expects nothing (give fired, notices, denied or state_after)", c.Name)})
 		}
+	}
+	if len(problems) > 0 {
+		return nil, problems
 	}
 	return &tf, nil
 }
@@ -84,9 +97,9 @@ type TestReport struct {
 	Cases  []CaseResult `json:"cases"`
 }
 
-// Run fires every case against set. thresholds are merged with the file's
-// own. Nothing leaves the test: state lives in memory, and call_tool is
-// recorded but not run.
+// Run fires every case against set, re-bound to thresholds (the
+// configuration's) merged with the file's own. Nothing leaves the test:
+// state lives in memory, and call_tool is recorded but not run.
 func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
 	th := map[string]any{}
 	for k, v := range thresholds {
@@ -95,9 +108,10 @@ func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
 	for k, v := range tf.Thresholds {
 		th[k] = normalise(v)
 	}
+	set = set.withThresholds(th)
 	rep := TestReport{File: tf.Name, Cases: []CaseResult{}}
 	for _, c := range tf.Cases {
-		res := tf.runCase(set, th, c)
+		res := tf.runCase(set, c)
 		if res.Passed {
 			rep.Passed++
 		} else {
@@ -108,12 +122,13 @@ func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
 	return rep
 }
 
+// testHost is a rule test's host: state in memory, chained events fired on
+// the test's set.
 type testHost struct {
-	set        *Set
-	thresholds map[string]any
-	state      map[string]any
-	history    map[string]any
-	written    map[string]any
+	set     *Set
+	state   map[string]any
+	history map[string]any
+	written map[string]any
 }
 
 func (h *testHost) ApplyState(_ string, writes []StateWrite) error {
@@ -128,9 +143,9 @@ func (h *testHost) ApplyState(_ string, writes []StateWrite) error {
 	return nil
 }
 
-func (h *testHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) *Outcome {
+func (h *testHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*Outcome, error) {
 	return h.set.Fire(ctx, Event{Name: event, Session: session, Depth: depth, Trace: trace,
-		Context: MapSource(h.context(event, session, payload, nil))}, h.thresholds, h)
+		Context: MapSource(h.context(event, session, payload, nil))}, h), nil
 }
 
 func (h *testHost) CallTool(context.Context, string, string, []byte) ([]byte, error) {
@@ -180,18 +195,18 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-func (tf *TestFile) runCase(set *Set, th map[string]any, c TestCase) CaseResult {
+func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 	session := c.Session
 	if session == "" {
 		session = "test"
 	}
-	h := &testHost{set: set, thresholds: th, state: asMap(c.State), history: asMap(c.History), written: map[string]any{}}
+	h := &testHost{set: set, state: asMap(c.State), history: asMap(c.History), written: map[string]any{}}
 	var tool map[string]any
 	if c.Tool != nil {
 		tool = asMap(c.Tool)
 	}
 	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session,
-		Context: MapSource(h.context(c.Event, session, asMap(c.Payload), tool))}, th, h)
+		Context: MapSource(h.context(c.Event, session, asMap(c.Payload), tool))}, h)
 	res := CaseResult{Name: c.Name}
 	if c.Fired != nil {
 		got := []string{}

@@ -248,18 +248,20 @@ type slotValue struct {
 	ok, looked bool
 }
 
-// Value is a scalar seen by a simple condition.
+// Value is a scalar seen by a simple condition: a number, a string or a
+// boolean, built by Number, String and Bool; the zero Value is absent, or
+// not a scalar (expr decides then).
 type Value struct {
-	Kind byte // 0: absent or not a scalar, 'n' number, 's' string, 'b' bool
-	Num  float64
-	Str  string
-	Bool bool
+	kind byte // 0: absent or not a scalar, 'n' number, 's' string, 'b' bool
+	num  float64
+	str  string
+	b    bool
 }
 
 // Number, String and Bool build Values.
-func Number(f float64) Value { return Value{Kind: 'n', Num: f} }
-func String(s string) Value  { return Value{Kind: 's', Str: s} }
-func Bool(b bool) Value      { return Value{Kind: 'b', Bool: b} }
+func Number(f float64) Value { return Value{kind: 'n', num: f} }
+func String(s string) Value  { return Value{kind: 's', str: s} }
+func Bool(b bool) Value      { return Value{kind: 'b', b: b} }
 
 var simpleShape = regexp.MustCompile(`^\s*(\S+)\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*$`)
 var simplePath = regexp.MustCompile(`^(context|thresholds)(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
@@ -332,7 +334,7 @@ func (c *simpleCond) fold(thresholds map[string]any) *simpleCond {
 				continue
 			}
 			if v, ok := walk(thresholds, o.path); ok {
-				if val := valueOf(v); val.Kind != 0 {
+				if val := valueOf(v); val.kind != 0 {
 					*o = operand{literal: true, value: val}
 					changed = true
 				}
@@ -343,12 +345,6 @@ func (c *simpleCond) fold(thresholds map[string]any) *simpleCond {
 		return c
 	}
 	return out
-}
-
-// Lookup resolves a path under context without building it. ok is false
-// when the source cannot tell (the caller then builds the context).
-type Lookup interface {
-	Lookup(path []string) (v Value, ok bool)
 }
 
 // valueOf turns a decoded JSON value into a scalar Value.
@@ -412,48 +408,48 @@ func (c *simpleCond) eval(resolve func(*operand) (Value, bool)) (result, ok bool
 func (c *comparison) eval(resolve func(*operand) (Value, bool)) (result, ok bool) {
 	l, ok1 := resolve(&c.left)
 	r, ok2 := resolve(&c.right)
-	if !ok1 || !ok2 || l.Kind == 0 || r.Kind == 0 || l.Kind != r.Kind {
+	if !ok1 || !ok2 || l.kind == 0 || r.kind == 0 || l.kind != r.kind {
 		return false, false
 	}
 	// The operator, without comparing strings: >, >=, <, <=, ==, !=.
 	op := cmpOf(c.op)
-	switch l.Kind {
+	switch l.kind {
 	case 'n':
 		switch op {
 		case cmpGT:
-			return l.Num > r.Num, true
+			return l.num > r.num, true
 		case cmpGE:
-			return l.Num >= r.Num, true
+			return l.num >= r.num, true
 		case cmpLT:
-			return l.Num < r.Num, true
+			return l.num < r.num, true
 		case cmpLE:
-			return l.Num <= r.Num, true
+			return l.num <= r.num, true
 		case cmpEQ:
-			return l.Num == r.Num, true
+			return l.num == r.num, true
 		case cmpNE:
-			return l.Num != r.Num, true
+			return l.num != r.num, true
 		}
 	case 's':
 		switch op {
 		case cmpGT:
-			return l.Str > r.Str, true
+			return l.str > r.str, true
 		case cmpGE:
-			return l.Str >= r.Str, true
+			return l.str >= r.str, true
 		case cmpLT:
-			return l.Str < r.Str, true
+			return l.str < r.str, true
 		case cmpLE:
-			return l.Str <= r.Str, true
+			return l.str <= r.str, true
 		case cmpEQ:
-			return l.Str == r.Str, true
+			return l.str == r.str, true
 		case cmpNE:
-			return l.Str != r.Str, true
+			return l.str != r.str, true
 		}
 	case 'b':
 		switch op {
 		case cmpEQ:
-			return l.Bool == r.Bool, true
+			return l.b == r.b, true
 		case cmpNE:
-			return l.Bool != r.Bool, true
+			return l.b != r.b, true
 		}
 	}
 	return false, false

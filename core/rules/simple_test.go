@@ -68,20 +68,21 @@ func TestParseSimple(t *testing.T) {
 	}
 }
 
-// exprOnly returns a copy of set in which no rule has a fast form, so that
-// every condition goes through expr.
-func exprOnly(set *Set) *Set {
+// exprOnly returns a copy of set bound to thresholds in which no rule has
+// a fast form, so that every condition goes through expr.
+func exprOnly(set *Set, thresholds map[string]any) *Set {
 	var rules []*Rule
 	for _, r := range set.Rules() {
 		c := *r
 		c.simple, c.folded, c.guards, c.foldedGuards = nil, nil, nil, nil
 		rules = append(rules, &c)
 	}
-	return newSet(rules)
+	return bindSet(rules, thresholds)
 }
 
 // The fast path (simple conditions, thresholds folded in, guards) must
-// decide exactly as expr would, or leave it to expr.
+// decide exactly as expr would, or leave it to expr: in a set loaded with
+// the thresholds and in one re-bound to them.
 func TestSimple_agreesWithExpr(t *testing.T) {
 	simpleConds := []string{
 		"context.n > 1", "context.n >= 1", "context.n < 1", "context.n <= 1", "context.n == 1", "context.n != 1",
@@ -137,16 +138,17 @@ func TestSimple_agreesWithExpr(t *testing.T) {
 			t.Errorf("%q: fast form %v", r.CondSource, r.simple)
 		}
 	}
-	slow := exprOnly(plain)
 	decided := 0
 	for _, th := range thresholds {
-		folded, err := Load(files, th)
+		slow := exprOnly(plain, th)
+		loaded, err := Load(files, th)
 		if err != nil {
 			t.Fatal(err)
 		}
+		rebound := plain.withThresholds(th)
 		for _, c := range contexts {
-			h := &recHost{thresholds: th}
-			ref := slow.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c), Trace: true}, th, h)
+			h := &recHost{}
+			ref := slow.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c), Trace: true}, h)
 			if len(ref.Trace) != len(conds) {
 				t.Fatalf("expr trace of %d entries", len(ref.Trace))
 			}
@@ -156,15 +158,15 @@ func TestSimple_agreesWithExpr(t *testing.T) {
 					want = append(want, e.Rule)
 				}
 			}
-			for name, set := range map[string]*Set{"plain": plain, "folded": folded} {
-				traced := set.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c), Trace: true}, th, h)
+			for name, set := range map[string]*Set{"loaded": loaded, "rebound": rebound} {
+				traced := set.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c), Trace: true}, h)
 				for i, f := range traced.Trace {
 					r := ref.Trace[i]
 					if f.Rule != r.Rule || f.Matched != r.Matched || !reflect.DeepEqual(f.Value, r.Value) || f.Error != r.Error {
 						t.Errorf("%s: %q with %v, thresholds %v:\n fast %+v\n expr %+v", name, conds[i], c, th, f, r)
 					}
 				}
-				quiet := set.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c)}, th, h)
+				quiet := set.Fire(context.Background(), Event{Name: "on_x", Context: MapSource(c)}, h)
 				if got := firedIDs(quiet); !equal(got, append([]string{}, want...)) {
 					t.Errorf("%s: with %v, thresholds %v, without trace: fired %q, expr matches %q", name, c, th, got, want)
 				}
@@ -219,21 +221,20 @@ func TestSimple_contextNotBuilt(t *testing.T) {
 		rule("a", "on_x", "", "context.n > thresholds.limit", notify("a")),
 		rule("b", "on_x", "", "context.s == 'x'", notify("b")),
 	)
-	th := map[string]any{"limit": 10.0}
 	cs := &countingSource{m: MapSource{"n": 5.0, "s": "y"}, tell: true}
-	out := set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, th, &recHost{})
+	out := set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, &recHost{})
 	if cs.built != 0 || len(out.Fired) != 0 {
 		t.Errorf("non-matching simple conditions built the context %d times, fired %v", cs.built, out.Fired)
 	}
 	// A source that cannot tell: the context is built once for the emission.
 	cs = &countingSource{m: MapSource{"n": 50.0, "s": "x"}}
-	out = set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, th, &recHost{})
+	out = set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, &recHost{})
 	if cs.built != 1 || !equal(firedIDs(out), []string{"a", "b"}) {
 		t.Errorf("built %d times, fired %q", cs.built, firedIDs(out))
 	}
 	// Mixed types fall back to expr, which builds the context once.
 	cs = &countingSource{m: MapSource{"n": "50", "s": "x"}, tell: true}
-	out = set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, th, &recHost{})
+	out = set.Fire(context.Background(), Event{Name: "on_x", Context: cs}, &recHost{})
 	if cs.built != 1 || !equal(firedIDs(out), []string{"b"}) {
 		t.Errorf("built %d times, fired %q", cs.built, firedIDs(out))
 	}

@@ -1,6 +1,7 @@
 package toolbox
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/clara-lib/clara/core/logging"
@@ -29,13 +31,24 @@ type Record struct {
 	ArgsSHA256 [32]byte
 	Duration   time.Duration
 	Code       protocol.Code // "" for success
+	ID         []byte        // the request's id (raw JSON string or number), nil when none
+	Meta       []byte        // the request's _meta (a raw JSON object), nil when none
+	Reason     string        // why a denied call was denied (policy or rule)
 }
+
+// maxAuditMeta bounds the _meta an audit record keeps; a larger one is
+// recorded as its SHA-256 and size.
+const maxAuditMeta = 1024
 
 // AppendJSON writes the record as one JSON object:
 // {"ts","session","tool","args_sha256","duration_us","status","error"}.
 func (r *Record) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"ts":`...)
 	dst = protocol.AppendString(dst, r.Time.UTC().Format("2006-01-02T15:04:05.000000Z"))
+	if r.ID != nil {
+		dst = append(dst, `,"id":`...)
+		dst = append(dst, r.ID...)
+	}
 	dst = append(dst, `,"session":`...)
 	dst = protocol.AppendString(dst, r.Session)
 	dst = append(dst, `,"tool":`...)
@@ -45,13 +58,20 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `","duration_us":`...)
 	dst = strconv.AppendInt(dst, r.Duration.Microseconds(), 10)
 	if r.Code == "" {
-		dst = append(dst, `,"status":"success","error":null}`...)
+		dst = append(dst, `,"status":"success","error":null`...)
 	} else {
 		dst = append(dst, `,"status":"error","error":`...)
 		dst = protocol.AppendString(dst, string(r.Code))
-		dst = append(dst, '}')
 	}
-	return dst
+	if r.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = protocol.AppendString(dst, r.Reason)
+	}
+	if r.Meta != nil {
+		dst = append(dst, `,"meta":`...)
+		dst = append(dst, r.Meta...)
+	}
+	return append(dst, '}')
 }
 
 // Audit records every call: in a ring of the last AuditRingSize records,
@@ -92,6 +112,21 @@ type auditSlot struct {
 	hashed  bool   // rec.ArgsSHA256 is set; otherwise hash args
 	args    []byte // small arguments, kept to hash on read
 	session []byte // the session name (a request's bytes must not be kept)
+	id      []byte // the request's id
+	meta    []byte // the request's _meta (capped)
+	hasID   bool
+	hasMeta bool
+}
+
+// cappedMeta is the _meta a record keeps: as given up to maxAuditMeta
+// bytes, else {"sha256": its hash, "bytes": its size}.
+func cappedMeta(meta []byte) []byte {
+	if len(meta) <= maxAuditMeta {
+		return meta
+	}
+	sum := sha256.Sum256(meta)
+	out := append([]byte(`{"sha256":"`), hex.EncodeToString(sum[:])...)
+	return append(strconv.AppendInt(append(out, `","bytes":`...), int64(len(meta)), 10), '}')
 }
 
 type auditFile struct {
@@ -116,28 +151,20 @@ func NewAudit(log *logging.Logger) *Audit {
 	return a
 }
 
-// Add records one call. r.Session and args are copied; r.Tool must be a
-// string Clara owns. r.Seq and r.ArgsSHA256 are filled in here.
-func (a *Audit) Add(r Record, args []byte) { a.AddFrom(r, args, 0) }
-
-// AddFrom is Add for a caller that knows which thread it runs on: thread
-// (1, 2, ...; 0 for unknown) picks the shard, so that a thread keeps writing
-// the same memory. C callers pass a thread-local number.
-func (a *Audit) AddFrom(r Record, args []byte, thread uint32) {
+// Add records one call. r.Session, r.ID, r.Meta, r.Reason and args are
+// copied; r.Tool must be a string Clara owns. r.Seq and r.ArgsSHA256 are
+// filled in here.
+func (a *Audit) Add(r Record, args []byte) {
+	r.Meta = cappedMeta(r.Meta)
 	af := a.file.Load()
 	logged := a.log.Enabled(logging.Debug)
 	hashNow := af != nil || logged || len(args) > lazyHashMax
 	if hashNow {
 		r.ArgsSHA256 = sha256.Sum256(args)
 	}
-	var sh *auditShard
-	if thread != 0 {
-		sh = &a.shards[int(thread-1)%len(a.shards)]
-	} else {
-		pick := a.picker.Get().(*int)
-		sh = &a.shards[*pick]
-		a.picker.Put(pick)
-	}
+	pick := a.picker.Get().(*int)
+	sh := &a.shards[*pick]
+	a.picker.Put(pick)
 	n := sh.head.Add(1)
 	r.Seq = n
 	s := &sh.slots[(n-1)%AuditRingSize]
@@ -145,8 +172,12 @@ func (a *Audit) AddFrom(r Record, args []byte, thread uint32) {
 	if s.seq < n { // a slower writer of an older call must not overwrite a newer one
 		s.seq = n
 		s.rec = r
-		s.rec.Session = ""
+		s.rec.Session, s.rec.ID, s.rec.Meta = "", nil, nil
 		s.session = append(s.session[:0], r.Session...)
+		s.id = append(s.id[:0], r.ID...)
+		s.hasID = r.ID != nil
+		s.meta = append(s.meta[:0], r.Meta...)
+		s.hasMeta = r.Meta != nil
 		s.hashed = hashNow
 		if hashNow {
 			s.args = s.args[:0]
@@ -181,6 +212,29 @@ func (af *auditFile) write(line []byte, log *logging.Logger) bool {
 	return true
 }
 
+// pseudoFile reports whether f lives on a kernel's pseudo file system,
+// whose files pass for regular ones (/proc/self/mem, /sys/...) but are not
+// a place to append records to.
+func pseudoFile(f *os.File) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return true
+	}
+	switch uint32(st.Type) {
+	case 0x9fa0, // proc
+		0x62656572, // sysfs
+		0x64626720, // debugfs
+		0x74726163, // tracefs
+		0x73636673, // securityfs
+		0x27e0eb,   // cgroup
+		0x63677270, // cgroup2
+		0x1cd1,     // devpts
+		0xcafe4a11: // bpf
+		return true
+	}
+	return false
+}
+
 // Tail returns up to n of the most recent records, oldest first.
 func (a *Audit) Tail(n int) []Record {
 	if n > AuditRingSize {
@@ -206,6 +260,12 @@ func (a *Audit) Tail(n int) []Record {
 			if s.seq > lo {
 				r := s.rec
 				r.Session = string(s.session)
+				if s.hasID {
+					r.ID = bytes.Clone(s.id)
+				}
+				if s.hasMeta {
+					r.Meta = bytes.Clone(s.meta)
+				}
 				if !s.hashed {
 					r.ArgsSHA256 = sha256.Sum256(s.args)
 				}
@@ -242,9 +302,16 @@ func (a *Audit) SetFile(path string) error {
 		if cur := a.file.Load(); cur != nil && cur.path == path {
 			return nil
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		// O_NONBLOCK: a named pipe must not stall the caller (it is refused
+		// just below, as is anything but a regular file: /proc/self/mem, a
+		// device); regular files ignore the flag.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
 		if err != nil {
 			return fmt.Errorf("audit.path: %w", err)
+		}
+		if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() || pseudoFile(f) {
+			f.Close()
+			return fmt.Errorf("audit.path: %s is not a regular file", path)
 		}
 		next = &auditFile{path: path, f: f}
 	}

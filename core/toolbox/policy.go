@@ -138,6 +138,30 @@ func (s Scope) Check(name string) *protocol.Error {
 	return nil
 }
 
+// Verdict is what one layer of policy says of a tool, for a trace.
+type Verdict struct {
+	Layer   string // the layer's Source
+	Allowed bool
+	Reason  string // why not, when not allowed
+}
+
+// Explain gives the verdict of every layer that restricts anything, top
+// first, up to and including the one that denies the tool.
+func (s Scope) Explain(name string) []Verdict {
+	var out []Verdict
+	for _, p := range [3]*Policy{s.Config, s.Session, s.Request} {
+		if p.Empty() {
+			continue
+		}
+		why := p.why(name)
+		out = append(out, Verdict{Layer: p.Source, Allowed: why == "", Reason: why})
+		if why != "" {
+			break
+		}
+	}
+	return out
+}
+
 // Allows reports whether every layer allows the tool.
 func (s Scope) Allows(name string) bool {
 	return s.Config.why(name) == "" && s.Session.why(name) == "" && s.Request.why(name) == ""

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -109,25 +110,45 @@ func (r *Registry) Unregister(name string) error {
 	return nil
 }
 
-// RemoveIf removes and retires every tool for which drop returns true.
-func (r *Registry) RemoveIf(drop func(*Tool) bool) {
+// Swap removes every tool for which drop returns true and registers add (in
+// place of tools of the same names that are not built in), in one change.
+// It retires nothing itself: it returns the tools that left the registry,
+// for the caller to Retire once it holds no lock of its own, because
+// retiring an idle host tool runs its release callback, and a host's
+// callback may call back into Clara.
+func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	old := *r.tools.Load()
-	next := make(map[string]*Tool, len(old))
-	var removed []*Tool
+	next := make(map[string]*Tool, len(old)+len(add))
 	for k, v := range old {
-		if drop(v) {
-			removed = append(removed, v)
+		if drop != nil && drop(v) {
+			left = append(left, v)
 		} else {
 			next[k] = v
 		}
 	}
-	r.tools.Store(&next)
-	r.mu.Unlock()
-	for _, t := range removed {
-		t.retire()
+	var problems []string
+	for _, t := range add {
+		if prev := next[t.Name]; prev != nil {
+			if prev.Builtin && !t.Builtin {
+				problems = append(problems, fmt.Sprintf("cannot replace %q: it %v", t.Name, ErrBuiltin))
+				continue
+			}
+			left = append(left, prev)
+		}
+		next[t.Name] = t
 	}
+	r.tools.Store(&next)
+	if len(problems) > 0 {
+		err = errors.New(strings.Join(problems, "; "))
+	}
+	return left, err
 }
+
+// Retire drops the registry's reference to a tool that left it: the tool
+// finishes the calls it is running, then is released.
+func (t *Tool) Retire() { t.retire() }
 
 // List returns the registered tools sorted by name.
 func (r *Registry) List() []*Tool {

@@ -72,9 +72,44 @@ func TestRegistry_replaceUnregisterRelease(t *testing.T) {
 	if err := r.Unregister("a"); !errors.Is(err, toolbox.ErrNotFound) {
 		t.Errorf("Unregister twice: %v", err)
 	}
-	r.RemoveIf(func(*toolbox.Tool) bool { return true })
-	if len(r.List()) != 0 {
-		t.Errorf("%d left", len(r.List()))
+	left, err := r.Swap(func(*toolbox.Tool) bool { return true }, nil)
+	if err != nil || len(r.List()) != 0 || len(left) != 1 {
+		t.Errorf("%d left in the registry, %d out, %v", len(r.List()), len(left), err)
+	}
+}
+
+// Swap retires nothing itself: the tools that left are released only when
+// the caller retires them (outside its own locks: a release callback may
+// call back into Clara).
+func TestRegistry_swap_leaves_retiring_to_the_caller(t *testing.T) {
+	r := toolbox.NewRegistry()
+	var released atomic.Int32
+	old, _ := toolbox.NewTool(toolbox.Descriptor{Name: "a"}, toolbox.ToolOptions{
+		Run:       func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil },
+		OnRelease: func() { released.Add(1) }})
+	r.Register(old)
+	next := tool(t, "a", "2", nil)
+	left, err := r.Swap(nil, []*toolbox.Tool{next})
+	if err != nil || len(left) != 1 || left[0] != old {
+		t.Fatalf("left %v, %v", left, err)
+	}
+	if released.Load() != 0 {
+		t.Fatal("Swap released a tool itself")
+	}
+	for _, t := range left {
+		t.Retire()
+	}
+	if released.Load() != 1 {
+		t.Fatal("Retire did not release the idle tool")
+	}
+	if cur, _ := r.Lookup("a"); cur != next {
+		t.Fatal("the new tool is not registered")
+	}
+	b, _ := toolbox.NewTool(toolbox.Descriptor{Name: "echo"}, toolbox.ToolOptions{Builtin: true,
+		Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
+	r.Register(b)
+	if _, err := r.Swap(nil, []*toolbox.Tool{tool(t, "echo", "x", nil)}); !errors.Is(err, toolbox.ErrBuiltin) && (err == nil || !strings.Contains(err.Error(), "built-in")) {
+		t.Fatalf("replacing a built-in through Swap: %v", err)
 	}
 }
 

@@ -10,11 +10,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Call is one invocation of a tool. Session and Arguments may point into
-// the caller's request (C memory): they are borrowed until the tool
-// returns, and anything that keeps them must copy them (strings.Clone).
+// Call is one invocation of a tool. Arguments may point into the caller's
+// request (C memory): they are borrowed until the tool returns, and
+// anything that keeps them must copy them. Session is always Clara's own
+// string (protocol.SessionName made it at the boundary).
 type Call struct {
-	Session   string // borrowed
+	Session   string // owned; may be kept
 	Arguments []byte // a compact JSON object; borrowed
 	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
 	Tool      *Tool  // the tool being called, for self-timed runners (see ToolOptions.SelfTimed)
@@ -38,6 +39,8 @@ type Tool struct {
 	// timeout_ms holds at the deadline whatever they do.
 	Inline    bool
 	SelfTimed bool
+	// Admin: an administrative built-in (see Builtin.Admin).
+	Admin bool
 
 	schema *jsonschema.Schema
 	slots  chan struct{} // max_concurrency; nil when unlimited

@@ -42,7 +42,7 @@ func (kv *KV) session(name string, create bool) *kvSession {
 	if !create {
 		return nil
 	}
-	s, _ := kv.sessions.LoadOrStore(strings.Clone(name), &kvSession{data: map[string][]byte{}})
+	s, _ := kv.sessions.LoadOrStore(name, &kvSession{data: map[string][]byte{}}) // session names are Clara's own
 	return s.(*kvSession)
 }
 
@@ -63,11 +63,11 @@ func checkKey(tool, key string) error {
 	return nil
 }
 
-func kvSet(kv *KV) (*toolbox.Tool, error) {
-	return builtin("kv_set", "Stores a JSON value under a key in this session's key-value store.",
-		`{"type":"object","properties":{`+keySchema+`,"value":{"description":"any JSON value, at most 64 KiB"}},"required":["key","value"],"additionalProperties":false}`,
-		true,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+func kvSet(kv *KV) toolbox.Builtin {
+	return toolbox.Builtin{Name: "kv_set", Description: "Stores a JSON value under a key in this session's key-value store.",
+		Schema:     `{"type":"object","properties":{` + keySchema + `,"value":{"description":"any JSON value, at most 64 KiB"}},"required":["key","value"],"additionalProperties":false}`,
+		LLMVisible: true,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			key := gjson.GetBytes(call.Arguments, "key").Str
 			if err := checkKey("kv_set", key); err != nil {
 				return nil, err
@@ -83,18 +83,19 @@ func kvSet(kv *KV) (*toolbox.Tool, error) {
 			if !exists && len(s.data) >= KVMaxKeys {
 				return nil, fmt.Errorf("kv_set: session %q already holds %d keys, the most allowed; delete some first", call.Session, KVMaxKeys)
 			}
-			s.data[strings.Clone(key)] = []byte(value)
+			s.data[key] = []byte(value) // gjson copied the key out of the arguments
 			out := append([]byte(`{"key":`), protocol.AppendString(nil, key)...)
 			return append(out, fmt.Sprintf(`,"created":%t}`, !exists)...), nil
-		})
+		}}
 }
 
-func kvGet(kv *KV) (*toolbox.Tool, error) {
-	// Room for a value of the largest size kv_set accepts, and its wrapping.
-	return builtinMaxOut(KVMaxValueBytes+KVMaxKeyBytes*6+64, "kv_get", "Reads the JSON value stored under a key in this session's key-value store.",
-		`{"type":"object","properties":{`+keySchema+`},"required":["key"],"additionalProperties":false}`,
-		true,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+func kvGet(kv *KV) toolbox.Builtin {
+	return toolbox.Builtin{Name: "kv_get", Description: "Reads the JSON value stored under a key in this session's key-value store.",
+		Schema:     `{"type":"object","properties":{` + keySchema + `},"required":["key"],"additionalProperties":false}`,
+		LLMVisible: true,
+		// Room for a value of the largest size kv_set accepts, and its wrapping.
+		MaxOutputBytes: KVMaxValueBytes + KVMaxKeyBytes*6 + 64,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			key := gjson.GetBytes(call.Arguments, "key").Str
 			if err := checkKey("kv_get", key); err != nil {
 				return nil, err
@@ -110,14 +111,14 @@ func kvGet(kv *KV) (*toolbox.Tool, error) {
 				}
 			}
 			return append(out, `,"found":false}`...), nil
-		})
+		}}
 }
 
-func kvDelete(kv *KV) (*toolbox.Tool, error) {
-	return builtin("kv_delete", "Deletes a key from this session's key-value store.",
-		`{"type":"object","properties":{`+keySchema+`},"required":["key"],"additionalProperties":false}`,
-		true,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+func kvDelete(kv *KV) toolbox.Builtin {
+	return toolbox.Builtin{Name: "kv_delete", Description: "Deletes a key from this session's key-value store.",
+		Schema:     `{"type":"object","properties":{` + keySchema + `},"required":["key"],"additionalProperties":false}`,
+		LLMVisible: true,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			key := gjson.GetBytes(call.Arguments, "key").Str
 			if err := checkKey("kv_delete", key); err != nil {
 				return nil, err
@@ -131,14 +132,14 @@ func kvDelete(kv *KV) (*toolbox.Tool, error) {
 			}
 			out := append([]byte(`{"key":`), protocol.AppendString(nil, key)...)
 			return append(out, fmt.Sprintf(`,"deleted":%t}`, deleted)...), nil
-		})
+		}}
 }
 
-func kvList(kv *KV) (*toolbox.Tool, error) {
-	return builtin("kv_list", "Lists the keys of this session's key-value store, optionally those starting with a prefix.",
-		`{"type":"object","properties":{"prefix":{"type":"string"}},"additionalProperties":false}`,
-		true,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+func kvList(kv *KV) toolbox.Builtin {
+	return toolbox.Builtin{Name: "kv_list", Description: "Lists the keys of this session's key-value store, optionally those starting with a prefix.",
+		Schema:     `{"type":"object","properties":{"prefix":{"type":"string"}},"additionalProperties":false}`,
+		LLMVisible: true,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			prefix := gjson.GetBytes(call.Arguments, "prefix").Str
 			var keys []string
 			if s := kv.session(call.Session, false); s != nil {
@@ -159,5 +160,5 @@ func kvList(kv *KV) (*toolbox.Tool, error) {
 				out = protocol.AppendString(out, k)
 			}
 			return append(out, fmt.Sprintf(`],"count":%d}`, len(keys))...), nil
-		})
+		}}
 }

@@ -144,13 +144,13 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// MathEval evaluates an arithmetic expression with expr-lang.
-func MathEval() (*toolbox.Tool, error) {
-	return builtin("math_eval",
-		"Evaluates an arithmetic expression: numbers, + - * / % **, comparisons, and/or/not, cond ? a : b, and the functions abs, ceil, floor, round, float, min, max, mean, median, sum, sqrt, pow, exp, log, log2, log10, sin, cos, tan, asin, acos, atan; constants pi and e.",
-		fmt.Sprintf(`{"type":"object","properties":{"expression":{"type":"string","minLength":1,"maxLength":%d}},"required":["expression"],"additionalProperties":false}`, MathMaxSource),
-		true,
-		func(_ context.Context, call toolbox.Call) ([]byte, error) {
+// mathEval evaluates an arithmetic expression with expr-lang.
+func mathEval() toolbox.Builtin {
+	return toolbox.Builtin{Name: "math_eval",
+		Description: "Evaluates an arithmetic expression: numbers, + - * / % **, comparisons, and/or/not, cond ? a : b, and the functions abs, ceil, floor, round, float, min, max, mean, median, sum, sqrt, pow, exp, log, log2, log10, sin, cos, tan, asin, acos, atan; constants pi and e.",
+		Schema:      fmt.Sprintf(`{"type":"object","properties":{"expression":{"type":"string","minLength":1,"maxLength":%d}},"required":["expression"],"additionalProperties":false}`, MathMaxSource),
+		LLMVisible:  true,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			src := gjson.GetBytes(call.Arguments, "expression").Str
 			if len(src) > MathMaxSource {
 				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: the expression is %d bytes, more than the %d allowed", len(src), MathMaxSource)
@@ -185,7 +185,7 @@ func MathEval() (*toolbox.Tool, error) {
 				return nil, protocol.Errorf(protocol.InvalidArgs, "math_eval: the result must be a number or a boolean, not %T", v)
 			}
 			return append(out, '}'), nil
-		})
+		}}
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

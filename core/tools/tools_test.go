@@ -16,34 +16,12 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/session"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
 
 // ---------------------------------------------------------------- helpers
-
-// fakeSessions keeps session policy layers the way the engine does.
-type fakeSessions struct {
-	mu sync.Mutex
-	m  map[string]*toolbox.Policy
-}
-
-func (f *fakeSessions) NarrowSessionPolicy(session string, p *toolbox.Policy) *toolbox.Policy {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	next := f.m[session].Narrow(p, fmt.Sprintf("session %q", session))
-	if next == nil {
-		return nil
-	}
-	f.m[strings.Clone(session)] = next
-	return next
-}
-
-func (f *fakeSessions) get(session string) *toolbox.Policy {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m[session]
-}
 
 // specDefaults are the [limits] defaults of SPEC §11.
 var specDefaults = toolbox.Defaults{TimeoutMS: 1000, MaxOutputBytes: 65536}
@@ -54,7 +32,7 @@ type env struct {
 	reg      *toolbox.Registry
 	audit    *toolbox.Audit
 	kv       *tools.KV
-	sessions *fakeSessions
+	sessions *session.Table
 	defaults toolbox.Defaults
 }
 
@@ -62,17 +40,33 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{reg: toolbox.NewRegistry(), audit: toolbox.NewAudit(&logging.Logger{}), kv: tools.NewKV(),
-		sessions: &fakeSessions{m: map[string]*toolbox.Policy{}}, defaults: specDefaults}
-	ts, err := tools.Builtins(tools.Deps{Now: func() time.Time { return fixedNow }, Registry: e.reg, Audit: e.audit, KV: e.kv, Sessions: e.sessions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range ts {
+		sessions: &session.Table{}, defaults: specDefaults}
+	for _, b := range tools.All(tools.Deps{Now: func() time.Time { return fixedNow }, Registry: e.reg, Audit: e.audit, KV: e.kv, Sessions: e.sessions}) {
+		tl, err := b.Tool()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := e.reg.Register(tl); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return e
+}
+
+// builtin builds one built-in tool, without the engine's.
+func builtin(t testing.TB, name string) *toolbox.Tool {
+	t.Helper()
+	for _, b := range tools.All(tools.Deps{}) {
+		if b.Name == name {
+			tl, err := b.Tool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tl
+		}
+	}
+	t.Fatalf("no built-in %s", name)
+	return nil
 }
 
 // run validates args and executes the tool the way the pipeline does;
@@ -123,13 +117,13 @@ func jstr(s string) string {
 // ---------------------------------------------------------------- Builtins
 
 func TestBuiltins_set(t *testing.T) {
-	ts, err := tools.Builtins(tools.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got []string
-	for _, tl := range ts {
-		got = append(got, fmt.Sprintf("%s visible=%v", tl.Name, tl.LLMVisible))
+	for _, b := range tools.All(tools.Deps{}) {
+		tl, err := b.Tool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s visible=%v admin=%v", tl.Name, tl.LLMVisible, tl.Admin))
 		if !tl.Builtin || !tl.Inline || tl.Returns != "json" {
 			t.Errorf("%s: builtin %v inline %v returns %s", tl.Name, tl.Builtin, tl.Inline, tl.Returns)
 		}
@@ -140,8 +134,10 @@ func TestBuiltins_set(t *testing.T) {
 			t.Errorf("%s has no schema", tl.Name)
 		}
 	}
-	want := []string{"echo visible=true", "get_time visible=true", "kv_set visible=true", "kv_get visible=true", "kv_delete visible=true",
-		"kv_list visible=true", "math_eval visible=true", "tools_list visible=false", "audit_tail visible=false", "session_policy visible=false"}
+	want := []string{"echo visible=true admin=false", "get_time visible=true admin=false", "math_eval visible=true admin=false",
+		"kv_set visible=true admin=false", "kv_get visible=true admin=false", "kv_delete visible=true admin=false",
+		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "audit_tail visible=false admin=false",
+		"session_policy visible=false admin=true", "notifications_drain visible=true admin=false"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
@@ -202,10 +198,7 @@ func TestGetTime_refusals(t *testing.T) {
 }
 
 func TestGetTime_realClock(t *testing.T) {
-	tl, err := tools.GetTime(time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tl := builtin(t, "get_time")
 	before := time.Now().Unix()
 	out, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, specDefaults)
 	if perr != nil {
@@ -632,7 +625,7 @@ func TestMathEval_sourceLimit(t *testing.T) {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
 	// Without the schema (a caller that skips Validate), the tool still refuses.
-	m, _ := tools.MathEval()
+	m := builtin(t, "math_eval")
 	_, _, perr := m.Execute(context.Background(), toolbox.Call{Arguments: []byte(mathArgs(strings.Repeat("1+", 5000) + "1"))}, specDefaults)
 	if perr == nil || errString(perr) != `invalid_args: math_eval: the expression is 10001 bytes, more than the 1000 allowed` {
 		t.Errorf("unvalidated long source: %v", perr)
@@ -829,7 +822,7 @@ func TestToolsList_publishedShapes(t *testing.T) {
 	e := newEnv(t)
 	addHostTools(t, e)
 	all := []string{"audit_tail", "echo", "emptyschema", "get_time", "get_weather", "hidden", "kv_delete", "kv_get", "kv_list", "kv_set",
-		"math_eval", "noschema", "session_policy", "tools_list", "trueschema"}
+		"math_eval", "noschema", "notifications_drain", "session_policy", "tools_list", "trueschema"}
 	for _, format := range []string{"openai", "anthropic", "mcp"} {
 		t.Run(format, func(t *testing.T) {
 			// LLM formats default to llm_visible tools only: ask for all.
@@ -923,12 +916,12 @@ func TestToolsList_filtering(t *testing.T) {
 		want       string
 	}{
 		{"llm_visible_only", `{"llm_visible_only":true}`, toolbox.Scope{},
-			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,trueschema"},
+			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,notifications_drain,trueschema"},
 		{"llm_visible_only false", `{"llm_visible_only":false,"format":"mcp"}`, onlyTools("hidden", "tools_list", "echo"), "echo,hidden,tools_list"},
 		{"config deny", `{"format":"openai","llm_visible_only":false}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
-			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,session_policy,tools_list,trueschema"},
+			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tools_list,trueschema"},
 		{"LLM formats default to llm_visible", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
-			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,trueschema"},
+			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,trueschema"},
 		{"session allow", `{"format":"anthropic"}`, toolbox.Scope{Session: toolbox.NewPolicy(`session "s"`, []string{"kv_get", "kv_set", "nonexistent"}, nil)},
 			"kv_get,kv_set"},
 		{"layers combine", `{"llm_visible_only":true}`, toolbox.Scope{
@@ -1080,13 +1073,13 @@ func TestSessionPolicy_narrows(t *testing.T) {
 			t.Errorf("step %d: session_policy(%s) in %s\n got %s\nwant %s", i, s.args, s.session, got, s.want)
 		}
 	}
-	sp := e.sessions.get("s")
+	sp := e.sessions.Policy("s")
 	for _, name := range []string{"echo", "kv_get", "kv_set", "math_eval"} {
 		if (toolbox.Scope{Session: sp}).Allows(name) {
 			t.Errorf("session s still allows %s", name)
 		}
 	}
-	if tp := e.sessions.get("t"); !(toolbox.Scope{Session: tp}).Allows("echo") || (toolbox.Scope{Session: tp}).Allows("audit_tail") {
+	if tp := e.sessions.Policy("t"); !(toolbox.Scope{Session: tp}).Allows("echo") || (toolbox.Scope{Session: tp}).Allows("audit_tail") {
 		t.Error("session t policy wrong")
 	}
 	pre := `invalid_args: tool "session_policy": arguments do not match input_schema: `

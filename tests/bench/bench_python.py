@@ -1,10 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""Row "Python" of the bench table.
+"""Rows "Python", "Python clara.call" and "Python tool" of the bench table.
 
-Clara:     a ctypes call of clara_evaluate (restype c_void_p, so ctypes does not
-           copy the result on its own) + ctypes.string_at + clara_free_string.
-Reference: the same pattern on libc: a ctypes call of strdup of a bytes object
-           the size of Clara's response + ctypes.string_at + free.
+python:      a ctypes call of clara_evaluate (restype c_void_p, so ctypes does
+             not copy the result on its own) + ctypes.string_at +
+             clara_free_string.
+             Reference: the same pattern on libc: a ctypes call of strdup of a
+             bytes object the size of Clara's response + ctypes.string_at + free.
+python_call: clara.call("echo", message="hello") through the clara package of
+             python/ (arguments encoded, the call, the envelope parsed, the
+             result returned).
+             Reference: the ctypes strdup pattern above, the size of that
+             call's response.
+python_tool: a Python tool (@clara.tool, one str parameter, returns a dict)
+             called through clara_evaluate from ctypes, raw text in and out.
+             Reference: the same Python function called directly. The
+             difference is what calling Python code through Clara costs.
 
 The two alternate block by block; each block is timed with
 clock_gettime(CLOCK_MONOTONIC). Usage: bench_python.py PATH/TO/libclara.so
@@ -14,6 +24,8 @@ import ctypes
 import os
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 REQUEST = b'{"tool":"echo","arguments":{"message":"hello","n":42}}'
 
@@ -31,6 +43,12 @@ def env_int(name, default):
 
 
 def main():
+    # The package of this checkout, on the library given (the source tree
+    # bundles none, so CLARA_LIBRARY is the one it loads).
+    os.environ["CLARA_LIBRARY"] = sys.argv[1]
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import clara
+
     lib = ctypes.CDLL(sys.argv[1])
     lib.clara_evaluate.restype = ctypes.c_void_p
     lib.clara_evaluate.argtypes = [ctypes.c_char_p]
@@ -76,14 +94,56 @@ def main():
                 return max(1, int(block_ns * n / dt))
             n *= 4
 
+    # python_call: clara.call against strdup of its response's size.
+    c = clara.Clara()
+    assert c.path == os.path.abspath(sys.argv[1]), c.path
+    assert clara.call("echo", message="hello") == {"message": "hello"}
+    call_source = b"x" * len(c.evaluate_raw('{"tool":"echo","arguments":{"message":"hello"}}').encode())
+
+    def run_call(n):
+        call = clara.call
+        for _ in range(n):
+            call("echo", message="hello")
+
+    def run_call_ref(n):
+        strdup, free, string_at, src = libc.strdup, libc.free, ctypes.string_at, call_source
+        for _ in range(n):
+            p = strdup(src)
+            string_at(p)
+            free(p)
+
+    # python_tool: a Python tool through clara_evaluate against a direct call.
+    @clara.tool
+    def py_echo(message: str) -> dict:
+        return {"message": message}
+
+    tool_request = b'{"tool":"py_echo","arguments":{"message":"hello"}}'
+    p = lib.clara_evaluate(tool_request)
+    assert ctypes.string_at(p) == b'{"status":"success","tool":"py_echo","result":{"message":"hello"}}'
+    lib.clara_free_string(p)
+
+    def run_tool(n):
+        evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, tool_request
+        for _ in range(n):
+            p = evaluate(request)
+            string_at(p)
+            free_string(p)
+
+    def run_tool_ref(n):
+        f = py_echo
+        for _ in range(n):
+            f(message="hello")
+
     reps = env_int("CLARA_BENCH_REPS", 7)
     block_ns = env_int("CLARA_BENCH_BLOCK_MS", 150) * 1_000_000
-    n_clara = calibrate(run_clara, block_ns)
-    n_ref = calibrate(run_ref, block_ns)
+    rows = [("python", run_clara, run_ref), ("python_call", run_call, run_call_ref),
+            ("python_tool", run_tool, run_tool_ref)]
+    counts = [(row, a, calibrate(a, block_ns), b, calibrate(b, block_ns)) for row, a, b in rows]
     print("info python %s" % sys.version.split()[0])
     for _ in range(reps):
-        print("sample python clara %.3f" % timed(run_clara, n_clara))
-        print("sample python ref %.3f" % timed(run_ref, n_ref), flush=True)
+        for row, a, na, b, nb in counts:
+            print("sample %s clara %.3f" % (row, timed(a, na)))
+            print("sample %s ref %.3f" % (row, timed(b, nb)), flush=True)
 
 
 if __name__ == "__main__":

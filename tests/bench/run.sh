@@ -72,6 +72,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_clips.c clips_bridge/clara_clips.c 
 build "$cc" "${cflags[@]}" tests/bench/bench_mem.c -o "$out/bench_mem" "${ldclara[@]}"
 build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ldclara[@]}" -ljansson
 build "$cc" "${cflags[@]}" tests/bench/bench_emit.c -o "$out/bench_emit" "${ldclara[@]}"
+build "$cc" "${cflags[@]}" tests/bench/bench_async.c -o "$out/bench_async" "${ldclara[@]}" -ljansson
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -101,27 +102,31 @@ run clips "$out/bench_clips"
 run memory "$out/bench_mem"
 run tools "$out/bench_tools"
 run emit "$out/bench_emit"
-# The audit and validation rows compare pairs of Go benchmarks of the engine
-# (no cgo: the audit cannot be turned off in the library, and validation is
-# best seen without a thread handoff around it). Each pair is alternated,
-# one run each, $CLARA_BENCH_REPS times.
-go_pair() { # row clara_bench ref_bench
-  local go row=$1 clara=$2 ref=$3
+run async "$out/bench_async"
+# The audit, validation and rules_watch rows compare pairs of Go benchmarks
+# (no cgo: validation is best seen without a thread handoff around it; the
+# audit record is measured on its own, since Clara always audits). A side
+# is PACKAGE:BENCHMARK. Each pair is alternated, one run each,
+# $CLARA_BENCH_REPS times.
+go_pair() { # row clara_side ref_side
+  local go row=$1
   go=$(bash tests/find-go.sh)
-  "$go" test -c -o "$out/core.test" ./core || return 1
   for ((i = 0; i < CLARA_BENCH_REPS; i++)); do
     for side in clara ref; do
-      local name=$clara
-      [[ $side == ref ]] && name=$ref
-      "$out/core.test" -test.run '^$' -test.bench "^${name}\$" -test.benchtime 300ms -test.count 1 2>&1 |
+      local spec=$2
+      [[ $side == ref ]] && spec=$3
+      local pkg=${spec%%:*} name=${spec#*:}
+      local bin="$out/$(basename "$pkg").test"
+      [[ -x $bin ]] || "$go" test -c -o "$bin" "./$pkg" || return 1
+      "$bin" -test.run '^$' -test.bench "^${name}\$" -test.benchtime 300ms -test.count 1 2>&1 |
         awk -v row="$row" -v side="$side" '/^Benchmark/ { print "sample " row " " side " " $3 }'
     done
   done
 }
 echo "run.sh: running audit and validation (Go benchmarks)" >&2
-go_pair audit BenchmarkEvaluate_echo BenchmarkEvaluate_echo_noAudit >> "$samples" 2> "$out/audit.err" || status=1
-go_pair validation BenchmarkEvaluate_schema5 BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
-go_pair rules_watch BenchmarkEvaluate_echo BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rules_watch.err" || status=1
+go_pair audit core/toolbox:BenchmarkAudit_add core:BenchmarkEvaluate_echo >> "$samples" 2> "$out/audit.err" || status=1
+go_pair validation core:BenchmarkEvaluate_schema5 core:BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
+go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rules_watch.err" || status=1
 # The condition rows: a Go benchmark of the rule engine against simpleeval
 # in Python, alternated one run each, $CLARA_BENCH_REPS times.
 condition_rows() {

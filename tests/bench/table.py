@@ -19,12 +19,16 @@ ROWS = [
     ("c_threads", "C echo, 2 threads", "Clara, 1 thread", "throughput", ">=", 1.6),
     ("c_threads_jansson", "(machine check)", "jansson, 1 thread", "throughput", None, None),
     ("python", "Python", "ctypes strdup", "time", "<=", 2.5),
+    ("python_call", "Python clara.call", "ctypes strdup", "time", "<=", 3.0),
+    ("python_tool", "Python tool (through clara_evaluate)", "the function called directly", "time", None, None),
     ("clips_bare", "CLIPS", "bare C UDF", "time", "<=", 5.0),
     ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
+    ("async_wait", "async echo: clara_submit + clara_wait", "clara_evaluate", "time", "<=", 3.0),
+    ("async_batch", "10,000 async echoes through the eventfd, per call", "the same called one by one", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
-    ("audit", "echo, audit on (Go)", "echo, audit off (Go)", "time", None, None),
+    ("audit", "one audit record (Go)", "echo, whole call (Go)", "time", None, None),
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
@@ -48,6 +52,11 @@ LEGEND = [
     "could gain on this machine during this run.",
     "Python: ctypes call of clara_evaluate (restype c_void_p) + string_at + clara_free_string; reference: "
     "ctypes call of libc strdup of a string of the response's size + string_at + free.",
+    "Python clara.call: clara.call(\"echo\", message=\"hello\") of the clara package (arguments encoded, "
+    "the call, the envelope parsed, the result returned or the error raised); reference: ctypes strdup of a "
+    "string of that response's size + string_at + free.",
+    "Python tool: a @clara.tool function (one str parameter, returns a dict) called through clara_evaluate "
+    "from ctypes, raw text in and out; reference: the same function called directly from Python.",
     "CLIPS: (loop-for-count (?i 1 N) do (clara-evaluate \"<request>\")) timed around EnvEval; references: "
     "a bare C UDF returning a fresh STRING of the response's size (malloc+memcpy+EnvAddSymbol+free), and a "
     "C UDF doing the jansson echo. All three return the same text, so EnvAddSymbol finds the same symbol.",
@@ -57,8 +66,8 @@ LEGEND = [
     "5-property schema: Go benchmarks of the engine calling one Go tool (run inline, like a built-in) with "
     "the same 5 arguments, registered with a 5-property input_schema (types, enum, pattern, bounds, required, "
     "additionalProperties) vs without: the cost of validating the arguments.",
-    "audit: Go benchmarks of the engine's echo (no cgo), with and without the audit record of every call, "
-    "alternated one run each.",
+    "audit: Go benchmark of recording one call in the audit ring (toolbox.Audit.Add), beside the engine's "
+    "whole echo call (no cgo), which includes it; alternated one run each.",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "condition: one rule whose condition is `context.tool.result_bytes > thresholds.large_result_bytes and "
@@ -223,9 +232,9 @@ def main():
                       % (format(int(mem[0]), ","), 100.0 * mem[5] / max(1, mem[4] + mem[5]), mem[6] / 1000,
                          max(1, len(checkpoints) - 1), " ".join("%.1f" % (r / 1024.0) for _, r in checkpoints)))
     for key, what in (("c_tool", "a C tool costs over the built-in echo"),
+                      ("python_tool", "calling a Python tool through Clara costs over calling it directly"),
                       ("lua_tool", "a Lua tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),
-                      ("audit", "the audit record of a call costs"),
                       ("rules_watch", "a rule watching every completed call costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):

@@ -70,6 +70,8 @@ int main(void) {
     tests_rules();
     tests_lua();
     tests_callbacks();
+    tests_ownership();
+    tests_async();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

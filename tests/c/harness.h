@@ -39,5 +39,7 @@ void tests_tools(void);
 void tests_rules(void);
 void tests_lua(void);
 void tests_callbacks(void);
+void tests_ownership(void);
+void tests_async(void);
 
 #endif

@@ -74,7 +74,7 @@ static void test_errors(void) {
                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"\\\"session\\\" must be a non-empty string, got an empty string\"}");
     CHECK_ENVELOPE("{\"tool\":\"echo\",\"argumens\":{}}",
                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"unknown field \\\"argumens\\\" in request "
-                   "(known: tool, arguments, session, id, policy, async, trace)\"}");
+                   "(known: tool, arguments, session, id, policy, async, trace, _meta)\"}");
 }
 
 static void test_huge_and_deep(void) {
@@ -150,7 +150,7 @@ static void test_envelope_sizes(void) {
     /* Short requests with longer answers (the first is past the guess). */
     CHECK_ENVELOPE("{\"tool\":\"e\",\"zz\":1}",
                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"unknown field \\\"zz\\\" in request "
-                   "(known: tool, arguments, session, id, policy, async, trace)\"}");
+                   "(known: tool, arguments, session, id, policy, async, trace, _meta)\"}");
     CHECK_ENVELOPE("{\"tool\":\"get_time\",\"arguments\":{\"extra\":1}}",
                    "{\"status\":\"error\",\"error\":\"invalid_args\",\"message\":\"tool \\\"get_time\\\": arguments do not match "
                    "input_schema: at the top: additional properties 'extra' not allowed\",\"details\":[{\"pointer\":\"\",\"message\":"

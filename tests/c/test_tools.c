@@ -2,10 +2,12 @@
  * release, results and errors, schemas, timeouts, concurrency, limits,
  * policy, test mode and audit. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clara.h"
 #include "harness.h"
@@ -388,6 +390,54 @@ static void test_audit_keeps_no_values(void) {
     free(clara_reset());
 }
 
+/* A finaliser that calls back into Clara, as the Python module allows: it
+ * used to deadlock when Clara released the tool from inside clara_reset()
+ * or clara_configure() (both held the configuration lock). An alarm turns
+ * a hang into a failure instead of a stuck run. */
+static int reentrant_finalisers;
+
+static void reentrant_free(void *userdata) {
+    char *r;
+    (void)userdata;
+    r = clara_configure("[limits]\ntimeout_ms = 1500\n");
+    CHECK_PREFIX(r, "{\"status\":\"success\"");
+    clara_free_string(r);
+    r = clara_evaluate("{\"tool\":\"rules_load\",\"arguments\":{\"name\":\"fin.toml\",\"toml\":\"\"}}");
+    CHECK_PREFIX(r, "{\"status\":\"success\"");
+    clara_free_string(r);
+    reentrant_finalisers++;
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL test_finaliser_may_call_clara: a finaliser calling Clara hung (deadlock)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+static void test_finaliser_may_call_clara(void) {
+    void (*old)(int) = signal(SIGALRM, on_alarm);
+    reentrant_finalisers = 0;
+    alarm(60);
+    /* Released by clara_reset. */
+    CHECK_INT(clara_register_tool("{\"name\":\"fin_a\"}", scripted, (void *)"nothing", reentrant_free), CLARA_OK);
+    free(clara_reset());
+    CHECK_INT(reentrant_finalisers, 1);
+    /* Released by a clara_configure whose [[tools]] replaces it. */
+    CHECK_INT(clara_register_tool("{\"name\":\"fin_b\"}", scripted, (void *)"nothing", reentrant_free), CLARA_OK);
+    char *r = clara_configure("[[tools]]\nname = \"fin_b\"\nlua = \"return function() return 1 end\"\n");
+    CHECK_PREFIX(r, "{\"status\":\"success\"");
+    clara_free_string(r);
+    CHECK_INT(reentrant_finalisers, 2);
+    /* Released by clara_unregister_tool (this always worked). */
+    CHECK_INT(clara_register_tool("{\"name\":\"fin_c\"}", scripted, (void *)"nothing", reentrant_free), CLARA_OK);
+    CHECK_INT(clara_unregister_tool("fin_c"), CLARA_OK);
+    CHECK_INT(reentrant_finalisers, 3);
+    alarm(0);
+    signal(SIGALRM, old);
+    free(clara_reset());
+}
+
 void tests_tools(void) {
     test_register_call_unregister();
     test_replace_releases_the_old_tool();
@@ -400,4 +450,5 @@ void tests_tools(void) {
     test_policy();
     test_test_mode();
     test_audit_keeps_no_values();
+    test_finaliser_may_call_clara();
 }

@@ -6,4 +6,6 @@
 (printout t "float math: " (* (json-get ?r "result.f") 2) crlf)
 (printout t "nested: " (json-get (json-get ?r "result.o") "k") crlf)
 (printout t "eq nil: " (eq (json-get ?r "result.n") nil) crlf)
+; A string holding a NUL cannot be a CLIPS string: an error, not a cut string.
+(printout t "nul: " (json-get "{\"s\":\"a\\u0000b\"}" "s") crlf)
 (exit)

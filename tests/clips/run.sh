@@ -2,7 +2,12 @@
 # Runs each tests/clips/NAME.clp with `clara-clips -f` (standard input at
 # EOF, the embedded default configuration, plus the options in NAME.args if
 # that file exists) and compares its output, minus CLIPS's version banner,
-# with NAME.out. Then checks clara-clips's own option handling.
+# with NAME.out; with CLIPS 6.4x (as `clara-clips --version` says), with
+# NAME.64.out where that file exists (6.4 words its errors differently).
+# clara-clips keeps standard output and standard error in the order CLIPS
+# wrote them, so the two are compared as one stream.
+# Then checks clara-clips's own option handling, and runs BRIDGE_CHECK
+# (bridge_check.c) under valgrind when valgrind is installed.
 # Programs named tool_*.clp run instead under TOOL_DRIVER (tool_driver.c: a
 # CLIPS program that registers a tool written in C), silently (batch*).
 # Each program finds an empty directory at ../../build/clips-scratch/NAME
@@ -10,15 +15,20 @@
 # tree), made afresh before it runs and removed when it passes; programs
 # that need files on disk (callbacks.clp's project root) point their
 # configuration there.
-# Usage: run.sh CLARA_CLIPS DIR [TOOL_DRIVER]
+# Usage: run.sh CLARA_CLIPS DIR [TOOL_DRIVER [BRIDGE_CHECK]]
 # Set UPDATE=1 to rewrite the .out files (then read the diff before committing).
 set -uo pipefail
-clips=$1 dir=$2 driver=${3:-}
+clips=$1 dir=$2 driver=${3:-} bridge_check=${4:-}
 fail=0 n=0
+version=$(env -u CLARA_CONFIG -u CLARA_LOG "$clips" --version)
+clips_version=${version##*CLIPS }
+clips_version=${clips_version%)}
+echo "clips: $clips is linked with CLIPS $clips_version"
 scratch="$dir/../../build/clips-scratch"
 for clp in "$dir"/*.clp; do
   name=$(basename "$clp" .clp)
   want="$dir/$name.out"
+  [[ $clips_version == 6.4* && -f "$dir/$name.64.out" ]] && want="$dir/$name.64.out"
   rm -rf "${scratch:?}/$name" && mkdir -p "$scratch/$name"
   args=()
   [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
@@ -27,7 +37,7 @@ for clp in "$dir"/*.clp; do
     got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$driver" "$name.clp" < /dev/null 2>&1)
   else
     got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
-          | grep -v '^ *CLIPS ([0-9.]* ' )
+          | grep -a -v '^ *CLIPS ([0-9.]* ' )
   fi
   n=$((n + 1))
   if [[ "${UPDATE:-}" == 1 ]]; then
@@ -37,7 +47,7 @@ for clp in "$dir"/*.clp; do
     continue
   fi
   if ! diff -u "$want" <(printf '%s\n' "$got") > /tmp/clara-clips-diff.$$; then
-    echo "FAIL tests/clips/$name.clp: output differs from $name.out:"
+    echo "FAIL tests/clips/$name.clp: output differs from $(basename "$want"):"
     cat /tmp/clara-clips-diff.$$
     fail=$((fail + 1))
   else
@@ -51,13 +61,15 @@ rmdir "$scratch" 2>/dev/null
 # output|arguments".
 cases=(
   "0|usage: clara-clips|--help"
-  "0|(Clara 0.1.0)|--version"
+  "0|(Clara $(sed -n 's/^#define CLARA_VERSION "\(.*\)"/\1/p' "$(dirname "$0")/../../include/clara.h"), CLIPS 6.|--version"
   "2|--evaluator: bad name is not a tool name|--evaluator bad\ name"
   "2|--config needs a value|--config"
   "2|cannot read /nonexistent.toml|--config /nonexistent.toml"
-  "2|bad.toml: clara_configure: 2 problems: default_evaluator must be a string; unknown key \"colour\"|--config bad.toml"
+  "2|bad.toml: clara_configure: 2 problems: 2:1: default_evaluator must be a string; 3:1: unknown key \"colour\"|--config bad.toml"
   "2|unknown option --frobnicate|--frobnicate"
   "2|-f needs a file|-f"
+  "0|{\"deployed\":\"staging\"}|--config test_mode.toml -f2 test_mode.clp"
+  "0|{\"test_mode\":true,\"skipped\":\"deploy\"}|--test-mode --config test_mode.toml -f2 test_mode.clp"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r want_rc want_text argstr <<< "$c"
@@ -73,6 +85,30 @@ for c in "${cases[@]}"; do
     echo "ok   clara-clips $argstr"
   fi
 done
+
+if [[ -n "$bridge_check" ]]; then
+  n=$((n + 1))
+  log=$(mktemp)
+  if command -v valgrind > /dev/null; then
+    echo "clips: $bridge_check under valgrind"
+    run=(valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
+         --error-exitcode=99 --suppressions="$dir/../c/go-runtime.supp" "$bridge_check")
+  else
+    echo "clips: $bridge_check (valgrind is not installed: no leak check)"
+    run=("$bridge_check")
+  fi
+  env -u CLARA_CONFIG -u CLARA_LOG timeout 300 "${run[@]}" > "$log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]]; then
+    grep -e '^ok' -e '^skip' "$log"
+    echo "ok   $bridge_check"
+  else
+    cat "$log"
+    echo "FAIL $bridge_check (exit status $rc)"
+    fail=$((fail + 1))
+  fi
+  rm -f "$log"
+fi
 
 if [[ $fail -gt 0 ]]; then
   echo "clips: $fail of $n programs FAILED"

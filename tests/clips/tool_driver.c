@@ -2,7 +2,10 @@
  * "weather" and "sensor" (a tool that always fails) with Clara, adds Clara's
  * functions to a CLIPS environment and runs a batch file silently (batch*).
  * Used by tests/clips/run.sh for the programs whose names start with tool_.
- * CLIPS 6.30 API.
+ * It registers Clara's functions twice, as a program that links
+ * clips_bridge/userfunctions.c and also calls clara_clips_register() does:
+ * the second registration must change nothing. Builds with CLIPS 6.30 and
+ * 6.4x.
  *
  * usage: tool_driver FILE.clp */
 #include <stdio.h>
@@ -12,6 +15,12 @@
 
 #include "clara.h"
 #include "clara_clips.h"
+
+#if defined(UNBOUNDED) && defined(UDFHasNextArgument) /* CLIPS 6.4x */
+#define BATCH_STAR(env, path) BatchStar(env, path)
+#else
+#define BATCH_STAR(env, path) EnvBatchStar(env, path)
+#endif
 
 /* weather: {"city": string, "units": "metric"|"imperial"} -> a fixed forecast. */
 static int weather(void *userdata, const char *args, clara_call *call) {
@@ -52,8 +61,11 @@ int main(int argc, char *argv[]) {
         return 2;
     }
     env = CreateEnvironment();
-    if (env == NULL || clara_clips_register(env) != CLARA_OK) return 2;
-    if (!EnvBatchStar(env, argv[1])) {
+    if (env == NULL || clara_clips_register(env) != CLARA_OK || clara_clips_register(env) != CLARA_OK) {
+        fprintf(stderr, "tool_driver: cannot register Clara's functions\n");
+        return 2;
+    }
+    if (!BATCH_STAR(env, argv[1])) {
         fprintf(stderr, "tool_driver: cannot run %s\n", argv[1]);
         return 2;
     }

@@ -1,11 +1,18 @@
-"""Shared set-up for the Clara ctypes tests (not a test module itself).
+"""Shared set-up for the Python package's tests (not a test module itself).
 
-Every test runs against the real library, found the way clara.py finds it
-(CLARA_LIBRARY first). Clara's state is process-wide, so each test starts
-and ends with the default configuration and no log handler.
+Every test runs against the real library, through the clara package that
+`import clara` finds: `make test-python` installs the wheel into a fresh
+venv and runs these tests with the venv's interpreter, so that is the
+installed package and its bundled library (CLARA_EXPECT_INSTALLED=1 makes
+test_package check it). Run by hand from a checkout, PYTHONPATH=python and
+CLARA_LIBRARY=lib/libclara.so work as well.
+
+Clara's state is process-wide, so each test starts and ends with the
+default configuration and no log handler.
 """
 
 import os
+import re
 import unittest
 
 import clara
@@ -13,22 +20,45 @@ import clara
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 HEADER = os.path.join(REPO, "include", "clara.h")
+# The directory of the clara package under test, and the one it sits in.
+PACKAGE = os.path.dirname(os.path.abspath(clara.__file__))
+PACKAGE_PARENT = os.path.dirname(PACKAGE)
+INSTALLED = os.environ.get("CLARA_EXPECT_INSTALLED") == "1"
 
 # One instance for the whole run; the library is loaded once per process.
 LIB = clara.Clara()
 
+
+def header_version():
+    """CLARA_VERSION of include/clara.h (the C side's version)."""
+    with open(HEADER, encoding="utf-8") as f:
+        return re.search(r'^#define CLARA_VERSION "([^"]+)"', f.read(), re.M).group(1)
+
+
+def child_env(**extra):
+    """The environment for a child interpreter that must import the same
+    clara package and library as this process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CLARA_CONFIG", "CLARA_LOG")}
+    env["PYTHONPATH"] = PACKAGE_PARENT
+    env["CLARA_LIBRARY"] = LIB.path
+    env.update(extra)
+    return env
+
+
 # The default configuration, as clara_reset() reports it (without
 # CLARA_CONFIG, which the Makefile unsets).
 DEFAULT_CONFIG = {
+    "async": {"max_pending": 10000, "max_running": 1000},
     "audit": {"path": ""},
     "default_evaluator": "echo",
     "limits": {"max_depth": 512, "max_output_bytes": 65536,
                "max_request_bytes": 16777216, "timeout_ms": 1000},
-    "policy": {"allow": [], "deny": []},
+    "policy": {"admin_in_nested_calls": False, "allow": [], "deny": []},
     "project_root": ".",
-    "rules": {"builtin": True, "paths": ["rules/*.toml"],
+    "rules": {"builtin": True, "max_emissions": 1000, "paths": ["rules/*.toml"],
               "thresholds": {"iteration_budget": 25, "large_result_bytes": 32768,
-                             "repeated_failures": 3, "token_budget": 0.8}},
+                             "repeated_failures": 3, "token_budget": 0.8},
+              "watch_admin_tools": False},
     "state_dir": ".clara",
     "test_mode": False,
     "tools": [],

@@ -5,16 +5,19 @@ import ctypes
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import unittest
+import warnings
 
 import clara
-from clara_testcase import HEADER, HERE, LIB, ClaraTestCase
+from clara_testcase import HEADER, INSTALLED, LIB, PACKAGE, ClaraTestCase, header_version
 
-CLARA_PY = os.path.join(HERE, "clara.py")
+BUNDLED = os.path.join(PACKAGE, "libclara.so.0")
+HEADER_VERSION = header_version() if os.path.exists(HEADER) else None
 
 
 def header_text():
@@ -26,7 +29,7 @@ def header_functions():
     """{name: return type} of every function declared in clara.h."""
     text = re.sub(r"/\*.*?\*/", "", header_text(), flags=re.S)
     out = {}
-    for m in re.finditer(r"^\s*((?:const\s+)?[a-z_ ]+?\s*\*?)\s*(clara_\w+)\s*\(", text, re.M):
+    for m in re.finditer(r"^\s*((?:const\s+)?[a-z0-9_ ]+?\s*\*?)\s*(clara_\w+)\s*\(", text, re.M):
         ret, name = m.group(1).strip(), m.group(2)
         if ret.startswith("typedef"):
             continue
@@ -34,13 +37,22 @@ def header_functions():
     return out
 
 
+def library_version(path):
+    """clara_version() of the library at path, in a fresh interpreter."""
+    code = "import ctypes, sys; f = ctypes.CDLL(sys.argv[1]).clara_version; " \
+           "f.restype = ctypes.c_char_p; print(f().decode())"
+    return subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
 class TestLoading(unittest.TestCase):
 
-    def test_clara_library_is_used(self):
-        env = os.environ.get("CLARA_LIBRARY")
-        if not env:
-            self.skipTest("CLARA_LIBRARY is not set")
-        self.assertEqual(LIB.path, os.path.abspath(env))
+    def test_bundled_library_is_used(self):
+        if not INSTALLED:
+            self.skipTest("not the installed package (CLARA_EXPECT_INSTALLED is not 1)")
+        self.assertTrue(os.path.isfile(BUNDLED), BUNDLED)
+        self.assertEqual(LIB.path, BUNDLED)
+        self.assertEqual(clara.Clara().path, BUNDLED)
 
     def test_explicit_bad_path(self):
         with self.assertRaises(OSError) as cm:
@@ -50,18 +62,19 @@ class TestLoading(unittest.TestCase):
 
     def test_explicit_path_not_a_library(self):
         with self.assertRaises(OSError) as cm:
-            clara.Clara(CLARA_PY)
-        self.assertIn(CLARA_PY, str(cm.exception))
+            clara.Clara(clara.__file__)
+        self.assertIn(clara.__file__, str(cm.exception))
 
     def run_copy(self, layout, env_extra, code="import clara; c = clara.Clara(); print(c.path); print(c.version())"):
-        """Copy clara.py into tmp/a/b/, apply layout {relpath: symlink
-        target}, run code there in a fresh interpreter; return
-        (returncode, stdout, stderr, tmp)."""
+        """Copy the clara package (without a bundled library) into
+        tmp/site/clara, apply layout {relpath: symlink target}, run code in
+        a fresh interpreter that imports that copy; return (returncode,
+        stdout, stderr, tmp)."""
         tmp = tempfile.mkdtemp(prefix="clara-load-")
         self.addCleanup(shutil.rmtree, tmp, True)
-        mod = os.path.join(tmp, "a", "b")
-        os.makedirs(mod)
-        shutil.copy(CLARA_PY, mod)
+        site = os.path.join(tmp, "site")
+        shutil.copytree(PACKAGE, os.path.join(site, "clara"),
+                        ignore=shutil.ignore_patterns("libclara.so*", "__pycache__"))
         for rel, target in layout.items():
             p = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -69,27 +82,24 @@ class TestLoading(unittest.TestCase):
         env = {k: v for k, v in os.environ.items()
                if k not in ("CLARA_LIBRARY", "LD_LIBRARY_PATH", "PYTHONPATH")}
         env.update(env_extra)
-        p = subprocess.run([sys.executable, "-c", code], cwd=mod, env=env,
+        p = subprocess.run([sys.executable, "-c", code], cwd=site, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, timeout=60)
         return p.returncode, p.stdout, p.stderr, tmp
 
-    def test_search_next_to_module(self):
-        rc, out, err, tmp = self.run_copy(
-            {"a/b/libclara.so": LIB.path},
-            {"CLARA_LIBRARY": "/nonexistent/libclara.so"})
-        self.assertEqual(rc, 0, err)
-        self.assertEqual(out.split(), [os.path.join(tmp, "a", "b", "libclara.so"), "0.1.0"])
+    def test_bundled_comes_first(self):
+        version = library_version(LIB.path)
+        for env in ({}, {"CLARA_LIBRARY": "/nonexistent/libclara.so"}, {"CLARA_LIBRARY": LIB.path}):
+            with self.subTest(env=env):
+                rc, out, err, tmp = self.run_copy({"site/clara/libclara.so.0": LIB.path}, env)
+                self.assertEqual(rc, 0, err)
+                self.assertEqual(out.split(), [os.path.join(tmp, "site", "clara", "libclara.so.0"), version])
 
-    def test_search_next_to_module_soname(self):
-        rc, out, err, tmp = self.run_copy({"a/b/libclara.so.0": LIB.path}, {})
+    def test_clara_library_without_bundled(self):
+        rc, out, err, tmp = self.run_copy({"other/libclara.so": LIB.path},
+                                          {"CLARA_LIBRARY": os.path.join("..", "other", "libclara.so")})
         self.assertEqual(rc, 0, err)
-        self.assertEqual(out.split(), [os.path.join(tmp, "a", "b", "libclara.so.0"), "0.1.0"])
-
-    def test_search_source_tree(self):
-        rc, out, err, tmp = self.run_copy({"lib/libclara.so": LIB.path}, {})
-        self.assertEqual(rc, 0, err)
-        self.assertEqual(out.split(), [os.path.join(tmp, "lib", "libclara.so"), "0.1.0"])
+        self.assertEqual(out.split(), [os.path.join(tmp, "other", "libclara.so"), library_version(LIB.path)])
 
     def test_search_soname_through_loader(self):
         libdir = os.path.dirname(os.path.realpath(LIB.path))
@@ -97,7 +107,7 @@ class TestLoading(unittest.TestCase):
             self.skipTest("no libclara.so.0 beside %s" % LIB.path)
         rc, out, err, _ = self.run_copy({}, {"LD_LIBRARY_PATH": libdir})
         self.assertEqual(rc, 0, err)
-        self.assertEqual(out.split(), ["libclara.so.0", "0.1.0"])
+        self.assertEqual(out.split(), ["libclara.so.0", library_version(LIB.path)])
 
     def test_search_nothing_found(self):
         # (The check for a system-wide libclara.so.0 must run in the child:
@@ -116,12 +126,31 @@ class TestLoading(unittest.TestCase):
         if out.startswith("LOADED"):
             self.skipTest("libclara.so.0 is installed system-wide")
         self.assertTrue(out.startswith("cannot load libclara; tried:"), out)
-        for what in ("/nonexistent/x.so (CLARA_LIBRARY)",
-                     os.path.join(tmp, "a", "b", "libclara.so") + " (next to clara.py)",
-                     os.path.join(tmp, "a", "b", "libclara.so.0") + " (next to clara.py)",
-                     os.path.join(tmp, "lib", "libclara.so") + " (source tree)",
-                     "libclara.so.0 (dynamic loader)"):
-            self.assertIn(what, out)
+        lines = out.splitlines()[1:]
+        self.assertEqual([line.strip() for line in lines[:2]], [
+            os.path.join(tmp, "site", "clara", "libclara.so.0") + " (bundled): no such file",
+            "/nonexistent/x.so (CLARA_LIBRARY): no such file"])
+        self.assertTrue(lines[2].strip().startswith("libclara.so.0 (dynamic loader): "), lines)
+        self.assertEqual(len(lines), 3, lines)
+
+    def test_import_does_not_load(self):
+        # Importing the package loads nothing: a missing library is an
+        # OSError at the first call, not at import.
+        code = textwrap.dedent("""\
+            import clara
+            print(clara.__version__)
+            try:
+                clara.version()
+            except OSError:
+                print("OSError")
+            else:
+                print("LOADED")
+            """)
+        rc, out, err, _ = self.run_copy({}, {"CLARA_LIBRARY": "/nonexistent/x.so"}, code)
+        self.assertEqual(rc, 0, err)
+        if out.split()[1:] == ["LOADED"]:
+            self.skipTest("libclara.so.0 is installed system-wide")
+        self.assertEqual(out.split(), [clara.__version__, "OSError"])
 
     def test_spawned_child_can_use_clara(self):
         # The documented way to use Clara from multiprocessing: "spawn".
@@ -129,12 +158,58 @@ class TestLoading(unittest.TestCase):
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
             out = pool.apply(_child_evaluate, ('{"question":"from child"}',))
+            # An exception raised in the child arrives whole.
+            with self.assertRaises(clara.UnknownTool) as cm:
+                pool.apply(_child_call, ("nope",))
         self.assertEqual(out, '{"status":"success","tool":"echo","result":{"question":"from child"}}')
+        self.assertEqual((cm.exception.code, cm.exception.message, cm.exception.envelope),
+                         ("unknown_tool", "Tool not found: nope",
+                          {"status": "error", "error": "unknown_tool", "message": "Tool not found: nope"}))
+
+    @unittest.skipUnless(hasattr(os, "fork"), "no fork()")
+    def test_forked_child_is_refused(self):
+        # The child of fork() must not enter the Go runtime its parent loaded:
+        # every call raises RuntimeError there, and its exit calls nothing.
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that this process has threads (Clara's): the
+            # very case under test.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:   # pragma: no cover - the child
+            signal.alarm(30)   # a call that did enter Go may hang: die instead
+            os.close(read)
+            report = []
+            for what in (lambda: clara.evaluate({}), lambda: clara.call("echo"), lambda: LIB.version(),
+                         lambda: clara.Clara()):
+                try:
+                    what()
+                    report.append("called")
+                except RuntimeError as e:
+                    report.append("refused" if "fork()" in str(e) and "spawn" in str(e) else repr(e))
+                except BaseException as e:
+                    report.append(repr(e))
+            os.write(write, ",".join(report).encode())
+            os.close(write)
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            got = f.read()
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(status, 0)
+        self.assertEqual(got, "refused,refused,refused,refused")
+        # The parent is untouched.
+        self.assertEqual(clara.call("echo", x=1), {"x": 1})
 
 
 def _child_evaluate(request):
     import clara as c
     return c.evaluate_raw(request)
+
+
+def _child_call(tool):
+    import clara as c
+    return c.call(tool)
 
 
 @unittest.skipUnless(os.path.exists(HEADER), "include/clara.h not found")
@@ -162,6 +237,8 @@ class TestPrototypes(unittest.TestCase):
                     self.assertIs(f.restype, ctypes.c_char_p)
                 elif ret == "int":
                     self.assertIs(f.restype, ctypes.c_int)
+                elif ret == "int64_t":
+                    self.assertIs(f.restype, ctypes.c_int64)
                 elif ret == "void":
                     self.assertIsNone(f.restype)
                 else:
@@ -179,6 +256,21 @@ class TestPrototypes(unittest.TestCase):
         defines = dict(re.findall(r"^#define[ \t]+(CLARA_\w+)[ \t]+(\S+)", header_text(), re.M))
         self.assertIn("CLARA_JSON_OBJECT", defines)
         for name, value in defines.items():
+            if name.startswith("CLARA_VERSION"):
+                continue    # test_version_constants_match_header
+            with self.subTest(constant=name):
+                expected = value.strip('"') if value.startswith('"') else int(value)
+                self.assertEqual(getattr(clara, name), expected)
+
+
+    def test_version_constants_match_header(self):
+        # The package's version (clara/_version.py) is the C side's too.
+        if HEADER_VERSION != clara.__version__:
+            self.skipTest("include/clara.h says %s, the package %s: the C side's bump to %s makes them agree"
+                          % (HEADER_VERSION, clara.__version__, clara.__version__))
+        defines = dict(re.findall(r"^#define[ \t]+(CLARA_VERSION\w*)[ \t]+(\S+)", header_text(), re.M))
+        self.assertEqual(len(defines), 5, defines)
+        for name, value in defines.items():
             with self.subTest(constant=name):
                 expected = value.strip('"') if value.startswith('"') else int(value)
                 self.assertEqual(getattr(clara, name), expected)
@@ -186,32 +278,44 @@ class TestPrototypes(unittest.TestCase):
 
 class TestVersion(ClaraTestCase):
 
+    def test_package_version(self):
+        # One version, written once (clara/_version.py), read everywhere.
+        self.assertRegex(clara.__version__, r"^\d+\.\d+\.\d+$")
+        self.assertEqual(clara.CLARA_VERSION, clara.__version__)
+        self.assertEqual((clara.CLARA_VERSION_MAJOR, clara.CLARA_VERSION_MINOR, clara.CLARA_VERSION_PATCH),
+                         tuple(int(p) for p in clara.__version__.split(".")))
+        self.assertEqual(clara.CLARA_VERSION_NUMBER, clara.CLARA_VERSION_MAJOR * 1000000
+                         + clara.CLARA_VERSION_MINOR * 1000 + clara.CLARA_VERSION_PATCH)
+        if INSTALLED:
+            from importlib import metadata
+            self.assertEqual(metadata.version("clara"), clara.__version__)
+
+    @unittest.skipUnless(HEADER_VERSION, "include/clara.h not found")
     def test_version(self):
-        self.assertEqual(self.lib.version(), "0.1.0")
-        self.assertEqual(self.lib.version(), clara.CLARA_VERSION)
+        # The library built from this tree says what its header says.
+        self.assertEqual(self.lib.version(), HEADER_VERSION)
+        self.assertEqual(clara.version(), HEADER_VERSION)
 
     def test_version_number(self):
-        self.assertEqual(self.lib.version_number(), 1000)
-        self.assertEqual(self.lib.version_number(), clara.CLARA_VERSION_NUMBER)
         n = self.lib.version_number()
-        self.assertEqual((n // 1000000, n // 1000 % 1000, n % 1000),
-                         (clara.CLARA_VERSION_MAJOR, clara.CLARA_VERSION_MINOR, clara.CLARA_VERSION_PATCH))
+        self.assertEqual("%d.%d.%d" % (n // 1000000, n // 1000 % 1000, n % 1000), self.lib.version())
 
     def test_strerror_known(self):
         self.assertEqual(self.lib.strerror(clara.CLARA_OK), "success")
         self.assertEqual(self.lib.strerror(clara.CLARA_EINVAL), "invalid argument")
         self.assertEqual(self.lib.strerror(clara.CLARA_ENOMEM), "out of memory")
         self.assertEqual(self.lib.strerror(clara.CLARA_EINTERNAL), "internal error (see the log)")
-        self.assertEqual(self.lib.strerror(clara.CLARA_ENOENT), "no such tool")
+        self.assertEqual(self.lib.strerror(clara.CLARA_ENOENT), "no such tool or asynchronous call")
         self.assertEqual(self.lib.strerror(clara.CLARA_EPERM), "not allowed on a built-in tool")
+        self.assertEqual(self.lib.strerror(clara.CLARA_EBUSY), "too many asynchronous calls running")
 
     def test_strerror_negative(self):
         for code in (clara.CLARA_EINVAL, clara.CLARA_ENOMEM, clara.CLARA_EINTERNAL,
-                     clara.CLARA_ENOENT, clara.CLARA_EPERM):
+                     clara.CLARA_ENOENT, clara.CLARA_EPERM, clara.CLARA_EBUSY):
             self.assertEqual(self.lib.strerror(-code), self.lib.strerror(code))
 
     def test_strerror_unknown(self):
-        for code in (6, -6, 99, -99, 2**31 - 1, -2**31):
+        for code in (7, -7, 99, -99, 2**31 - 1, -2**31):
             with self.subTest(code=code):
                 self.assertEqual(self.lib.strerror(code), "unknown status code")
 
@@ -248,8 +352,8 @@ class TestInputs(ClaraTestCase):
             self.lib.set_log_handler("not callable", clara.CLARA_LOG_DEBUG)
 
     def test_module_level_functions(self):
-        self.assertEqual(clara.version(), "0.1.0")
-        self.assertEqual(clara.version_number(), 1000)
+        self.assertEqual(clara.version(), self.lib.version())
+        self.assertEqual(clara.version_number(), self.lib.version_number())
         self.assertEqual(clara.strerror(-1), "invalid argument")
         self.assertEqual(clara.evaluate({"question": "hi"}),
                          {"status": "success", "tool": "echo", "result": {"question": "hi"}})

@@ -65,6 +65,16 @@ class TestConfigure(ClaraTestCase):
         self.assertEqual(cfg["default_evaluator"], "get_time")
         self.assertEqual(cfg["limits"]["max_depth"], 10)
 
+    def assertProblems(self, env, problems):
+        """env refuses a configuration with these problems, each placed at a
+        line and column of the text, in the order of the text."""
+        self.assertEqual((env["status"], env["error"]), ("error", "invalid_request"))
+        self.assertEqual(sorted(d["message"] for d in env["details"]), sorted(problems))
+        for d in env["details"]:
+            self.assertEqual(sorted(d), ["col", "line", "message"])
+        placed = ["%d:%d: %s" % (d["line"], d["col"], d["message"]) for d in env["details"]]
+        self.assertEqual(env["message"], "clara_configure: %d problems: %s" % (len(problems), "; ".join(placed)))
+
     def test_invalid_keys(self):
         before = self.current()
         env = self.lib.configure({"bogus": 1, "default_evaluator": "get_time",
@@ -74,12 +84,7 @@ class TestConfigure(ClaraTestCase):
             'unknown key "bogus"',
             'unknown key "limits.other"',
         ]
-        self.assertEqual(env, {
-            "status": "error",
-            "error": "invalid_request",
-            "message": "clara_configure: 3 problems: " + "; ".join(problems),
-            "details": problems,
-        })
+        self.assertProblems(env, problems)
         # Nothing was applied, not even the valid default_evaluator.
         self.assertEqual(self.current(), before)
         self.assertEqual(self.lib.evaluate({"question": "hi"})["tool"], "echo")
@@ -88,7 +93,8 @@ class TestConfigure(ClaraTestCase):
         env = self.lib.configure({"default_evaluator": "bad name!"})
         problem = "default_evaluator: \"bad name!\" is not a tool name (1 to 64 letters, digits, '_' or '-')"
         self.assertEqual(env, {"status": "error", "error": "invalid_request",
-                               "message": "clara_configure: " + problem, "details": [problem]})
+                               "message": "clara_configure: 1:2: " + problem,
+                               "details": [{"line": 1, "col": 2, "message": problem}]})
 
     def test_ill_typed_values(self):
         cases = [
@@ -104,7 +110,7 @@ class TestConfigure(ClaraTestCase):
                 env = self.lib.configure(cfg)
                 self.assertEqual(env["status"], "error")
                 self.assertEqual(env["error"], "invalid_request")
-                self.assertEqual(env["details"], [problem])
+                self.assertEqual([d["message"] for d in env["details"]], [problem])
         self.assertEqual(self.current(), before)
 
     def test_toolbox_keys(self):
@@ -112,7 +118,7 @@ class TestConfigure(ClaraTestCase):
         want["test_mode"] = True
         want["limits"]["timeout_ms"] = 250
         want["limits"]["max_output_bytes"] = 100
-        want["policy"] = {"allow": ["echo", "get_time"], "deny": ["get_time"]}
+        want["policy"].update({"allow": ["echo", "get_time"], "deny": ["get_time"]})
         env = self.lib.configure('test_mode = true\n[limits]\ntimeout_ms = 250\nmax_output_bytes = 100\n'
                                  '[policy]\nallow = ["echo", "get_time"]\ndeny = ["get_time"]\n')
         self.assertEqual(env, ok(want))
@@ -135,23 +141,18 @@ class TestConfigure(ClaraTestCase):
             "policy.deny[0] must be a string",
             "test_mode must be true or false",
         ]
-        self.assertEqual(env, {
-            "status": "error",
-            "error": "invalid_request",
-            "message": "clara_configure: 5 problems: " + "; ".join(problems),
-            "details": problems,
-        })
+        self.assertProblems(env, problems)
         self.assertEqual(self.current(), before)
 
     def test_invalid_toml(self):
         env = self.lib.configure("this is = = not toml")
         self.assertEqual(env["error"], "invalid_request")
-        self.assertEqual(env["details"], ["line 1, column 6: toml: expected '=' after key"])
+        self.assertEqual(env["details"], [{"line": 1, "col": 6, "message": "expected '=' after key"}])
 
     def test_invalid_json_text(self):
         env = self.lib.configure('{"a":')
         self.assertEqual(env["error"], "invalid_request")
-        self.assertEqual(env["details"], ["invalid JSON: unexpected EOF"])
+        self.assertEqual([d["message"] for d in env["details"]], ["invalid JSON: unexpected end of input at byte 5"])
 
     def test_null_config(self):
         self.assertEqual(self.lib.configure(None), {

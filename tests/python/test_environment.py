@@ -8,7 +8,7 @@ import sys
 import tempfile
 import unittest
 
-from clara_testcase import HERE, LIB
+from clara_testcase import child_env
 
 CHILD = r"""
 import clara
@@ -19,12 +19,7 @@ print(clara.reset()["result"]["config"]["default_evaluator"])
 
 
 def run_child(**env):
-    full = dict(os.environ)
-    for k in ("CLARA_CONFIG", "CLARA_LOG"):
-        full.pop(k, None)
-    full.update(env)
-    full["PYTHONPATH"] = HERE
-    full["CLARA_LIBRARY"] = LIB.path
+    full = child_env(**env)
     p = subprocess.run([sys.executable, "-c", CHILD], env=full, capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout.split(), p.stderr
 
@@ -57,7 +52,7 @@ class TestEnvironment(unittest.TestCase):
         rc, out, err = run_child(CLARA_CONFIG=path)
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, ["echo", "echo"])
-        self.assertIn("clara error: CLARA_CONFIG ignored: %s: default_evaluator must be a string" % path, err)
+        self.assertIn("clara error: CLARA_CONFIG ignored: %s:1:1: default_evaluator must be a string" % path, err)
 
     def test_missing_config_file(self):
         rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"))

@@ -70,7 +70,8 @@ class TestJsonGet(ClaraTestCase):
         self.assertEqual(self.lib.json_get(env, "error"), "unknown_tool")
         env = self.lib.configure({"bogus": 1, "other": 2})
         self.assertEqual(self.lib.json_get(env, "details.#"), 2)
-        self.assertEqual(self.lib.json_get(env, "details.0"), 'unknown key "bogus"')
+        self.assertEqual(self.lib.json_get(env, "details.0.message"), 'unknown key "bogus"')
+        self.assertEqual(self.lib.json_get(env, "details.0.line"), 1)
 
     def test_doc_as_bytes_and_dict(self):
         self.assertEqual(self.lib.json_get(b'{"a":{"b":"c"}}', "a.b"), "c")

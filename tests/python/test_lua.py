@@ -28,8 +28,7 @@ end
 """
 '''
 
-ONE_OF = ("give one of lua (the script) or lua_file (a file relative to project_root); "
-          "HTTP tools are not available in this version")
+ONE_OF = "give one of lua (the script) or lua_file (a file relative to project_root)"
 
 
 def lua_tool(name, lua, **descriptor):
@@ -86,7 +85,7 @@ class TestLuaTools(ClaraTestCase):
                                 '{"status":"success","tool":"stats","result":{"mean":3,"n":4,"sum":12}}')
             env = self.lib.configure({"tools": [{"name": "stats", "lua_file": "tools/missing.lua"}]})
             self.assertEqual(env["error"], "invalid_request")
-            self.assertIn("tools[0] (stats): lua_file: stat ", env["message"])
+            self.assertIn("tools[0] (stats): lua_file: open ", env["message"])
             self.assertIn("missing.lua: no such file or directory", env["message"])
             self.assertEqual(self.lib.evaluate({"tool": "stats", "arguments": {"xs": [2]}})["result"],
                              {"mean": 2, "n": 1, "sum": 2})
@@ -217,12 +216,12 @@ end
         before = self.configure_ok(WORD_COUNT)
         bad = [
             ({"tools": [lua_tool("broken", "return function( end")]},
-             "clara_configure: tools[0] (broken): lua: tool broken:1: syntax error"),
-            ({"tools": [{"name": "neither"}]}, "clara_configure: tools[0]: " + ONE_OF),
+             "clara_configure: tools[0] (broken): lua line 1: syntax error near 'end'"),
+            ({"tools": [{"name": "neither"}]}, "clara_configure: 1:11: tools[0]: " + ONE_OF),
             ({"tools": [{"name": "both", "lua": "return function() end", "lua_file": "x.lua"}]},
-             "clara_configure: tools[0]: " + ONE_OF),
+             "clara_configure: 1:11: tools[0]: " + ONE_OF),
             ({"tools": [lua_tool("echo", "return function() return 1 end")]},
-             'clara_configure: tools[0]: "echo" is a built-in tool'),
+             'clara_configure: tools[0] (echo): "echo" is a built-in tool'),
             ({"tools": [lua_tool("twice", "return function() end"), lua_tool("twice", "return function() end")]},
              'tool "twice" is declared twice'),
             ({"tools": [lua_tool("bad name!", "return function() end")]}, "tools[0]"),
@@ -395,7 +394,7 @@ message = "milestone: {{ context.count }} big orders"
                                  '[rule]\nid = "bad"\ntrigger = "x.y"\n[condition]\nlua = "return ("\n'
                                  '[action]\ntype = "log"\nmessage = "x"\n'}})
         self.assertEqual(env["error"], "invalid_args")
-        self.assertIn("bad.toml:5", env["details"][0])
+        self.assertEqual((env["details"][0]["file"], env["details"][0]["line"]), ("bad.toml", 5))
 
 
 if __name__ == "__main__":

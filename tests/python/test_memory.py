@@ -4,7 +4,7 @@ freed. A memory check, never a timing check."""
 import sys
 import unittest
 
-import clara
+from clara import _binding
 from clara_testcase import ClaraTestCase
 
 WARMUP = 20000
@@ -95,13 +95,13 @@ class TestMemory(ClaraTestCase):
         self.tool_round(10000)
         after = rss_kib()
         growth = after - before
-        self.assertEqual(len(clara._tool_keepalive), 2)
+        self.assertEqual(len(_binding._tool_keepalive), 2)
         sys.stderr.write("\n  RSS: %d KiB after 3000 Python tool calls, %d KiB after 10000 more "
                          "(+2500 failures, 1000 register/replace/unregister): growth %+d KiB (limit %d KiB) ... "
                          % (before, after, growth, LIMIT_KIB))
         self.assertLess(growth, LIMIT_KIB)
         self.lib.reset()
-        self.assertEqual(len(clara._tool_keepalive), 0)
+        self.assertEqual(len(_binding._tool_keepalive), 0)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import unittest
 
 from clara_testcase import ClaraTestCase
 
-KNOWN = "tool, arguments, session, id, policy, async, trace"
+KNOWN = "tool, arguments, session, id, policy, async, trace, _meta"
 
 
 def err(code, message, id_json=None):
@@ -150,12 +150,17 @@ class TestErrors(ClaraTestCase):
         self.assertEnvelope('{"a":[{"k":1},{"k":2}],"k":{"k":0}}',
                             '{"status":"success","tool":"echo","result":{"a":[{"k":1},{"k":2}],"k":{"k":0}}}')
 
-    def test_unsupported_fields(self):
-        for field, value in (("async", "true"),):
-            with self.subTest(field=field):
-                self.assertEnvelope('{"tool":"echo","%s":%s}' % (field, value),
-                                    err("invalid_request",
-                                        '"%s" is not supported by this version of Clara (0.1.0)' % field))
+    def test_async_field(self):
+        # "async": true runs the call in the background (docs/async.md).
+        env = self.lib.evaluate('{"tool":"echo","async":true,"id":4,"arguments":{"a":1}}')
+        self.assertEqual(sorted(env), ["handle", "id", "status"])
+        self.assertEqual((env["status"], env["id"]), ("accepted", 4))
+        self.assertIsInstance(env["handle"], int)
+        self.assertEnvelope('{"tool":"async_result","arguments":{"handle":%d,"wait_ms":60000}}' % env["handle"],
+                            '{"status":"success","tool":"async_result","result":'
+                            '{"status":"success","id":4,"tool":"echo","result":{"a":1}}}')
+        self.assertEnvelope('{"tool":"echo","async":"yes"}',
+                            err("invalid_request", '"async" must be a boolean, got a string'))
 
     def test_policy_field(self):
         # "policy" is supported since the toolbox: it narrows what the call

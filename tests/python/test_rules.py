@@ -88,7 +88,7 @@ class TestEmit(ClaraTestCase):
         env = self.lib.evaluate({"tool": "rules_load", "arguments": {
             "name": "t.toml", "toml": "[rule]\nid = \"broken\"\ntrigger = \"x\"\n[condition]\nexpression = \"1 +\"\n"}})
         self.assertEqual(env["error"], "invalid_args")
-        self.assertIn("t.toml:5", env["details"][0])
+        self.assertEqual((env["details"][0]["file"], env["details"][0]["line"]), ("t.toml", 5))
         ids = [r["id"] for r in self.lib.evaluate({"tool": "rules_list"})["result"]["rules"]]
         self.assertIn("hot", ids)
 

@@ -1,9 +1,11 @@
 """Concurrent calls from Python threads (ctypes releases the GIL)."""
 
+import asyncio
 import json
 import threading
 import unittest
 
+import clara
 from clara_testcase import ClaraTestCase
 
 THREADS = 8
@@ -105,6 +107,78 @@ class TestThreads(ClaraTestCase):
         finally:
             stop.set()
             rc.join()
+
+
+
+class TestToolsFromThreads(TestThreads):
+    """A Python tool called through clara.call from 8 threads at once."""
+
+    def test_decorated_tool_from_8_threads(self):
+        lock = threading.Lock()
+        counts = {}
+        running = [0, 0]     # now, most at once
+
+        @clara.tool(limits={"timeout_ms": 60000})
+        def tag(thread: int, call: int, text: str = "") -> dict:
+            with lock:
+                running[0] += 1
+                running[1] = max(running[1], running[0])
+                counts[thread] = counts.get(thread, 0) + 1
+            try:
+                return {"thread": thread, "call": call, "text": text[::-1]}
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        n = 500
+
+        def work(i, errors):
+            for j in range(n):
+                text = "t%d-%dé" % (i, j)
+                got = clara.call("tag", thread=i, call=j, text=text)
+                if got != {"thread": i, "call": j, "text": text[::-1]}:
+                    errors.append("thread %d call %d: %r" % (i, j, got))
+                    return
+                if j % 100 == 0:   # errors from threads too
+                    try:
+                        clara.call("tag", thread=i)
+                        errors.append("thread %d: no InvalidArgs" % i)
+                    except clara.InvalidArgs:
+                        pass
+
+        self.run_threads(work, n=THREADS)
+        self.assertEqual(counts, {i: n for i in range(THREADS)})
+        self.assertEqual(running[0], 0)
+
+    def test_async_tool_from_8_threads(self):
+        @clara.tool(limits={"timeout_ms": 60000})
+        async def later(i: int, j: int) -> list:
+            await asyncio.sleep(0)
+            return [i, j]
+
+        def work(i, errors):
+            for j in range(200):
+                got = clara.call("later", i=i, j=j)
+                if got != [i, j]:
+                    errors.append("thread %d call %d: %r" % (i, j, got))
+                    return
+
+        self.run_threads(work, n=THREADS)
+
+    def test_call_async_from_8_threads(self):
+        # Each thread runs its own event loop and awaits Clara on it.
+        @clara.tool(limits={"timeout_ms": 60000})
+        def square(n: int) -> int:
+            return n * n
+
+        def work(i, errors):
+            async def main():
+                return await asyncio.gather(*(clara.call_async("square", n=i * 1000 + j) for j in range(50)))
+            got = asyncio.run(main())
+            if got != [(i * 1000 + j) ** 2 for j in range(50)]:
+                errors.append("thread %d: %r" % (i, got[:3]))
+
+        self.run_threads(work, n=THREADS)
 
 
 if __name__ == "__main__":

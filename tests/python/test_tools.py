@@ -14,7 +14,8 @@ import time
 import unittest
 
 import clara
-from clara_testcase import HERE, LIB, ClaraTestCase
+from clara import _binding, _library
+from clara_testcase import ClaraTestCase, child_env
 
 EMPTY_ARGS_SHA256 = hashlib.sha256(b"{}").hexdigest()
 
@@ -50,8 +51,8 @@ def ok(tool, result_json, id_json=None):
 
 def live():
     """How many Python tools the binding keeps alive."""
-    with clara._tool_lock:
-        return len(clara._tool_keepalive)
+    with _binding._tool_lock:
+        return len(_binding._tool_keepalive)
 
 
 def wait_until(pred, timeout=10.0):
@@ -94,7 +95,7 @@ class ToolTestCase(ClaraTestCase):
     def assertAllReleased(self):
         self.lib.reset()
         self.assertTrue(wait_until(lambda: live() == 0),
-                        "callbacks never released: %r" % clara._tool_keepalive)
+                        "callbacks never released: %r" % _binding._tool_keepalive)
 
     def register(self, descriptor, func):
         return self.lib.register_tool(descriptor, func)
@@ -295,8 +296,7 @@ class TestPythonTools(ToolTestCase):
                  "clara.register_tool({'name': 'a'}, lambda args: 1)\n"
                  "clara.register_tool({'name': 'b', 'returns': 'string'}, lambda args: 'x')\n"
                  "print(clara.evaluate_raw('{\"tool\":\"a\"}'))\n")
-        env = {k: v for k, v in os.environ.items() if k not in ("CLARA_CONFIG", "CLARA_LOG")}
-        env.update(PYTHONPATH=HERE, CLARA_LIBRARY=LIB.path, CLARA_LOG="info")
+        env = child_env(CLARA_LOG="info")
         p = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
         self.assertEqual((p.returncode, p.stdout), (0, ok("a", "1") + "\n"))
         # At exit the binding unregistered its tools (and nothing crashed).
@@ -352,7 +352,7 @@ class TestRegistrationErrors(ToolTestCase):
                 with self.assertRaises(clara.ToolError) as cm:
                     self.register(desc, add)
                 e = cm.exception
-                self.assertEqual(e.code, code)
+                self.assertEqual(e.errno, code)
                 self.assertEqual(e.name, name)
                 self.assertEqual(str(e), "clara_register_tool(%r): %s" % (name, self.lib.strerror(code)))
                 # Clara released the callback of the failed registration.
@@ -380,12 +380,12 @@ class TestRegistrationErrors(ToolTestCase):
     def test_unregister_errors(self):
         with self.assertRaises(clara.ToolError) as cm:
             self.lib.unregister_tool("nope")
-        self.assertEqual((cm.exception.code, str(cm.exception)),
-                         (clara.CLARA_ENOENT, "clara_unregister_tool('nope'): no such tool"))
+        self.assertEqual((cm.exception.errno, cm.exception.code, str(cm.exception)),
+                         (clara.CLARA_ENOENT, "enoent", "clara_unregister_tool('nope'): no such tool or asynchronous call"))
         for name in ("echo", "kv_get", "tools_list"):
             with self.assertRaises(clara.ToolError) as cm:
                 self.lib.unregister_tool(name)
-            self.assertEqual(cm.exception.code, clara.CLARA_EPERM)
+            self.assertEqual((cm.exception.errno, cm.exception.code), (clara.CLARA_EPERM, "eperm"))
             self.assertEqual(cm.exception.name, name)
         with self.assertRaises(TypeError):
             self.lib.unregister_tool(None)
@@ -394,7 +394,7 @@ class TestRegistrationErrors(ToolTestCase):
         self.lib.unregister_tool("once")
         with self.assertRaises(clara.ToolError) as cm:
             self.lib.unregister_tool(b"once")
-        self.assertEqual(cm.exception.code, clara.CLARA_ENOENT)
+        self.assertEqual(cm.exception.errno, clara.CLARA_ENOENT)
         # At the C level, NULL is EINVAL.
         self.assertEqual(self.lib._lib.clara_unregister_tool(None), -clara.CLARA_EINVAL)
 
@@ -411,10 +411,10 @@ class TestRelease(ToolTestCase):
 
     def test_replace_releases_old(self):
         self.register({"name": "v"}, lambda args: 1)
-        (first_id,) = list(clara._tool_keepalive)
+        (first_id,) = list(_binding._tool_keepalive)
         self.register({"name": "v", "returns": "string"}, lambda args: "two")
         # The old one was idle: released at once.
-        self.assertEqual(list(clara._tool_keepalive), [first_id + 1])
+        self.assertEqual(list(_binding._tool_keepalive), [first_id + 1])
         self.assertEnvelope('{"tool":"v"}', ok("v", '"two"'))
         self.lib.unregister_tool("v")
         self.assertEqual(live(), 0)
@@ -540,7 +540,7 @@ class TestRelease(ToolTestCase):
             self.lib._lib.clara_call_result(call, arguments)
             return 0
 
-        free_cb, tool_cb = clara._FREE_FN(free), clara._TOOL_FN(tool)
+        free_cb, tool_cb = _library.FREE_FN(free), _library.TOOL_FN(tool)
         rec = Recorder()
         self.lib.set_log_handler(rec, clara.CLARA_LOG_ERROR)   # the refusals are logged
         reg = self.lib._lib.clara_register_tool
@@ -549,8 +549,8 @@ class TestRelease(ToolTestCase):
         self.assertEqual(reg(b'{"name":"echo"}', tool_cb, 103, free_cb), -clara.CLARA_EPERM)
         self.assertEqual(reg(b'{"name":"bad name"}', tool_cb, 104, free_cb), -clara.CLARA_EINVAL)
         self.assertEqual(reg(None, tool_cb, 105, free_cb), -clara.CLARA_EINVAL)
-        self.assertEqual(reg(b'{"name":"c2"}', clara._TOOL_FN(), 106, free_cb), -clara.CLARA_EINVAL)
-        self.assertEqual(reg(b'{"name":"c3"}', tool_cb, 107, clara._FREE_FN()), clara.CLARA_OK)  # no free
+        self.assertEqual(reg(b'{"name":"c2"}', _library.TOOL_FN(), 106, free_cb), -clara.CLARA_EINVAL)
+        self.assertEqual(reg(b'{"name":"c3"}', tool_cb, 107, _library.FREE_FN()), clara.CLARA_OK)  # no free
         self.assertEnvelope('{"tool":"c1","arguments":{"x":1}}', ok("c1", '{"x":1}'))
         self.assertEqual(freed, {101: 1, 103: 1, 104: 1, 105: 1, 106: 1})
         self.assertEqual(rec.texts(), [
@@ -809,9 +809,11 @@ class TestPolicyAndTestMode(ToolTestCase):
                                 ({"CLARA_TEST_MODE": "1"}, [skipped, "False", skipped]),
                                 ({"CLARA_TEST_MODE": "1", "CLARA_TEST_ALLOW": "1"}, [ran, "False", ran])):
             with self.subTest(env=env_extra):
-                env = {k: v for k, v in os.environ.items()
-                       if k not in ("CLARA_CONFIG", "CLARA_LOG", "CLARA_TEST_MODE", "CLARA_TEST_ALLOW")}
-                env.update(env_extra, PYTHONPATH=HERE, CLARA_LIBRARY=LIB.path)
+                env = child_env(**env_extra)
+                if "CLARA_TEST_MODE" not in env_extra:
+                    env.pop("CLARA_TEST_MODE", None)
+                if "CLARA_TEST_ALLOW" not in env_extra:
+                    env.pop("CLARA_TEST_ALLOW", None)
                 p = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True,
                                    text=True, timeout=60)
                 self.assertEqual((p.returncode, p.stderr), (0, ""))
@@ -905,10 +907,10 @@ class TestBuiltins(ToolTestCase):
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
-        builtins = sorted(["audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        builtins = sorted(["async_cancel", "async_result", "audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tools_list"] + callbacks)
-        admin = ("audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
+        admin = ("async_cancel", "async_result", "audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
                  "session_policy", "state_get", "state_set", "tools_list") + tuple(callbacks)
         every = sorted(builtins + ["add", "bare", "hidden"])
 

@@ -1,0 +1,210 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/state"
+	"github.com/clara-lib/clara/core/tools"
+)
+
+// adminTools is the engine as the event, session, state and rule tools
+// reach it (tools.Engine).
+type adminTools struct{ e *Engine }
+
+var _ tools.Engine = adminTools{}
+
+func (a adminTools) Emit(ctx context.Context, session, event string, payload map[string]any, trace bool) ([]byte, error) {
+	s := a.e.current.Load()
+	out, perr := a.e.emit(withEmissionBudget(ctx, s), s, event, session, payload, trace, nil)
+	if perr != nil {
+		return nil, perr
+	}
+	return out, nil
+}
+
+// EndSession emits on_session_end, then frees what the session holds in
+// memory (its rule state in SQLite stays).
+func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, error) {
+	s := a.e.current.Load()
+	name, perr := protocol.SessionName(session)
+	if perr != nil {
+		return nil, perr
+	}
+	out, perr := a.e.emit(withEmissionBudget(ctx, s), s, "on_session_end", name, nil, false, nil)
+	if perr != nil {
+		return nil, perr
+	}
+	a.e.kv.DropSession(name)
+	a.e.sessions.End(name)
+	return out, nil
+}
+
+func (a adminTools) StateGet(session, key string) ([]byte, bool, error) {
+	st, err := a.e.state.open(a.e.current.Load(), false)
+	if err != nil || st == nil {
+		return nil, false, err
+	}
+	return st.Get(session, key)
+}
+
+func (a adminTools) StateSet(session, key string, value []byte) error {
+	st, err := a.e.state.open(a.e.current.Load(), true)
+	if err != nil {
+		return err
+	}
+	return st.Apply([]state.Write{{Scope: session, Key: key, Value: value}})
+}
+
+// LoadRules serves rules_load: inline rules, more files (inside
+// project_root), or the configured ones again. The files are read before
+// the configuration lock is taken; a failed load keeps the rules in force.
+func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, error) {
+	e := a.e
+	root := e.current.Load().config.ProjectRoot
+	var added []ruleSource
+	if r.TOML != nil {
+		name := r.Name
+		if name == "" {
+			name = "inline"
+		}
+		// Script paths of inline rules are relative to the project root.
+		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root})
+	}
+	if len(r.Paths) > 0 {
+		files, unmatched, err := readRuleFiles(root, root, r.Paths, true)
+		if err != nil {
+			return nil, loadRefusal(err, "rules_load: ", "")
+		}
+		if len(unmatched) > 0 {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_load: no file matches %q", unmatched)
+		}
+		added = append(added, files...)
+	}
+	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) {
+		return cur.tree, withSources(cur.runtime, added)
+	}, nil)
+	retire(left)
+	if err != nil {
+		return nil, loadRefusal(err, "rules_load: ", " (the rules in force are unchanged)")
+	}
+	return a.ListRules("")
+}
+
+// withSources is list with each of added put in place of the source of the
+// same name, or after the others.
+func withSources(list, added []ruleSource) []ruleSource {
+	out := append([]ruleSource(nil), list...)
+next:
+	for _, src := range added {
+		for i := range out {
+			if out[i].Name == src.Name {
+				out[i] = src
+				continue next
+			}
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+// loadRefusal is rules_load's and rules_test's invalid_args error, with
+// every problem in details.
+func loadRefusal(err error, prefix, suffix string) error {
+	if pe, ok := err.(*protocol.Error); ok {
+		return pe
+	}
+	if ps, ok := asProblems(err); ok {
+		perr := ps.Refusal(protocol.InvalidArgs, prefix)
+		perr.Message += suffix
+		return perr
+	}
+	return protocol.Errorf(protocol.InvalidArgs, "%s%v%s", prefix, err, suffix)
+}
+
+// ruleInfo is one rule of rules_list.
+type ruleInfo struct {
+	ID          string `json:"id"`
+	Description string `json:"description"`
+	Trigger     string `json:"trigger"`
+	Priority    int    `json:"priority"`
+	Stop        bool   `json:"stop"`
+	Condition   string `json:"condition"`
+	File        string `json:"file"`
+	Line        int    `json:"line"`
+}
+
+// ListRules serves rules_list: the rules in force (of one trigger), and
+// the configured rule paths that match no file.
+func (a adminTools) ListRules(trigger string) ([]byte, error) {
+	s := a.e.current.Load()
+	list := []ruleInfo{}
+	for _, r := range s.rules.Rules() {
+		if trigger != "" && r.Trigger != trigger {
+			continue
+		}
+		list = append(list, ruleInfo{r.ID, r.Description, r.Trigger, r.Priority, r.Stop, r.CondSource, r.File, r.Line})
+	}
+	unmatched := s.unmatched
+	if unmatched == nil {
+		unmatched = []string{}
+	}
+	return json.Marshal(struct {
+		Rules     []ruleInfo `json:"rules"`
+		Unmatched []string   `json:"unmatched_paths"`
+	}{list, unmatched})
+}
+
+// TestRules serves rules_test: a test file (inside project_root) or inline
+// TOML, against the rules in force or the rule files the test names.
+func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]byte, error) {
+	s := a.e.current.Load()
+	root := s.config.ProjectRoot
+	var src rules.Source
+	dir := root // where the rule files a test names are looked for
+	switch {
+	case toml != nil && path == "":
+		src = rules.Source{Name: "inline", Text: []byte(*toml)}
+	case path != "" && toml == nil:
+		files, _, err := readRuleFiles(root, root, []string{path}, true)
+		if err != nil {
+			return nil, loadRefusal(err, "rules_test: ", "")
+		}
+		if len(files) == 0 {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: %s: no such file (inside project_root)", path)
+		}
+		src = rules.Source{Name: path, Text: files[0].Text}
+		dir = filepath.Dir(files[0].Name)
+	default:
+		return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: give path or toml")
+	}
+	tf, err := rules.ParseTests(src)
+	if err != nil {
+		return nil, loadRefusal(err, "rules_test: ", "")
+	}
+	set := s.rules
+	thresholds := s.config.Rules.Thresholds.Map()
+	if len(tf.Rules) > 0 {
+		// The rule files the test names, relative to the test file.
+		files, unmatched, err := readRuleFiles(dir, root, tf.Rules, true)
+		if err != nil {
+			return nil, loadRefusal(err, "rules_test: ", "")
+		}
+		if len(files) == 0 || len(unmatched) > 0 {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: no rule file matches %q", unmatched)
+		}
+		if set, err = rules.Load(files, thresholds); err != nil {
+			return nil, loadRefusal(err, "rules_test: ", "")
+		}
+	}
+	out, err := json.Marshal(tf.Run(set, thresholds))
+	if err != nil {
+		return nil, fmt.Errorf("rules_test: %v", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,351 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// Errors of the Table, for callers that map them to codes.
+var (
+	ErrBusy    = errors.New("async: too many calls running")
+	ErrUnknown = errors.New("async: no such handle")
+)
+
+// Options configure a Table; zero fields take the defaults.
+type Options struct {
+	MaxRunning int                         // calls running at once; a submit beyond is refused (default 1000)
+	MaxPending int                         // finished, uncollected answers kept; past it the oldest go (default 10,000)
+	Log        *logging.Logger             // where dropped answers are reported; nil discards
+	Go         func(what string, f func()) // starts a guarded goroutine; nil uses the Table's own recover
+}
+
+// Default limits (config async.max_running, async.max_pending).
+const (
+	DefaultMaxRunning = 1000
+	DefaultMaxPending = 10000
+)
+
+// Finished is a call whose answer is ready.
+type Finished struct {
+	Handle int64
+	Tool   string
+	Status string // "success" or "error", read off the envelope
+}
+
+// Table holds the calls submitted and their answers.
+type Table struct {
+	mu        sync.Mutex
+	o         Options
+	next      int64
+	jobs      map[int64]*job
+	running   int
+	finished  []int64 // finished, not yet taken (Take), oldest first
+	pending   []int64 // finished, oldest first; some may be collected since (skipped when met)
+	npending  int     // finished and not yet collected
+	dropped   map[int64]bool
+	fd        int  // the eventfd, -1 until asked for
+	signalled bool // the eventfd was written since the last Take
+}
+
+type job struct {
+	tool     string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	envelope []byte
+	finished bool
+}
+
+// New returns an empty Table.
+func New(o Options) *Table {
+	t := &Table{jobs: map[int64]*job{}, dropped: map[int64]bool{}, fd: -1}
+	t.SetOptions(o)
+	return t
+}
+
+// SetOptions changes the limits (a new configuration); calls running keep
+// going.
+func (t *Table) SetOptions(o Options) {
+	if o.MaxRunning <= 0 {
+		o.MaxRunning = DefaultMaxRunning
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = DefaultMaxPending
+	}
+	if o.Log == nil {
+		o.Log = &logging.Logger{}
+	}
+	t.mu.Lock()
+	t.o = o
+	t.mu.Unlock()
+}
+
+// Submit starts run on a goroutine of its own and returns the call's
+// handle at once. run gets a context that Cancel cancels, and the handle;
+// it returns the call's envelope. tool names the call in Finished. Past
+// MaxRunning calls running, Submit refuses with ErrBusy rather than queue
+// without bound.
+func (t *Table) Submit(ctx context.Context, tool string, run func(ctx context.Context, handle int64) []byte) (int64, error) {
+	t.mu.Lock()
+	if t.running >= t.o.MaxRunning {
+		t.mu.Unlock()
+		return 0, fmt.Errorf("%w (async.max_running = %d)", ErrBusy, t.o.MaxRunning)
+	}
+	t.next++
+	h := t.next
+	ctx, cancel := context.WithCancel(ctx)
+	j := &job{tool: tool, cancel: cancel, done: make(chan struct{})}
+	t.jobs[h] = j
+	t.running++
+	launch := t.o.Go
+	t.mu.Unlock()
+	body := func() {
+		var env []byte
+		defer func() {
+			if r := recover(); r != nil {
+				logging.Panic(t.o.Log, "async call "+tool, r)
+				env = protocol.AppendError(nil, nil, protocol.InternalError(nil))
+			}
+			t.finish(h, env)
+		}()
+		env = run(ctx, h)
+	}
+	if launch != nil {
+		launch("async call "+tool, body)
+	} else {
+		go body()
+	}
+	return h, nil
+}
+
+// cancelled is the answer of a call cancelled before it finished: the
+// call's own late answer is dropped.
+func cancelled(tool string) []byte {
+	return protocol.AppendError(nil, nil, protocol.Errorf(protocol.ToolFailed, "the call of %q was cancelled", tool))
+}
+
+// finish records a call's answer, once (a cancelled call already has one).
+func (t *Table) finish(h int64, env []byte) {
+	t.mu.Lock()
+	j := t.jobs[h]
+	if j == nil || j.finished {
+		if j != nil && j.cancel != nil {
+			j.cancel()
+		}
+		t.mu.Unlock()
+		return
+	}
+	j.finished, j.envelope = true, env
+	j.cancel()
+	t.running--
+	t.finished = append(t.finished, h)
+	t.pending = append(t.pending, h)
+	t.npending++
+	t.dropOldest()
+	// One wake-up per batch: the eventfd is written when the first answer
+	// since the last Take arrives, not for every answer (a write is a
+	// system call, and the reader takes them all at once anyway).
+	fd := -1
+	if !t.signalled {
+		fd, t.signalled = t.fd, t.fd >= 0
+	}
+	close(j.done)
+	t.mu.Unlock()
+	if fd >= 0 {
+		signal(fd)
+	}
+}
+
+// dropOldest keeps at most MaxPending uncollected answers (t.mu held).
+func (t *Table) dropOldest() {
+	for t.npending > t.o.MaxPending && len(t.pending) > 0 {
+		h := t.pending[0]
+		t.pending = t.pending[1:]
+		if j := t.jobs[h]; j != nil && j.finished {
+			delete(t.jobs, h)
+			t.npending--
+			t.dropped[h] = true
+			t.o.Log.Logf(logging.Warn, "async: the answer of call %d (%s) was dropped: more than %d answers waited to be collected (async.max_pending)", h, j.tool, t.o.MaxPending)
+		}
+	}
+	// Collected answers leave their handles in pending; compact now and
+	// then so that it stays about as long as what is really pending.
+	if len(t.pending) > 64 && len(t.pending) > 2*t.npending {
+		kept := make([]int64, 0, t.npending)
+		for _, h := range t.pending {
+			if j := t.jobs[h]; j != nil && j.finished {
+				kept = append(kept, h)
+			}
+		}
+		t.pending = kept
+	}
+	if len(t.dropped) > 4*t.o.MaxPending { // remember recent drops only
+		t.dropped = map[int64]bool{}
+	}
+}
+
+// signal makes the eventfd readable.
+func signal(fd int) {
+	var one = [8]byte{1}
+	_, _ = unix.Write(fd, one[:])
+}
+
+// lookup explains an unknown handle (t.mu held).
+func (t *Table) unknown(h int64) error {
+	switch {
+	case t.dropped[h]:
+		return fmt.Errorf("%w: the answer of call %d was dropped (more than async.max_pending answers waited)", ErrUnknown, h)
+	case h > 0 && h <= t.next:
+		return fmt.Errorf("%w: call %d was already collected", ErrUnknown, h)
+	}
+	return fmt.Errorf("%w: %d is not a handle Clara gave", ErrUnknown, h)
+}
+
+// Ready reports whether the call's answer is ready.
+func (t *Table) Ready(h int64) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	j := t.jobs[h]
+	if j == nil {
+		return false, t.unknown(h)
+	}
+	return j.finished, nil
+}
+
+// Wait waits at most timeout (negative: without limit) or until ctx ends
+// for the call's answer. When it is ready it is returned and the handle
+// is spent; otherwise done is false and the handle stays valid.
+func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envelope []byte, done bool, err error) {
+	t.mu.Lock()
+	j := t.jobs[h]
+	if j == nil {
+		err := t.unknown(h)
+		t.mu.Unlock()
+		return nil, false, err
+	}
+	t.mu.Unlock()
+	if timeout != 0 {
+		var timer <-chan time.Time
+		if timeout > 0 {
+			tm := time.NewTimer(timeout)
+			defer tm.Stop()
+			timer = tm.C
+		}
+		select {
+		case <-j.done:
+		case <-timer:
+		case <-ctx.Done():
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.jobs[h] != j { // collected by another waiter meanwhile
+		return nil, false, t.unknown(h)
+	}
+	if !j.finished {
+		return nil, false, nil
+	}
+	delete(t.jobs, h)
+	t.npending--
+	return j.envelope, true, nil
+}
+
+// Cancel cancels the call's context: a call that watches it (an HTTP
+// call, a chat) stops; one that cannot be stopped (a C tool already
+// running) finishes on its own and its answer is dropped. Either way the
+// call's answer is ready at once: tool_failed, cancelled.
+func (t *Table) Cancel(h int64) error {
+	t.mu.Lock()
+	j := t.jobs[h]
+	if j == nil {
+		err := t.unknown(h)
+		t.mu.Unlock()
+		return err
+	}
+	finished := j.finished
+	t.mu.Unlock()
+	if !finished {
+		t.finish(h, cancelled(j.tool))
+	}
+	return nil
+}
+
+// Take returns the calls finished since the last Take (each once), oldest
+// first, at most max of them (max <= 0: all). Their answers stay until
+// collected with Wait.
+func (t *Table) Take(max int) []Finished {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.finished)
+	if max > 0 && max < n {
+		n = max
+	}
+	out := make([]Finished, 0, n)
+	for _, h := range t.finished[:n] {
+		f := Finished{Handle: h, Status: "error"}
+		if j := t.jobs[h]; j != nil {
+			f.Tool = j.tool
+			if statusSuccess(j.envelope) {
+				f.Status = "success"
+			}
+		} else {
+			continue // collected or dropped before it was taken
+		}
+		out = append(out, f)
+	}
+	t.finished = append(t.finished[:0], t.finished[n:]...)
+	if len(t.finished) == 0 {
+		t.signalled = false // the next answer wakes the reader again
+	} else if t.fd >= 0 {
+		signal(t.fd) // more than max were waiting: come back for the rest
+	}
+	return out
+}
+
+// statusSuccess reads an envelope's status ("status" is always first).
+func statusSuccess(env []byte) bool {
+	const prefix = `{"status":"success"`
+	return len(env) >= len(prefix) && string(env[:len(prefix)]) == prefix
+}
+
+// FD returns an eventfd that becomes readable whenever an answer is ready
+// (read it to reset it, then Take). It is created on first use and lives
+// as long as the Table.
+func (t *Table) FD() (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fd >= 0 {
+		return t.fd, nil
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, fmt.Errorf("async: eventfd: %w", err)
+	}
+	t.fd = fd
+	if len(t.finished) > 0 {
+		signal(fd) // answers that arrived before anyone watched
+		t.signalled = true
+	}
+	return fd, nil
+}
+
+// Running is the number of calls running.
+func (t *Table) Running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running
+}
+
+// Pending is the number of answers waiting to be collected.
+func (t *Table) Pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.npending
+}

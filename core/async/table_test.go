@@ -1,0 +1,230 @@
+package async_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clara-lib/clara/core/async"
+)
+
+func envelope(s string) []byte { return []byte(`{"status":"success","result":"` + s + `"}`) }
+
+func TestTable_submit_then_wait_spends_the_handle(t *testing.T) {
+	tab := async.New(async.Options{})
+	h, err := tab.Submit(context.Background(), "echo", func(context.Context, int64) []byte { return envelope("a") })
+	if err != nil || h != 1 {
+		t.Fatalf("handle %d, %v", h, err)
+	}
+	env, done, err := tab.Wait(context.Background(), h, -1)
+	if err != nil || !done || string(env) != string(envelope("a")) {
+		t.Fatalf("%s %v %v", env, done, err)
+	}
+	if _, _, err := tab.Wait(context.Background(), h, 0); !errors.Is(err, async.ErrUnknown) || !strings.Contains(err.Error(), "already collected") {
+		t.Fatalf("a spent handle: %v", err)
+	}
+	if _, err := tab.Ready(99); !errors.Is(err, async.ErrUnknown) || !strings.Contains(err.Error(), "not a handle") {
+		t.Fatalf("an unknown handle: %v", err)
+	}
+}
+
+func TestTable_wait_with_a_timeout_answers_pending(t *testing.T) {
+	tab := async.New(async.Options{})
+	release := make(chan struct{})
+	h, _ := tab.Submit(context.Background(), "slow", func(context.Context, int64) []byte { <-release; return envelope("late") })
+	if _, done, err := tab.Wait(context.Background(), h, time.Millisecond); done || err != nil {
+		t.Fatalf("done %v, %v", done, err)
+	}
+	if ready, _ := tab.Ready(h); ready {
+		t.Fatal("ready before the call returned")
+	}
+	close(release)
+	if env, done, _ := tab.Wait(context.Background(), h, -1); !done || !strings.Contains(string(env), "late") {
+		t.Fatalf("%s", env)
+	}
+}
+
+// Cancel stops a call that watches its context, and answers at once for
+// one that does not (its late answer is dropped).
+func TestTable_cancel(t *testing.T) {
+	tab := async.New(async.Options{})
+	stopped := make(chan struct{})
+	h, _ := tab.Submit(context.Background(), "watcher", func(ctx context.Context, _ int64) []byte {
+		<-ctx.Done()
+		close(stopped)
+		return envelope("after cancel")
+	})
+	stubborn := make(chan struct{})
+	h2, _ := tab.Submit(context.Background(), "c_tool", func(context.Context, int64) []byte { <-stubborn; return envelope("ignored") })
+	if err := tab.Cancel(h); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
+	if err := tab.Cancel(h2); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []int64{h, h2} {
+		env, done, err := tab.Wait(context.Background(), x, 0)
+		if err != nil || !done || !strings.Contains(string(env), `"error":"tool_failed"`) || !strings.Contains(string(env), "cancelled") {
+			t.Fatalf("handle %d: %s %v %v", x, env, done, err)
+		}
+	}
+	close(stubborn)
+	if tab.Running() != 0 || tab.Pending() != 0 {
+		t.Fatalf("running %d, pending %d", tab.Running(), tab.Pending())
+	}
+}
+
+func TestTable_max_running_refuses(t *testing.T) {
+	tab := async.New(async.Options{MaxRunning: 2})
+	block := make(chan struct{})
+	for i := 0; i < 2; i++ {
+		if _, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { <-block; return envelope("") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return nil }); !errors.Is(err, async.ErrBusy) {
+		t.Fatalf("third submit: %v", err)
+	}
+	close(block)
+}
+
+func TestTable_max_pending_drops_the_oldest(t *testing.T) {
+	tab := async.New(async.Options{MaxPending: 3})
+	var hs []int64
+	for i := 0; i < 5; i++ {
+		h, _ := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return envelope(fmt.Sprint(i)) })
+		for ready, _ := tab.Ready(h); !ready; ready, _ = tab.Ready(h) {
+			time.Sleep(time.Millisecond)
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs[:2] {
+		if _, _, err := tab.Wait(context.Background(), h, 0); err == nil || !strings.Contains(err.Error(), "dropped") {
+			t.Fatalf("handle %d: %v", h, err)
+		}
+	}
+	for _, h := range hs[2:] {
+		if _, done, err := tab.Wait(context.Background(), h, 0); !done || err != nil {
+			t.Fatalf("handle %d: %v", h, err)
+		}
+	}
+}
+
+// The eventfd becomes readable when answers are ready; Take hands each
+// finished call out once; a panic in a call is an internal error envelope.
+func TestTable_eventfd_take_and_panics(t *testing.T) {
+	tab := async.New(async.Options{})
+	fd, err := tab.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	seen := map[int64]bool{}
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			h, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte {
+				if i%50 == 0 {
+					panic("boom")
+				}
+				return envelope("ok")
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			if seen[h] {
+				t.Errorf("handle %d given twice", h)
+			}
+			seen[h] = true
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	got := map[int64]bool{}
+	errorsSeen := 0
+	for len(got) < n {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, 5000); err != nil && err != unix.EINTR {
+			t.Fatal(err)
+		}
+		var buf [8]byte
+		_, _ = unix.Read(fd, buf[:])
+		for _, f := range tab.Take(0) {
+			if got[f.Handle] {
+				t.Fatalf("handle %d taken twice", f.Handle)
+			}
+			got[f.Handle] = true
+			env, done, err := tab.Wait(context.Background(), f.Handle, 0)
+			if !done || err != nil {
+				t.Fatal(err)
+			}
+			if f.Status == "error" {
+				errorsSeen++
+				if !strings.Contains(string(env), `"error":"internal"`) {
+					t.Fatalf("%s", env)
+				}
+			}
+		}
+	}
+	if errorsSeen != n/50 {
+		t.Fatalf("%d internal errors, want %d", errorsSeen, n/50)
+	}
+}
+
+// TestTable_eventfd_once_per_batch: the eventfd is written when the first
+// answer since the last Take arrives (its counter says how many writes),
+// and again after a Take emptied the list.
+func TestTable_eventfd_once_per_batch(t *testing.T) {
+	tab := async.New(async.Options{})
+	fd, err := tab.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := func() uint64 {
+		var buf [8]byte
+		if n, err := unix.Read(fd, buf[:]); n != 8 || err != nil {
+			return 0 // EAGAIN: not readable
+		}
+		return uint64(buf[0]) | uint64(buf[1])<<8
+	}
+	submitAndWait := func() int64 {
+		h, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return envelope("ok") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ready := false; !ready; ready, _ = tab.Ready(h) {
+			time.Sleep(time.Millisecond)
+		}
+		return h
+	}
+	for i := 0; i < 3; i++ {
+		submitAndWait()
+	}
+	if got := counter(); got != 1 {
+		t.Fatalf("three answers wrote the eventfd %d times, want once", got)
+	}
+	if got := len(tab.Take(2)); got != 2 {
+		t.Fatalf("took %d", got)
+	}
+	if got := counter(); got != 1 {
+		t.Fatalf("a Take that left an answer behind must wake the reader again (counter %d)", got)
+	}
+	if got := len(tab.Take(0)); got != 1 {
+		t.Fatalf("took %d", got)
+	}
+	submitAndWait()
+	if got := counter(); got != 1 {
+		t.Fatalf("the first answer after an emptying Take must wake the reader (counter %d)", got)
+	}
+}

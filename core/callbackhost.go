@@ -1,0 +1,244 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/clara-lib/clara/core/callbacks"
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/tools"
+)
+
+// File-change callbacks (SPEC §9): the engine owns one callbacks.Manager,
+// keeps its paths in step with the configuration, serves the callback_*
+// tools with it, fires it for tools that report changed_files, and turns
+// background completions into notices and on_callback_* events.
+
+// callbackHost holds the Manager.
+type callbackHost struct {
+	engine *Engine
+	mu     sync.Mutex         // guards what follows
+	mgr    *callbacks.Manager // made when first configured with a state_dir
+	on     bool               // the configuration in force has a state_dir
+	root   string             // the Manager's paths, to see when they change
+	dir    string
+}
+
+var _ tools.Callbacks = (*callbackHost)(nil)
+
+// options are the Manager's options for a configuration. ok is false when
+// callbacks have nowhere to live (state_dir = "").
+func (h *callbackHost) options(c *config.Config) (o callbacks.Options, ok bool) {
+	e := h.engine
+	root, err := filepath.Abs(c.ProjectRoot)
+	if err != nil {
+		root = filepath.Clean(c.ProjectRoot)
+	}
+	o = callbacks.Options{
+		ProjectRoot:  root,
+		TestMode:     func() bool { return e.testMode(e.current.Load()) },
+		Log:          func(level, msg string) { e.log.Log(logging.MessageLevel(level), msg) },
+		OnBackground: h.done,
+		// TODO(callbacks helper): Go: e.Go,
+	}
+	if c.StateDir == "" {
+		return o, false
+	}
+	o.StateDir = c.StateDir
+	if !filepath.IsAbs(o.StateDir) {
+		o.StateDir = filepath.Join(root, o.StateDir)
+	}
+	return o, true
+}
+
+// sync points the Manager at the configuration's paths.
+func (h *callbackHost) sync(c *config.Config) {
+	o, ok := h.options(c)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.on = ok
+	if !ok {
+		return
+	}
+	if h.mgr == nil {
+		h.mgr = callbacks.New(o)
+	} else if o.ProjectRoot != h.root || o.StateDir != h.dir {
+		h.mgr.Reconfigure(o)
+	}
+	h.root, h.dir = o.ProjectRoot, o.StateDir
+}
+
+// manager returns the Manager, or an error saying why callbacks are off.
+func (h *callbackHost) manager() (*callbacks.Manager, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.on || h.mgr == nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "callbacks are stored under state_dir, which the configuration sets to \"\": set a state_dir to use them")
+	}
+	return h.mgr, nil
+}
+
+// The callback_* tools.
+
+func (h *callbackHost) Upsert(session string, args []byte) ([]byte, error) {
+	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.Upsert(session, args) })
+}
+
+func (h *callbackHost) Toggle(session string, args []byte) ([]byte, error) {
+	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.Toggle(session, args) })
+}
+
+func (h *callbackHost) List(session string, args []byte) ([]byte, error) {
+	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.List(session, args) })
+}
+
+func (h *callbackHost) Get(session string, args []byte) ([]byte, error) {
+	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.Get(session, args) })
+}
+
+func (h *callbackHost) with(f func(*callbacks.Manager) ([]byte, error)) ([]byte, error) {
+	m, err := h.manager()
+	if err != nil {
+		return nil, err
+	}
+	return f(m)
+}
+
+// Trigger serves callback_trigger: the matching callbacks of the session
+// run (or, with dry_run, are listed); runs that ended fire their
+// on_callback_* events now, background ones when they end.
+func (h *callbackHost) Trigger(ctx context.Context, session string, args []byte) ([]byte, error) {
+	m, err := h.manager()
+	if err != nil {
+		return nil, err
+	}
+	files, dry, err := callbacks.ParseTriggerArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.Trigger(ctx, session, files, dry)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out.Runs {
+		if r.StillRunning {
+			continue // it reports when it ends, through done
+		}
+		// The rules' notices reach the session's queue.
+		h.fireEvent(ctx, &report{}, callbacks.Completion{Session: session, RunResult: r, Files: r.Files})
+	}
+	return out.JSON(), nil
+}
+
+// done receives a background run's end: a notice in the worker's queue and
+// an on_callback_complete / on_callback_failure event.
+func (h *callbackHost) done(c callbacks.Completion) {
+	e := h.engine
+	defer e.guard("the completion of callback "+c.Name, nil)
+	e.sessions.Get(c.Session).Queue([]protocol.Notice{{Callback: c.Name, Message: c.Notice, Priority: callbackPriority(c.OK), Event: callbackEvent(c.OK)}})
+	h.fireEvent(context.Background(), &report{}, c)
+}
+
+// fireEvent fires on_callback_complete or on_callback_failure for a run,
+// with the payload {"callback": {id, name, ok, exit_code, ..., files}},
+// when a rule watches it.
+func (h *callbackHost) fireEvent(ctx context.Context, rep *report, c callbacks.Completion) {
+	e := h.engine
+	s := e.current.Load()
+	event := callbackEvent(c.OK)
+	if !s.rules.Watches(event) {
+		return
+	}
+	var run map[string]any
+	raw, err := json.Marshal(c)
+	if err == nil {
+		err = json.Unmarshal(raw, &run)
+	}
+	if err != nil {
+		e.log.Logf(logging.Error, "callback %q: event payload: %v", c.Name, err)
+		return
+	}
+	src := e.newEventSource(s, event, c.Session, map[string]any{"callback": run})
+	e.fire(withEmissionBudget(ctx, s), s, rep, src)
+	src.release()
+}
+
+func callbackEvent(ok bool) string {
+	if ok {
+		return "on_callback_complete"
+	}
+	return "on_callback_failure"
+}
+
+func callbackPriority(ok bool) string {
+	if ok {
+		return "normal"
+	}
+	return "high"
+}
+
+// changedFiles reads a tool result's "changed_files" (SPEC §9.6): an array
+// of strings; anything else is ignored with a log line.
+func (e *Engine) changedFiles(tool string, result []byte) []string {
+	if !bytes.Contains(result, []byte(`"changed_files"`)) {
+		return nil // the common case: one scan, no parse
+	}
+	v := gjson.GetBytes(result, "changed_files")
+	if !v.IsArray() {
+		if v.Exists() {
+			e.log.Logf(logging.Warn, "tool %q: changed_files is not an array; no callbacks fired", tool)
+		}
+		return nil
+	}
+	var files []string
+	for _, f := range v.Array() {
+		if f.Type != gjson.String {
+			e.log.Logf(logging.Warn, "tool %q: changed_files holds a non-string; no callbacks fired", tool)
+			return nil
+		}
+		files = append(files, f.String())
+	}
+	return files
+}
+
+// fire runs the session's callbacks matching a tool's changed files:
+// blocking ones add their results and notices to the call's report.
+func (h *callbackHost) fire(ctx context.Context, tool, session string, files []string, rep *report) {
+	e := h.engine
+	m, err := h.manager()
+	if err != nil {
+		e.log.Logf(logging.Debug, "tool %q changed %d files; callbacks are off (state_dir is \"\")", tool, len(files))
+		return
+	}
+	out, err := m.Trigger(ctx, session, files, false)
+	if err != nil {
+		e.log.Logf(logging.Warn, "tool %q: callbacks: %v", tool, err)
+		return
+	}
+	for _, r := range out.Runs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			continue
+		}
+		rep.callbacks = append(rep.callbacks, b)
+		if r.StillRunning {
+			rep.notices = append(rep.notices, protocol.Notice{Callback: r.Name, Message: r.Notice, Priority: "low"})
+			continue // it reports when it ends, through done
+		}
+		rep.notices = append(rep.notices, protocol.Notice{Callback: r.Name, Message: r.Notice, Priority: callbackPriority(r.OK), Event: callbackEvent(r.OK)})
+		// Blocking runs fire the same events as background ones; the rules'
+		// notices join this call's.
+		h.fireEvent(ctx, rep, callbacks.Completion{Session: session, RunResult: r, Files: r.Files})
+	}
+	for _, b := range out.Background {
+		rep.notices = append(rep.notices, protocol.Notice{Callback: b.Name, Message: fmt.Sprintf("Callback '%s' activated in background", b.Name), Priority: "low"})
+	}
+}

@@ -1,0 +1,85 @@
+package config
+
+// Config is the typed configuration in force. It is immutable once built;
+// a change builds a new one and swaps it in. Each field is one key (see the
+// package comment for the tags); the order of the fields is the order of
+// default_config.toml and of the documentation table.
+type Config struct {
+	DefaultEvaluator string `key:"default_evaluator" default:"'echo'" check:"tool_name" doc:"The tool that receives simple-form requests (requests without \"tool\")."`
+	TestMode         bool   `key:"test_mode" default:"false" doc:"true: tools with the network, fs_write or exec capability do not run; each call answers {\"test_mode\": true, \"skipped\": NAME}. CLARA_TEST_MODE=1 in the environment turns it on too; CLARA_TEST_ALLOW=1 lets such tools run anyway."`
+	// Tools are the [[tools]] tables: Lua tools (SPEC §8), each a
+	// descriptor plus lua or lua_file. Checked by checkToolEntries.
+	Tools       []map[string]any `key:"tools" default:"[]" check:"tools" doc:"Tools written in Lua, declared as [[tools]] tables (a descriptor plus lua or lua_file); none by default. See docs/lua.md."`
+	ProjectRoot string           `key:"project_root" default:"'.'" doc:"The directory callbacks, rule file paths and state_dir are relative to."`
+	StateDir    string           `key:"state_dir" default:"'.clara'" doc:"Where Clara keeps what must survive a restart (the rule state in state.db, callbacks), relative to project_root; created only when something is stored. \"\" keeps the state in memory for the life of the process."`
+	// Clear is what one clara_configure call forgets; never kept.
+	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
+
+	Limits Limits `key:"limits" doc:"Default limits of tool calls and requests."`
+	Policy Policy `key:"policy" doc:"The configuration's layer of tool policy."`
+	Audit  Audit  `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Rules  Rules  `key:"rules" doc:"The rule engine."`
+	Async  Async  `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+}
+
+// Async is the [async] table.
+type Async struct {
+	MaxRunning int `key:"max_running" default:"1000" min:"1" max:"1000000" doc:"The most asynchronous calls running at once: a submit beyond is refused, never queued."`
+	MaxPending int `key:"max_pending" default:"10000" min:"1" max:"10000000" doc:"The most finished asynchronous calls whose answers wait to be collected: past it the oldest answers are dropped, with a warning in the log."`
+}
+
+// Limits is the [limits] table.
+type Limits struct {
+	TimeoutMS       int `key:"timeout_ms" default:"1000" min:"1" max:"86400000" doc:"A tool's deadline in milliseconds, unless its descriptor sets timeout_ms."`
+	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
+	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
+	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
+}
+
+// Policy is the [policy] table.
+type Policy struct {
+	Allow []string `key:"allow" default:"[]" check:"tool_name" doc:"Tools any call may use; empty allows every registered tool."`
+	Deny  []string `key:"deny" default:"[]" check:"tool_name" doc:"Tools no call may use; deny wins over allow."`
+	// AdminInNestedCalls lets calls made by rules, Lua and models reach the
+	// administrative tools.
+	AdminInNestedCalls bool `key:"admin_in_nested_calls" default:"false" doc:"true lets calls made by rules (call_tool), Lua scripts and tools reach the administrative tools (rules_*, session_policy, state_*, callback_*); false keeps those for the host's own requests."`
+}
+
+// Audit is the [audit] table.
+type Audit struct {
+	Path string `key:"path" default:"''" doc:"A JSONL file every call is appended to (one line per call); empty keeps only the in-memory ring that audit_tail reads. Must be a regular file."`
+}
+
+// Rules is the [rules] table.
+type Rules struct {
+	Paths   []string `key:"paths" default:"['rules/*.toml']" doc:"Rule files (TOML or JSON): glob patterns relative to project_root; ** matches any number of directories. A relative pattern may not leave project_root; an absolute one is taken as given."`
+	Builtin bool     `key:"builtin" default:"true" doc:"Load the built-in rules (token_budget, iteration_budget, large_result, repeated_failure)."`
+	// WatchAdminTools lets on_tool_call rules deny the administrative
+	// tools.
+	WatchAdminTools bool       `key:"watch_admin_tools" default:"false" doc:"true lets on_tool_call rules deny the administrative tools too; false keeps rules_load, session_policy and the other administrative tools out of their reach, so that a rule cannot lock the host out."`
+	MaxEmissions    int        `key:"max_emissions" default:"1000" min:"1" max:"1000000" doc:"The most events one emission may set off, counting every event its rules emit (emit_event) however deep: past it the rest are refused with an error in the answer."`
+	Thresholds      Thresholds `key:"thresholds" doc:"What rules see as thresholds.NAME: the built-in rules' settings, and any number a project's own rules read."`
+}
+
+// Thresholds is the [rules.thresholds] table.
+type Thresholds struct {
+	TokenBudget      float64            `key:"token_budget" default:"0.8" doc:"token_budget: fraction of the token budget spent."`
+	IterationBudget  float64            `key:"iteration_budget" default:"25" doc:"iteration_budget: turn number."`
+	LargeResultBytes float64            `key:"large_result_bytes" default:"32768" doc:"large_result: bytes of a tool result."`
+	RepeatedFailures float64            `key:"repeated_failures" default:"3" doc:"repeated_failure: failures of one tool in a row."`
+	Other            map[string]float64 `key:"*" doc:"Any other number, read by a project's rules as thresholds.NAME."`
+}
+
+// Map is the thresholds as rules read them: thresholds.NAME.
+func (t Thresholds) Map() map[string]any {
+	m := map[string]any{
+		"token_budget":       t.TokenBudget,
+		"iteration_budget":   t.IterationBudget,
+		"large_result_bytes": t.LargeResultBytes,
+		"repeated_failures":  t.RepeatedFailures,
+	}
+	for k, v := range t.Other {
+		m[k] = v
+	}
+	return m
+}

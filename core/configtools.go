@@ -1,0 +1,212 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/rulelua"
+)
+
+// Tools declared in configuration ([[tools]], SPEC §8): a descriptor plus
+// the Lua that runs it, inline (lua) or in a file (lua_file, relative to
+// project_root). They are compiled when a configuration is prepared and
+// registered when it is committed, in place of the previous
+// configuration's.
+
+// maxLuaToolFile bounds what is read of a lua_file; rulelua.Compile has its
+// own source cap.
+const maxLuaToolFile = 4 << 20
+
+// compileConfigTools compiles the configuration's tools. Nothing is
+// registered: commit does that once the whole configuration is ready.
+func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
+	var out []*toolbox.Tool
+	var problems protocol.Problems
+	for i, m := range c.Tools {
+		at := fmt.Sprintf("tools[%d]", i)
+		d, code, err := config.SplitToolEntry(m)
+		if err != nil {
+			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
+			continue
+		}
+		at = fmt.Sprintf("%s (%s)", at, d.Name)
+		if t, ok := e.tools.Lookup(d.Name); ok && t.Builtin {
+			problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: %q is a built-in tool", at, d.Name)})
+			continue
+		}
+		src, name := "", "tool "+d.Name
+		if code.Lua != nil {
+			src = *code.Lua
+		} else {
+			name = *code.LuaFile
+			if !filepath.IsAbs(name) {
+				name = filepath.Join(c.ProjectRoot, name)
+			}
+			text, err := readRegularFile(name, maxLuaToolFile)
+			if err != nil {
+				problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: lua_file: %v", at, err)})
+				continue
+			}
+			src = string(text)
+		}
+		script, err := rulelua.Compile(name, src)
+		if err != nil {
+			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
+			continue
+		}
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true})
+		if err != nil {
+			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
+			continue
+		}
+		out = append(out, t)
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return out, nil
+}
+
+// luaProblem positions a Lua compile error of the entry at: a lua_file's
+// problem is at its file and line; an inline script's names the entry and
+// the line in its lua (the configuration text's own lines are elsewhere).
+func luaProblem(err error, at string, inFile bool) protocol.Problem {
+	var le *rulelua.Error
+	if !errors.As(err, &le) {
+		return protocol.Problem{Message: at + ": " + err.Error()}
+	}
+	msg := le.Message
+	if prefix := fmt.Sprintf("%s:%d:", le.Script, le.Line); le.Line > 0 && strings.HasPrefix(msg, prefix) {
+		msg = strings.TrimSpace(msg[len(prefix):])
+	} else {
+		msg = strings.TrimSpace(strings.TrimPrefix(msg, le.Script+":"))
+	}
+	if inFile {
+		return protocol.Problem{File: le.Script, Line: le.Line, Message: msg}
+	}
+	if le.Line > 0 {
+		return protocol.Problem{Message: fmt.Sprintf("%s: lua line %d: %s", at, le.Line, msg)}
+	}
+	return protocol.Problem{Message: at + ": lua: " + msg}
+}
+
+// swapConfigTools registers the configuration's tools in place of the
+// previous configuration's (those a host has since replaced stay), and
+// returns the tools that left the registry. Called with e.admin held.
+func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
+	keep := map[string]bool{}
+	for _, t := range next {
+		keep[t.Name] = true
+	}
+	mine := map[*toolbox.Tool]bool{}
+	for _, old := range e.configTools {
+		mine[old] = true
+	}
+	left, err := e.tools.Swap(func(t *toolbox.Tool) bool { return mine[t] && !keep[t.Name] }, next)
+	if err != nil {
+		e.log.Logf(logging.Error, "configured tools: %v", err)
+	}
+	e.configTools = next
+	return left
+}
+
+// luaToolRun is a Lua tool's function: arguments decoded, the script's
+// function called with them (under the call's deadline), its value encoded.
+// What the script asks for applies once it returns: notices go to the
+// session's queue (notifications_drain), state writes commit, events fire.
+func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
+	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		var args map[string]any
+		if len(call.Arguments) > 0 {
+			if err := json.Unmarshal(call.Arguments, &args); err != nil {
+				return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: %v", err)
+			}
+		}
+		s := e.current.Load()
+		h := &toolScriptHost{e: e, s: s, session: call.Session, scope: call.Scope}
+		res, err := script.Call(ctx, args, h)
+		if err != nil {
+			return nil, err
+		}
+		if err := e.applyToolScriptActions(ctx, s, call.Session, call.Tool.Name, res.Actions); err != nil {
+			return nil, err
+		}
+		if call.Tool.Returns == toolbox.ReturnsString {
+			text, ok := res.Value.(string)
+			if !ok {
+				return nil, fmt.Errorf("the tool returns a string (\"returns\": \"string\") but its function returned %s", luaTypeName(res.Value))
+			}
+			return []byte(text), nil
+		}
+		out, err := rulelua.EncodeJSON(res.Value)
+		if err != nil {
+			return nil, fmt.Errorf("the tool's value: %v", err)
+		}
+		return out, nil
+	}
+}
+
+// applyToolScriptActions applies what a Lua tool asked for.
+func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, session, tool string, actions []rulelua.Action) error {
+	var writes []rules.StateWrite
+	var notices []protocol.Notice
+	for _, a := range actions {
+		switch a.Type {
+		case rules.ActNotify:
+			notices = append(notices, protocol.Notice{Rule: "tool:" + tool, Message: a.Message, Priority: a.Priority})
+		case rules.ActSetState:
+			b, err := json.Marshal(a.Value)
+			if err != nil {
+				return fmt.Errorf("state.set(%q): %v", a.Key, err)
+			}
+			writes = append(writes, rules.StateWrite{Key: a.Key, Value: b})
+		case rules.ActEmit:
+			if !rules.ValidEventName(a.Event) {
+				return fmt.Errorf("emit: %q is not an event name", a.Event)
+			}
+		case rules.ActDeny:
+			return errors.New("deny() acts only in on_tool_call rules, not in a tool")
+		}
+	}
+	if len(writes) > 0 {
+		if err := s.host.ApplyState(session, writes); err != nil {
+			return err
+		}
+	}
+	sess := e.sessions.Get(session)
+	sess.Queue(notices)
+	for _, a := range actions {
+		if a.Type == rules.ActEmit {
+			out, err := s.host.Chain(withEmissionBudget(ctx, s), session, a.Event, a.Payload, 1, false)
+			if err != nil {
+				return err
+			}
+			sess.Queue(out.Notices)
+		}
+	}
+	return nil
+}
+
+// luaTypeName names a converted Lua value's type for messages.
+func luaTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case bool:
+		return "a boolean"
+	case float64, int, int64:
+		return "a number"
+	case []any, map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,350 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// snapshot is one configuration in force, immutable: the tree it came
+// from, the typed Config, and what the call path precomputes from them.
+type snapshot struct {
+	tree     config.Tree
+	config   *config.Config
+	limits   protocol.Limits
+	defaults toolbox.Defaults
+	policy   *toolbox.Policy // the configuration's layer
+	rules    *rules.Set      // with the configuration's thresholds bound
+	host     *ruleHost       // what the rules of this configuration reach
+	// The rules of the tool pipeline's events, nil when none watch them.
+	onToolCall, onToolComplete, onToolFailure *rules.Trigger
+	// The rules added at run time (rules_load), kept across changes.
+	runtime []ruleSource
+	// Configured rule paths that matched no file, for rules_list.
+	unmatched []string
+}
+
+// prepared is a configuration read and compiled, ready to commit: rule
+// files are read and compiled, Lua tools compiled, before the
+// configuration lock is taken (a slow disk must not stall other changes).
+type prepared struct {
+	snap       *snapshot
+	configured []*toolbox.Tool
+}
+
+// prepare reads and compiles what configuration t needs, with runtime as
+// the rules added at run time. It changes nothing.
+func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error) {
+	c := config.Build(t)
+	set, unmatched, err := e.loadRules(c, runtime)
+	if err != nil {
+		return nil, err
+	}
+	configured, err := e.compileConfigTools(c)
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{
+		tree: config.WithoutOneShots(t), config: c,
+		limits:    protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth},
+		defaults:  toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
+		policy:    toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
+		rules:     set,
+		runtime:   runtime,
+		unmatched: unmatched,
+	}
+	s.host = &ruleHost{e: e, s: s}
+	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
+	return &prepared{snap: s, configured: configured}, nil
+}
+
+// commit makes a prepared configuration the one in force. Its only step
+// that can fail (opening the audit file) comes first, so on error nothing
+// changes. It returns the tools that left the registry, for the caller to
+// retire once it has let go of e.admin. Called with e.admin held.
+func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
+	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
+		return nil, err
+	}
+	e.current.Store(p.snap)
+	left := e.swapConfigTools(p.configured)
+	e.cb.sync(p.snap.config)
+	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	// The default pattern matching nothing is a project without rules, not
+	// a mistake; a pattern someone wrote that matches nothing may be one.
+	if !sameStrings(p.snap.config.Rules.Paths, defaultRulePaths()) {
+		for _, u := range p.snap.unmatched {
+			e.log.Logf(logging.Warn, "rules.paths %q matches no file", u)
+		}
+	}
+	return left, nil
+}
+
+// install prepares and commits t. Called with e.admin held.
+func (e *Engine) install(t config.Tree, runtime []ruleSource) ([]*toolbox.Tool, error) {
+	p, err := e.prepare(t, runtime)
+	if err != nil {
+		return nil, err
+	}
+	return e.commit(p)
+}
+
+// change builds the next configuration from the one in force, prepares it
+// without the lock, and commits it under the lock if nothing changed
+// meanwhile (next is then called again on the newer configuration). After a
+// few collisions with other changes it prepares under the lock. after, when
+// not nil, runs under the lock once the change is in force.
+func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), after func()) ([]*toolbox.Tool, error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		cur := e.current.Load()
+		p, err := e.prepare(next(cur))
+		if err != nil {
+			return nil, err
+		}
+		e.admin.Lock()
+		if e.current.Load() == cur {
+			left, err := e.commitThen(p, after)
+			e.admin.Unlock()
+			return left, err
+		}
+		e.admin.Unlock()
+	}
+	e.admin.Lock()
+	defer e.admin.Unlock()
+	p, err := e.prepare(next(e.current.Load()))
+	if err != nil {
+		return nil, err
+	}
+	return e.commitThen(p, after)
+}
+
+func (e *Engine) commitThen(p *prepared, after func()) ([]*toolbox.Tool, error) {
+	left, err := e.commit(p)
+	if err == nil && after != nil {
+		after()
+	}
+	return left, err
+}
+
+// retire lets go of tools that left the registry. Called without e.admin:
+// an idle host tool is released at once, and its release callback may call
+// back into Clara (clara_configure from a finaliser).
+func retire(tools []*toolbox.Tool) {
+	for _, t := range tools {
+		t.Retire()
+	}
+}
+
+// configure applies a clara_configure text.
+func (e *Engine) configure(text []byte) []byte {
+	if text == nil {
+		return protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest, "clara_configure: NULL input"))
+	}
+	// The text has no name: its problems are "line:col: message", and the
+	// envelope's message says what refused them.
+	over, err := config.Parse(text, "", configCap(e.current.Load()))
+	if err != nil {
+		return protocol.AppendError(nil, nil, refusal(err, "clara_configure: "))
+	}
+	left, tree, err := e.applyChange(over)
+	retire(left)
+	if err != nil {
+		return protocol.AppendError(nil, nil, refusal(err, "clara_configure: "))
+	}
+	e.log.Logf(logging.Info, "configuration changed")
+	if name := e.Config().DefaultEvaluator; !e.hasTool(name) {
+		// Not an error: the host may register the tool next.
+		e.log.Logf(logging.Warn, "default_evaluator %q is not a registered tool (yet): simple-form requests get unknown_tool until it is", name)
+	}
+	return configEnvelope(tree)
+}
+
+// applyChange merges a checked change into the configuration in force and
+// installs it, applying its one-shot clear.
+func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, error) {
+	var clear []string
+	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) {
+		merged := config.Merge(cur.tree, over)
+		clear = config.Build(merged).Clear
+		if contains(clear, config.ClearRules) {
+			return merged, nil
+		}
+		return merged, cur.runtime
+	}, func() {
+		if contains(clear, config.ClearSessionPolicies) {
+			e.sessions.DropPolicies()
+		}
+	})
+	if err != nil {
+		return left, nil, err
+	}
+	return left, e.current.Load().tree, nil
+}
+
+func defaultRulePaths() []string { return config.Build(config.Defaults()).Rules.Paths }
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// refusal turns a configuration problem into an invalid_request error whose
+// details list every problem, positioned.
+func refusal(err error, prefix string) *protocol.Error {
+	if pe, ok := err.(*protocol.Error); ok {
+		return pe
+	}
+	if ps, ok := asProblems(err); ok {
+		return ps.Refusal(protocol.InvalidRequest, prefix)
+	}
+	return protocol.Errorf(protocol.InvalidRequest, "%s%v", prefix, err)
+}
+
+func (e *Engine) hasTool(name string) bool {
+	_, ok := e.tools.Lookup(name)
+	return ok
+}
+
+// setBase applies start-up configuration text (the CLARA_CONFIG file) on
+// top of the defaults and makes the result what Reset returns to.
+func (e *Engine) setBase(text []byte, source string) error {
+	over, err := config.Parse(text, source, configCap(e.current.Load()))
+	if err != nil {
+		return err
+	}
+	base := config.Merge(config.Defaults(), over)
+	kept := config.WithoutOneShots(base)
+	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) { return base, cur.runtime },
+		func() { e.base.Store(&kept) })
+	retire(left)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	return nil
+}
+
+// loadBaseFile reads and applies the start-up file.
+func (e *Engine) loadBaseFile(path string) error {
+	text, err := readRegularFile(path, maxConfigFile)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return e.SetBase(text, path)
+}
+
+// configCap bounds a configuration text like a request
+// (limits.max_request_bytes), but never below minConfigCap: a small
+// request limit must not lock the host out of its own configuration.
+func configCap(s *snapshot) int {
+	return max(s.config.Limits.MaxRequestBytes, minConfigCap)
+}
+
+const minConfigCap = 1 << 20
+
+// maxConfigFile bounds the start-up file, as limits.max_request_bytes does
+// a clara_configure text by default.
+const maxConfigFile = 16 << 20
+
+// reset returns to the base configuration, dropping host tools, session
+// data and run-time rules.
+func (e *Engine) reset() []byte {
+	// Host tools go; the configuration's come back with the commit.
+	left, _ := e.tools.Swap(func(t *toolbox.Tool) bool { return !t.Builtin }, nil)
+	var base config.Tree
+	more, err := e.change(func(*snapshot) (config.Tree, []ruleSource) { base = *e.base.Load(); return base, nil },
+		e.forgetSessions)
+	if err != nil {
+		// The audit file or rule files on disk may have become unusable;
+		// run without them rather than keep a configuration the caller
+		// asked to leave.
+		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
+		more, _ = e.change(func(*snapshot) (config.Tree, []ruleSource) {
+			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}})
+			return base, nil
+		}, e.forgetSessions)
+	}
+	retire(append(left, more...))
+	return configEnvelope(config.WithoutOneShots(base))
+}
+
+// forgetSessions drops what every session holds in memory.
+func (e *Engine) forgetSessions() {
+	e.sessions.Reset()
+	e.kv.Reset()
+}
+
+// configEnvelope is the answer of a configuration change: the whole
+// configuration now in force.
+func configEnvelope(t config.Tree) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t); err != nil {
+		panic(fmt.Sprintf("encoding the configuration: %v", err))
+	}
+	result := bytes.TrimRight(buf.Bytes(), "\n")
+	env := protocol.Success{Result: []byte(`{"config":` + string(result) + `}`)}
+	return env.Append(nil)
+}
+
+// readRegularFile reads a file Clara was told to read (configuration, rule
+// files, scripts), refusing anything but a regular file (a device or a
+// named pipe would never end) and files over max bytes.
+func readRegularFile(path string, max int64) ([]byte, error) {
+	// O_NONBLOCK: opening a named pipe must not wait for a writer (it is
+	// refused just below); regular files ignore the flag.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if info.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, info.Size(), max)
+	}
+	buf := make([]byte, 0, info.Size()+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			break
+		}
+		if int64(len(buf)) > max {
+			return nil, fmt.Errorf("%s grew past the %d-byte limit while it was read", path, max)
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+	return buf, nil
+}

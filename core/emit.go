@@ -1,0 +1,102 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+)
+
+// successPrefix starts a success envelope that has only a result.
+const successPrefix = `{"status":"success","result":`
+
+// maxEmitAnswer bounds the answer of one emission (its fired rules and
+// notices); a larger one is refused rather than handed to the host.
+const maxEmitAnswer = 16 << 20
+
+// serveEmit answers clara_emit: the event parsed as strictly as a request,
+// fired, and its outcome written once, into the envelope.
+func (e *Engine) serveEmit(ctx context.Context, dst, text []byte) []byte {
+	mark := len(dst)
+	if text == nil {
+		return protocol.AppendError(dst, nil, nullInput)
+	}
+	s := e.current.Load()
+	ev, perr := protocol.ParseEvent(text, s.limits)
+	if perr != nil {
+		return protocol.AppendError(dst, nil, perr)
+	}
+	ctx = withEmissionBudget(ctx, s)
+	out, perr := e.emit(ctx, s, ev.Name, ev.Session, ev.Payload, ev.Trace, append(dst, successPrefix...))
+	if perr == nil && len(out)-mark > maxEmitAnswer {
+		perr = protocol.Errorf(protocol.OutputTooLarge, "the answer of event %q is %d bytes, more than %d", ev.Name, len(out)-mark, maxEmitAnswer)
+	}
+	if perr != nil {
+		return protocol.AppendError(dst[:mark], nil, perr)
+	}
+	return append(out, '}')
+}
+
+var nullInput = &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JSON: NULL input"}
+
+// emit fires an event from a caller (clara_emit, emit_event, session_end)
+// and renders the outcome as the result object of SPEC §7.3, appended to
+// dst (an envelope's start, or nil for a tool).
+func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, payload map[string]any, trace bool, dst []byte) ([]byte, *protocol.Error) {
+	if !rules.ValidEventName(event) {
+		return nil, protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
+	}
+	if strings.HasPrefix(event, "on_tool_") {
+		return nil, protocol.Errorf(protocol.InvalidRequest, "%s is emitted by the tool pipeline itself, not by callers", event)
+	}
+	session, perr := protocol.SessionName(session)
+	if perr != nil {
+		return nil, perr
+	}
+	rep := &report{wantTrace: trace}
+	src := e.newEventSource(s, event, session, payload)
+	defer src.release()
+	out := e.fire(ctx, s, rep, src)
+	body := rules.Outcome{Fired: out.Fired, Notices: out.Notices, Denied: out.Denied, Trace: rep.trace}
+	// Room for a typical answer: a rule fired with its actions is ~150 bytes.
+	if need := len(dst) + 64 + 192*(len(out.Fired)+len(out.Notices)); cap(dst) < need {
+		dst = append(make([]byte, 0, need), dst...)
+	}
+	return body.AppendJSON(dst, trace), nil // "trace" present, if empty, when asked for
+}
+
+// emissionBudget bounds the work one event tree may set off: every event a
+// rule emits (emit_event, however deep) and every tool a rule or script
+// calls draws on it. Depth alone (rules.MaxChainDepth) bounds nothing when
+// each level fans out: N actions re-emitting their own event made N^7
+// emissions from one clara_emit.
+type emissionBudget struct {
+	left atomic.Int64
+	max  int
+}
+
+type emissionBudgetKey struct{}
+
+// withEmissionBudget starts the budget of an event tree at its root (a
+// request, an emission, a background completion); a ctx that has one keeps
+// it.
+func withEmissionBudget(ctx context.Context, s *snapshot) context.Context {
+	if _, ok := ctx.Value(emissionBudgetKey{}).(*emissionBudget); ok {
+		return ctx
+	}
+	b := &emissionBudget{max: s.config.Rules.MaxEmissions}
+	b.left.Store(int64(b.max))
+	return context.WithValue(ctx, emissionBudgetKey{}, b)
+}
+
+// spend draws one emission or nested call from ctx's budget.
+func spend(ctx context.Context, what string) error {
+	b, ok := ctx.Value(emissionBudgetKey{}).(*emissionBudget)
+	if !ok || b.left.Add(-1) >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s refused: this event tree already set off %d events and calls (rules.max_emissions)", what, b.max)
+}

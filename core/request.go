@@ -1,0 +1,116 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// serveRequest answers one request (clara_evaluate): parse it, run its call
+// through the pipeline, write the envelope into dst. A request with
+// "async": true is submitted instead (asynccalls.go).
+func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
+	if req == nil {
+		return protocol.AppendError(dst, nil, nullInput)
+	}
+	s := e.current.Load()
+	r, _, perr := protocol.Parse(req, s.limits, nil)
+	if perr != nil {
+		return e.fail(dst, nil, "", perr)
+	}
+	if r.Async {
+		return e.submitAnswer(dst, s, req, r.ID)
+	}
+	c, perr := e.newToolCall(s, &r)
+	if perr != nil {
+		return e.fail(dst, r.ID, c.name, perr)
+	}
+	return e.answerCall(ctx, dst, s, c)
+}
+
+// newToolCall turns a parsed request into the call it asks for: the tool
+// (the default evaluator for the simple form) and its policy layers. c is
+// never nil, so that a failure can name the tool.
+func (e *Engine) newToolCall(s *snapshot, r *protocol.Request) (*toolCall, *protocol.Error) {
+	name := r.Tool
+	if r.Simple {
+		name = s.config.DefaultEvaluator
+	}
+	c := &toolCall{name: name, session: r.Session, args: r.Arguments, id: r.ID, meta: r.Meta,
+		scope: toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)},
+		rep:   &report{wantTrace: r.Trace}}
+	if r.Policy != nil {
+		p, err := toolbox.ParsePolicy(r.Policy, "the request")
+		if err != nil {
+			return c, protocol.Errorf(protocol.InvalidRequest, "%v", err)
+		}
+		c.scope.Request = p
+	}
+	return c, nil
+}
+
+// answerCall runs c through the pipeline and appends its envelope to dst.
+func (e *Engine) answerCall(ctx context.Context, dst []byte, s *snapshot, c *toolCall) []byte {
+	result, truncated, perr := e.callTool(withEmissionBudget(ctx, s), s, c)
+	extras := c.rep.extras()
+	if perr != nil {
+		e.logFailure(c.name, perr)
+		return protocol.AppendErrorExtras(dst, c.id, perr, extras)
+	}
+	env := protocol.Success{ID: c.id, Tool: c.name, Result: result, Truncated: truncated, Extras: extras}
+	return env.Append(dst)
+}
+
+// fail writes an error envelope and logs it.
+func (e *Engine) fail(dst, id []byte, tool string, perr *protocol.Error) []byte {
+	e.logFailure(tool, perr)
+	return protocol.AppendError(dst, id, perr)
+}
+
+// extras renders a report's notices, callbacks and trace for the envelope.
+func (rep *report) extras() protocol.Extras {
+	var x protocol.Extras
+	if len(rep.notices) > 0 {
+		x.Notices = protocol.AppendNotices(nil, rep.notices)
+	}
+	if len(rep.callbacks) > 0 {
+		x.Callbacks = append(append([]byte{'['}, bytes.Join(rep.callbacks, []byte{','})...), ']')
+	}
+	if rep.wantTrace {
+		x.Trace = appendTrace(nil, rep.policy, rep.trace)
+	}
+	return x
+}
+
+// appendTrace writes a call's trace: how each policy layer decided
+// ({"policy", "allowed", "reason"}), then every rule evaluated around the
+// call (SPEC §7.7).
+func appendTrace(dst []byte, policy []toolbox.Verdict, entries []rules.TraceEntry) []byte {
+	ruleTrace := rules.AppendTrace(nil, entries) // [...]
+	dst = append(dst, '[')
+	for i, v := range policy {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"policy":`...)
+		dst = protocol.AppendString(dst, v.Layer)
+		dst = append(dst, `,"allowed":`...)
+		dst = strconv.AppendBool(dst, v.Allowed)
+		if v.Reason != "" {
+			dst = append(dst, `,"reason":`...)
+			dst = protocol.AppendString(dst, v.Reason)
+		}
+		dst = append(dst, '}')
+	}
+	if len(entries) > 0 {
+		if len(policy) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, ruleTrace[1:len(ruleTrace)-1]...)
+	}
+	return append(dst, ']')
+}

@@ -1,0 +1,228 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
+)
+
+// Rule files: the built-in rules, the files rules.paths matches, and the
+// rules rules_load added at run time make one rule set.
+
+// ruleSource is a rule file (or inline rules) added at run time.
+type ruleSource = rules.Source
+
+// Bounds of reading rule files: each is a regular file of at most
+// maxRuleFile bytes, and a ** pattern looks at most at maxGlobEntries
+// directory entries.
+const (
+	maxRuleFile    = 4 << 20
+	maxGlobEntries = 100000
+)
+
+// loadRules compiles the rule set a configuration asks for. It also
+// returns the configured patterns that matched no file.
+func (e *Engine) loadRules(c *config.Config, runtime []ruleSource) (*rules.Set, []string, error) {
+	var sources []rules.Source
+	if c.Rules.Builtin {
+		sources = append(sources, rules.BuiltinSources()...)
+	}
+	files, unmatched, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	sources = append(sources, files...)
+	sources = append(sources, runtime...)
+	set, err := rules.Load(sources, c.Rules.Thresholds.Map())
+	if err != nil {
+		return nil, nil, err
+	}
+	return set, unmatched, nil
+}
+
+// readRuleFiles reads the files matching patterns, sorted. A relative
+// pattern is relative to base and may not leave root (the project root);
+// an absolute one is taken as given unless insideOnly (paths that requests
+// name, through rules_load and rules_test, must stay inside root whatever
+// they say). A wildcard does not match rule tests (NAME.test.toml), which
+// may sit beside the rules they test. unmatched lists the patterns that
+// matched nothing.
+func readRuleFiles(base, root string, patterns []string, insideOnly bool) (out []rules.Source, unmatched []string, err error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		matches, err := globRuleFiles(base, root, p, insideOnly)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(matches) == 0 {
+			unmatched = append(unmatched, p)
+		}
+		wildcard := strings.ContainsAny(p, "*?[")
+		for _, m := range matches {
+			if wildcard && isRuleTest(m) {
+				continue // a test kept beside the rules, as the shipped ones are
+			}
+			if !seen[m] {
+				seen[m] = true
+				names = append(names, m)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		text, err := readRegularFile(n, maxRuleFile)
+		if err != nil {
+			return nil, nil, protocol.Problems{{File: n, Message: err.Error()}}
+		}
+		out = append(out, rules.Source{Name: n, Text: text})
+	}
+	return out, unmatched, nil
+}
+
+// globRuleFiles expands one pattern: path.Match syntax in each component,
+// and "**" as a whole component for any number of directories. Only
+// regular files match; directories reached through a ** are walked without
+// following symbolic links.
+func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, error) {
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	absBase, err := filepath.Abs(base)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.FromSlash(pattern)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(absBase, p)
+	} else if !insideOnly {
+		absRoot = "" // an absolute pattern in the configuration is taken as given
+	}
+	p = filepath.Clean(p)
+	if absRoot != "" && !within(absRoot, p) {
+		return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q leaves project_root", pattern)}}
+	}
+	// The part before the first wildcard is a directory to start from.
+	parts := strings.Split(filepath.ToSlash(p), "/")
+	start := 0
+	for start < len(parts) && !strings.ContainsAny(parts[start], "*?[") {
+		start++
+	}
+	if start == len(parts) { // no wildcard: one file
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && insideRoot(absRoot, p) {
+			return []string{p}, nil
+		}
+		return nil, nil
+	}
+	for _, part := range parts[start:] {
+		if _, err := path.Match(part, ""); err != nil {
+			return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q: %v", pattern, err)}}
+		}
+	}
+	dir := filepath.FromSlash(strings.Join(parts[:start], "/"))
+	if dir == "" {
+		dir = "/"
+	}
+	g := globber{budget: maxGlobEntries}
+	g.expand(dir, parts[start:])
+	if g.budget < 0 {
+		return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q looks at more than %d directory entries", pattern, maxGlobEntries)}}
+	}
+	var out []string
+	for _, m := range g.found {
+		if insideRoot(absRoot, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+type globber struct {
+	found  []string
+	budget int
+}
+
+// expand matches the pattern components parts below dir.
+func (g *globber) expand(dir string, parts []string) {
+	if len(parts) == 0 || g.budget < 0 {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	g.budget -= len(entries)
+	if g.budget < 0 {
+		return
+	}
+	part, rest := parts[0], parts[1:]
+	if part == "**" {
+		g.expand(dir, rest) // zero directories
+		for _, en := range entries {
+			if en.IsDir() { // a symbolic link to a directory is not followed
+				g.expand(filepath.Join(dir, en.Name()), parts)
+			}
+		}
+		return
+	}
+	for _, en := range entries {
+		if ok, _ := path.Match(part, en.Name()); !ok {
+			continue
+		}
+		full := filepath.Join(dir, en.Name())
+		if len(rest) == 0 {
+			if info, err := os.Stat(full); err == nil && info.Mode().IsRegular() {
+				g.found = append(g.found, full)
+			}
+			continue
+		}
+		if info, err := os.Stat(full); err == nil && info.IsDir() {
+			g.expand(full, rest)
+		}
+	}
+}
+
+// within reports whether p is root or below it, as written.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// insideRoot reports whether the file p really is below root once
+// symbolic links are resolved (always true when root is "").
+func insideRoot(root, p string) bool {
+	if root == "" {
+		return true
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(p)
+	return err == nil && within(realRoot, real)
+}
+
+// isRuleTest reports whether a file is a rule test (NAME.test.toml or
+// NAME.test.json) rather than a rule file.
+func isRuleTest(name string) bool {
+	base := strings.ToLower(filepath.Base(name))
+	return strings.HasSuffix(base, ".test.toml") || strings.HasSuffix(base, ".test.json")
+}
+
+// asProblems finds the positioned problems in an error.
+func asProblems(err error) (protocol.Problems, bool) {
+	var ps protocol.Problems
+	if errors.As(err, &ps) {
+		return ps, true
+	}
+	return nil, false
+}

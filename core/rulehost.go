@@ -1,0 +1,124 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/state"
+	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/rulelua"
+)
+
+// What rules and scripts reach outside themselves: the rules of a
+// configuration reach the engine through a ruleHost, a Lua tool's script
+// through a toolScriptHost. Both call tools as nested calls (one level
+// deeper, never the administrative tools unless configured so, drawing on
+// the event tree's emission budget).
+
+// ruleHost is what the rules of one configuration reach: state, chained
+// events, tool calls through the pipeline, the log.
+type ruleHost struct {
+	e *Engine
+	s *snapshot
+}
+
+var _ rules.Host = (*ruleHost)(nil)
+
+func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
+	st, err := h.e.state.open(h.s, true)
+	if err != nil {
+		return err
+	}
+	ws := make([]state.Write, len(writes))
+	for i, w := range writes {
+		ws[i] = state.Write{Scope: session, Key: w.Key, Value: w.Value}
+	}
+	return st.Apply(ws)
+}
+
+func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*rules.Outcome, error) {
+	if err := spend(ctx, "event "+strconv.Quote(event)); err != nil {
+		return nil, err
+	}
+	src := h.e.newEventSource(h.s, event, session, payload)
+	defer src.release()
+	ev := rules.Event{Name: event, Session: session, Depth: depth, Trace: trace, Context: src}
+	return h.s.rules.Fire(ctx, ev, h), nil
+}
+
+// CallTool runs a rule's call_tool through the whole pipeline, in the
+// session, under the configuration's and the session's policy, and the
+// policy of the request whose call fired the rule, if any (SPEC §2: it
+// narrows "this call and everything it calls").
+func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []byte) ([]byte, error) {
+	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessions.Policy(session), Request: scopeOf(ctx).request}
+	return h.e.nestedCall(ctx, h.s, tool, session, args, scope)
+}
+
+func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
+
+func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
+	st, err := h.e.state.open(h.s, false)
+	if err != nil || st == nil {
+		return nil, false, err
+	}
+	raw, ok, err := st.Get(session, key)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// toolScriptHost is what a Lua tool's script reaches.
+type toolScriptHost struct {
+	e       *Engine
+	s       *snapshot
+	session string
+	scope   toolbox.Scope
+}
+
+var _ rulelua.Host = (*toolScriptHost)(nil)
+
+func (h *toolScriptHost) StateGet(key string) (any, bool, error) {
+	return h.s.host.StateGet(h.session, key)
+}
+
+// CallTool runs a tool under the calling tool's policy, one level deeper.
+func (h *toolScriptHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
+	return h.e.nestedCall(ctx, h.s, name, h.session, args, h.scope)
+}
+
+func (h *toolScriptHost) Log(level, message string) {
+	h.e.log.Log(logging.MessageLevel(level), message)
+}
+
+// nestedCall is a call made by a rule or a script (call_tool): through the
+// whole pipeline under scope, one level deeper (at most MaxChainDepth), as a
+// nested call (the administrative tools are out of reach unless the
+// configuration says otherwise), drawing on the event tree's budget.
+func (e *Engine) nestedCall(ctx context.Context, s *snapshot, tool, session string, args []byte, scope toolbox.Scope) ([]byte, error) {
+	cs := scopeOf(ctx)
+	if cs.depth+1 >= rules.MaxChainDepth {
+		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
+	}
+	if err := spend(ctx, "call_tool "+strconv.Quote(tool)); err != nil {
+		return nil, err
+	}
+	cs.depth++
+	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
+	c := &toolCall{name: tool, session: session, args: args, scope: scope, nested: true, rep: &report{}}
+	result, _, perr := e.callTool(ctx, s, c)
+	if perr != nil {
+		return nil, errors.New(string(perr.Code) + ": " + perr.Message)
+	}
+	return result, nil
+}

@@ -1,0 +1,129 @@
+package rules
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// Every problem of every file is reported, not only the first, each with
+// its file and line apart from its message.
+func TestLoad_allProblems(t *testing.T) {
+	ps := loadProblems(t,
+		src("a.toml", rule("a", "on_x", "", "1", notify("x"))),
+		src("b.toml", "[rule]\nid = \"b\"\ntrigger = \"Bad\"\n"),
+		src("c.toml", okRule),
+	)
+	want := []protocol.Problem{
+		{File: "a.toml", Line: 6, Message: `rule "a": condition: expected bool`},
+		{File: "b.toml", Line: 3, Message: `rule "b": trigger "Bad"`},
+		{File: "b.toml", Line: 2, Message: `rule "b": no action`},
+	}
+	if len(ps) != len(want) {
+		t.Fatalf("problems %q, want %d", ps, len(want))
+	}
+	for i, w := range want {
+		if p := ps[i]; p.File != w.File || p.Line != w.Line || p.Col != 0 || !strings.HasPrefix(p.Message, w.Message) {
+			t.Errorf("problem %d = %#v, want %#v", i, p, w)
+		}
+	}
+	if msg := ps.Error(); !strings.HasPrefix(msg, "3 problems: a.toml:6: rule ") || !strings.Contains(msg, "; b.toml:3: ") {
+		t.Errorf("Error() = %q", msg)
+	}
+	// A duplicate names where the first one is.
+	ps = loadProblems(t, src("one.toml", rule("a", "on_x", "", "", notify("x"))), src("two.toml", "\n"+rule("a", "on_y", "", "", notify("y"))))
+	if len(ps) != 1 || ps[0] != (protocol.Problem{File: "two.toml", Line: 3, Message: `rule "a" is defined twice (first at one.toml:2)`}) {
+		t.Errorf("duplicate: %#v", ps)
+	}
+}
+
+// Decoding errors have the column the decoder gives.
+func TestLoad_problemColumns(t *testing.T) {
+	for _, tc := range []struct {
+		src  Source
+		want protocol.Problem
+	}{
+		{src("bad.toml", "[rule]\nid = \"a\"\ntrigger = on_turn_start\n"), protocol.Problem{File: "bad.toml", Line: 3, Col: 11}},
+		{src("u.toml", "[rule]\nid = \"a\"\n  prio = 3\n"), protocol.Problem{File: "u.toml", Line: 3, Col: 3, Message: `unknown key "rule.prio"`}},
+		{src("j.json", "{\"rule\": {\"id\": \"a\",\n \"trigger\": }}"), protocol.Problem{File: "j.json", Line: 2, Col: 13}},
+		{src("j.json", "{}\n  x"), protocol.Problem{File: "j.json", Line: 2, Col: 3, Message: "data after the JSON value"}},
+		{src("j.json", "{\"rule\": {\"id\": \"a\",\n\"trigger\": \"on_x\",\n\"bogus\": 1}}"), protocol.Problem{File: "j.json", Line: 3, Message: `unknown field "bogus"`}},
+	} {
+		p := loadProblems(t, tc.src)[0]
+		if p.File != tc.want.File || p.Line != tc.want.Line || p.Col != tc.want.Col || (tc.want.Message != "" && p.Message != tc.want.Message) {
+			t.Errorf("%q: got %#v, want %#v", tc.src.Text, p, tc.want)
+		}
+	}
+}
+
+// A Lua compile error is a problem at the script's line: in the script
+// file, or in the rule file for inline Lua.
+func TestLoad_luaProblemsAtTheirLine(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cond.lua"), []byte("-- a condition\nlocal x = 1\nreturn x ==\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "act.lua"), []byte("notify('x')\nnotify(\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inline := "[rule]\nid = \"in\"\ntrigger = \"e\"\n[condition]\nlua = '''\nlocal a = 1\nlocal b = 2\nreturn a = b\n'''\n[action]\ntype = \"log\"\nmessage = \"m\"\n"
+	oneLine := "[rule]\nid = \"one\"\ntrigger = \"e\"\n[[actions]]\ntype = \"log\"\nmessage = \"m\"\n[[actions]]\ntype = \"lua\"\nlua = \"local a = 1\\nreturn (\"\n"
+	files := "[rule]\nid = \"f\"\ntrigger = \"e\"\n[condition]\nscript = \"cond.lua\"\n[action]\ntype = \"lua\"\nscript = \"act.lua\"\n"
+	missing := "[rule]\nid = \"m\"\ntrigger = \"e\"\n[condition]\nscript = \"nope.lua\"\n[action]\ntype = \"log\"\nmessage = \"m\"\n"
+	for _, tc := range []struct {
+		name, text string
+		want       []protocol.Problem // messages: prefixes
+	}{
+		{"inline", inline, []protocol.Problem{{File: "r.toml", Line: 8, Message: `rule "in": condition: `}}},
+		{"one line", oneLine, []protocol.Problem{{File: "r.toml", Line: 9, Message: `rule "one": action 2 (lua): `}}},
+		{"files", files, []protocol.Problem{
+			{File: filepath.Join(dir, "cond.lua"), Line: 3, Message: `rule "f": condition: `},
+			{File: filepath.Join(dir, "act.lua"), Line: 2, Message: `rule "f": action 1 (lua): `}}},
+		{"missing file", missing, []protocol.Problem{{File: "r.toml", Line: 5, Message: `rule "m": condition: script: stat `}}},
+	} {
+		ps := loadProblems(t, Source{Name: "r.toml", Text: []byte(tc.text), Dir: dir})
+		if len(ps) != len(tc.want) {
+			t.Errorf("%s: problems %q", tc.name, ps)
+			continue
+		}
+		for i, w := range tc.want {
+			p := ps[i]
+			if p.File != w.File || p.Line != w.Line || !strings.HasPrefix(p.Message, w.Message) || len(p.Message) == len(w.Message) ||
+				strings.Contains(p.Message, w.File+":") || strings.Contains(p.Message, "(condition):") || strings.Contains(p.Message, "(action):") {
+				t.Errorf("%s: got %#v, want %#v and a message without the script's name and line", tc.name, p, w)
+			}
+		}
+	}
+}
+
+// A rule test file's problems are protocol.Problems too, every one of them.
+func TestParseTests_problems(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []protocol.Problem
+	}{
+		{"unknown key", "[[cases]]\nname = \"a\"\nevent = \"e\"\nfired = []\nfird = []\n",
+			[]protocol.Problem{{File: "t.test.toml", Line: 5, Col: 1, Message: `unknown key "cases.fird"`}}},
+		{"no cases", "rules = []\n", []protocol.Problem{{File: "t.test.toml", Line: 1, Message: "no [[cases]]"}}},
+		{"two bad cases", "[[cases]]\nname = \"a\"\nevent = \"Bad\"\nfired = []\n\n[[cases]]\nname = \"b\"\nevent = \"e\"\n",
+			[]protocol.Problem{
+				{File: "t.test.toml", Line: 2, Message: "case 1: name and a valid event are required"},
+				{File: "t.test.toml", Line: 7, Message: `case "b" expects nothing (give fired, notices, denied or state_after)`}}},
+	} {
+		_, err := ParseTests(Source{Name: "t.test.toml", Text: []byte(tc.text)})
+		var ps protocol.Problems
+		if !errors.As(err, &ps) || len(ps) != len(tc.want) {
+			t.Errorf("%s: error %v", tc.name, err)
+			continue
+		}
+		for i := range ps {
+			if ps[i] != tc.want[i] {
+				t.Errorf("%s: got %#v, want %#v", tc.name, ps[i], tc.want[i])
+			}
+		}
+	}
+}

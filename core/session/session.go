@@ -1,0 +1,198 @@
+package session
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// Limits of a session's in-memory data.
+const (
+	RecentToolsKept = 20   // context.history.recent_tools
+	NoticesKept     = 1000 // notices waiting for notifications_drain
+)
+
+// Table holds the sessions of one engine.
+type Table struct {
+	byName    sync.Map // name -> *Session; the default session is not in it
+	fallback  Session  // the default session
+	anyPolicy atomic.Bool
+}
+
+// Get returns the session named name, creating it. name must be Clara's
+// own string (protocol.SessionName), as the table keeps it.
+func (t *Table) Get(name string) *Session {
+	if name == protocol.DefaultSession {
+		return &t.fallback
+	}
+	if s, ok := t.byName.Load(name); ok {
+		return s.(*Session)
+	}
+	s, _ := t.byName.LoadOrStore(name, &Session{})
+	return s.(*Session)
+}
+
+// Policy is the session's layer of policy, nil when it has none, without
+// creating the session: the common case (no session was ever narrowed)
+// costs one atomic load.
+func (t *Table) Policy(name string) *toolbox.Policy {
+	if !t.anyPolicy.Load() {
+		return nil
+	}
+	if name == protocol.DefaultSession {
+		return t.fallback.policy.Load()
+	}
+	if s, ok := t.byName.Load(name); ok {
+		return s.(*Session).policy.Load()
+	}
+	return nil
+}
+
+// End forgets what the session holds in memory: history, notices, policy.
+func (t *Table) End(name string) {
+	if name == protocol.DefaultSession {
+		t.fallback.clear()
+		return
+	}
+	t.byName.Delete(name)
+}
+
+// Reset forgets every session.
+func (t *Table) Reset() {
+	t.byName.Range(func(k, _ any) bool { t.byName.Delete(k); return true })
+	t.fallback.clear()
+	t.anyPolicy.Store(false)
+}
+
+// DropPolicies forgets every session's policy layer: the host's way back in
+// when a session policy locked it out (configuration key
+// reset.session_policies).
+func (t *Table) DropPolicies() {
+	t.byName.Range(func(_, v any) bool { v.(*Session).policy.Store(nil); return true })
+	t.fallback.policy.Store(nil)
+}
+
+// Session is what Clara keeps in memory for one session.
+type Session struct {
+	mu sync.Mutex
+	// history
+	toolCount    int
+	failureCount int
+	recent       [RecentToolsKept]string // the last tool names, a ring: the oldest at recentNext once full
+	recentNext   int
+	recentLen    int
+	consecutive  map[string]int
+	// notices not yet drained
+	notices []protocol.Notice
+	dropped int // notices dropped because the queue was full, reported by the next drain
+	// policy is narrowed under mu and read without it.
+	policy atomic.Pointer[toolbox.Policy]
+}
+
+func (s *Session) clear() {
+	s.mu.Lock()
+	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
+	s.recent, s.recentNext, s.recentLen = [RecentToolsKept]string{}, 0, 0
+	s.policy.Store(nil)
+	s.mu.Unlock()
+}
+
+// RecordCall updates the history after a tool call. tool must be a string
+// Clara owns (a registered tool's name).
+func (s *Session) RecordCall(tool string, failed bool) {
+	s.mu.Lock()
+	s.toolCount++
+	// A ring, not a slice shifted on every call: this runs on every call.
+	s.recent[s.recentNext] = tool
+	s.recentNext = (s.recentNext + 1) % RecentToolsKept
+	if s.recentLen < RecentToolsKept {
+		s.recentLen++
+	}
+	if failed {
+		s.failureCount++
+		if s.consecutive == nil {
+			s.consecutive = map[string]int{}
+		}
+		s.consecutive[tool]++
+	} else if s.consecutive[tool] != 0 {
+		delete(s.consecutive, tool)
+	}
+	s.mu.Unlock()
+}
+
+// History is context.history: {tool_count, failure_count, recent_tools,
+// consecutive_failures}, a fresh copy.
+func (s *Session) History() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recent := make([]any, s.recentLen)
+	first := (s.recentNext - s.recentLen + RecentToolsKept) % RecentToolsKept
+	for i := range recent {
+		recent[i] = s.recent[(first+i)%RecentToolsKept]
+	}
+	consecutive := make(map[string]any, len(s.consecutive))
+	for t, n := range s.consecutive {
+		consecutive[t] = float64(n)
+	}
+	return map[string]any{
+		"tool_count":           float64(s.toolCount),
+		"failure_count":        float64(s.failureCount),
+		"recent_tools":         recent,
+		"consecutive_failures": consecutive,
+	}
+}
+
+// Queue keeps notices for Drain; when full, the oldest go and the next
+// drain says how many.
+func (s *Session) Queue(ns []protocol.Notice) {
+	if len(ns) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.notices = append(s.notices, ns...)
+	// Only the newest NoticesKept are kept. Dropping the oldest on every
+	// queue would copy the whole queue each time a caller that never drains
+	// gets a notice; letting it grow to twice that and cutting back in one
+	// copy costs O(1) per notice. Drain returns the newest NoticesKept.
+	if over := len(s.notices) - NoticesKept; over >= NoticesKept {
+		s.notices = append(s.notices[:0], s.notices[over:]...)
+		s.dropped += over
+	}
+	s.mu.Unlock()
+}
+
+// Drain returns and forgets the queued notices, and how many were dropped
+// since the last drain because the queue was full.
+func (s *Session) Drain() ([]protocol.Notice, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns, dropped := s.notices, s.dropped
+	if over := len(ns) - NoticesKept; over > 0 {
+		ns, dropped = ns[over:], dropped+over
+	}
+	s.notices, s.dropped = nil, 0
+	if ns == nil {
+		ns = []protocol.Notice{}
+	}
+	return ns, dropped
+}
+
+// Policy is the session's layer of policy, nil when it has none.
+func (s *Session) Policy() *toolbox.Policy { return s.policy.Load() }
+
+// NarrowPolicy narrows the session's policy by p (it can only shrink) and
+// returns the new layer, which denials name as `session "NAME"`.
+func (t *Table) NarrowPolicy(name string, p *toolbox.Policy) *toolbox.Policy {
+	s := t.Get(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.policy.Load().Narrow(p, "session \""+name+"\"")
+	if next == nil {
+		return nil
+	}
+	s.policy.Store(next)
+	t.anyPolicy.Store(true)
+	return next
+}

@@ -1,0 +1,86 @@
+package session
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// The queue keeps the newest NoticesKept notices, in order, and counts the
+// rest as dropped, however the notices arrive.
+func TestSession_queue_keeps_the_newest_notices(t *testing.T) {
+	for _, batch := range []int{1, 7, 999, 1000, 2500} {
+		s := &Session{}
+		total := 2*NoticesKept + 345
+		for i := 0; i < total; {
+			var ns []protocol.Notice
+			for j := 0; j < batch && i < total; j, i = j+1, i+1 {
+				ns = append(ns, protocol.Notice{Message: fmt.Sprint(i)})
+			}
+			s.Queue(ns)
+			if len(s.notices) > 2*NoticesKept+batch {
+				t.Fatalf("batch %d: queue holds %d notices", batch, len(s.notices))
+			}
+		}
+		got, dropped := s.Drain()
+		if len(got) != NoticesKept || dropped != total-NoticesKept {
+			t.Fatalf("batch %d: drained %d, dropped %d; want %d, %d", batch, len(got), dropped, NoticesKept, total-NoticesKept)
+		}
+		for i, n := range got {
+			if want := fmt.Sprint(total - NoticesKept + i); n.Message != want {
+				t.Fatalf("batch %d: notice %d is %s, want %s", batch, i, n.Message, want)
+			}
+		}
+		if got, dropped := s.Drain(); len(got) != 0 || dropped != 0 {
+			t.Fatalf("batch %d: second drain gave %d notices, %d dropped", batch, len(got), dropped)
+		}
+	}
+}
+
+// recent_tools holds the last 20 names, oldest first, however many calls.
+func TestSession_recent_tools_ring(t *testing.T) {
+	for _, n := range []int{0, 1, 19, 20, 21, 45} {
+		s := &Session{}
+		for i := 0; i < n; i++ {
+			s.RecordCall(fmt.Sprint("t", i), false)
+		}
+		got := s.History()["recent_tools"].([]any)
+		want := []any{}
+		for i := max(0, n-RecentToolsKept); i < n; i++ {
+			want = append(want, fmt.Sprint("t", i))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || s.History()["tool_count"] != float64(n) {
+			t.Errorf("after %d calls: recent %v, want %v", n, got, want)
+		}
+	}
+}
+
+// A session's policy only narrows; the table answers without creating
+// sessions, and DropPolicies and End forget the layers.
+func TestTable_policy_narrows_and_drops(t *testing.T) {
+	var tab Table
+	if tab.Policy("s1") != nil {
+		t.Fatal("a policy before any narrowing")
+	}
+	tab.NarrowPolicy("s1", toolbox.NewPolicy("", nil, []string{"a"}))
+	tab.NarrowPolicy("s1", toolbox.NewPolicy("", []string{"a", "b"}, nil))
+	p := tab.Policy("s1")
+	if (toolbox.Scope{Session: p}).Allows("a") || !(toolbox.Scope{Session: p}).Allows("b") || (toolbox.Scope{Session: p}).Allows("c") {
+		t.Fatalf("narrowed policy: %v", toolbox.Scope{Session: p})
+	}
+	tab.NarrowPolicy(protocol.DefaultSession, toolbox.NewPolicy("", nil, []string{"x"}))
+	if tab.Policy(protocol.DefaultSession) == nil || tab.Policy("s2") != nil {
+		t.Fatal("default session's policy missing, or another session got one")
+	}
+	tab.DropPolicies()
+	if tab.Policy("s1") != nil || tab.Policy(protocol.DefaultSession) != nil {
+		t.Fatal("DropPolicies kept a layer")
+	}
+	tab.NarrowPolicy("s1", toolbox.NewPolicy("", nil, []string{"a"}))
+	tab.End("s1")
+	if tab.Policy("s1") != nil {
+		t.Fatal("End kept the session's policy")
+	}
+}

@@ -1,0 +1,40 @@
+package toolbox
+
+// Builtin declares a tool shipped with Clara. Every built-in tool — the
+// toolbox's own, the engine's, the rules', the callbacks' — is one Builtin
+// value; Tool turns it into a registered tool.
+type Builtin struct {
+	Name         string
+	Description  string
+	Schema       string   // JSON Schema of the arguments; "" accepts any object
+	Capabilities []string // what test mode and policy look at
+	LLMVisible   bool     // offered to models and MCP clients
+	// Admin marks an administrative tool (rules, state, callbacks, session
+	// policy): out of reach of nested calls and of on_tool_call rules unless
+	// the configuration says otherwise, so that nothing a rule, a script or
+	// a model does can lock the host out.
+	Admin bool
+	// MaxOutputBytes is the tool's own output cap, for tools whose answers
+	// can exceed the configured default (0: the default).
+	MaxOutputBytes int
+	// Timed tools run under the call's deadline on a goroutine of their own
+	// (they may wait on the network); the others are trusted Go functions
+	// that return promptly and run inline.
+	Timed bool
+	Run   Func
+}
+
+// Tool builds the registered tool.
+func (b Builtin) Tool() (*Tool, error) {
+	d := Descriptor{Name: b.Name, Description: b.Description, Returns: ReturnsJSON, Capabilities: b.Capabilities,
+		LLMVisible: b.LLMVisible, Limits: Limits{MaxOutputBytes: b.MaxOutputBytes}}
+	if b.Schema != "" {
+		d.InputSchema = []byte(b.Schema)
+	}
+	t, err := NewTool(d, ToolOptions{Run: b.Run, Builtin: true, Inline: !b.Timed})
+	if err != nil {
+		return nil, err
+	}
+	t.Admin = b.Admin
+	return t, nil
+}

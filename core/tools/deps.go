@@ -1,0 +1,95 @@
+package tools
+
+import (
+	"context"
+	"time"
+
+	"github.com/clara-lib/clara/core/session"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// Deps are what the built-in tools reach.
+type Deps struct {
+	Now       func() time.Time  // the clock of get_time; time.Now when nil
+	Registry  *toolbox.Registry // tools_list
+	Audit     *toolbox.Audit    // audit_tail
+	KV        *KV               // kv_*
+	Sessions  *session.Table    // session_policy, notifications_drain
+	Engine    Engine            // emit_event, session_end, state_*, rules_*
+	Callbacks Callbacks         // callback_*
+	Async     Async             // async_result, async_cancel
+}
+
+// Async is what async_result and async_cancel reach: the table of
+// asynchronous calls (*async.Table).
+type Async interface {
+	// Wait waits at most timeout, or until ctx ends, for the call's answer;
+	// done is false while it runs. err: the handle is unknown or spent.
+	Wait(ctx context.Context, handle int64, timeout time.Duration) (envelope []byte, done bool, err error)
+	// Cancel cancels the call.
+	Cancel(handle int64) error
+}
+
+// Engine is what the event, session, state and rule tools reach of the
+// engine. Its methods are safe for concurrent use; ctx is the calling
+// tool's.
+type Engine interface {
+	// Emit fires an event in session and returns the result object of an
+	// emission (SPEC §7.3).
+	Emit(ctx context.Context, session, event string, payload map[string]any, trace bool) ([]byte, error)
+	// EndSession emits on_session_end in session, then frees what the
+	// session holds in memory; it returns the emission's result object.
+	EndSession(ctx context.Context, session string) ([]byte, error)
+	// StateGet reads a value of the session's rule state (raw JSON).
+	StateGet(session, key string) (value []byte, found bool, err error)
+	// StateSet stores a raw JSON value in the session's rule state.
+	StateSet(session, key string, value []byte) error
+	// LoadRules adds or reloads rules and returns the rule listing.
+	LoadRules(ctx context.Context, r RulesLoad) ([]byte, error)
+	// ListRules lists the rules in force, of one trigger when not "".
+	ListRules(trigger string) ([]byte, error)
+	// TestRules runs a rule test file (a path or inline TOML).
+	TestRules(ctx context.Context, path string, toml *string) ([]byte, error)
+}
+
+// RulesLoad are rules_load's arguments.
+type RulesLoad struct {
+	TOML  *string  `json:"toml"`
+	Name  string   `json:"name"`
+	Paths []string `json:"paths"`
+}
+
+// Callbacks is what the callback tools reach (SPEC §9.2). args are the
+// tool's arguments, already checked against its schema. Methods are safe
+// for concurrent use; an error is the call's error.
+type Callbacks interface {
+	Upsert(session string, args []byte) ([]byte, error)
+	Toggle(session string, args []byte) ([]byte, error)
+	List(session string, args []byte) ([]byte, error)
+	Get(session string, args []byte) ([]byte, error)
+	Trigger(ctx context.Context, session string, args []byte) ([]byte, error)
+}
+
+// All returns every built-in tool.
+func All(d Deps) []toolbox.Builtin {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	list := []toolbox.Builtin{
+		echo(), getTime(d.Now), mathEval(),
+		kvSet(d.KV), kvGet(d.KV), kvDelete(d.KV), kvList(d.KV),
+		toolsList(d.Registry), auditTail(d.Audit),
+		sessionPolicy(d.Sessions), notificationsDrain(d.Sessions),
+	}
+	if d.Engine != nil {
+		list = append(list, emitEvent(d.Engine), sessionEnd(d.Engine), stateGet(d.Engine), stateSet(d.Engine),
+			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine))
+	}
+	if d.Async != nil {
+		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))
+	}
+	if d.Callbacks != nil {
+		list = append(list, callbackTools(d.Callbacks)...)
+	}
+	return list
+}

@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: MIT
+"""clara - Python for libclara: call tools, write tools, fire rules.
+
+    import clara
+
+    clara.call("echo", message="hello")          # -> {'message': 'hello'}
+    clara.call("nonexistent")                     # raises clara.UnknownTool
+
+    @clara.tool
+    def area(width: float, height: float = 1.0) -> float:
+        '''The area of a rectangle.'''
+        return width * height
+
+    clara.call("area", width=3, height=4)         # -> 12
+
+The package needs only the standard library; it talks to libclara.so
+through ctypes. The library is the copy bundled in the package (a wheel
+carries one), else the file CLARA_LIBRARY names, else the soname
+libclara.so.0 through the dynamic loader.
+
+Calls: call() returns the tool's result or raises the ClaraError subclass
+of the envelope's error code; evaluate() takes a whole request of the
+protocol and returns the envelope as a dict, errors included. call_async()
+and evaluate_async() are the same for asyncio code.
+
+Threads: every function may be called from any thread at once (ctypes
+releases the GIL during each call). Tools and the log handler run on
+Clara's threads. Processes: after fork() a child must not use a library
+its parent loaded (this package raises RuntimeError there); with
+multiprocessing use the "spawn" start method.
+
+See docs/python.md for the whole guide.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union, overload
+
+from . import _binding
+from ._binding import MISSING, Clara, LogHandler, Text
+from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
+                      OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
+                      UnknownTool, check)
+from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
+                       CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
+                       CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
+                       CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_LOG_WARN, CLARA_OK, CLARA_VERSION,
+                       CLARA_VERSION_MAJOR, CLARA_VERSION_MINOR, CLARA_VERSION_NUMBER, CLARA_VERSION_PATCH,
+                       load_library)
+from ._session import Session
+from ._version import __version__
+
+__all__ = [
+    "__version__",
+    # calls
+    "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
+    # tools
+    "tool", "tools", "register_tool", "unregister_tool",
+    # configuration, events, sessions, logging
+    "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler",
+    # the binding
+    "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
+    # errors
+    "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
+    "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
+    # constants of clara.h
+    "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
+    "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
+    "CLARA_JSON_MISSING", "CLARA_JSON_NULL", "CLARA_JSON_FALSE", "CLARA_JSON_TRUE", "CLARA_JSON_INTEGER",
+    "CLARA_JSON_FLOAT", "CLARA_JSON_STRING", "CLARA_JSON_ARRAY", "CLARA_JSON_OBJECT",
+    "CLARA_LOG_DEBUG", "CLARA_LOG_INFO", "CLARA_LOG_WARN", "CLARA_LOG_ERROR", "CLARA_LOG_OFF",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Request = Union[Mapping[str, Any], List[Any], Text]
+
+
+def _get() -> Clara:
+    c = _binding._default
+    return c if c is not None else _binding.default()
+
+
+# ---- Calls --------------------------------------------------------------------
+
+def call(tool: str, /, **arguments: Any) -> Any:
+    """Call a tool with keyword arguments and return its result (a Python
+    value). Raises the ClaraError subclass of the error: UnknownTool,
+    InvalidArgs, Denied, RateLimited, Timeout, OutputTooLarge, ToolFailed,
+    InternalError, InvalidRequest."""
+    return _get()._call(tool, arguments, None)
+
+
+def evaluate(request: Request) -> Dict[str, Any]:
+    """Serve one request of the protocol (a dict, or JSON text sent as is)
+    and return the envelope as a dict; errors are envelopes, not exceptions
+    (check() raises them)."""
+    return _get().evaluate(request)
+
+
+def evaluate_raw(request: Optional[Text]) -> str:
+    """evaluate() with the envelope as text (see Clara.evaluate_raw)."""
+    return _get().evaluate_raw(request)
+
+
+async def call_async(tool: str, /, **arguments: Any) -> Any:
+    """call() for asyncio code: the call runs in the background inside
+    Clara, and the running event loop learns of its end through Clara's
+    eventfd (no thread waits for it). Cancelling the awaiting task cancels
+    the call: an HTTP call or a chat stops; a tool already running runs to
+    its end and its result is dropped."""
+    return await _get()._call_async(tool, arguments, None)
+
+
+async def evaluate_async(request: Request) -> Dict[str, Any]:
+    """evaluate() for asyncio code (see call_async for cancellation)."""
+    return await _get().evaluate_async(request)
+
+
+# ---- Tools --------------------------------------------------------------------
+
+@overload
+def tool(fn: F, /) -> F: ...
+
+
+@overload
+def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optional[str] = None,
+         input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
+         capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None) -> Callable[[F], F]: ...
+
+
+def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
+         description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
+         limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
+         llm_visible: Optional[bool] = None) -> Any:
+    """Register a function as a tool; use as @clara.tool or
+    @clara.tool(name=..., description=..., limits=..., capabilities=...,
+    input_schema=..., llm_visible=...). Returns the function unchanged.
+
+    The input schema is built from the signature and type hints (int, float,
+    str, bool, list[T], dict[str, T], Optional, Union, Literal, TypedDict,
+    dataclasses, Annotated[T, "description"]); parameters with a default
+    are not required; an explicit input_schema= wins. The description is
+    the docstring unless given. The name is the function's unless given.
+
+    The function is called with keyword arguments (dataclass parameters
+    rebuilt from their JSON objects); its return value is sent as JSON. An
+    exception raised in it becomes tool_failed with "<Type>: <message>". An
+    async def runs on an event loop the package owns, on its own thread.
+    Raises TypeError for a hint it cannot express, RegistrationError when
+    Clara refuses the descriptor."""
+    from ._tools import decorate
+    return decorate(None, fn, name=name, description=description, input_schema=input_schema,
+                    limits=limits, capabilities=capabilities, llm_visible=llm_visible)
+
+
+def tools() -> List[Dict[str, Any]]:
+    """The descriptors of every tool, built-in and registered."""
+    return _get().tools()
+
+
+def register_tool(descriptor: Union[Mapping[str, Any], Text], func: Callable[[Dict[str, Any]], Any]) -> Optional[str]:
+    """Register func(arguments: dict) under a descriptor written by hand
+    (see Clara.register_tool); returns the tool's name."""
+    return _get().register_tool(descriptor, func)
+
+
+def unregister_tool(name: Union[str, bytes]) -> None:
+    """Remove a tool (see Clara.unregister_tool)."""
+    _get().unregister_tool(name)
+
+
+# ---- Configuration, events, logging ---------------------------------------------
+
+def configure(config: Union[Mapping[str, Any], Text, "os.PathLike[str]"]) -> Dict[str, Any]:
+    """Apply configuration (a dict, TOML/JSON text, or the path of a file as
+    a pathlib.Path) on top of the one in force; returns the envelope (see
+    Clara.configure)."""
+    return _get().configure(config)
+
+
+def reset() -> Dict[str, Any]:
+    """Back to the default configuration, dropping registered tools; returns
+    the envelope."""
+    return _get().reset()
+
+
+def emit(event: Union[str, Mapping[str, Any]], payload: Any = None, session: Optional[str] = None,
+         trace: bool = False) -> Dict[str, Any]:
+    """Fire an event at the rules; returns the envelope (see Clara.emit)."""
+    return _get().emit(event, payload, session, trace)
+
+
+def emit_raw(event: Optional[Text]) -> str:
+    """clara_emit with text in and text out (see Clara.emit_raw)."""
+    return _get().emit_raw(event)
+
+
+def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_INFO) -> None:
+    """Send Clara's log messages to handler(level, message) (see
+    Clara.set_log_handler); None restores stderr."""
+    _get().set_log_handler(handler, min_level)
+
+
+# ---- The rest of the C interface -------------------------------------------------
+
+def version() -> str:
+    """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+    return _get().version()
+
+
+def version_number() -> int:
+    """The loaded library's version as major*1000000 + minor*1000 + patch."""
+    return _get().version_number()
+
+
+def strerror(code: int) -> str:
+    """Describe a CLARA_E* status code."""
+    return _get().strerror(code)
+
+
+def json_get(doc: Request, path: Text, default: Any = MISSING) -> Any:
+    """The value at a gjson path in a JSON document (see Clara.json_get)."""
+    return _get().json_get(doc, path, default)
+
+
+def json_get_raw(doc: Request, path: Text) -> Tuple[int, Optional[bytes]]:
+    """clara_json_get as (kind, bytes) (see Clara.json_get_raw)."""
+    return _get().json_get_raw(doc, path)

@@ -1,0 +1,710 @@
+# SPDX-License-Identifier: MIT
+"""The binding: the Clara class over the loaded library, the process-wide
+keep-alives of Python tools and of the log handler, and the shared default
+instance behind the module-level functions.
+
+Ownership (what this module guarantees):
+  * Everything passed in (dicts, str, bytes) is copied or borrowed only for
+    the duration of the call; Clara keeps nothing.
+  * Every char * the library returns is copied into Python (ctypes.string_at)
+    and freed with clara_free_string() before the function returns.
+  * The log handler's ctypes callback is kept alive (a module global) while
+    it is installed and dropped once clara_set_log_handler() has returned,
+    which guarantees the old one is idle.
+  * A tool's ctypes callback and Python function are kept alive (a module
+    dict keyed by the integer given to Clara as userdata) until Clara calls
+    free_userdata, which it does exactly once, after the tool was
+    unregistered, replaced or dropped by reset() and its last running call
+    returned (or at once when the registration failed).
+  * Nothing raised inside a tool or a log handler crosses into C: a tool's
+    exception becomes clara_call_error, a handler's is swallowed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import logging
+import os
+import threading
+import weakref
+from types import TracebackType
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Type,
+                    TypeVar, Union, overload)
+
+from . import _aio, _json
+from ._errors import ClaraError, InternalError, RegistrationError
+from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_FALSE, CLARA_JSON_FLOAT,
+                       CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL, CLARA_JSON_OBJECT,
+                       CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_OK, FREE_FN,
+                       LOG_FN, TOOL_FN, declare, load_library)
+
+if TYPE_CHECKING:
+    from ._tools import AnyFunction
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: A request or a configuration: a dict (sent as JSON) or JSON/TOML text.
+Text = Union[str, bytes, bytearray, memoryview]
+
+_log = logging.getLogger("clara")
+
+
+class _Missing:
+    """The type of MISSING. There is one instance; compare with `is`."""
+
+    __slots__ = ()
+    _instance: Optional[_Missing] = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "clara.MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> Tuple[Type[_Missing], Tuple[()]]:
+        return (_Missing, ())
+
+
+#: What json_get() returns when nothing is at the path (CLARA_JSON_MISSING).
+#: It is distinct from None, which stands for a JSON null. It is falsy.
+MISSING = _Missing()
+
+
+# ---- Helpers ----------------------------------------------------------------
+
+def _to_bytes(value: Optional[Text], what: str) -> Optional[bytes]:
+    """str -> UTF-8 bytes; bytes/bytearray/memoryview -> bytes; None -> None
+    (a NULL pointer). Refuses embedded NULs, which C would silently cut."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
+    if b"\0" in data:
+        raise ValueError("%s contains a NUL byte, which the C interface cannot carry "
+                         "(write it as \\u0000 inside a JSON string)" % what)
+    return data
+
+
+def _json_bytes(value: Any, what: str) -> Optional[bytes]:
+    """dict/list -> compact JSON in UTF-8; str/bytes -> verbatim."""
+    if isinstance(value, (dict, list)):
+        return _json.dumps(value).encode("utf-8")
+    return _to_bytes(value, what)
+
+
+def _error_text(exc: BaseException) -> bytes:
+    """"<ExceptionType>: <message>" (just the type when the message is
+    empty), as bytes C can carry (UTF-8, no NUL)."""
+    try:
+        msg = str(exc)
+    except BaseException:  # noqa: B036 - a broken __str__
+        msg = ""
+    text = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
+    return text.encode("utf-8", "replace").replace(b"\0", b"\\0")
+
+
+# ---- fork() -----------------------------------------------------------------
+
+# Every Clara instance, so that a fork() child can disarm them all.
+_instances: "weakref.WeakSet[Clara]" = weakref.WeakSet()
+_forked = False
+_FORK_MESSAGE = ("clara: this process was created by fork() from a process that had loaded libclara; "
+                 "the Go runtime inside the library does not survive fork(), so this process cannot use "
+                 "Clara. With multiprocessing, use the \"spawn\" start method "
+                 "(multiprocessing.get_context(\"spawn\")).")
+
+
+def _refuse(*_args: Any) -> Any:
+    raise RuntimeError(_FORK_MESSAGE)
+
+
+class _ForkedLibrary:
+    """Stands in for the CDLL in a fork() child: every function raises."""
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        return _refuse
+
+
+def _after_fork_in_child() -> None:
+    # Runs in the child, which has one thread. A library loaded by the parent
+    # is unusable here (its Go threads were not copied); one never loaded is
+    # fine to load now.
+    global _forked
+    live = list(_instances)
+    if not live:
+        return
+    _forked = True
+    for instance in live:
+        instance._disarm()
+    _aio.forget_after_fork()    # its threads and calls stayed in the parent
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---- Log handler --------------------------------------------------------------
+
+# The log handler is process-wide (the library is loaded once per process),
+# so its keep-alive is module-wide too, not per Clara instance.
+_log_lock = threading.Lock()
+_log_keepalive: Any = None   # the installed LOG_FN object, or None
+_log_lib: Any = None         # the library it was installed in
+
+LogHandler = Callable[[int, str], Any]
+
+
+def _make_log_trampoline(handler: LogHandler) -> Any:
+    def trampoline(_userdata: Any, level: int, message: Optional[bytes]) -> None:
+        # Runs on a Clara (Go-owned) thread. Nothing may escape into C.
+        try:
+            text = message.decode("utf-8", "replace") if message is not None else ""
+            handler(level, text)
+        except BaseException:  # noqa: B036 - swallow everything, by design
+            pass
+    return LOG_FN(trampoline)
+
+
+# ---- Tools ----------------------------------------------------------------------
+
+class _ToolEntry:
+    """What the keep-alive holds for one registration."""
+
+    __slots__ = ("callback", "func", "name")
+
+    def __init__(self, callback: Any, func: Callable[..., Any], name: Optional[str]) -> None:
+        self.callback = callback
+        self.func = func
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "<tool %r>" % self.name
+
+
+# _tool_keepalive maps the integer id given to Clara as userdata to the
+# entry. An entry is added before clara_register_tool is called and removed
+# only by _free_userdata, which Clara calls exactly once when it no longer
+# needs the callback.
+_tool_lock = threading.Lock()
+_tool_keepalive: Dict[int, _ToolEntry] = {}
+_tool_next_id = 1          # never 0: userdata 0 would be a NULL pointer
+_tool_lib: Any = None      # the library the tools were registered in (for atexit)
+# name -> id of the latest successful Python registration of that name still
+# alive; lets a Clara instance used as a context manager unregister only
+# what is still its own.
+_tool_current: Dict[str, int] = {}
+
+
+def _free_userdata(userdata: Optional[int]) -> None:
+    # Runs on whatever thread Clara releases the tool from (the caller of
+    # clara_unregister_tool/clara_register_tool/clara_reset, or the thread
+    # of the tool's last running call). Nothing may escape into C.
+    entry = None
+    try:
+        with _tool_lock:
+            entry = _tool_keepalive.pop(userdata or 0, None)
+            if entry is not None and entry.name is not None and _tool_current.get(entry.name) == userdata:
+                del _tool_current[entry.name]
+        # The callback and func die here, outside the lock (a __del__ of
+        # func may do anything, register a tool included).
+        entry = None
+    except BaseException:  # noqa: B036 - swallow everything, by design
+        pass
+
+
+# Module-level and never dropped: Clara may call it at any time, for tools
+# registered through any Clara instance.
+_FREE_USERDATA = FREE_FN(_free_userdata)
+
+
+def _make_tool_trampoline(lib: Any, invoke: Callable[[Dict[str, Any]], Any], returns: str,
+                          name: Optional[str]) -> Any:
+    """The TOOL_FN that runs invoke(arguments) for Clara. It returns 0 after
+    setting the result with clara_call_result, or 1 after clara_call_error."""
+    call_result, call_error = lib.clara_call_result, lib.clara_call_error
+
+    def trampoline(_userdata: Any, arguments: Optional[bytes], call: Any) -> int:
+        # Runs on a Clara (Go-owned) thread, with the GIL taken by ctypes.
+        # Nothing may escape into C: every exception becomes a tool error.
+        try:
+            args = _json.loads(arguments.decode("utf-8")) if arguments is not None else {}
+            result = invoke(args)
+            if returns == "string":
+                if not isinstance(result, str):
+                    raise TypeError('a "returns": "string" tool must return str, not %s'
+                                    % type(result).__name__)
+                data = _to_bytes(result, "the tool's result")
+            else:
+                data = _json.dumps(result).encode("utf-8")
+            call_result(call, data)
+            return 0
+        except BaseException as e:  # noqa: B036 - by design
+            try:
+                call_error(call, _error_text(e))
+                if _log.isEnabledFor(logging.DEBUG):
+                    _log.debug("tool %r raised %s", name, type(e).__name__, exc_info=True)
+            except BaseException:  # noqa: B036
+                pass
+            return 1
+    return TOOL_FN(trampoline)
+
+
+# Functions run at exit after the tools are unregistered (the event loop of
+# async tools stops there).
+_shutdown_hooks: List[Callable[[], None]] = []
+
+
+@atexit.register
+def _at_exit() -> None:
+    global _log_keepalive, _log_lib
+    if _forked:
+        return   # the child of a fork() must not call the library, even now
+    # No new call may enter the interpreter while it shuts down. (Calls that
+    # are still running cannot be stopped; they should have returned.)
+    with _tool_lock:
+        lib = _tool_lib
+        names = sorted({e.name for e in _tool_keepalive.values() if e.name})
+    if lib is not None:
+        for name in names:
+            try:
+                lib.clara_unregister_tool(name.encode("utf-8"))
+            except Exception:
+                pass
+    for hook in _shutdown_hooks:
+        try:
+            hook()
+        except Exception:
+            pass
+    # A message arriving while the interpreter shuts down would call into a
+    # dead interpreter: restore the default handler.
+    with _log_lock:
+        if _log_keepalive is not None and _log_lib is not None:
+            try:
+                _log_lib.clara_set_log_handler(LOG_FN(), None, CLARA_LOG_OFF)
+            except Exception:
+                pass
+            _log_keepalive = None
+            _log_lib = None
+
+
+# ---- The binding ------------------------------------------------------------
+
+class Clara:
+    """A handle on the loaded library.
+
+    Clara's state (configuration, tools, log handler) is process-wide: every
+    instance over the same library shares it. Instances are cheap and
+    thread-safe; the library cannot be unloaded. Used as a context manager,
+    an instance unregisters at exit the tools registered through it that are
+    still its own (not replaced since).
+    """
+
+    def __init__(self, path: Optional[Union[str, "os.PathLike[str]"]] = None) -> None:
+        """Load the library (the copy bundled in the package, then
+        CLARA_LIBRARY, then the soname libclara.so.0; or exactly `path` when
+        given) and declare its functions."""
+        if _forked:
+            raise RuntimeError(_FORK_MESSAGE)
+        lib, self.path = load_library(path)
+        declare(lib)
+        self._lib: Any = lib
+        # The two functions of every call, looked up once.
+        self._evaluate: Callable[[Optional[bytes]], Optional[int]] = lib.clara_evaluate
+        self._free: Callable[[int], None] = lib.clara_free_string
+        self._own: Dict[str, int] = {}
+        _instances.add(self)
+
+    def __repr__(self) -> str:
+        return "<clara.Clara %s>" % self.path
+
+    def __enter__(self) -> Clara:
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        with _tool_lock:
+            own = [name for name, ident in self._own.items() if _tool_current.get(name) == ident]
+            self._own.clear()
+        for name in own:
+            try:
+                self.unregister_tool(name)
+            except RegistrationError:
+                pass   # gone meanwhile
+
+    def _disarm(self) -> None:
+        self._lib = _ForkedLibrary()
+        self._evaluate = _refuse
+        self._free = _refuse
+
+    # -- internals --
+
+    def _take_string(self, ptr: Optional[int], what: str) -> bytes:
+        """Copy a malloc'd char * returned by Clara into bytes and free it."""
+        if not ptr:
+            raise MemoryError("%s returned NULL (malloc failed)" % what)
+        try:
+            return ctypes.string_at(ptr)
+        finally:
+            self._free(ptr)
+
+    @staticmethod
+    def _request(tool: str, arguments: Dict[str, Any], session: Optional[str]) -> bytes:
+        # The request is written around the encoded arguments, and JSON
+        # escapes NUL, so no NUL check is needed.
+        if type(tool) is not str:
+            raise TypeError("tool must be str, not %s" % type(tool).__name__)
+        if session is None:
+            request = '{"tool":%s,"arguments":%s}' % (_json.dumps_str(tool), _json.dumps(arguments))
+        else:
+            request = '{"tool":%s,"session":%s,"arguments":%s}' % (
+                _json.dumps_str(tool), _json.dumps_str(session), _json.dumps(arguments))
+        return request.encode("utf-8")
+
+    @staticmethod
+    def _result(text: bytes) -> Any:
+        envelope = _json.loads(text.decode("utf-8"))
+        if envelope["status"] == "success":
+            return envelope.get("result")
+        raise ClaraError.from_envelope(envelope)
+
+    def _call(self, tool: str, arguments: Dict[str, Any], session: Optional[str]) -> Any:
+        # The hot path of call().
+        ptr = self._evaluate(self._request(tool, arguments, session))
+        if not ptr:
+            raise MemoryError("clara_evaluate returned NULL (malloc failed)")
+        try:
+            text = ctypes.string_at(ptr)
+        finally:
+            self._free(ptr)
+        return self._result(text)
+
+    def _evaluate_bytes(self, request: bytes) -> bytes:
+        return self._take_string(self._evaluate(request), "clara_evaluate")
+
+    async def _call_async(self, tool: str, arguments: Dict[str, Any], session: Optional[str]) -> Any:
+        request = self._request(tool, arguments, session)
+        return self._result(await _aio.submit(self._lib, request, self._evaluate_bytes))
+
+    # -- version --
+
+    def version(self) -> str:
+        """The loaded library's version, "MAJOR.MINOR.PATCH"."""
+        return self._lib.clara_version().decode("ascii")  # type: ignore[no-any-return]
+
+    def version_number(self) -> int:
+        """major*1000000 + minor*1000 + patch of the loaded library. Compare
+        with CLARA_VERSION_NUMBER, the version this package was written for."""
+        return self._lib.clara_version_number()  # type: ignore[no-any-return]
+
+    # -- calls --
+
+    def call(self, tool: str, /, **arguments: Any) -> Any:
+        """Call a tool and return its result as a Python value; raise the
+        ClaraError subclass of the error code when the call fails."""
+        return self._call(tool, arguments, None)
+
+    def evaluate_raw(self, request: Optional[Text]) -> str:
+        """Send request (str, encoded UTF-8, or bytes sent verbatim; None
+        sends a NULL pointer) to clara_evaluate and return the envelope text.
+        Raises MemoryError if Clara returns NULL."""
+        data = _to_bytes(request, "request")
+        ptr = self._evaluate(data)
+        return self._take_string(ptr, "clara_evaluate").decode("utf-8")
+
+    def evaluate(self, request: Union[Mapping[str, Any], List[Any], Text]) -> Dict[str, Any]:
+        """Serve one request of the protocol and return the envelope as a dict.
+
+        request is a dict (sent as JSON) or str/bytes (sent verbatim). Errors
+        come back as error envelopes ({"status": "error", "error": CODE,
+        "message": ...}), not as exceptions; clara.check(envelope) turns one
+        into its exception."""
+        if isinstance(request, Mapping) and not isinstance(request, dict):
+            request = dict(request)
+        return _json.loads(self.evaluate_raw(_json_bytes(request, "request")))  # type: ignore[no-any-return]
+
+    async def call_async(self, tool: str, /, **arguments: Any) -> Any:
+        """call() for asyncio code: awaits the call without blocking the loop.
+        See clara.call_async."""
+        return await self._call_async(tool, arguments, None)
+
+    async def evaluate_async(self, request: Union[Mapping[str, Any], List[Any], Text]) -> Dict[str, Any]:
+        """evaluate() for asyncio code. See clara.evaluate_async."""
+        if isinstance(request, Mapping) and not isinstance(request, dict):
+            request = dict(request)
+        data = _json_bytes(request, "request")
+        if data is None:
+            raise TypeError("request must be a dict, a list, str or bytes, not None")
+        text = await _aio.submit(self._lib, data, self._evaluate_bytes)
+        return _json.loads(text.decode("utf-8"))  # type: ignore[no-any-return]
+
+    # -- configuration --
+
+    def configure(self, config: Union[Mapping[str, Any], Text, "os.PathLike[str]"]) -> Dict[str, Any]:
+        """Apply configuration on top of the one in force and return the
+        envelope: {"status": "success", "result": {"config": {...}}}, or an
+        invalid_request envelope whose "details" lists each problem (then
+        nothing was applied). config is a dict (sent as JSON), TOML or JSON
+        text (str/bytes), or a path (os.PathLike, e.g. pathlib.Path) of a
+        TOML or JSON file."""
+        if isinstance(config, os.PathLike):
+            with open(config, "rb") as f:
+                data = _to_bytes(f.read(), "config")
+        elif isinstance(config, Mapping):
+            data = _json_bytes(dict(config), "config")
+        else:
+            data = _json_bytes(config, "config")
+        ptr = self._lib.clara_configure(data)
+        return _json.loads(self._take_string(ptr, "clara_configure").decode("utf-8"))  # type: ignore[no-any-return]
+
+    def reset(self) -> Dict[str, Any]:
+        """Return to the default configuration (plus CLARA_CONFIG at load
+        time), dropping every registered tool, and return the envelope.
+        Meant for tests."""
+        ptr = self._lib.clara_reset()
+        return _json.loads(self._take_string(ptr, "clara_reset").decode("utf-8"))  # type: ignore[no-any-return]
+
+    # -- events --
+
+    def emit_raw(self, event: Optional[Text]) -> str:
+        """Send event (str/bytes verbatim; None sends a NULL pointer) to
+        clara_emit and return the envelope text."""
+        ptr = self._lib.clara_emit(_to_bytes(event, "event"))
+        return self._take_string(ptr, "clara_emit").decode("utf-8")
+
+    def emit(self, event: Union[str, Mapping[str, Any]], payload: Any = None, session: Optional[str] = None,
+             trace: bool = False) -> Dict[str, Any]:
+        """Fire an event at the rules and return the envelope:
+        {"status": "success", "result": {"fired": [...], "notices": [...],
+        "denied": None}} ("trace" too when asked). event is the event's name,
+        or a dict sent as the whole request."""
+        if isinstance(event, Mapping):
+            request: Dict[str, Any] = dict(event)
+        else:
+            request = {"event": event}
+            if payload is not None:
+                request["payload"] = payload
+            if session is not None:
+                request["session"] = session
+            if trace:
+                request["trace"] = True
+        return _json.loads(self.emit_raw(_json_bytes(request, "event")))  # type: ignore[no-any-return]
+
+    # -- reading JSON --
+
+    def json_get_raw(self, doc: Union[Mapping[str, Any], List[Any], Text], path: Text) -> Tuple[int, Optional[bytes]]:
+        """clara_json_get as (kind, bytes): kind is a CLARA_JSON_* value and
+        bytes the text Clara returned (None for CLARA_JSON_MISSING). Strings
+        keep embedded NULs. Raises ValueError when doc is not valid JSON
+        (-CLARA_EINVAL), MemoryError on -CLARA_ENOMEM, InternalError on any
+        other code."""
+        doc_b = _json_bytes(dict(doc) if isinstance(doc, Mapping) else doc, "doc")
+        path_b = _to_bytes(path, "path")
+        if doc_b is None or path_b is None:
+            raise TypeError("doc and path must not be None")
+        text = ctypes.c_void_p()
+        length = ctypes.c_size_t()
+        kind: int = self._lib.clara_json_get(doc_b, path_b, ctypes.byref(text), ctypes.byref(length))
+        try:
+            if kind < 0:
+                code = -kind
+                msg = "clara_json_get(path=%r): %s" % (path, self.strerror(code))
+                if code == CLARA_EINVAL:
+                    raise ValueError(msg)
+                if code == CLARA_ENOMEM:
+                    raise MemoryError(msg)
+                raise InternalError(msg)
+            if kind == CLARA_JSON_MISSING or not text.value:
+                return kind, None
+            return kind, ctypes.string_at(text.value, length.value)
+        finally:
+            if text.value:
+                self._free(text.value)
+
+    def json_get(self, doc: Union[Mapping[str, Any], List[Any], Text], path: Text, default: Any = MISSING) -> Any:
+        """The value at a gjson path (e.g. "result.items.0.name", "details.#")
+        in doc (str/bytes of JSON, or a dict/list), as a Python value:
+
+            missing -> `default` (the MISSING sentinel unless given; note
+                       MISSING is not None, so null and missing differ)
+            null -> None,  true/false -> bool,  integer -> int,
+            float (or an integer beyond 64 bits) -> float,
+            string -> str (embedded NULs kept),
+            array/object -> list/dict (parsed).
+
+        Raises ValueError if doc is not valid JSON (-CLARA_EINVAL); Clara
+        checks doc against limits.max_depth."""
+        kind, raw = self.json_get_raw(doc, path)
+        if kind == CLARA_JSON_MISSING or raw is None:
+            return default
+        if kind == CLARA_JSON_NULL:
+            return None
+        if kind == CLARA_JSON_FALSE:
+            return False
+        if kind == CLARA_JSON_TRUE:
+            return True
+        if kind == CLARA_JSON_INTEGER:
+            return int(raw)
+        if kind == CLARA_JSON_FLOAT:
+            return float(raw)
+        if kind == CLARA_JSON_STRING:
+            return raw.decode("utf-8", "surrogateescape")
+        if kind in (CLARA_JSON_ARRAY, CLARA_JSON_OBJECT):
+            return json.loads(raw.decode("utf-8"))
+        raise InternalError("clara_json_get returned unknown kind %d" % kind)
+
+    # -- status codes --
+
+    def strerror(self, code: int) -> str:
+        """Describe a status code (CLARA_E* or its negative); "unknown status
+        code" for codes Clara lacks."""
+        return self._lib.clara_strerror(code).decode("utf-8")  # type: ignore[no-any-return]
+
+    # -- logging --
+
+    def set_log_handler(self, handler: Optional[LogHandler], min_level: int = CLARA_LOG_INFO) -> None:
+        """Send Clara's messages at min_level (CLARA_LOG_*) and above to
+        handler(level: int, message: str); None restores the default
+        (stderr at the CLARA_LOG level).
+
+        handler is called from Clara's threads, possibly several at once:
+        make it thread-safe and quick, and never call Clara from it. Any
+        exception it raises is swallowed."""
+        global _log_keepalive, _log_lib
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable or None")
+        with _log_lock:
+            if handler is None:
+                new = None
+                self._lib.clara_set_log_handler(LOG_FN(), None, int(min_level))
+            else:
+                new = _make_log_trampoline(handler)
+                self._lib.clara_set_log_handler(new, None, int(min_level))
+            # Only now is the previous trampoline certainly idle.
+            _log_keepalive = new
+            _log_lib = self._lib if new is not None else None
+
+    # -- tools --
+
+    def _register(self, descriptor: bytes, name: Optional[str], invoke: Callable[[Dict[str, Any]], Any],
+                  returns: str) -> Optional[str]:
+        global _tool_next_id, _tool_lib
+        callback = _make_tool_trampoline(self._lib, invoke, returns, name)
+        with _tool_lock:
+            ident = _tool_next_id
+            _tool_next_id += 1
+            _tool_keepalive[ident] = _ToolEntry(callback, invoke, name)
+            _tool_lib = self._lib
+        # No lock held here: Clara may call _free_userdata from inside this
+        # call (for this tool when it fails, for a replaced one otherwise).
+        rc = self._lib.clara_register_tool(descriptor, callback, ident, _FREE_USERDATA)
+        if rc != CLARA_OK:
+            code = -rc
+            raise RegistrationError(code, "clara_register_tool(%r): %s" % (name, self.strerror(code)), name)
+        if name is not None:
+            with _tool_lock:
+                if ident in _tool_keepalive:
+                    _tool_current[name] = ident
+                    self._own[name] = ident
+        return name
+
+    def register_tool(self, descriptor: Union[Mapping[str, Any], Text],
+                      func: Callable[[Dict[str, Any]], Any]) -> Optional[str]:
+        """Register func(arguments: dict) as a tool and return its name.
+
+        descriptor is a dict or JSON text with at least "name" (see
+        docs/tools.md: description, input_schema, returns, capabilities,
+        limits, llm_visible). Clara validates the arguments against
+        input_schema before func runs. For "returns": "json" (the default)
+        the value func returns is sent as JSON (NaN and infinities refused,
+        dataclasses written as objects); for "string" it must be a str. Any
+        exception raised by func, or a result that cannot be encoded, makes
+        the call fail with tool_failed and the message "<ExceptionType>:
+        <message>"; nothing reaches Clara, not even SystemExit.
+
+        @clara.tool builds the descriptor from a function's signature
+        instead. Raises TypeError, ValueError (a NUL byte in the text) or
+        RegistrationError (.errno CLARA_EINVAL: invalid descriptor or
+        schema, reason logged at error level; CLARA_EPERM: a built-in
+        tool's name)."""
+        if not callable(func):
+            raise TypeError("func must be callable")
+        if descriptor is None:
+            raise TypeError("descriptor must be a dict or JSON text, not None")
+        data = _json_bytes(dict(descriptor) if isinstance(descriptor, Mapping) else descriptor, "descriptor")
+        assert data is not None
+        try:
+            parsed = json.loads(data.decode("utf-8"))
+        except ValueError:
+            parsed = None   # Clara says what is wrong (on the log)
+        if not isinstance(parsed, dict):
+            parsed = {}
+        name = parsed.get("name") if isinstance(parsed.get("name"), str) else None
+        returns = parsed.get("returns", "json")
+        return self._register(data, name, func, returns if isinstance(returns, str) else "json")
+
+    def unregister_tool(self, name: Union[str, bytes]) -> None:
+        """Remove a tool registered from Python or C. Calls already running
+        finish; then Clara releases the callback. Raises RegistrationError
+        with .errno CLARA_ENOENT (no such tool) or CLARA_EPERM (a built-in
+        tool), TypeError for a name that is not str/bytes."""
+        if name is None:
+            raise TypeError("name must be str or bytes, not None")
+        data = _to_bytes(name, "name")
+        rc = self._lib.clara_unregister_tool(data)
+        if rc != CLARA_OK:
+            code = -rc
+            raise RegistrationError(code, "clara_unregister_tool(%r): %s" % (name, self.strerror(code)),
+                                    name if isinstance(name, str) else name.decode("utf-8", "replace"))
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(self, fn: None = None, /, *, name: Optional[str] = None, description: Optional[str] = None,
+             input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
+             capabilities: Optional[List[str]] = None,
+             llm_visible: Optional[bool] = None) -> Callable[[F], F]: ...
+
+    def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
+             description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
+             limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
+             llm_visible: Optional[bool] = None) -> Any:
+        """clara.tool, registering through this instance."""
+        from ._tools import decorate
+        return decorate(self, fn, name=name, description=description, input_schema=input_schema,
+                        limits=limits, capabilities=capabilities, llm_visible=llm_visible)
+
+    def tools(self) -> List[Dict[str, Any]]:
+        """The descriptors of every tool (built-in and registered), as the
+        tools_list tool gives them."""
+        return self._call("tools_list", {}, None)["tools"]  # type: ignore[no-any-return]
+
+
+# ---- The shared default instance ---------------------------------------------
+
+_default: Optional[Clara] = None
+_default_lock = threading.Lock()
+
+
+def default() -> Clara:
+    """The Clara instance behind the module-level functions (loaded on first
+    use)."""
+    global _default
+    c = _default
+    if c is None:
+        with _default_lock:
+            if _default is None:
+                _default = Clara()
+            c = _default
+    return c

@@ -1,0 +1,30 @@
+; Wrong arguments to clara-call and clara-json get CLIPS errors (CLIPS's own
+; argument errors where CLIPS has one) and return FALSE; nothing is sent.
+(clara-call)
+(clara-call 42)
+(clara-call echo 5 1)
+(clara-call echo message)
+(clara-call echo :colour red)
+(clara-call echo a 1 b 2 a 3)
+(clara-call echo :id 1 :id 2)
+(clara-call echo f (assert (a fact)))
+(clara-call echo m (create$ 1 (assert (another fact))))
+(clara-call echo v (printout t ""))
+(clara-call echo inf (** 10.0 400))
+(clara-call echo latin-1 "café")
+(clara-json)
+(clara-json 42)
+(clara-json "{\"a\":")
+(clara-json "1} , {\"tool\":\"other\"")
+(clara-json "[1] [2]")
+(clara-json "")
+; Values of the right CLIPS type that Clara refuses are data: an envelope.
+(printout t (clara-call echo :policy "{\"deny\":[\"echo\"]}") crlf)
+(printout t (clara-call echo :session (create$ a b)) crlf)
+(printout t (clara-call "" x 1) crlf)
+; In a deffunction, the error halts it, as for any function.
+(deffunction call-with (?tool) (clara-call ?tool x 1))
+(call-with 7)
+; The next call works.
+(printout t "after errors: " (clara-call echo ok TRUE) crlf)
+(exit)
