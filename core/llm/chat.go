@@ -285,6 +285,9 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if r.req.Model == "" {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: no model: set llm.model or give model")
 	}
+	if a.Temperature != nil && *a.Temperature > 1 && ch.cfg.Provider == ProviderAnthropic {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: temperature must be between 0 and 1 for Anthropic")
+	}
 	r.req.Temperature = a.Temperature
 	r.req.MaxTokens = ch.cfg.MaxTokens
 	if a.MaxTokens != nil {
@@ -300,6 +303,9 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if session != "" && ch.convs != nil {
 		var err error
 		if conv, err = ch.convs.acquire(ctx, session); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil, protocol.Errorf(protocol.ToolFailed, "chat: cancelled while waiting for the previous chat of session %q", session)
+			}
 			return nil, protocol.Errorf(protocol.Timeout, "chat: the previous chat of session %q did not end in time", session)
 		}
 		defer ch.convs.release(conv)

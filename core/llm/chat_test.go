@@ -516,6 +516,11 @@ func TestChat_badArguments(t *testing.T) {
 			t.Errorf("%s: %q, want %q", args, pe.Message, want)
 		}
 	}
+	an := chatFor(t, srv, "none", Config{Provider: ProviderAnthropic, Model: "c"}, nil, nil)
+	_, err := an.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"x","temperature":1.5}`))
+	if pe := protoErr(t, err, protocol.InvalidArgs); pe.Message != "chat: temperature must be between 0 and 1 for Anthropic" {
+		t.Errorf("%q", pe.Message)
+	}
 	if _, err := NewChat(newTestClient(t, ClientOptions{}), Config{Provider: "gemini", BaseURL: "http://x"}, nil); err == nil {
 		t.Error("provider gemini accepted")
 	}

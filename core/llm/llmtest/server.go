@@ -330,9 +330,6 @@ func answer(w http.ResponseWriter, r *http.Request, rep *Reply, provider string)
 // drop ends the connection without finishing the answer: reset sends a
 // TCP RST, otherwise the connection is closed.
 func drop(w http.ResponseWriter, reset bool) {
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		panic(http.ErrAbortHandler)
