@@ -1,12 +1,12 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -106,7 +106,8 @@ func (ev ProgressEvent) AppendJSON(dst []byte) []byte {
 		dst = protocol.AppendString(dst, ev.Tool)
 		dst = append(dst, `,"status":`...)
 		dst = protocol.AppendString(dst, ev.Status)
-		dst = append(dst, fmt.Sprintf(`,"duration_ms":%.3f`, ev.DurationMS)...)
+		dst = append(dst, `,"duration_ms":`...)
+		dst = strconv.AppendFloat(dst, ev.DurationMS, 'f', -1, 64)
 	}
 	return append(dst, '}')
 }
@@ -194,7 +195,7 @@ type chatArgs struct {
 	System       *string      `json:"system"`
 	Model        string       `json:"model"`
 	AllowTools   bool         `json:"allow_tools"`
-	Tools        []string     `json:"tools"`
+	Tools        []string     `json:"tools"` // nil when absent; empty when [] was given
 	MaxToolCalls *int         `json:"max_tool_calls"`
 	Temperature  *float64     `json:"temperature"`
 	MaxTokens    *int         `json:"max_tokens"`
@@ -208,27 +209,143 @@ type argMessage struct {
 
 func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 	var a chatArgs
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: %v", strings.TrimPrefix(err.Error(), "json: "))
+	r := newJSONReader(args)
+	bad := ""
+	if r.kind() != '{' {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: the arguments must be a JSON object")
 	}
-	if a.Prompt == nil && len(a.Messages) == 0 {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: give a prompt or messages")
-	}
-	for i, m := range a.Messages {
-		if m.Role != roleSystem && m.Role != roleUser && m.Role != roleAssistant {
-			return nil, protocol.Errorf(protocol.InvalidArgs, "chat: messages[%d].role must be system, user or assistant, not %q", i, m.Role)
+	// is checks the next value's kind; a value of the wrong kind is left
+	// for object to skip.
+	is := func(kind byte, name, what string) bool {
+		if r.kind() == kind {
+			return true
 		}
+		if bad == "" {
+			bad = name + " must be " + what
+		}
+		return false
 	}
-	if a.MaxToolCalls != nil && (*a.MaxToolCalls < 0 || *a.MaxToolCalls > maxToolCallsCap) {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: max_tool_calls must be between 0 and %d", maxToolCallsCap)
+	str := func(name string) *string {
+		if !is('"', name, "a string") {
+			return nil
+		}
+		s := r.str()
+		return &s
 	}
-	if a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2) {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: temperature must be between 0 and 2")
+	boolean := func(name string) bool {
+		if k := r.kind(); k != 't' && k != 'f' {
+			is('t', name, "true or false")
+			return false
+		}
+		return r.boolean()
 	}
-	if a.MaxTokens != nil && *a.MaxTokens < 1 {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: max_tokens must be 1 or more")
+	integer := func(name string) *int {
+		if !is('0', name, "an integer") {
+			return nil
+		}
+		f := r.float()
+		if f != float64(int(f)) {
+			bad = name + " must be an integer"
+			return nil
+		}
+		n := int(f)
+		return &n
+	}
+	seen := map[string]bool{}
+	r.object(func(k []byte) {
+		if seen[string(k)] {
+			bad = fmt.Sprintf("%q is given twice", k)
+		}
+		seen[string(k)] = true
+		switch string(k) {
+		case "prompt":
+			a.Prompt = str("prompt")
+		case "system":
+			a.System = str("system")
+		case "model":
+			if m := str("model"); m != nil {
+				a.Model = *m
+			}
+		case "allow_tools":
+			a.AllowTools = boolean("allow_tools")
+		case "stream":
+			a.Stream = boolean("stream")
+		case "max_tool_calls":
+			a.MaxToolCalls = integer("max_tool_calls")
+		case "max_tokens":
+			a.MaxTokens = integer("max_tokens")
+		case "temperature":
+			if is('0', "temperature", "a number") {
+				t := r.float()
+				a.Temperature = &t
+			}
+		case "tools":
+			if !is('[', "tools", "an array of tool names") {
+				return
+			}
+			a.Tools = []string{}
+			r.array(func(i int) {
+				if is('"', fmt.Sprintf("tools[%d]", i), "a string") {
+					a.Tools = append(a.Tools, r.str())
+				}
+			})
+		case "messages":
+			if !is('[', "messages", "an array of {role, content}") {
+				return
+			}
+			r.array(func(i int) {
+				at := fmt.Sprintf("messages[%d]", i)
+				if !is('{', at, "an object with role and content") {
+					return
+				}
+				var m argMessage
+				var hasContent bool
+				r.object(func(k []byte) {
+					switch string(k) {
+					case "role":
+						if s := str(at + ".role"); s != nil {
+							m.Role = *s
+						}
+					case "content":
+						if s := str(at + ".content"); s != nil {
+							m.Content, hasContent = *s, true
+						}
+					default:
+						if bad == "" {
+							bad = fmt.Sprintf("%s: unknown field %q", at, k)
+						}
+					}
+				})
+				if bad == "" && (m.Role != roleSystem && m.Role != roleUser && m.Role != roleAssistant) {
+					bad = fmt.Sprintf("%s.role must be system, user or assistant, not %q", at, m.Role)
+				}
+				if bad == "" && !hasContent {
+					bad = at + ".content is missing"
+				}
+				a.Messages = append(a.Messages, m)
+			})
+		default:
+			if bad == "" {
+				bad = fmt.Sprintf("unknown field %q", k)
+			}
+		}
+	})
+	if err := r.end(); err != nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: the arguments are not JSON: %v", err)
+	}
+	switch {
+	case bad != "":
+	case a.Prompt == nil && len(a.Messages) == 0:
+		bad = "give a prompt or messages"
+	case a.MaxToolCalls != nil && (*a.MaxToolCalls < 0 || *a.MaxToolCalls > maxToolCallsCap):
+		bad = fmt.Sprintf("max_tool_calls must be between 0 and %d", maxToolCallsCap)
+	case a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2):
+		bad = "temperature must be between 0 and 2"
+	case a.MaxTokens != nil && *a.MaxTokens < 1:
+		bad = "max_tokens must be 1 or more"
+	}
+	if bad != "" {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: %s", bad)
 	}
 	return &a, nil
 }
@@ -240,6 +357,44 @@ type chatResult struct {
 	FinishReason string       `json:"finish_reason"`
 	Usage        Usage        `json:"usage"`
 	Turns        int          `json:"turns"`
+}
+
+// appendJSON writes the result:
+// {"content","tool_calls":[{"name","arguments","status","error"?,"duration_ms"}],"finish_reason","usage","turns"}.
+func (res *chatResult) appendJSON(b []byte) []byte {
+	b = append(b, `{"content":`...)
+	b = protocol.AppendString(b, res.Content)
+	b = append(b, `,"tool_calls":[`...)
+	for i := range res.ToolCalls {
+		t := &res.ToolCalls[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"name":`...)
+		b = protocol.AppendString(b, t.Name)
+		b = append(b, `,"arguments":`...)
+		b = append(b, t.Arguments...)
+		b = append(b, `,"status":`...)
+		b = protocol.AppendString(b, t.Status)
+		if t.Error != "" {
+			b = append(b, `,"error":`...)
+			b = protocol.AppendString(b, t.Error)
+		}
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendFloat(b, t.DurationMS, 'f', -1, 64)
+		b = append(b, '}')
+	}
+	b = append(b, `],"finish_reason":`...)
+	b = protocol.AppendString(b, res.FinishReason)
+	b = append(b, `,"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.Usage.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.Usage.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(res.Usage.TotalTokens), 10)
+	b = append(b, `},"turns":`...)
+	b = strconv.AppendInt(b, int64(res.Turns), 10)
+	return append(b, '}')
 }
 
 // toolRecord is one tool call in the result.
@@ -345,13 +500,7 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(result); err != nil {
-		return nil, protocol.InternalError(err)
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return result.appendJSON(make([]byte, 0, 256+len(result.Content)+64*len(result.ToolCalls))), nil
 }
 
 // offer keeps the catalog's tools named in names (all when nil).

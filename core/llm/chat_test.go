@@ -305,8 +305,8 @@ func TestChat_streamingOpenAI(t *testing.T) {
 	want := []string{
 		`{"event":"tool_call","tool":"get_time","arguments":{"tz":"Europe/Paris"}}`,
 		`{"event":"tool_call","tool":"get_time","arguments":{"tz":"Asia/Tokyo"}}`,
-		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0.000}`,
-		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0.000}`,
+		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0}`,
+		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0}`,
 		`{"event":"token","text":"It is 10:00 in Paris"}`,
 		`{"event":"token","text":" and 17:00 in Tokyo."}`,
 		`{"event":"answer","text":"It is 10:00 in Paris and 17:00 in Tokyo."}`,
@@ -499,16 +499,23 @@ func TestChat_badArguments(t *testing.T) {
 	srv := serveScripts(t)
 	ch := chatFor(t, srv, "none", Config{}, nil, nil)
 	for args, want := range map[string]string{
-		`{"prompt":"x","colour":"red"}`:                    `chat: unknown field "colour"`,
-		`{"system":"x"}`:                                   "chat: give a prompt or messages",
-		`{"messages":[{"role":"tool","content":"x"}]}`:     `chat: messages[0].role must be system, user or assistant, not "tool"`,
-		`{"prompt":"x","max_tool_calls":-1}`:               "chat: max_tool_calls must be between 0 and 256",
-		`{"prompt":"x","temperature":3}`:                   "chat: temperature must be between 0 and 2",
-		`{"prompt":"x","max_tokens":0}`:                    "chat: max_tokens must be 1 or more",
-		`{"prompt":"x"}`:                                   "chat: no model: set llm.model or give model",
-		`{"prompt":3}`:                                     "chat: cannot unmarshal number into Go struct field chatArgs.prompt of type string",
-		`[1]`:                                              "chat: cannot unmarshal array into Go value of type llm.chatArgs",
-		`{"prompt":"x","model":"m","messages":"not list"}`: "chat: cannot unmarshal string into Go struct field chatArgs.messages of type []llm.argMessage",
+		`{"prompt":"x","colour":"red"}`:                           `chat: unknown field "colour"`,
+		`{"system":"x"}`:                                          "chat: give a prompt or messages",
+		`{"messages":[{"role":"tool","content":"x"}]}`:            `chat: messages[0].role must be system, user or assistant, not "tool"`,
+		`{"prompt":"x","max_tool_calls":-1}`:                      "chat: max_tool_calls must be between 0 and 256",
+		`{"prompt":"x","temperature":3}`:                          "chat: temperature must be between 0 and 2",
+		`{"prompt":"x","max_tokens":0}`:                           "chat: max_tokens must be 1 or more",
+		`{"prompt":"x"}`:                                          "chat: no model: set llm.model or give model",
+		`{"prompt":3}`:                                            "chat: prompt must be a string",
+		`[1]`:                                                     "chat: the arguments must be a JSON object",
+		`{"prompt":"x","model":"m","messages":"not list"}`:        "chat: messages must be an array of {role, content}",
+		`{"prompt":"x","prompt":"y"}`:                             `chat: "prompt" is given twice`,
+		`{"messages":[{"role":"user"}]}`:                          "chat: messages[0].content is missing",
+		`{"messages":[{"role":"user","content":"x","name":"n"}]}`: `chat: messages[0]: unknown field "name"`,
+		`{"prompt":"x","max_tool_calls":1.5}`:                     "chat: max_tool_calls must be an integer",
+		`{"prompt":"x","tools":["a",2]}`:                          "chat: tools[1] must be a string",
+		`{"prompt":"x","stream":"yes"}`:                           "chat: stream must be true or false",
+		`{"prompt":"x"`:                                           "chat: the arguments are not JSON: offset 13: expected ',' or '}', found the end",
 	} {
 		_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(args))
 		pe := protoErr(t, err, protocol.InvalidArgs)

@@ -2,86 +2,21 @@ package llm
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // openAI speaks the chat completions format of OpenAI, which vLLM,
 // llama.cpp's server, Ollama and OpenRouter accept too:
 // POST {base_url}/chat/completions.
 type openAI struct{}
-
-type oaRequest struct {
-	Model         string           `json:"model"`
-	Messages      []oaMessage      `json:"messages"`
-	Tools         []oaTool         `json:"tools,omitempty"`
-	Temperature   *float64         `json:"temperature,omitempty"`
-	MaxTokens     int              `json:"max_tokens,omitempty"`
-	Stream        bool             `json:"stream,omitempty"`
-	StreamOptions *oaStreamOptions `json:"stream_options,omitempty"`
-}
-
-type oaStreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type oaMessage struct {
-	Role string `json:"role"`
-	// Content is null for an assistant message that only calls tools.
-	Content    *string      `json:"content"`
-	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string       `json:"tool_call_id,omitempty"`
-}
-
-type oaToolCall struct {
-	ID       string     `json:"id"`
-	Type     string     `json:"type"`
-	Function oaFunction `json:"function"`
-}
-
-type oaFunction struct {
-	Name string `json:"name"`
-	// Arguments is a JSON string holding JSON text; some servers answer an
-	// object instead, which decoding accepts.
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-type oaTool struct {
-	Type     string        `json:"type"`
-	Function oaFunctionDef `json:"function"`
-}
-
-type oaFunctionDef struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
-
-type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
-func (u *oaUsage) usage() Usage {
-	if u == nil {
-		return Usage{}
-	}
-	t := u.TotalTokens
-	if t == 0 {
-		t = u.PromptTokens + u.CompletionTokens
-	}
-	return Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: t}
-}
-
-type oaError struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-}
 
 func (openAI) headers(h http.Header, cfg *Config) []SecretHeader {
 	if cfg.APIKeyEnv == "" {
@@ -90,105 +25,272 @@ func (openAI) headers(h http.Header, cfg *Config) []SecretHeader {
 	return []SecretHeader{{Name: "Authorization", Env: cfg.APIKeyEnv, Prefix: "Bearer ", Key: "llm.api_key_env"}}
 }
 
+// encode writes the request: model, messages (the system prompt first;
+// an assistant message that only calls tools has content null; tool
+// calls carry their arguments as a JSON string; tool answers are role
+// "tool" with tool_call_id), tools as functions, then the options.
 func (openAI) encode(r *modelRequest) (string, []byte, error) {
-	req := oaRequest{Model: r.Model, Temperature: r.Temperature, MaxTokens: r.MaxTokens, Stream: r.Stream}
-	if r.Stream {
-		req.StreamOptions = &oaStreamOptions{IncludeUsage: true}
+	b := make([]byte, 0, requestSizeHint(r))
+	b = append(b, `{"model":`...)
+	b = protocol.AppendString(b, r.Model)
+	b = append(b, `,"messages":[`...)
+	n := 0
+	open := func(role string) {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"role":`...)
+		b = protocol.AppendString(b, role)
+		b = append(b, `,"content":`...)
 	}
 	if r.System != "" {
-		req.Messages = append(req.Messages, oaMessage{Role: roleSystem, Content: &r.System})
+		open(roleSystem)
+		b = protocol.AppendString(b, r.System)
+		b = append(b, '}')
 	}
 	for i := range r.Messages {
 		m := &r.Messages[i]
-		om := oaMessage{Role: m.Role, Content: &m.Content, ToolCallID: m.ToolCallID}
+		open(m.Role)
+		if m.Role == roleAssistant && len(m.ToolCalls) > 0 && m.Content == "" {
+			b = append(b, "null"...)
+		} else {
+			b = protocol.AppendString(b, m.Content)
+		}
 		if m.Role == roleAssistant && len(m.ToolCalls) > 0 {
-			if m.Content == "" {
-				om.Content = nil
+			b = append(b, `,"tool_calls":[`...)
+			for j, tc := range m.ToolCalls {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"id":`...)
+				b = protocol.AppendString(b, tc.ID)
+				b = append(b, `,"type":"function","function":{"name":`...)
+				b = protocol.AppendString(b, tc.Name)
+				b = append(b, `,"arguments":`...)
+				b = protocol.AppendString(b, tc.Arguments)
+				b = append(b, "}}"...)
 			}
-			for _, tc := range m.ToolCalls {
-				args, _ := json.Marshal(tc.Arguments)
-				om.ToolCalls = append(om.ToolCalls, oaToolCall{ID: tc.ID, Type: "function",
-					Function: oaFunction{Name: tc.Name, Arguments: args}})
+			b = append(b, ']')
+		}
+		if m.ToolCallID != "" {
+			b = append(b, `,"tool_call_id":`...)
+			b = protocol.AppendString(b, m.ToolCallID)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if !r.ToolsOff && len(r.Tools) > 0 {
+		b = append(b, `,"tools":[`...)
+		for i, t := range r.Tools {
+			if i > 0 {
+				b = append(b, ',')
 			}
+			b = append(b, `{"type":"function","function":{"name":`...)
+			b = protocol.AppendString(b, t.Name)
+			if t.Description != "" {
+				b = append(b, `,"description":`...)
+				b = protocol.AppendString(b, t.Description)
+			}
+			b = append(b, `,"parameters":`...)
+			b = append(b, schemaOrEmpty(t.InputSchema)...)
+			b = append(b, "}}"...)
 		}
-		req.Messages = append(req.Messages, om)
+		b = append(b, ']')
 	}
-	if !r.ToolsOff {
-		for _, t := range r.Tools {
-			req.Tools = append(req.Tools, oaTool{Type: "function",
-				Function: oaFunctionDef{Name: t.Name, Description: t.Description, Parameters: schemaOrEmpty(t.InputSchema)}})
-		}
+	b = appendOptions(b, r)
+	if r.Stream {
+		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
 	}
-	body, err := json.Marshal(&req)
-	return "/chat/completions", body, err
+	return "/chat/completions", append(b, '}'), nil
 }
 
-type oaResponse struct {
-	Choices []struct {
-		Message struct {
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []oaToolCall    `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *oaUsage `json:"usage"`
-	Error *oaError `json:"error"`
+// appendOptions writes temperature and max_tokens when given.
+func appendOptions(b []byte, r *modelRequest) []byte {
+	if r.Temperature != nil {
+		b = append(b, `,"temperature":`...)
+		b = strconv.AppendFloat(b, *r.Temperature, 'g', -1, 64)
+	}
+	if r.MaxTokens > 0 {
+		b = append(b, `,"max_tokens":`...)
+		b = strconv.AppendInt(b, int64(r.MaxTokens), 10)
+	}
+	return b
+}
+
+// requestSizeHint guesses the size of an encoded request.
+func requestSizeHint(r *modelRequest) int {
+	n := 256 + len(r.System)
+	for i := range r.Messages {
+		n += 64 + len(r.Messages[i].Content)
+		for _, tc := range r.Messages[i].ToolCalls {
+			n += 96 + len(tc.Arguments)
+		}
+	}
+	for _, t := range r.Tools {
+		n += 64 + len(t.Description) + len(t.InputSchema)
+	}
+	return n
 }
 
 func (openAI) decode(body []byte) (modelReply, error) {
-	var resp oaResponse
-	if err := json.Unmarshal(body, &resp); err != nil {
+	var (
+		reply   modelReply
+		choices int
+		errMsg  *string
+	)
+	r := newJSONReader(body)
+	r.object(func(k []byte) {
+		switch string(k) {
+		case "choices":
+			if r.null() {
+				return
+			}
+			r.array(func(i int) {
+				choices++
+				if i > 0 {
+					return
+				}
+				r.object(func(k []byte) {
+					switch string(k) {
+					case "message":
+						r.object(func(k []byte) { oaMessageField(r, k, &reply) })
+					case "finish_reason":
+						reply.FinishReason = r.strOrNull()
+					}
+				})
+			})
+		case "usage":
+			if !r.null() {
+				reply.Usage = oaUsage(r)
+			}
+		case "error":
+			if !r.null() {
+				msg := oaError(r)
+				errMsg = &msg
+			}
+		}
+	})
+	if err := r.end(); err != nil {
 		return modelReply{}, fmt.Errorf("the answer is not a chat completion: %v", err)
 	}
-	if resp.Error != nil {
-		return modelReply{}, fmt.Errorf("the server answered an error: %s", resp.Error.Message)
+	if errMsg != nil {
+		return modelReply{}, fmt.Errorf("the server answered an error: %s", *errMsg)
 	}
-	if len(resp.Choices) == 0 {
+	if choices == 0 {
 		return modelReply{}, fmt.Errorf("the answer has no choices")
 	}
-	ch := &resp.Choices[0]
-	reply := modelReply{Content: oaContent(ch.Message.Content), FinishReason: ch.FinishReason, Usage: resp.Usage.usage()}
-	for i, tc := range ch.Message.ToolCalls {
-		reply.ToolCalls = append(reply.ToolCalls, toolCall{ID: callID(tc.ID, i), Name: tc.Function.Name,
-			Arguments: oaArguments(tc.Function.Arguments)})
+	for i := range reply.ToolCalls {
+		reply.ToolCalls[i].ID = callID(reply.ToolCalls[i].ID, i)
 	}
 	reply.FinishReason = finishReason(reply.FinishReason, len(reply.ToolCalls) > 0)
 	return reply, nil
 }
 
+// oaMessageField reads one member of a choice's message.
+func oaMessageField(r *jsonReader, k []byte, reply *modelReply) {
+	switch string(k) {
+	case "content":
+		reply.Content = oaContent(r)
+	case "tool_calls":
+		if r.null() {
+			return
+		}
+		r.array(func(int) {
+			if len(reply.ToolCalls) >= maxCallsPerMessage {
+				r.fail("more than %d tool calls in one message", maxCallsPerMessage)
+				return
+			}
+			var tc toolCall
+			r.object(func(k []byte) {
+				switch string(k) {
+				case "id":
+					tc.ID = r.strOrNull()
+				case "function":
+					r.object(func(k []byte) {
+						switch string(k) {
+						case "name":
+							tc.Name = r.strOrNull()
+						case "arguments":
+							tc.Arguments = oaArguments(r)
+						}
+					})
+				}
+			})
+			reply.ToolCalls = append(reply.ToolCalls, tc)
+		})
+	}
+}
+
 // oaContent reads a message's content: a string, null, or an array of
 // text parts.
-func oaContent(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
+func oaContent(r *jsonReader) string {
+	switch r.kind() {
+	case '"':
+		return r.str()
+	case 'n':
+		r.null()
+		return ""
+	case '[':
 		var b strings.Builder
-		for _, p := range parts {
-			b.WriteString(p.Text)
-		}
+		r.array(func(int) {
+			r.object(func(k []byte) {
+				if string(k) == "text" {
+					b.WriteString(r.strOrNull())
+				}
+			})
+		})
 		return b.String()
 	}
+	r.fail("content must be a string, an array of parts or null")
 	return ""
 }
 
-// oaArguments reads function.arguments: a JSON string (the format), or a
-// JSON value some servers send in its place.
-func oaArguments(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	var s string
-	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	if len(raw) == 0 || string(raw) == "null" {
+// oaArguments reads function.arguments: a JSON string holding JSON text
+// (the format), or a JSON value some servers send in its place.
+func oaArguments(r *jsonReader) string {
+	switch r.kind() {
+	case '"':
+		return r.str()
+	case 'n':
+		r.null()
 		return ""
 	}
-	return string(raw)
+	return string(r.raw())
+}
+
+// oaUsage reads prompt_tokens, completion_tokens and total_tokens.
+func oaUsage(r *jsonReader) Usage {
+	var u Usage
+	r.object(func(k []byte) {
+		switch string(k) {
+		case "prompt_tokens":
+			u.PromptTokens = r.int()
+		case "completion_tokens":
+			u.CompletionTokens = r.int()
+		case "total_tokens":
+			u.TotalTokens = r.int()
+		}
+	})
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u
+}
+
+// oaError reads an error object's message (or the error itself when it
+// is a string).
+func oaError(r *jsonReader) string {
+	if r.kind() == '"' {
+		return r.str()
+	}
+	msg := "unknown"
+	r.object(func(k []byte) {
+		if string(k) == "message" {
+			msg = r.strOrNull()
+		}
+	})
+	return msg
 }
 
 // callID is the id of a tool call, made up when a server gives none (the
@@ -197,7 +299,7 @@ func callID(id string, i int) string {
 	if id != "" {
 		return id
 	}
-	return fmt.Sprintf("call_%d", i)
+	return "call_" + strconv.Itoa(i)
 }
 
 // finishReason normalises a stop reason to OpenAI's words.
@@ -220,103 +322,167 @@ func finishReason(r string, calls bool) string {
 	return r
 }
 
-type oaChunk struct {
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content   *string `json:"content"`
-			ToolCalls []struct {
-				Index    int    `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string          `json:"name"`
-					Arguments json.RawMessage `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *oaUsage `json:"usage"`
-	Error *oaError `json:"error"`
+// oaStream accumulates a streamed answer.
+type oaStream struct {
+	reply    modelReply
+	content  strings.Builder
+	calls    map[int]*toolCall
+	args     map[int]*strings.Builder
+	finished bool
+	errMsg   *string
+}
+
+// chunk reads one streamed chunk, calling token for its text delta.
+func (s *oaStream) chunk(data []byte, token func(string)) error {
+	r := newJSONReader(data)
+	r.object(func(k []byte) {
+		switch string(k) {
+		case "choices":
+			if r.null() {
+				return
+			}
+			r.array(func(int) { s.choice(r, token) })
+		case "usage":
+			if !r.null() {
+				s.reply.Usage = oaUsage(r)
+			}
+		case "error":
+			if !r.null() {
+				msg := oaError(r)
+				s.errMsg = &msg
+			}
+		}
+	})
+	if err := r.end(); err != nil {
+		return streamErrorf("a streamed chunk is not JSON: %v", err)
+	}
+	if s.errMsg != nil {
+		return streamErrorf("the server sent an error in the stream: %s", *s.errMsg)
+	}
+	return nil
+}
+
+func (s *oaStream) choice(r *jsonReader, token func(string)) {
+	index := -1
+	r.object(func(k []byte) {
+		switch string(k) {
+		case "index":
+			index = r.int()
+		case "delta":
+			if index > 0 { // "index" comes first in every server's chunks; a later choice is skipped
+				return
+			}
+			r.object(func(k []byte) {
+				switch string(k) {
+				case "content":
+					if t := oaContent(r); t != "" {
+						s.content.WriteString(t)
+						if token != nil {
+							token(t)
+						}
+					}
+				case "tool_calls":
+					if !r.null() {
+						r.array(func(int) { s.toolCallDelta(r) })
+					}
+				}
+			})
+		case "finish_reason":
+			if f := r.strOrNull(); f != "" && index <= 0 {
+				s.reply.FinishReason = f
+				s.finished = true
+			}
+		}
+	})
+}
+
+func (s *oaStream) toolCallDelta(r *jsonReader) {
+	var (
+		idx        int
+		id, name   string
+		args       string
+		sawIndex   bool
+		hasPayload bool
+	)
+	r.object(func(k []byte) {
+		switch string(k) {
+		case "index":
+			idx, sawIndex = r.int(), true
+		case "id":
+			id = r.strOrNull()
+		case "function":
+			hasPayload = true
+			r.object(func(k []byte) {
+				switch string(k) {
+				case "name":
+					name = r.strOrNull()
+				case "arguments":
+					args = oaArguments(r)
+				}
+			})
+		}
+	})
+	if r.err != nil || !sawIndex && !hasPayload && id == "" {
+		return
+	}
+	if s.calls == nil {
+		s.calls, s.args = map[int]*toolCall{}, map[int]*strings.Builder{}
+	}
+	tc := s.calls[idx]
+	if tc == nil {
+		if len(s.calls) >= maxCallsPerMessage {
+			r.fail("more than %d tool calls in one message", maxCallsPerMessage)
+			return
+		}
+		tc = &toolCall{}
+		s.calls[idx] = tc
+		s.args[idx] = &strings.Builder{}
+	}
+	if id != "" {
+		tc.ID = id
+	}
+	if tc.Name == "" {
+		tc.Name = name
+	}
+	s.args[idx].WriteString(args)
+}
+
+func (s *oaStream) done() modelReply {
+	s.reply.Content = s.content.String()
+	idx := make([]int, 0, len(s.calls))
+	for i := range s.calls {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for n, i := range idx {
+		tc := s.calls[i]
+		tc.ID = callID(tc.ID, n)
+		tc.Arguments = s.args[i].String()
+		s.reply.ToolCalls = append(s.reply.ToolCalls, *tc)
+	}
+	s.reply.FinishReason = finishReason(s.reply.FinishReason, len(s.reply.ToolCalls) > 0)
+	return s.reply
 }
 
 func (openAI) decodeStream(events *sseReader, token func(string)) (modelReply, error) {
-	var (
-		reply    modelReply
-		content  strings.Builder
-		calls    = map[int]*toolCall{}
-		args     = map[int]*strings.Builder{}
-		finished bool
-	)
-	done := func() modelReply {
-		reply.Content = content.String()
-		idx := make([]int, 0, len(calls))
-		for i := range calls {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		for n, i := range idx {
-			tc := calls[i]
-			tc.ID = callID(tc.ID, n)
-			tc.Arguments = args[i].String()
-			reply.ToolCalls = append(reply.ToolCalls, *tc)
-		}
-		reply.FinishReason = finishReason(reply.FinishReason, len(reply.ToolCalls) > 0)
-		return reply
-	}
+	var s oaStream
 	for {
 		ev, err := events.next()
-		if err == io.EOF && finished {
-			return done(), nil // a server that ends without [DONE] after the finish reason
-		}
 		if err != nil {
+			if s.finished && errors.Is(err, io.EOF) {
+				return s.done(), nil // a server that ends without [DONE] after the finish reason
+			}
 			return modelReply{}, err
 		}
-		if string(bytes.TrimSpace(ev.data)) == "[DONE]" {
-			return done(), nil
+		if isDone(ev.data) {
+			return s.done(), nil
 		}
-		var chunk oaChunk
-		if err := json.Unmarshal(ev.data, &chunk); err != nil {
-			return modelReply{}, streamErrorf("a streamed chunk is not JSON: %v", err)
-		}
-		if chunk.Error != nil {
-			return modelReply{}, streamErrorf("the server sent an error in the stream: %s", chunk.Error.Message)
-		}
-		if chunk.Usage != nil {
-			reply.Usage = chunk.Usage.usage()
-		}
-		for _, c := range chunk.Choices {
-			if c.Index != 0 {
-				continue
-			}
-			if c.Delta.Content != nil && *c.Delta.Content != "" {
-				content.WriteString(*c.Delta.Content)
-				if token != nil {
-					token(*c.Delta.Content)
-				}
-			}
-			for _, d := range c.Delta.ToolCalls {
-				tc := calls[d.Index]
-				if tc == nil {
-					if len(calls) >= maxCallsPerMessage {
-						return modelReply{}, streamErrorf("more than %d tool calls in one message", maxCallsPerMessage)
-					}
-					tc = &toolCall{}
-					calls[d.Index] = tc
-					args[d.Index] = &strings.Builder{}
-				}
-				if d.ID != "" {
-					tc.ID = d.ID
-				}
-				if tc.Name == "" {
-					tc.Name = d.Function.Name
-				}
-				args[d.Index].WriteString(oaArguments(d.Function.Arguments))
-			}
-			if c.FinishReason != nil && *c.FinishReason != "" {
-				reply.FinishReason = *c.FinishReason
-				finished = true
-			}
+		if err := s.chunk(ev.data, token); err != nil {
+			return modelReply{}, err
 		}
 	}
+}
+
+func isDone(data []byte) bool {
+	return bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]"))
 }
