@@ -515,6 +515,9 @@ func (r *chatRun) offer(specs []ToolSpec, names []string) {
 	r.offered = map[string]bool{}
 	for _, s := range specs {
 		if (want == nil || want[s.Name]) && !r.offered[s.Name] {
+			if len(s.InputSchema) > 0 && !json.Valid(s.InputSchema) {
+				s.InputSchema = nil // it goes into the request as it is: never let it break the request
+			}
 			r.offered[s.Name] = true
 			r.req.Tools = append(r.req.Tools, s)
 		}

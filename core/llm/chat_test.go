@@ -14,6 +14,7 @@ import (
 	"github.com/clara-lib/clara/core/llm/llmtest"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // fakeHost is the engine's side of a chat, in memory: the provider is the
@@ -533,6 +534,29 @@ func TestChat_badArguments(t *testing.T) {
 	}
 	if _, err := NewChat(newTestClient(t, ClientOptions{}), Config{BaseURL: "localhost:8080"}, nil); err == nil {
 		t.Error("a base_url without a scheme accepted")
+	}
+}
+
+// The chat tool's schema compiles, and agrees with the loop's own checks.
+func TestChatInputSchema(t *testing.T) {
+	tool, err := toolbox.NewTool(toolbox.Descriptor{Name: "chat", InputSchema: json.RawMessage(ChatInputSchema)},
+		toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, ok := range map[string]bool{
+		`{"prompt":"hi","allow_tools":true,"tools":["a"],"max_tool_calls":3,"stream":true,"temperature":0.2,"max_tokens":10}`: true,
+		`{"messages":[{"role":"user","content":"hi"}],"system":"s","model":"m"}`:                                              true,
+		`{"system":"s"}`:                               false,
+		`{"prompt":"hi","colour":"red"}`:               false,
+		`{"prompt":"hi","max_tool_calls":1000}`:        false,
+		`{"messages":[{"role":"tool","content":"x"}]}`: false,
+	} {
+		perr := tool.Validate([]byte(args))
+		_, aerr := parseChatArgs([]byte(args))
+		if (perr == nil) != ok || (aerr == nil) != ok {
+			t.Errorf("%s: schema %v, loop %v", args, perr, aerr)
+		}
 	}
 }
 
