@@ -451,6 +451,35 @@ func TestChat_modelFailures(t *testing.T) {
 	}
 }
 
+// A server that ignores "stream": true and answers JSON is read anyway.
+func TestChat_streamAnsweredWithJSON(t *testing.T) {
+	script, err := llmtest.ParseScript("nostream", []byte(`provider = "anthropic"
+[[exchange]]
+expect.stream = true
+reply.json = '{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Whole."}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":2}}'
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := llmtest.NewServer("", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ch := chatFor(t, srv, "nostream", Config{Provider: ProviderAnthropic, Model: "c"}, nil, nil)
+	h := newFakeHost()
+	out, err := ch.Run(context.Background(), h, "", []byte(`{"prompt":"hi","stream":true}`))
+	if err != nil || decodeResult(t, out).Content != "Whole." || decodeResult(t, out).Usage.TotalTokens != 5 {
+		t.Fatalf("%s %v", out, err)
+	}
+	if got := h.eventLines(); strings.Join(got, "") != `{"event":"token","text":"Whole."}{"event":"answer","text":"Whole."}` {
+		t.Fatalf("%v", got)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestChat_noticesReachTheModel(t *testing.T) {
 	srv := serveScripts(t, "notices")
 	ch := chatFor(t, srv, "notices", Config{Model: "m", ContextWindow: 1000}, nil, nil)

@@ -195,6 +195,21 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 		return modelReply{}, modelError(err)
 	}
 	defer st.Body.Close()
+	if ct := st.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
+		// A server that does not stream answers the whole message.
+		body, err := io.ReadAll(st.Body)
+		if err != nil {
+			return modelReply{}, modelError(st.Fail(err))
+		}
+		reply, err := ch.provider.decode([]byte(st.Redact(string(body))))
+		if err != nil {
+			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", err)
+		}
+		if token != nil && reply.Content != "" {
+			token(reply.Content)
+		}
+		return reply, nil
+	}
 	maxLine := int(ch.cfg.MaxResponseBytes)
 	if maxLine == 0 {
 		maxLine = DefaultMaxResponseBytes
