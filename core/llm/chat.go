@@ -580,7 +580,7 @@ func (r *chatRun) turn() Turn {
 
 func (r *chatRun) notice(n []string) {
 	for _, s := range n {
-		if s = strings.TrimSpace(s); s != "" {
+		if s = strings.Clone(strings.TrimSpace(s)); s != "" {
 			r.pending = append(r.pending, s)
 			r.collected = append(r.collected, s)
 		}

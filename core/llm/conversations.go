@@ -3,6 +3,7 @@ package llm
 import (
 	"container/list"
 	"context"
+	"strings"
 	"sync"
 )
 
@@ -88,6 +89,7 @@ func (c *Conversations) acquire(ctx context.Context, session string) (*conversat
 	c.mu.Lock()
 	conv := c.m[session]
 	if conv == nil {
+		session = strings.Clone(session) // the caller's may be borrowed (C memory)
 		conv = &conversation{session: session, lock: make(chan struct{}, 1)}
 		c.m[session] = conv
 		conv.elem = c.lru.PushFront(conv)
