@@ -525,6 +525,47 @@ func TestChat_sessionConversation(t *testing.T) {
 	}
 }
 
+// A session whose history holds tool calls, continued by a chat without
+// tools: Anthropic refuses tool blocks without tools described, so the
+// earlier calls go as text.
+func TestChat_sessionToolHistoryWithoutTools(t *testing.T) {
+	script, err := llmtest.ParseScript("hist", []byte(`provider = "anthropic"
+[[exchange]]
+expect.tools = ["get_time"]
+reply.json = '{"id":"m1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_h","name":"get_time","input":{"tz":"UTC"}}],"stop_reason":"tool_use"}'
+[[exchange]]
+expect.tool_results = [{ id = "toolu_h", contains = "12:00" }]
+reply.json = '{"id":"m2","type":"message","role":"assistant","content":[{"type":"text","text":"Noon."}],"stop_reason":"end_turn"}'
+[[exchange]]
+expect.no_tools = true
+expect.messages = 5
+expect.contains = ['[called tool get_time with {\"tz\":\"UTC\"}]', '[tool get_time answered: {\"tz\":\"UTC\",\"time\":\"12:00\"}]']
+expect.not_contains = ["tool_use", "tool_result"]
+expect.last_user = "And in an hour?"
+reply.json = '{"id":"m3","type":"message","role":"assistant","content":[{"type":"text","text":"One."}],"stop_reason":"end_turn"}'
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := llmtest.NewServer("", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ch := chatFor(t, srv, "hist", Config{Provider: ProviderAnthropic, Model: "c"}, nil, nil)
+	h := newFakeHost("get_time")
+	if _, err := ch.Run(context.Background(), h, "s", []byte(`{"prompt":"Time?","allow_tools":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ch.Run(context.Background(), h, "s", []byte(`{"prompt":"And in an hour?"}`))
+	if err != nil || decodeResult(t, out).Content != "One." {
+		t.Fatalf("%s %v", out, err)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestChat_badArguments(t *testing.T) {
 	srv := serveScripts(t)
 	ch := chatFor(t, srv, "none", Config{}, nil, nil)
