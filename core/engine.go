@@ -41,6 +41,8 @@ type Engine struct {
 	state    stateStore
 	cb       callbackHost
 	async    *async.Table // calls submitted with clara_submit or "async": true
+	out      outbound     // the HTTP client and the conversations of chats
+	events   eventSink    // the host's event handler (chat progress)
 	env      Options      // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -75,6 +77,7 @@ func New(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.async = async.New(e.asyncOptions(nil))
+	e.out = newOutbound(e.log)
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
 	if _, err := e.install(base, nil); err != nil {
@@ -92,7 +95,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

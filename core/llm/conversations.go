@@ -77,6 +77,15 @@ func (c *Conversations) Forget(session string) {
 	c.mu.Unlock()
 }
 
+// ForgetAll drops every conversation (clara_reset).
+func (c *Conversations) ForgetAll() {
+	c.mu.Lock()
+	for _, conv := range c.m {
+		c.removeLocked(conv)
+	}
+	c.mu.Unlock()
+}
+
 // Len is the number of conversations kept.
 func (c *Conversations) Len() int {
 	c.mu.Lock()
