@@ -162,7 +162,11 @@ test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
 
 C_TESTS := $(wildcard tests/c/test_*.c)
 
-build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h lib/libclara.so
+build/llmserver: $(GO_SOURCES) $(wildcard tests/llmserver/*.go core/llm/llmtest/*.go)
+	@mkdir -p build
+	$(GO) build -o $@ ./tests/llmserver
+
+build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h lib/libclara.so build/llmserver
 	@mkdir -p build
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'

@@ -17,6 +17,7 @@ package core
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,9 @@ type Options struct {
 	Now       func() time.Time // the clock of calls, audit and get_time; nil is the real clock
 	TestMode  bool             // as CLARA_TEST_MODE=1: test mode whatever the configuration says
 	TestAllow bool             // as CLARA_TEST_ALLOW=1: tools run even in test mode
+	// Getenv reads the environment variables that hold secrets
+	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
+	Getenv func(string) string
 }
 
 // New returns an engine on the default configuration with the built-in
@@ -77,7 +81,10 @@ func New(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.async = async.New(e.asyncOptions(nil))
-	e.out = newOutbound(e.log)
+	if e.env.Getenv == nil {
+		e.env.Getenv = os.Getenv
+	}
+	e.out = newOutbound(e.log, e.env.Getenv)
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
 	if _, err := e.install(base, nil); err != nil {

@@ -26,8 +26,8 @@ type outbound struct {
 	convs  *llm.Conversations
 }
 
-func newOutbound(log *logging.Logger) outbound {
-	client, err := llm.NewClient(llm.ClientOptions{Logger: log})
+func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
+	client, err := llm.NewClient(llm.ClientOptions{Logger: log, Getenv: getenv})
 	if err != nil {
 		panic("clara: the HTTP client does not start: " + err.Error()) // a bug, caught by this package's tests
 	}
@@ -53,7 +53,7 @@ func retries(n int) int {
 // the URLs of its HTTP tools (hosts allowed when network.allow_hosts is
 // empty).
 func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, error) {
-	m := &models{clientOptions: llm.ClientOptions{Logger: e.log, MaxRetries: retries(c.LLM.MaxRetries),
+	m := &models{clientOptions: llm.ClientOptions{Logger: e.log, Getenv: e.env.Getenv, MaxRetries: retries(c.LLM.MaxRetries),
 		MaxResponseBytes: int64(c.LLM.MaxResponseBytes)}}
 	if len(c.Network.AllowHosts) > 0 {
 		m.clientOptions.AllowHosts = c.Network.AllowHosts
