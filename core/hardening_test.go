@@ -29,7 +29,9 @@ func TestIssue10_trace_explains_a_policy_denial(t *testing.T) {
 		`{"status":"error","id":7,"error":"denied","message":"tool \"echo\" denied by the policy of the request: it is not in its allow list",`+
 			`"trace":[{"policy":"the configuration","allowed":true},{"policy":"the request","allowed":false,"reason":"it is not in its allow list"}]}`)
 	// The audit keeps the request's id and why the call was denied.
-	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":2}}`)
+	// (n: 5, not 2: with the fixed clock of the tests every record has the
+	// same time, and the ring's shards give ties in any order.)
+	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":5}}`)
 	if !strings.Contains(tail, `"id":7,`) || !strings.Contains(tail, `"reason":"tool \"echo\" denied by the policy of the request: it is not in its allow list"`) {
 		t.Fatalf("audit: %s", tail)
 	}
@@ -51,7 +53,9 @@ message = "seen {{ context.meta.traceparent }}"
 `)
 	expectEq(t, "meta", evalString(t, e, `{"tool":"echo","arguments":{"a":1},"_meta":{"traceparent":"00-ab-01"}}`),
 		`{"status":"success","tool":"echo","result":{"a":1},"notices":[{"rule":"traced","message":"seen 00-ab-01","priority":"normal","event":"on_tool_complete"}]}`)
-	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":2}}`)
+	// (n: 5, not 2: with the fixed clock of the tests every record has the
+	// same time, and the ring's shards give ties in any order.)
+	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":5}}`)
 	if !strings.Contains(tail, `"meta":{"traceparent":"00-ab-01"}`) {
 		t.Fatalf("audit: %s", tail)
 	}
