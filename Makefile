@@ -1,6 +1,6 @@
 # Clara - build, test and benchmark.
 #
-#   make              build lib/libclara.so (+ links), bin/clara-clips, run the header and symbol checks
+#   make              build lib/libclara.so (+ links), bin/clara-clips, bin/clara, run the header and symbol checks
 #   make CLIPS_SRC=DIR  the same with clara-clips built against CLIPS 6.4x sources (docs/clips.md)
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
@@ -69,7 +69,7 @@ BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 .PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
         test-python test-clips test-examples rules-test bench install uninstall clean help wheel
 
-all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
+all: lib clips bin/clara check-header check-symbols ## build the library, clara-clips and clara, check header and exports
 
 print-version: ## print the version (core/version.go)
 	@echo $(VERSION)
@@ -103,6 +103,10 @@ lib/libclara.so: lib/$(SONAME)
 # ---- CLIPS ------------------------------------------------------------------
 
 clips: bin/clara-clips ## build bin/clara-clips
+
+bin/clara: $(GO_SOURCES) $(wildcard cmd/clara/*.go) ## the command line (cmd/clara): chat, call, tools, rules test
+	@mkdir -p bin
+	$(GO) build -o $@ ./cmd/clara
 
 bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so \
                  $(CLIPS_DEPS) $(CLIPS_STAMP)
@@ -246,13 +250,14 @@ install: all ## install library, links, headers, clara.pc, clara-clips and the C
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
 	install -m 0755 bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara-clips
+	install -m 0755 bin/clara $(DESTDIR)$(PREFIX)/bin/clara
 	install -m 0644 clips_bridge/clara_clips.c clips_bridge/clara_clips.h clips_bridge/userfunctions.c \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/
 
 uninstall: ## remove what install put under PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so \
 	  $(DESTDIR)$(PREFIX)/include/clara.h $(DESTDIR)$(PREFIX)/include/clara_clips.h \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.c $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.h \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/userfunctions.c
 	rmdir $(DESTDIR)$(PREFIX)/share/clara/clips $(DESTDIR)$(PREFIX)/share/clara 2>/dev/null || true
