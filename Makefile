@@ -66,7 +66,7 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
               $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
-.PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+.PHONY: print-version demo-agent all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
         test-python test-clips test-examples rules-test bench install uninstall clean help wheel
 
 all: lib clips bin/clara check-header check-symbols ## build the library, clara-clips and clara, check header and exports
@@ -145,6 +145,9 @@ check-symbols: lib/libclara.so ## the library exports exactly the functions of c
 
 # ---- Demo -------------------------------------------------------------------
 
+demo-agent: all build/llmserver ## a CLIPS program asks a model (scripted, on loopback) that calls governed tools
+	bash examples_c/agent/run.sh
+
 demo: ## build everything and run the CLIPS demo on the embedded default config
 	@bash tests/setup-debian.sh build
 	@$(MAKE) --no-print-directory all
@@ -205,7 +208,7 @@ test-clips: bin/clara-clips build/clips_tool_driver build/clips_bridge_check ## 
 rules-test: lib/libclara.so ## the rule test files of the built-in rules and of rules/ (through rules_test)
 	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) tests/rules_test.py $(RULE_TESTS)
 
-test-examples: all ## the examples of examples_c/, README.md and docs/
+test-examples: all build/llmserver ## the examples of examples_c/, README.md and docs/
 	bash tests/examples.sh
 
 # ---- Bench ------------------------------------------------------------------

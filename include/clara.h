@@ -327,9 +327,10 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
  * "duration_ms":...} or {"event":"answer","text":...}, each with the
  * chat's "session", and "handle" when the chat runs asynchronously.
  * Threads: called from any thread (the chat's), never concurrently for
- * one chat; it must be thread-safe, return promptly, and not call any
- * clara_* function. It must return normally: no longjmp and no C++
- * exception may cross Clara's frames.
+ * one chat; it must be thread-safe, return promptly, and call no clara_*
+ * function but clara_json_get() and clara_free_string() (to read the
+ * event). It must return normally: no longjmp and no C++ exception may
+ * cross Clara's frames.
  */
 typedef void (*clara_event_fn)(void *userdata, const char *event_json);
 
