@@ -118,7 +118,13 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 		return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.base_url and llm.model)")
 	}
 	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, handle: AsyncHandle(ctx)}
-	return s.models.chat.Run(ctx, host, call.Session, call.Arguments)
+	// A request that names no session is in "default", shared by every
+	// such caller: its chats start afresh rather than continue each other.
+	conversation := call.Session
+	if conversation == protocol.DefaultSession {
+		conversation = ""
+	}
+	return s.models.chat.Run(ctx, host, conversation, call.Arguments)
 }
 
 func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error) {
