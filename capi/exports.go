@@ -36,7 +36,22 @@ func main() {}
 
 // engine is the process's Clara, built from the environment when the
 // library is loaded.
-var engine = core.FromEnvironment(os.Getenv, os.Stderr)
+var engine = core.FromEnvironment(cGetenv, os.Stderr)
+
+// cGetenv reads the C environment: Go's os.Getenv reads a copy taken when
+// the library was loaded, and a host may setenv an API key later.
+func cGetenv(name string) string {
+	cname := copyOut([]byte(name))
+	if cname == nil {
+		return ""
+	}
+	defer C.shim_free(unsafe.Pointer(cname))
+	v := C.getenv(cname)
+	if v == nil {
+		return ""
+	}
+	return C.GoString(v)
+}
 
 // jsonGetMaxDepth bounds documents read by clara_json_get. It is not
 // limits.max_depth: an envelope is one level deeper than its request, and
@@ -180,6 +195,24 @@ func claraGoSetLogHandler(fn C.clara_log_fn, userdata C.uintptr_t, minLevel C.in
 		defer C.shim_free(unsafe.Pointer(msg))
 		C.shim_call_log(fn, userdata, C.int(level), msg)
 	}, min)
+}
+
+//export claraGoSetEventHandler
+func claraGoSetEventHandler(fn C.clara_event_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_event_handler", nil)
+	if fn == nil {
+		engine.SetEventSink(nil)
+		return
+	}
+	engine.SetEventSink(func(event []byte) {
+		defer guard("the event handler", nil)
+		ev := copyOut(event) // C memory, as for the log handler
+		if ev == nil {
+			return
+		}
+		defer C.shim_free(unsafe.Pointer(ev))
+		C.shim_call_event(fn, userdata, ev)
+	})
 }
 
 // ---- C tools --------------------------------------------------------------

@@ -30,6 +30,8 @@ type snapshot struct {
 	runtime []ruleSource
 	// Configured rule paths that matched no file, for rules_list.
 	unmatched []string
+	// The outbound side: the model, the evaluator, the client's allowlist.
+	models *models
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -48,7 +50,11 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	configured, err := e.compileConfigTools(c)
+	configured, httpURLs, err := e.compileConfigTools(c)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +66,7 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 		rules:     set,
 		runtime:   runtime,
 		unmatched: unmatched,
+		models:    m,
 	}
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
@@ -74,6 +81,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
 		return nil, err
 	}
+	e.commitModels(p.snap.config, p.snap.models)
 	e.current.Store(p.snap)
 	left := e.swapConfigTools(p.configured)
 	e.cb.sync(p.snap.config)
@@ -295,6 +303,7 @@ func (e *Engine) reset() []byte {
 func (e *Engine) forgetSessions() {
 	e.sessions.Reset()
 	e.kv.Reset()
+	e.out.convs.ForgetAll()
 }
 
 // configEnvelope is the answer of a configuration change: the whole

@@ -316,6 +316,38 @@ typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
  */
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
 
+/* ---- Events of chats ----------------------------------------------------- */
+
+/*
+ * clara_event_fn - receives one progress event of a chat (docs/llm.md).
+ *
+ * event_json is one JSON object, NUL-terminated, borrowed for the duration
+ * of the call: {"event":"token","text":...}, {"event":"tool_call","tool":
+ * ...,"arguments":{...}}, {"event":"tool_result","tool":...,"status":...,
+ * "duration_ms":...} or {"event":"answer","text":...}, each with the
+ * chat's "session", and "handle" when the chat runs asynchronously.
+ * Threads: called from any thread (the chat's), never concurrently for
+ * one chat; it must be thread-safe, return promptly, and call no clara_*
+ * function but clara_json_get() and clara_free_string() (to read the
+ * event). It must return normally: no longjmp and no C++ exception may
+ * cross Clara's frames.
+ */
+typedef void (*clara_event_fn)(void *userdata, const char *event_json);
+
+/*
+ * clara_set_event_handler - send the progress events of chats to fn.
+ *
+ * Passing fn == NULL stops them (the default). Events of a chat that
+ * streams ("stream": true) include each text delta; every chat reports its
+ * tool calls, their results and its answer.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, the previous handler is
+ *            not running and will not be called again, so its userdata may
+ *            be freed. Do not call it from inside a handler.
+ */
+void clara_set_event_handler(clara_event_fn fn, void *userdata);
+
 /* ---- Asynchronous calls ------------------------------------------------- */
 
 /*

@@ -58,7 +58,7 @@ __all__ = [
     # tools
     "tool", "tools", "register_tool", "unregister_tool",
     # configuration, events, sessions, logging
-    "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler",
+    "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
     # errors
@@ -200,6 +200,12 @@ def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_IN
     """Send Clara's log messages to handler(level, message) (see
     Clara.set_log_handler); None restores stderr."""
     _get().set_log_handler(handler, min_level)
+
+
+def set_event_handler(handler: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+    """Send the progress events of chats (token, tool_call, tool_result,
+    answer) to handler(event); None stops them (see Clara.set_event_handler)."""
+    _get().set_event_handler(handler)
 
 
 # ---- The rest of the C interface -------------------------------------------------

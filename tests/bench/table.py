@@ -25,6 +25,8 @@ ROWS = [
     ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
+    ("chat", "chat, one tool call (Go, loopback)", "the same 2 exchanges, bare net/http", "time", "<=", 1.2),
+    ("chat_parallel", "chats from 16 goroutines, wall time per chat", "one chat at a time", "time", None, None),
     ("async_wait", "async echo: clara_submit + clara_wait", "clara_evaluate", "time", "<=", 3.0),
     ("async_batch", "10,000 async echoes through the eventfd, per call", "the same called one by one", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
