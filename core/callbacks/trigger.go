@@ -450,15 +450,22 @@ func (j *job) add(files []string) {
 // start runs j on a goroutine of its own (m.mu held).
 func (m *Manager) start(j *job) {
 	m.runs.Add(1)
-	go func() {
+	m.goSafe("callback "+j.def.ID, func() {
 		defer m.runs.Done()
 		m.runJob(j)
-	}()
+	})
 }
 
 func (m *Manager) runJob(j *job) {
 	var results []RunResult
 	runOnce := func(files []string) {
+		// A panic in a run is that run's failure: the job still finishes,
+		// and its waiters hear of it.
+		defer m.recoverInto("callback "+j.def.ID, func() {
+			r := RunResult{ID: j.def.ID, Name: j.def.Name, ExitCode: -1, Files: files, Error: "internal error (see the log)"}
+			r.Notice = r.notice(0)
+			results = append(results, r)
+		})
 		// The callback as it is now: renamed since the trigger, its script
 		// moved with it; deleted, nothing runs.
 		d, ok := m.currentDef(j.env, &j.def)
@@ -520,7 +527,10 @@ func (m *Manager) runJob(j *job) {
 	}
 	for _, worker := range order {
 		for _, r := range results {
-			cb(Completion{Session: worker, RunResult: r, Files: r.Files, Notice: r.Notice})
+			func() {
+				defer m.recoverInto("callbacks: OnBackground", nil)
+				cb(Completion{Session: worker, RunResult: r, Files: r.Files, Notice: r.Notice})
+			}()
 		}
 	}
 }
