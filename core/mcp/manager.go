@@ -1,0 +1,336 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// DefaultInitTimeout bounds a remote server's start and initialize.
+const DefaultInitTimeout = 10 * time.Second
+
+// ServerConfig is one [[mcp_servers]] entry: a command spoken to over
+// stdio, or the URL of a Streamable HTTP endpoint.
+type ServerConfig struct {
+	Name string // names the server in logs and errors, and the default prefix
+
+	Command string   // stdio: the program (looked up in PATH) ...
+	Args    []string // ... and its arguments
+	// EnvFrom gives the child variables whose values are read from this
+	// process's environment when the server starts: {"API_KEY": "MY_KEY"}
+	// sets API_KEY to $MY_KEY. The values never reach a log or an error.
+	// Besides them the child inherits only HOME, LOGNAME, PATH, SHELL,
+	// TERM and USER.
+	EnvFrom map[string]string
+
+	URL string // Streamable HTTP endpoint, http or https
+
+	Allow []string // remote tool names to keep; empty keeps all
+	Deny  []string // remote tool names to drop (deny wins)
+	// Prefix goes before each remote name to make its Clara name; nil
+	// means Name + "__". An empty prefix is allowed.
+	Prefix *string
+
+	Eager       bool           // Start connects it; otherwise the first listing or call does
+	InitTimeout time.Duration  // start + initialize; 0 means DefaultInitTimeout
+	Limits      toolbox.Limits // the limits of every tool of this server
+
+	// dial replaces the transport (tests use the SDK's in-memory one).
+	dial func(ctx context.Context) (sdk.Transport, error)
+}
+
+// ToolSpec is a remote tool ready to become a Clara tool:
+// toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}).
+type ToolSpec struct {
+	Server     string // the configured server's Name
+	RemoteName string // the tool's name on that server
+	// Descriptor has the Clara name (prefix + remote name), the server's
+	// description and input schema, capability network (exec for stdio
+	// servers), the server's limits, returns "json" when the tool declares
+	// an output schema (the result is its structuredContent) and "string"
+	// otherwise (the text of its content), and llm_visible.
+	Descriptor   toolbox.Descriptor
+	Title        string          // the remote tool's title, if any
+	OutputSchema json.RawMessage // the remote tool's output schema, if any
+	Idempotent   bool            // the remote tool's idempotentHint
+	// Run calls the remote tool: connecting (or waiting for a restart) if
+	// needed, cancelling the remote call when ctx ends. A remote isError is
+	// tool_failed with the tool's text as message.
+	Run toolbox.Func `json:"-"`
+}
+
+// Info is the ToolInfo of a remote tool, for serving it on over MCP.
+func (t *ToolSpec) Info() ToolInfo {
+	info := InfoFromDescriptor(&t.Descriptor)
+	info.Title, info.OutputSchema, info.Idempotent = t.Title, t.OutputSchema, t.Idempotent
+	return info
+}
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	Logger *logging.Logger
+	// HTTPClient carries the requests to URL servers: pass the engine's, so
+	// that its host allowlist applies. It must not set Timeout (the
+	// server's event stream is a long request); nil is http.DefaultClient.
+	HTTPClient *http.Client
+	// OnToolsChanged receives a server's tools whenever its list changes
+	// (first listing included, and after a restart or a list_changed that
+	// changed something). It runs on one goroutine of the Manager, one call
+	// at a time, in order; it may call Tools, never Close.
+	OnToolsChanged func(server string, tools []ToolSpec)
+	ClientName     string // what initialize reports; "clara" by default
+	ClientVersion  string
+}
+
+// Manager owns the connections to the configured MCP servers. Its methods
+// are safe for concurrent use.
+type Manager struct {
+	opts    ManagerOptions
+	log     *logging.Logger
+	client  *sdk.Implementation
+	remotes map[string]*remote
+	order   []string
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	qmu     sync.Mutex
+	pending map[string][]ToolSpec // the lists not yet delivered, the latest per server
+	queue   []string
+	wake    chan struct{}
+
+	closeOnce sync.Once
+}
+
+var (
+	serverNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	prefixPattern     = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
+	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// NewManager checks the configurations and returns a Manager that has
+// connected to nothing yet.
+func NewManager(configs []ServerConfig, opts ManagerOptions) (*Manager, error) {
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = http.DefaultClient
+	}
+	if opts.ClientName == "" {
+		opts.ClientName = "clara"
+	}
+	if opts.ClientVersion == "" {
+		opts.ClientVersion = "0"
+	}
+	m := &Manager{
+		opts:    opts,
+		log:     opts.Logger,
+		client:  &sdk.Implementation{Name: opts.ClientName, Version: opts.ClientVersion},
+		remotes: map[string]*remote{},
+		pending: map[string][]ToolSpec{},
+		wake:    make(chan struct{}, 1),
+	}
+	var problems []error
+	for i := range configs {
+		c := configs[i]
+		if err := checkConfig(&c); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if m.remotes[c.Name] != nil {
+			problems = append(problems, fmt.Errorf("mcp_servers: %q is configured twice", c.Name))
+			continue
+		}
+		m.remotes[c.Name] = newRemote(m, c)
+		m.order = append(m.order, c.Name)
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go m.deliver()
+	return m, nil
+}
+
+func checkConfig(c *ServerConfig) error {
+	if !serverNamePattern.MatchString(c.Name) {
+		return fmt.Errorf("mcp_servers: invalid name %q: use 1 to 64 letters, digits, '_' or '-'", c.Name)
+	}
+	where := fmt.Sprintf("mcp_servers %q", c.Name)
+	switch {
+	case c.dial != nil:
+	case c.Command != "" && c.URL != "":
+		return fmt.Errorf("%s: give command or url, not both", where)
+	case c.Command == "" && c.URL == "":
+		return fmt.Errorf("%s: give command (stdio) or url (Streamable HTTP)", where)
+	case c.URL != "":
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s: url must be an http or https URL, not %q", where, c.URL)
+		}
+		if len(c.EnvFrom) > 0 {
+			return fmt.Errorf("%s: env_from is for command servers", where)
+		}
+	}
+	for child, source := range c.EnvFrom {
+		if !envNamePattern.MatchString(child) || !envNamePattern.MatchString(source) {
+			return fmt.Errorf("%s: env_from: %q = %q is not a pair of environment variable names", where, child, source)
+		}
+	}
+	if c.Prefix == nil {
+		p := c.Name + "__"
+		c.Prefix = &p
+	}
+	if !prefixPattern.MatchString(*c.Prefix) {
+		return fmt.Errorf("%s: invalid prefix %q: use up to 63 letters, digits, '_' or '-'", where, *c.Prefix)
+	}
+	if c.InitTimeout < 0 {
+		return fmt.Errorf("%s: init timeout must not be negative", where)
+	}
+	if c.InitTimeout == 0 {
+		c.InitTimeout = DefaultInitTimeout
+	}
+	// The limits are checked as a descriptor would be.
+	if _, err := toolbox.NewTool(toolbox.Descriptor{Name: c.Name, Limits: c.Limits},
+		toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }}); err != nil {
+		return fmt.Errorf("%s: %s", where, strings.TrimPrefix(err.Error(), fmt.Sprintf("tool %q: ", c.Name)))
+	}
+	c.Args = append([]string(nil), c.Args...)
+	c.Allow = append([]string(nil), c.Allow...)
+	c.Deny = append([]string(nil), c.Deny...)
+	env := make(map[string]string, len(c.EnvFrom))
+	for k, v := range c.EnvFrom {
+		env[k] = v
+	}
+	c.EnvFrom = env
+	return nil
+}
+
+// Servers lists the configured servers' names, in configuration order.
+func (m *Manager) Servers() []string { return append([]string(nil), m.order...) }
+
+// Start connects the eager servers (concurrently, each within its
+// InitTimeout) and lists their tools; the error names every server that
+// failed. The others keep their connections.
+func (m *Manager) Start(ctx context.Context) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, name := range m.order {
+		if !m.remotes[name].cfg.Eager {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					logPanic(m.log, "starting mcp server "+name, r)
+				}
+			}()
+			if _, err := m.Tools(ctx, name); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// Tools returns a server's tools, connecting it first if it is not
+// connected (within its InitTimeout).
+func (m *Manager) Tools(ctx context.Context, server string) ([]ToolSpec, error) {
+	r := m.remotes[server]
+	if r == nil {
+		return nil, fmt.Errorf("mcp: no server %q is configured", server)
+	}
+	return r.toolList(ctx)
+}
+
+// Close shuts every server down (a stdio server's stdin is closed, then it
+// is sent SIGTERM, then SIGKILL, and what it started in its process group
+// is killed) and returns once the Manager's goroutines are gone.
+func (m *Manager) Close() error {
+	m.closeOnce.Do(func() {
+		m.cancel()
+		var wg sync.WaitGroup
+		for _, r := range m.remotes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.shutdown()
+			}()
+		}
+		wg.Wait()
+		m.wg.Wait()
+	})
+	return nil
+}
+
+// publish queues a server's new tool list for OnToolsChanged.
+func (m *Manager) publish(server string, tools []ToolSpec) {
+	if m.opts.OnToolsChanged == nil {
+		return
+	}
+	m.qmu.Lock()
+	if _, queued := m.pending[server]; !queued {
+		m.queue = append(m.queue, server)
+	}
+	m.pending[server] = tools
+	m.qmu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver runs OnToolsChanged, one list at a time.
+func (m *Manager) deliver() {
+	defer m.wg.Done()
+	for {
+		m.qmu.Lock()
+		if len(m.queue) == 0 {
+			m.qmu.Unlock()
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-m.wake:
+			}
+			continue
+		}
+		server := m.queue[0]
+		m.queue = m.queue[1:]
+		tools := m.pending[server]
+		delete(m.pending, server)
+		m.qmu.Unlock()
+		if m.ctx.Err() != nil {
+			return
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					logPanic(m.log, "OnToolsChanged", r)
+				}
+			}()
+			m.opts.OnToolsChanged(server, tools)
+		}()
+	}
+}

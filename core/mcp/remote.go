@@ -1,0 +1,638 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// Restart backoff: the first restart after a crash waits backoffBase, each
+// failure in a row doubles it up to backoffMax; a connection that stayed
+// up stableAfter starts the count again.
+const (
+	backoffBase = 250 * time.Millisecond
+	backoffMax  = 30 * time.Second
+	stableAfter = 30 * time.Second
+)
+
+// inheritedEnv is what a stdio server gets of Clara's environment besides
+// env_from: what a program needs to run (the TypeScript SDK's list).
+var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+var errManagerClosed = errors.New("the MCP client manager is closed")
+
+// remote is one configured server: its connection, restarted after a crash,
+// and its tool list.
+type remote struct {
+	m      *Manager
+	cfg    ServerConfig
+	client *sdk.Client
+	allow  map[string]bool
+	deny   map[string]bool
+
+	mu       sync.Mutex
+	live     *conn    // the connection in use, nil when none
+	attempt  *attempt // the connection being made (or scheduled), nil when none
+	lastErr  error    // why the last attempt failed or the last connection ended
+	retryAt  time.Time
+	failures int // in a row, for the backoff
+	closed   bool
+	tools    []ToolSpec // the published list ...
+	listedOn *conn      // ... and the connection it was listed on
+	toolsKey string
+
+	refreshMu sync.Mutex // one listing at a time
+}
+
+// conn is one live connection (and, for stdio, its process).
+type conn struct {
+	cs     *sdk.ClientSession
+	proc   *process // nil for URL servers
+	since  time.Time
+	stderr *stderrTail
+}
+
+// attempt is one connection being made; done is closed when it ends.
+type attempt struct {
+	done chan struct{}
+	c    *conn
+	err  error
+}
+
+func newRemote(m *Manager, cfg ServerConfig) *remote {
+	r := &remote{m: m, cfg: cfg, allow: set(cfg.Allow), deny: set(cfg.Deny)}
+	r.client = sdk.NewClient(m.client, &sdk.ClientOptions{
+		Logger: newSlog(m.log),
+		// No roots, sampling or elicitation: Clara only calls tools.
+		Capabilities:           &sdk.ClientCapabilities{},
+		ToolListChangedHandler: r.listChanged,
+	})
+	r.client.AddReceivingMiddleware(r.recoverMiddleware)
+	return r
+}
+
+func set(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func (r *remote) recoverMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				logPanic(r.m.log, fmt.Sprintf("mcp server %q: %s", r.cfg.Name, method), v)
+				res, err = nil, fmt.Errorf("internal error")
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// session returns the live connection, connecting (or waiting for the
+// restart under way) when there is none. Right after a failed attempt, and
+// until its backoff has passed, it fails at once with the attempt's error.
+func (r *remote) session(ctx context.Context) (*conn, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errManagerClosed
+	}
+	if r.live != nil {
+		c := r.live
+		r.mu.Unlock()
+		return c, nil
+	}
+	if r.attempt == nil {
+		if wait := time.Until(r.retryAt); r.lastErr != nil && wait > 0 {
+			err := fmt.Errorf("%w (next attempt in %s)", r.lastErr, wait.Round(time.Millisecond))
+			r.mu.Unlock()
+			return nil, err
+		}
+		r.startAttemptLocked(0)
+	}
+	a := r.attempt
+	r.mu.Unlock()
+	select {
+	case <-a.done:
+		return a.c, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *remote) startAttemptLocked(delay time.Duration) {
+	a := &attempt{done: make(chan struct{})}
+	r.attempt = a
+	r.m.wg.Add(1)
+	go r.connect(a, delay)
+}
+
+func backoff(failures int) time.Duration {
+	d := backoffBase
+	for i := 1; i < failures && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
+// connect makes one connection after delay. A failure after the server has
+// once been up (a crash that does not come back) schedules the next
+// attempt; a failure of a first start waits for the next use.
+func (r *remote) connect(a *attempt, delay time.Duration) {
+	defer r.m.wg.Done()
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.m.log, fmt.Sprintf("connecting to mcp server %q", r.cfg.Name), v)
+			r.mu.Lock()
+			if r.attempt == a {
+				r.attempt = nil
+			}
+			r.lastErr = fmt.Errorf("mcp server %q: internal error while connecting", r.cfg.Name)
+			r.retryAt = time.Now().Add(backoff(r.failures + 1))
+			a.err = r.lastErr
+			r.mu.Unlock()
+			close(a.done)
+		}
+	}()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.m.ctx.Done():
+			t.Stop()
+		}
+	}
+	var c *conn
+	var err error
+	if r.m.ctx.Err() != nil {
+		err = errManagerClosed
+	} else {
+		c, err = r.dial()
+	}
+
+	r.mu.Lock()
+	r.attempt = nil
+	if r.closed && err == nil {
+		err = errManagerClosed
+		r.mu.Unlock()
+		c.close()
+		r.mu.Lock()
+	}
+	if err != nil {
+		a.err = err
+		if !r.closed {
+			r.failures++
+			r.lastErr = err
+			d := backoff(r.failures)
+			r.retryAt = time.Now().Add(d)
+			if r.listedOn != nil { // it was up before: keep trying
+				logf(r.m.log, logging.Warn, "%v; trying again in %s", err, d)
+				r.startAttemptLocked(d)
+			} else {
+				logf(r.m.log, logging.Warn, "%v", err)
+			}
+		}
+		r.mu.Unlock()
+		close(a.done)
+		return
+	}
+	r.live, r.lastErr, r.retryAt = c, nil, time.Time{}
+	a.c = c
+	r.m.wg.Add(1)
+	go r.watch(c)
+	restarted := r.listedOn != nil
+	r.mu.Unlock()
+	close(a.done)
+	logf(r.m.log, logging.Info, "mcp server %q connected", r.cfg.Name)
+	if restarted {
+		// The tools may differ after a restart: list them again (the owner
+		// hears of it only if they changed).
+		r.refreshAsync(c)
+	}
+}
+
+// dial starts the server (stdio) or opens the session (URL) and runs the
+// initialize handshake within InitTimeout.
+func (r *remote) dial() (*conn, error) {
+	ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
+	defer cancel()
+	c := &conn{}
+	var t sdk.Transport
+	switch {
+	case r.cfg.dial != nil:
+		var err error
+		if t, err = r.cfg.dial(ctx); err != nil {
+			return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
+		}
+	case r.cfg.URL != "":
+		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: r.m.opts.HTTPClient}
+	default:
+		env, secrets, err := r.environment()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
+		cmd.Env = env
+		c.stderr = newStderrTail(r.m.log, r.cfg.Name, secrets)
+		cmd.Stderr = c.stderr
+		c.proc = newProcess(cmd)
+		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	cs, err := r.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	if err != nil {
+		c.proc.kill() // Connect closed the session; this ends what the server started
+		switch {
+		case r.m.ctx.Err() != nil:
+			return nil, errManagerClosed
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return nil, fmt.Errorf("mcp server %q did not answer initialize within %s%s", r.cfg.Name, r.cfg.InitTimeout, c.stderr.String())
+		}
+		return nil, fmt.Errorf("mcp server %q: %s%s", r.cfg.Name, startError(err), c.stderr.String())
+	}
+	c.cs, c.since = cs, time.Now()
+	return c, nil
+}
+
+// startError says why a server did not start, without the SDK's wrapping
+// where the cause is plain.
+func startError(err error) string {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return fmt.Sprintf("cannot start %q: %v", ee.Name, ee.Err)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == "fork/exec" {
+		return fmt.Sprintf("cannot start %q: %v", pe.Path, pe.Err)
+	}
+	if errors.Is(err, sdk.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF") {
+		return "the server closed the connection during initialize: " + err.Error()
+	}
+	return err.Error()
+}
+
+// environment is the child's environment and the values to keep out of
+// logs.
+func (r *remote) environment() (env, secrets []string, err error) {
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(r.cfg.EnvFrom))
+	for k := range r.cfg.EnvFrom {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, child := range keys {
+		source := r.cfg.EnvFrom[child]
+		v, ok := os.LookupEnv(source)
+		if !ok {
+			return nil, nil, fmt.Errorf("mcp server %q: env_from: %s is not set (it gives %s)", r.cfg.Name, source, child)
+		}
+		env = append(env, child+"="+v)
+		if v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	return env, secrets, nil
+}
+
+// watch waits for a connection to end. Unless the Manager closed it, the
+// server crashed or went away: it is restarted after the backoff.
+func (r *remote) watch(c *conn) {
+	defer r.m.wg.Done()
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.m.log, fmt.Sprintf("watching mcp server %q", r.cfg.Name), v)
+		}
+	}()
+	err := c.cs.Wait()
+	c.close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live != c || r.closed {
+		return
+	}
+	r.live = nil
+	if time.Since(c.since) > stableAfter {
+		r.failures = 0
+	}
+	r.failures++
+	d := backoff(r.failures)
+	why := "it exited"
+	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
+		why = err.Error()
+	}
+	r.lastErr = fmt.Errorf("mcp server %q stopped: %s%s", r.cfg.Name, why, c.stderr.String())
+	r.retryAt = time.Now().Add(d)
+	logf(r.m.log, logging.Warn, "%v; restarting in %s", r.lastErr, d)
+	if r.attempt == nil {
+		r.startAttemptLocked(d)
+	}
+}
+
+// close ends a connection: the session, then what is left of the process
+// group.
+func (c *conn) close() {
+	if c == nil {
+		return
+	}
+	if c.cs != nil {
+		_ = c.cs.Close()
+	}
+	c.proc.kill()
+}
+
+func (r *remote) shutdown() {
+	r.mu.Lock()
+	r.closed = true
+	c := r.live
+	r.live = nil
+	r.mu.Unlock()
+	c.close()
+}
+
+// listChanged is the server's notifications/tools/list_changed. It runs on
+// the connection's reading goroutine, so the listing goes elsewhere.
+func (r *remote) listChanged(_ context.Context, req *sdk.ToolListChangedRequest) {
+	r.mu.Lock()
+	c := r.live
+	r.mu.Unlock()
+	if c != nil && c.cs == req.Session {
+		r.refreshAsync(c)
+	}
+}
+
+func (r *remote) refreshAsync(c *conn) {
+	// Close sets closed before it waits for the goroutines: none starts after.
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.m.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.m.wg.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				logPanic(r.m.log, fmt.Sprintf("listing the tools of mcp server %q", r.cfg.Name), v)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
+		defer cancel()
+		if _, err := r.refresh(ctx, c); err != nil && r.m.ctx.Err() == nil {
+			logf(r.m.log, logging.Warn, "%v", err)
+		}
+	}()
+}
+
+// toolList returns the tools, connecting and listing when needed.
+func (r *remote) toolList(ctx context.Context) ([]ToolSpec, error) {
+	c, err := r.session(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("mcp server %q: %w", r.cfg.Name, ctx.Err())
+		}
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.listedOn == c {
+		tools := r.tools
+		r.mu.Unlock()
+		return tools, nil
+	}
+	r.mu.Unlock()
+	return r.refresh(ctx, c)
+}
+
+// refresh lists the tools on c and publishes them if they changed.
+func (r *remote) refresh(ctx context.Context, c *conn) ([]ToolSpec, error) {
+	r.refreshMu.Lock()
+	defer r.refreshMu.Unlock()
+	var listed []*sdk.Tool
+	for t, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("mcp server %q: listing tools: %v", r.cfg.Name, err)
+		}
+		listed = append(listed, t)
+	}
+	tools := r.specs(listed)
+	key, err := json.Marshal(tools) // Run is not marshalled: the key is the descriptors
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errManagerClosed
+	}
+	changed := r.listedOn == nil || string(key) != r.toolsKey
+	if !changed {
+		tools = r.tools // keep the slice the owner has
+	}
+	r.tools, r.toolsKey, r.listedOn = tools, string(key), c
+	r.mu.Unlock()
+	if changed {
+		r.m.publish(r.cfg.Name, tools)
+	}
+	return tools, nil
+}
+
+// specs turns the server's tools into ToolSpecs: filtered by allow and
+// deny, prefixed, and checked as Clara descriptors (a tool whose name or
+// schema Clara cannot take is left out, with a warning).
+func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
+	capability := toolbox.CapExec
+	if r.cfg.URL != "" {
+		capability = toolbox.CapNetwork
+	}
+	seen := map[string]bool{}
+	var out []ToolSpec
+	for _, t := range listed {
+		if t == nil || (r.allow != nil && !r.allow[t.Name]) || r.deny[t.Name] || seen[t.Name] {
+			continue
+		}
+		seen[t.Name] = true
+		name := *r.cfg.Prefix + t.Name
+		if !toolbox.ValidName(name) {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q left out: %q is not a valid Clara tool name", r.cfg.Name, t.Name, name)
+			continue
+		}
+		schema, err := remarshal(t.InputSchema)
+		if err != nil {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q left out: input schema: %v", r.cfg.Name, t.Name, err)
+			continue
+		}
+		output, err := remarshal(t.OutputSchema)
+		if err != nil {
+			output = nil
+		}
+		returns := toolbox.ReturnsString
+		if output != nil {
+			returns = toolbox.ReturnsJSON
+		}
+		spec := ToolSpec{
+			Server:     r.cfg.Name,
+			RemoteName: t.Name,
+			Descriptor: toolbox.Descriptor{
+				Name:         name,
+				Description:  t.Description,
+				InputSchema:  schema,
+				Returns:      returns,
+				Capabilities: []string{capability},
+				Limits:       r.cfg.Limits,
+				LLMVisible:   true,
+			},
+			Title:        t.Title,
+			OutputSchema: output,
+			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
+		}
+		if t.Annotations != nil {
+			spec.Idempotent = t.Annotations.IdempotentHint
+			if spec.Title == "" {
+				spec.Title = t.Annotations.Title
+			}
+		}
+		// What the engine will do with it: refuse it here rather than there.
+		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q left out: %v", r.cfg.Name, t.Name, err)
+			continue
+		}
+		out = append(out, spec)
+	}
+	return out
+}
+
+// remarshal is a schema the client decoded (a map), as compact JSON.
+func remarshal(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(b, []byte("null")) {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// runner is the toolbox.Func of one remote tool.
+func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
+	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		c, err := r.session(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &protocol.Error{Code: protocol.ToolFailed, Message: err.Error(), Cause: err}
+		}
+		args := json.RawMessage(bytes.Clone(call.Arguments))
+		if len(bytes.TrimSpace(args)) == 0 {
+			args = json.RawMessage("{}")
+		}
+		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &protocol.Error{Code: protocol.ToolFailed,
+				Message: fmt.Sprintf("mcp server %q: %v", r.cfg.Name, err), Cause: err}
+		}
+		return claraResult(r.cfg.Name, tool, res, returnsJSON)
+	}
+}
+
+// stderrTail logs a stdio server's stderr at debug level, a line at a
+// time with the env_from values blotted out, and keeps its last lines for
+// the error that says why the server stopped.
+type stderrTail struct {
+	log     *logging.Logger
+	server  string
+	secrets []string
+
+	mu      sync.Mutex
+	partial []byte
+	lines   []string
+}
+
+const (
+	tailLines   = 5
+	maxLineSize = 512
+)
+
+func newStderrTail(log *logging.Logger, server string, secrets []string) *stderrTail {
+	return &stderrTail{log: log, server: server, secrets: secrets}
+}
+
+func (t *stderrTail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial = append(t.partial, p...)
+	for {
+		i := bytes.IndexByte(t.partial, '\n')
+		if i < 0 {
+			if len(t.partial) > maxLineSize {
+				t.line(t.partial)
+				t.partial = t.partial[:0]
+			}
+			return len(p), nil
+		}
+		t.line(t.partial[:i])
+		t.partial = t.partial[i+1:]
+	}
+}
+
+func (t *stderrTail) line(b []byte) {
+	if len(b) > maxLineSize {
+		b = b[:maxLineSize]
+	}
+	s := strings.ToValidUTF8(strings.TrimRight(string(b), "\r"), "?")
+	for _, secret := range t.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	if strings.TrimSpace(s) == "" {
+		return
+	}
+	logf(t.log, logging.Debug, "mcp server %q stderr: %s", t.server, s)
+	t.lines = append(t.lines, s)
+	if len(t.lines) > tailLines {
+		t.lines = t.lines[1:]
+	}
+}
+
+// String is the last lines, as the end of an error message ("" if none).
+func (t *stderrTail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return "; its stderr ends with: " + strings.Join(t.lines, " | ")
+}

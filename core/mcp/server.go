@@ -1,0 +1,546 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// HTTPPath is where Listen serves the Streamable HTTP endpoint.
+const HTTPPath = "/mcp"
+
+// ServerOptions configure a Server. The zero value serves on loopback
+// only, without a token.
+type ServerOptions struct {
+	Name, Version string // what initialize reports; "clara" and "0" by default
+	Instructions  string // optional hints for the client's model
+	Logger        *logging.Logger
+	// AllowRemote lets Listen bind an address that is not loopback.
+	AllowRemote bool
+	// BearerToken, when set, must be on every HTTP request
+	// (Authorization: Bearer TOKEN). It never reaches a log.
+	BearerToken string
+	// SessionIdleTimeout closes an HTTP session that sends nothing for this
+	// long; 0 means 30 minutes, negative never.
+	SessionIdleTimeout time.Duration
+	// OnSessionEnd, if set, runs (on its own goroutine) after an MCP
+	// session that initialized has ended, with its Clara session name.
+	OnSessionEnd func(session string)
+}
+
+// Server serves a Host's tools over MCP. Its methods are safe for
+// concurrent use.
+type Server struct {
+	host Host
+	opts ServerOptions
+	log  *logging.Logger
+	mcp  *sdk.Server
+
+	// served is the published tool list; only the sync goroutine (and
+	// NewServer before it starts) writes it.
+	served   map[string]*servedTool
+	warned   map[string]string // tool -> last problem logged, so each is logged once
+	dirty    chan struct{}     // a sync is due
+	stopHost func()
+
+	mu       sync.Mutex
+	stopCtx  context.Context // cancelled by Stop: what is serving now stops
+	stopNow  context.CancelFunc
+	webs     map[*web]struct{}
+	closed   bool
+	sessions sync.Map // *sdk.ServerSession -> Clara session name (stdio sessions have no id)
+
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+}
+
+// web is one Listen.
+type web struct {
+	srv     *http.Server
+	ln      net.Listener
+	stopped atomic.Bool // Stop closed it: Serve's error is expected
+}
+
+// NewServer builds a server for host and publishes its tools. Serve it with
+// ServeStdio or Listen; Close it when done.
+func NewServer(host Host, opts ServerOptions) *Server {
+	if opts.Name == "" {
+		opts.Name = "clara"
+	}
+	if opts.Version == "" {
+		opts.Version = "0"
+	}
+	if opts.SessionIdleTimeout == 0 {
+		opts.SessionIdleTimeout = 30 * time.Minute
+	}
+	s := &Server{
+		host:   host,
+		opts:   opts,
+		log:    opts.Logger,
+		served: map[string]*servedTool{},
+		warned: map[string]string{},
+		dirty:  make(chan struct{}, 1),
+		webs:   map[*web]struct{}{},
+		done:   make(chan struct{}),
+	}
+	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
+		Instructions: opts.Instructions,
+		Logger:       newSlog(opts.Logger),
+		PageSize:     1000,
+		// Tools only (no logging, prompts, resources); listChanged because
+		// the host's tools change while clients are connected.
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		SupportedProtocolVersions: servedVersions(),
+		GetSessionID:              newSessionName,
+		InitializedHandler:        s.initialized,
+	})
+	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
+	// Subscribe, then list: a change in between marks a sync as due.
+	s.stopHost = host.OnToolsChanged(s.toolsChanged)
+	s.syncTools()
+	s.wg.Add(1)
+	go s.syncLoop()
+	return s
+}
+
+// servedVersions are the revisions up to ProtocolVersion: newer drafts the
+// SDK knows are not offered.
+func servedVersions() []string {
+	var vs []string
+	for _, v := range sdk.SupportedProtocolVersions() {
+		if v <= ProtocolVersion {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+func newSessionName() string { return "mcp-" + rand.Text() }
+
+// sessionName is the Clara session of an MCP session: its id over HTTP, a
+// name of the same form for a stdio session, which has none.
+func (s *Server) sessionName(ss *sdk.ServerSession) string {
+	if ss == nil {
+		return "mcp"
+	}
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	if v, ok := s.sessions.Load(ss); ok {
+		return v.(string)
+	}
+	v, _ := s.sessions.LoadOrStore(ss, newSessionName())
+	return v.(string)
+}
+
+// initialized watches a session that completed its handshake, to forget
+// its name and tell the host when it ends.
+func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
+	ss := req.Session
+	name := s.sessionName(ss)
+	// Close sets closed before it waits for the goroutines: none starts after.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "the end of session "+name, r)
+			}
+		}()
+		_ = ss.Wait()
+		s.sessions.Delete(ss)
+		if s.opts.OnSessionEnd != nil {
+			s.opts.OnSessionEnd(name)
+		}
+	}()
+}
+
+// recoverMiddleware turns a panic in any method handler into a JSON-RPC
+// internal error (tool calls catch theirs earlier, as isError results).
+func (s *Server) recoverMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (res sdk.Result, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "MCP method "+method, r)
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// toolsChanged is the host's signal; it only marks a sync as due.
+func (s *Server) toolsChanged() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) syncLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.dirty:
+			s.syncTools()
+		}
+	}
+}
+
+// syncTools makes the SDK server's tools those of Host.Tools: it adds what
+// is new or changed and removes what is gone; the SDK then sends
+// notifications/tools/list_changed to every session.
+func (s *Server) syncTools() {
+	defer func() {
+		if r := recover(); r != nil {
+			logPanic(s.log, "listing the host's tools", r)
+		}
+	}()
+	infos := s.host.Tools()
+	want := make(map[string]*servedTool, len(infos))
+	for _, info := range infos {
+		st, warning, err := newServedTool(info)
+		problem := warning
+		if err != nil {
+			problem = err.Error() + "; not served"
+		}
+		if problem != "" && s.warned[info.Name] != problem {
+			logf(s.log, logging.Warn, "%s", problem)
+		}
+		if problem != "" {
+			s.warned[info.Name] = problem
+		} else {
+			delete(s.warned, info.Name)
+		}
+		if err == nil {
+			want[info.Name] = st
+		}
+	}
+	var gone []string
+	for name := range s.served {
+		if want[name] == nil {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	names := make([]string, 0, len(want))
+	for name := range want {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		st := want[name]
+		if old := s.served[name]; old != nil && old.key == st.key {
+			want[name] = old
+			continue
+		}
+		s.mcp.AddTool(st.tool, s.toolHandler(name, st.structured))
+	}
+	s.served = want
+}
+
+// toolHandler runs one tools/call through the host.
+func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "tool call "+name, r)
+				res, err = errorResult(protocol.InternalError(nil)), nil
+			}
+		}()
+		// Stop cancels the calls in flight (the SDK's contexts only end
+		// with the client's notifications/cancelled).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.currentStopCtx(), cancel)()
+
+		args := []byte(req.Params.Arguments)
+		if t := strings.TrimSpace(string(args)); t == "" || t == "null" {
+			args = []byte("{}")
+		}
+		var progress ProgressFunc
+		if token := req.Params.GetProgressToken(); token != nil {
+			p := &progressSender{ctx: ctx, ss: req.Session, token: token, log: s.log}
+			defer p.finish()
+			progress = p.send
+		}
+		out, perr := s.host.Call(ctx, s.sessionName(req.Session), name, args, progress)
+		if perr != nil {
+			return errorResult(perr), nil
+		}
+		return successResult(name, out, structured), nil
+	}
+}
+
+// progressSender forwards a call's progress as notifications/progress, in
+// increasing order, until the call returns.
+type progressSender struct {
+	ctx   context.Context
+	ss    *sdk.ServerSession
+	token any
+	log   *logging.Logger
+
+	mu      sync.Mutex // held while sending, so that values reach the wire in order
+	sent    bool
+	last    float64
+	stopped bool
+}
+
+func (p *progressSender) send(done, total float64, message string) {
+	defer func() {
+		if r := recover(); r != nil {
+			logPanic(p.log, "a progress notification", r)
+		}
+	}()
+	if math.IsNaN(done) || math.IsInf(done, 0) || math.IsNaN(total) || math.IsInf(total, 0) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || (p.sent && done <= p.last) {
+		return
+	}
+	p.sent, p.last = true, done
+	if err := p.ss.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{
+		ProgressToken: p.token, Progress: done, Total: total, Message: message,
+	}); err != nil {
+		logf(p.log, logging.Debug, "progress notification not sent: %v", err)
+	}
+}
+
+func (p *progressSender) finish() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+}
+
+func (s *Server) currentStopCtx() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopCtx
+}
+
+// ErrClosed is returned by ServeStdio and Listen after Close.
+var ErrClosed = errors.New("mcp: server closed")
+
+// ServeStdio serves one MCP session over in and out (newline-delimited
+// JSON-RPC) on the calling goroutine, until in reaches EOF, ctx is done or
+// Stop is called; a clean end returns nil. in and out stay open: they are
+// the caller's. A Read blocked in in (or a Write in out) when Stop comes is
+// released only if it has deadlines (SetReadDeadline: an *os.File in
+// non-blocking mode, a net.Conn); otherwise it stays blocked until in
+// delivers, and what it then reads is dropped. ServeFDs arranges that for
+// file descriptors.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	stop := s.stopCtx
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(stop, cancel)()
+	ss, err := s.mcp.Connect(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "a stdio session", r)
+				ended <- errors.New("internal error")
+			}
+		}()
+		ended <- ss.Wait()
+	}()
+	select {
+	case err = <-ended:
+	case <-ctx.Done():
+		// Deadlines first: Close waits for the calls in flight, which may
+		// be blocked writing to a peer that does not read.
+		rd, _ := in.(interface{ SetReadDeadline(time.Time) error })
+		wd, _ := out.(interface{ SetWriteDeadline(time.Time) error })
+		if rd != nil {
+			_ = rd.SetReadDeadline(time.Now())
+			defer rd.SetReadDeadline(time.Time{})
+		}
+		if wd != nil {
+			_ = wd.SetWriteDeadline(time.Now())
+			defer wd.SetWriteDeadline(time.Time{})
+		}
+		_ = ss.Close()
+		err = <-ended
+	}
+	s.sessions.Delete(ss)
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, sdk.ErrConnectionClosed) || ctx.Err() != nil || stop.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("mcp: %w", err)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// Listen serves the Streamable HTTP transport at http://ADDR/mcp and
+// returns the address it bound (useful with port 0) at once. Without
+// AllowRemote the address must be loopback.
+func (s *Server) Listen(addr string) (net.Addr, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: listen: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !s.opts.AllowRemote && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return nil, fmt.Errorf("mcp: %q is not a loopback address; serving other hosts needs mcp.allow_remote = true", addr)
+	}
+	idle := s.opts.SessionIdleTimeout
+	if idle < 0 {
+		idle = 0
+	}
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+		&sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: newSlog(s.log)})
+	if s.opts.BearerToken != "" {
+		token := []byte(s.opts.BearerToken)
+		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
+			if subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+				return nil, auth.ErrInvalidToken
+			}
+			return &auth.TokenInfo{UserID: "bearer"}, nil
+		}
+		h = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
+	// A web page the user visits must not reach a loopback server: refuse
+	// cross-origin browser requests (programs send no Origin).
+	h = http.NewCrossOriginProtection().Handler(h)
+	mux := http.NewServeMux()
+	mux.Handle(HTTPPath, h)
+	w := &web{ln: ln, srv: &http.Server{
+		Handler:           s.recoverHTTP(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+	}}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil, ErrClosed
+	}
+	s.webs[w] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "the HTTP server", r)
+			}
+		}()
+		if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !w.stopped.Load() {
+			logf(s.log, logging.Warn, "serving %s: %v", ln.Addr(), err)
+		}
+	}()
+	logf(s.log, logging.Info, "serving MCP at http://%s%s", ln.Addr(), HTTPPath)
+	return ln.Addr(), nil
+}
+
+// recoverHTTP answers 500 for a panic in the HTTP layer instead of letting
+// net/http log it with the request.
+func (s *Server) recoverHTTP(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				logPanic(s.log, "an HTTP request", v)
+				http.Error(w, "internal error", http.StatusInternalServerError)
+			}
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Stop ends what is serving: the sessions (their calls in flight are
+// cancelled), ServeStdio calls (they return) and HTTP listeners. The server
+// may serve again afterwards.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopNow()
+	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
+	webs := s.webs
+	s.webs = map[*web]struct{}{}
+	s.mu.Unlock()
+
+	// HTTP first stops taking new connections, then the sessions end (which
+	// ends their event streams), then the server waits for what is left.
+	for w := range webs {
+		w.stopped.Store(true)
+		_ = w.ln.Close()
+	}
+	for ss := range s.mcp.Sessions() {
+		_ = ss.Close()
+	}
+	for w := range webs {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := w.srv.Shutdown(ctx); err != nil {
+			_ = w.srv.Close()
+		}
+		cancel()
+	}
+}
+
+// Close stops serving for good and returns once the server's goroutines
+// are gone.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stopHost()
+	s.Stop()
+	close(s.done)
+	s.wg.Wait()
+}

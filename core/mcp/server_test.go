@@ -1,0 +1,498 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+func TestToolsListShapes(t *testing.T) {
+	weather := echoTool("get_weather", toolbox.CapNetwork)
+	weather.info.Title = "Weather"
+	weather.info.Idempotent = true
+	weather.info.OutputSchema = json.RawMessage(`{"type":"object","properties":{"temp":{"type":"number"}}}`)
+	writer := echoTool("write_file", toolbox.CapFSWrite)
+	reader := echoTool("read_file", toolbox.CapFSRead)
+	noSchema := echoTool("no_schema")
+	noSchema.info.InputSchema = nil
+	untyped := echoTool("untyped")
+	untyped.info.InputSchema = json.RawMessage(`{"properties":{"n":{"type":"integer","maximum":1e3}}}`)
+	nullable := echoTool("nullable")
+	nullable.info.InputSchema = json.RawMessage(`{"type":["object","null"]}`)
+	notObject := echoTool("not_object")
+	notObject.info.InputSchema = json.RawMessage(`{"type":"string"}`)
+	arrayOut := echoTool("array_out")
+	arrayOut.info.OutputSchema = json.RawMessage(`{"type":"array"}`)
+
+	sink := &logSink{}
+	h := newTestHost(weather, writer, reader, noSchema, untyped, nullable, notObject, arrayOut)
+	s := serveInMemory(t, h, ServerOptions{Logger: sink.logger()}, nil)
+
+	res, err := s.cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*sdk.Tool{}
+	for _, tool := range res.Tools {
+		got[tool.Name] = tool
+	}
+	if _, ok := got["not_object"]; ok || len(got) != 7 {
+		t.Fatalf("served tools: %v", mustJSON(t, res.Tools))
+	}
+	if !strings.Contains(sink.text(), `tool "not_object": input schema: type "string" cannot describe the arguments`) {
+		t.Errorf("no warning for not_object in the log:\n%s", sink.text())
+	}
+	if !strings.Contains(sink.text(), `tool "array_out": output schema left out`) {
+		t.Errorf("no warning for array_out in the log:\n%s", sink.text())
+	}
+
+	cases := map[string]string{
+		"get_weather": `{"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":false},` +
+			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"get_weather",` +
+			`"outputSchema":{"properties":{"temp":{"type":"number"}},"type":"object"},"title":"Weather"}`,
+		"write_file": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":false,"readOnlyHint":false},` +
+			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"write_file"}`,
+		"read_file": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"read_file"}`,
+		"no_schema": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+			`"description":"returns its arguments","inputSchema":{"type":"object"},"name":"no_schema"}`,
+		"untyped": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+			`"description":"returns its arguments","inputSchema":{"properties":{"n":{"maximum":1000,"type":"integer"}},"type":"object"},"name":"untyped"}`,
+		"nullable": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+			`"description":"returns its arguments","inputSchema":{"type":"object"},"name":"nullable"}`,
+	}
+	for name, want := range cases {
+		// The client decoded the tool into maps: marshal it back sorted.
+		var m map[string]any
+		if err := json.Unmarshal([]byte(mustJSON(t, got[name])), &m); err != nil {
+			t.Fatal(err)
+		}
+		if g := mustJSON(t, m); g != want {
+			t.Errorf("%s:\n got %s\nwant %s", name, g, want)
+		}
+	}
+}
+
+func TestToolsCallResults(t *testing.T) {
+	fixed := func(name, out string, structured bool) testTool {
+		tt := testTool{info: ToolInfo{Name: name}, run: func(context.Context, string, []byte, ProgressFunc) ([]byte, *protocol.Error) {
+			return []byte(out), nil
+		}}
+		if structured {
+			tt.info.OutputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		return tt
+	}
+	h := newTestHost(
+		echoTool("echo"),
+		fixed("text", `"héllo\nworld"`, false),
+		fixed("list", `[1,2]`, false),
+		fixed("nothing", ``, false),
+		fixed("structured_ok", `{"a":1}`, true),
+		fixed("structured_bad", `[1]`, true),
+	)
+	s := serveInMemory(t, h, ServerOptions{}, nil)
+
+	res := s.call(t, "echo", map[string]any{"message": "hi"})
+	if res.IsError || text(res) != `{"message":"hi"}` || mustJSON(t, res.StructuredContent) != `{"message":"hi"}` {
+		t.Errorf("echo: %s", mustJSON(t, res))
+	}
+	// No arguments at all reach the host as an empty object.
+	if res := s.call(t, "echo", nil); text(res) != `{}` {
+		t.Errorf("echo without arguments: %s", mustJSON(t, res))
+	}
+	res = s.call(t, "text", nil)
+	if res.IsError || text(res) != "héllo\nworld" || res.StructuredContent != nil {
+		t.Errorf("text: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "list", nil); res.IsError || text(res) != `[1,2]` || res.StructuredContent != nil {
+		t.Errorf("list: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "nothing", nil); res.IsError || text(res) != `null` {
+		t.Errorf("nothing: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "structured_ok", nil); res.IsError || mustJSON(t, res.StructuredContent) != `{"a":1}` {
+		t.Errorf("structured_ok: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "structured_bad", nil); !res.IsError || !strings.Contains(text(res), "declares an output schema but returned no JSON object") {
+		t.Errorf("structured_bad: %s", mustJSON(t, res))
+	}
+}
+
+func TestToolsCallErrorsAreIsError(t *testing.T) {
+	fail := func(name string, perr *protocol.Error) testTool {
+		return testTool{info: ToolInfo{Name: name}, run: func(context.Context, string, []byte, ProgressFunc) ([]byte, *protocol.Error) {
+			return nil, perr
+		}}
+	}
+	h := newTestHost(
+		fail("denied_tool", protocol.Errorf(protocol.Denied, "denied by rule no_rm: not today")),
+		fail("bad_args", protocol.Errorf(protocol.InvalidArgs, "Invalid arguments for tool \"bad_args\": /n: got string, want integer")),
+		fail("slowpoke", protocol.Errorf(protocol.Timeout, "tool \"slowpoke\" ran past its timeout of 1000 ms")),
+	)
+	s := serveInMemory(t, h, ServerOptions{}, nil)
+	for name, want := range map[string][2]string{
+		"denied_tool": {"denied", "denied by rule no_rm: not today"},
+		"bad_args":    {"invalid_args", `Invalid arguments for tool "bad_args": /n: got string, want integer`},
+		"slowpoke":    {"timeout", `tool "slowpoke" ran past its timeout of 1000 ms`},
+	} {
+		res := s.call(t, name, map[string]any{"n": "x"})
+		if !res.IsError || text(res) != want[1] || res.Meta[metaErrorCode] != want[0] {
+			t.Errorf("%s: %s", name, mustJSON(t, res))
+		}
+	}
+	// A tool the server does not list is a protocol error, not a result.
+	_, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "nope"})
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) {
+		t.Errorf("unknown tool: %v", err)
+	}
+}
+
+func TestToolsCallCancelled(t *testing.T) {
+	started := make(chan struct{})
+	cancelled := make(chan error, 1)
+	slow := testTool{info: ToolInfo{Name: "slow"}, run: func(ctx context.Context, _ string, _ []byte, _ ProgressFunc) ([]byte, *protocol.Error) {
+		close(started)
+		<-ctx.Done()
+		cancelled <- ctx.Err()
+		return nil, protocol.Errorf(protocol.ToolFailed, "cancelled")
+	}}
+	s := serveInMemory(t, newTestHost(slow, echoTool("echo")), ServerOptions{}, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: "slow"})
+		done <- err
+	}()
+	within(t, started, "start of the slow tool")
+	cancel()
+	if err := within(t, done, "return of the cancelled call"); !errors.Is(err, context.Canceled) {
+		t.Errorf("client side: %v", err)
+	}
+	// notifications/cancelled reached the host's context.
+	if err := within(t, cancelled, "cancellation in the host"); !errors.Is(err, context.Canceled) {
+		t.Errorf("host side: %v", err)
+	}
+	// The session goes on.
+	if res := s.call(t, "echo", map[string]any{"message": "after"}); res.IsError {
+		t.Errorf("after the cancel: %s", mustJSON(t, res))
+	}
+}
+
+func TestToolsCallProgress(t *testing.T) {
+	steps := testTool{info: ToolInfo{Name: "steps"}, run: func(_ context.Context, _ string, _ []byte, progress ProgressFunc) ([]byte, *protocol.Error) {
+		if progress == nil {
+			return []byte(`"no progress asked"`), nil
+		}
+		progress(1, 3, "one")
+		progress(1, 3, "one again") // not an increase: dropped
+		progress(2, 3, "two")
+		progress(0.5, 3, "backwards") // dropped
+		progress(3, 3, "three")
+		return []byte(`"done"`), nil
+	}}
+	var mu sync.Mutex
+	var got []string
+	copts := &sdk.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+		mu.Lock()
+		got = append(got, mustJSON(t, req.Params))
+		mu.Unlock()
+	}}
+	s := serveInMemory(t, newTestHost(steps), ServerOptions{}, copts)
+
+	if res := s.call(t, "steps", nil); text(res) != "no progress asked" {
+		t.Errorf("without a token: %s", mustJSON(t, res))
+	}
+	res, err := s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "steps", Meta: sdk.Meta{"progressToken": "tok-1"}})
+	if err != nil || text(res) != "done" {
+		t.Fatalf("with a token: %v %s", err, mustJSON(t, res))
+	}
+	// Notifications are handled in order, but maybe after the response.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 3 }, "three progress notifications")
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{
+		`{"progressToken":"tok-1","message":"one","progress":1,"total":3}`,
+		`{"progressToken":"tok-1","message":"two","progress":2,"total":3}`,
+		`{"progressToken":"tok-1","message":"three","progress":3,"total":3}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestToolsListChanged(t *testing.T) {
+	changed := make(chan struct{}, 10)
+	h := newTestHost(echoTool("echo"))
+	s := serveInMemory(t, h, ServerOptions{}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	names := func() string {
+		res, err := s.cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n []string
+		for _, tool := range res.Tools {
+			n = append(n, tool.Name)
+		}
+		return strings.Join(n, ",")
+	}
+	if got := names(); got != "echo" {
+		t.Fatalf("before: %s", got)
+	}
+	h.set(echoTool("fresh"))
+	within(t, changed, "list_changed after a registration")
+	if got := names(); got != "echo,fresh" {
+		t.Errorf("after a registration: %s", got)
+	}
+	if res := s.call(t, "fresh", map[string]any{"message": "x"}); res.IsError {
+		t.Errorf("calling the new tool: %s", mustJSON(t, res))
+	}
+	h.remove("echo")
+	within(t, changed, "list_changed after a removal")
+	if got := names(); got != "fresh" {
+		t.Errorf("after a removal: %s", got)
+	}
+	// A change of a descriptor is a change too.
+	f := echoTool("fresh", toolbox.CapNetwork)
+	h.set(f)
+	within(t, changed, "list_changed after a new descriptor")
+	res, _ := s.cs.ListTools(context.Background(), nil)
+	if len(res.Tools) != 1 || !*res.Tools[0].Annotations.OpenWorldHint {
+		t.Errorf("after a new descriptor: %s", mustJSON(t, res.Tools))
+	}
+}
+
+func TestPanicsInHost(t *testing.T) {
+	boom := testTool{info: ToolInfo{Name: "boom"}, run: func(context.Context, string, []byte, ProgressFunc) ([]byte, *protocol.Error) {
+		panic("the host fell over")
+	}}
+	sink := &logSink{}
+	h := newTestHost(boom, echoTool("echo"))
+	s := serveInMemory(t, h, ServerOptions{Logger: sink.logger()}, nil)
+
+	res := s.call(t, "boom", nil)
+	if !res.IsError || text(res) != "internal error" || res.Meta[metaErrorCode] != "internal" {
+		t.Errorf("boom: %s", mustJSON(t, res))
+	}
+	if !strings.Contains(sink.text(), "panic in tool call boom: the host fell over") {
+		t.Errorf("the panic is not in the log:\n%s", sink.text())
+	}
+	// Tools panics: the list in force stays, the server goes on.
+	h.mu.Lock()
+	h.panicList = true
+	h.mu.Unlock()
+	h.set(echoTool("never_listed"))
+	if res := s.call(t, "echo", map[string]any{"message": "still here"}); res.IsError {
+		t.Errorf("after a panic in Tools: %s", mustJSON(t, res))
+	}
+	h.mu.Lock()
+	h.panicList = false
+	h.mu.Unlock()
+	// The sync goroutine survived: the next change is published.
+	h.set(echoTool("listed_later"))
+	waitFor(t, func() bool {
+		res, err := s.cs.ListTools(context.Background(), nil)
+		return err == nil && len(res.Tools) == 4
+	}, "the tools after the panic")
+	if !strings.Contains(sink.text(), "panic in listing the host's tools: listing went wrong") {
+		t.Errorf("the Tools panic is not in the log:\n%s", sink.text())
+	}
+}
+
+func TestStdioSessionNameAndEnd(t *testing.T) {
+	var mu sync.Mutex
+	var sessions []string
+	who := testTool{info: ToolInfo{Name: "who"}, run: func(_ context.Context, session string, _ []byte, _ ProgressFunc) ([]byte, *protocol.Error) {
+		b, _ := json.Marshal(session)
+		return b, nil
+	}}
+	ended := make(chan string, 1)
+	srv := NewServer(newTestHost(who), ServerOptions{OnSessionEnd: func(s string) { ended <- s }})
+	defer srv.Close()
+	a, b := net.Pipe()
+	rc := make(chan error, 1)
+	go func() { rc <- srv.ServeStdio(context.Background(), a, a) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "who"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		sessions = append(sessions, text(res))
+		mu.Unlock()
+	}
+	if !strings.HasPrefix(sessions[0], "mcp-") || sessions[0] != sessions[1] {
+		t.Errorf("sessions: %q", sessions)
+	}
+	cs.Close() // EOF for the server
+	if err := within(t, rc, "ServeStdio's return at EOF"); err != nil {
+		t.Errorf("ServeStdio: %v", err)
+	}
+	if s := within(t, ended, "OnSessionEnd"); s != sessions[0] {
+		t.Errorf("ended %q, want %q", s, sessions[0])
+	}
+}
+
+func TestStopEndsServeStdioAndCancelsCalls(t *testing.T) {
+	started := make(chan struct{})
+	cancelled := make(chan struct{})
+	slow := testTool{info: ToolInfo{Name: "slow"}, run: func(ctx context.Context, _ string, _ []byte, _ ProgressFunc) ([]byte, *protocol.Error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, protocol.Errorf(protocol.ToolFailed, "stopped")
+	}}
+	s := serveInMemory(t, newTestHost(slow), ServerOptions{}, nil)
+	go s.cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "slow"})
+	within(t, started, "the slow call")
+	s.srv.Stop()
+	within(t, cancelled, "the call's cancellation")
+	if err := within(t, s.serveRC, "ServeStdio's return"); err != nil {
+		t.Errorf("ServeStdio after Stop: %v", err)
+	}
+	// The server serves again after Stop.
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go s.srv.ServeStdio(context.Background(), a, a)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	if err != nil {
+		t.Fatalf("serving again: %v", err)
+	}
+	cs.Close()
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	changed := make(chan struct{}, 10)
+	ended := make(chan string, 10)
+	h := newTestHost(echoTool("echo"))
+	srv := NewServer(h, ServerOptions{BearerToken: "s3cret", OnSessionEnd: func(s string) { ended <- s }})
+	defer srv.Close()
+
+	if _, err := srv.Listen("0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("a non-loopback address without AllowRemote: %v", err)
+	}
+	addr, err := srv.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + HTTPPath
+	client := sdk.NewClient(&sdk.Implementation{Name: "t"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+
+	// Without the token: refused.
+	_, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Errorf("without a token: %v", err)
+	}
+	// With a wrong one: refused.
+	wrong := &http.Client{Transport: bearer{"guess", http.DefaultTransport}}
+	if _, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: wrong, MaxRetries: -1}, nil); err == nil {
+		t.Errorf("a wrong token was accepted")
+	}
+	hc := &http.Client{Transport: bearer{"s3cret", http.DefaultTransport}}
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "over http"}})
+	if err != nil || text(res) != `{"message":"over http"}` {
+		t.Fatalf("call over HTTP: %v %s", err, mustJSON(t, res))
+	}
+	h.set(echoTool("fresh"))
+	within(t, changed, "list_changed over HTTP")
+	h.mu.Lock()
+	session := h.calls[0]
+	h.mu.Unlock()
+	if !strings.HasPrefix(session, "mcp-") || !strings.HasSuffix(session, "/echo") {
+		t.Errorf("the HTTP session's Clara session: %q", session)
+	}
+
+	// A browser page of another origin is refused.
+	req, _ := http.NewRequest("POST", url, strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("a cross-site request: %v", err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site request: %s", resp.Status)
+	}
+	// The client's DELETE ends the session.
+	cs.Close()
+	if s := within(t, ended, "OnSessionEnd over HTTP"); s+"/echo" != session {
+		t.Errorf("ended %q, the calls ran in %q", s, session)
+	}
+	cs, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo"}); err == nil {
+		t.Errorf("a call after Stop succeeded")
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Errorf("the listener is still open after Stop")
+	}
+}
+
+func TestClosedServer(t *testing.T) {
+	srv := NewServer(newTestHost(), ServerOptions{})
+	srv.Close()
+	srv.Close() // twice is fine
+	if _, err := srv.Listen("127.0.0.1:0"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Listen after Close: %v", err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if err := srv.ServeStdio(context.Background(), a, a); !errors.Is(err, ErrClosed) {
+		t.Errorf("ServeStdio after Close: %v", err)
+	}
+}
+
+func TestPanickingLogSink(t *testing.T) {
+	boom := testTool{info: ToolInfo{Name: "boom"}, run: func(context.Context, string, []byte, ProgressFunc) ([]byte, *protocol.Error) {
+		panic("the host fell over")
+	}}
+	log := logging.New(func(logging.Level, string) { panic("the sink fell over too") }, logging.Debug)
+	s := serveInMemory(t, newTestHost(boom, echoTool("echo")), ServerOptions{Logger: log}, nil)
+	if res := s.call(t, "boom", nil); !res.IsError || text(res) != "internal error" {
+		t.Errorf("boom: %s", mustJSON(t, res))
+	}
+	if res := s.call(t, "echo", map[string]any{"message": "alive"}); res.IsError {
+		t.Errorf("echo: %s", mustJSON(t, res))
+	}
+}
