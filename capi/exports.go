@@ -226,6 +226,8 @@ type toolCall struct {
 	hasErr bool
 	errMsg string
 	tool   *toolbox.Tool // released when an abandoned job ends
+	// progress reports to the MCP client that asked (nil: nobody listens).
+	progress core.ProgressFunc
 }
 
 var (
@@ -245,7 +247,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 				timeout = 1
 			}
 		}
-		tc := &toolCall{tool: call.Tool}
+		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
 		args := copyOut(call.Arguments) // owned by the job from here
@@ -334,6 +336,24 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 			tc.errMsg = string(bytesOf(p, n))
 		}
 		tc.mu.Unlock()
+	}
+}
+
+//export claraGoCallProgress
+func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.size_t) {
+	defer guard("clara_call_progress", nil)
+	tc := lookupCall(id)
+	if tc == nil {
+		return
+	}
+	tc.mu.Lock()
+	report := tc.progress
+	if tc.done {
+		report = nil
+	}
+	tc.mu.Unlock()
+	if report != nil {
+		report(float64(done), float64(total), string(bytesOf(p, n)))
 	}
 }
 

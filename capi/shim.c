@@ -98,6 +98,16 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
 
+void clara_call_progress(clara_call *call, double done, double total, const char *message) {
+    claraGoCallProgress((uintptr_t)call, done, total, (char *)message, message ? strlen(message) : 0);
+}
+
+int clara_mcp_serve_stdio(int in_fd, int out_fd) { return claraGoMCPServeStdio(in_fd, out_fd); }
+
+char *clara_mcp_listen(const char *addr) { return claraGoMCPListen((char *)addr, addr ? strlen(addr) : 0); }
+
+void clara_mcp_stop(void) { claraGoMCPStop(); }
+
 void clara_set_event_handler(clara_event_fn fn, void *userdata) {
     claraGoSetEventHandler(fn, (uintptr_t)userdata);
 }

@@ -921,6 +921,37 @@ static void clara_poll_fn(struct udf_call *c) {
     ret_integer(c, asserted);
 }
 
+/* ---- MCP ----------------------------------------------------------------- */
+
+/* (clara-mcp-listen "127.0.0.1:8765") -> the URL the tools are served at
+ * (MCP's Streamable HTTP), a STRING; FALSE with an error when it cannot
+ * listen. Serving goes on on Clara's threads while CLIPS runs. */
+static void clara_mcp_listen_fn(struct udf_call *c) {
+    const char *addr;
+    char *env, *url = NULL, *message = NULL;
+    if (!arg_string(c, 1, &addr)) return;
+    env = clara_mcp_listen(addr);
+    if (env == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    if (clara_json_get(env, "result.url", &url, NULL) == CLARA_JSON_STRING) {
+        ret_string(c, url);
+    } else {
+        clara_json_get(env, "message", &message, NULL);
+        fail(c, message ? message : env);
+    }
+    clara_free_string(url);
+    clara_free_string(message);
+    clara_free_string(env);
+}
+
+/* (clara-mcp-stop) -> TRUE: every MCP session and listener ends. */
+static void clara_mcp_stop_fn(struct udf_call *c) {
+    clara_mcp_stop();
+    ret_symbol(c, "TRUE");
+}
+
 /* ---- Registration ------------------------------------------------------- */
 
 /*
@@ -939,7 +970,9 @@ static void clara_poll_fn(struct udf_call *c) {
     X(clara_eval_complete, "clara-eval-complete", 1, 1, "b", "l", "11i")              \
     X(clara_eval_result, "clara-eval-result", 1, 1, "bs", "l", "11i")                 \
     X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
-    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")
+    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")                               \
+    X(clara_mcp_listen, "clara-mcp-listen", 1, 1, "bs", "s", "11s")                  \
+    X(clara_mcp_stop, "clara-mcp-stop", 0, 0, "b", NULL, "00")
 
 CLARA_UDFS(UDF_TRAMPOLINE)
 

@@ -44,6 +44,7 @@ type Engine struct {
 	async    *async.Table // calls submitted with clara_submit or "async": true
 	out      outbound     // the HTTP client and the conversations of chats
 	events   eventSink    // the host's event handler (chat progress)
+	mcp      mcpServing   // the MCP server while something serves
 	env      Options      // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force

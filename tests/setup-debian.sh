@@ -5,9 +5,10 @@
 set -euo pipefail
 
 # python3-venv/-pip/-setuptools/-wheel build and install the Python package
-# offline (make wheel, make test-python); mypy type-checks it.
+# offline (make wheel, make test-python); mypy type-checks it. nodejs and
+# npm run the official MCP TypeScript SDK against Clara (tests/mcp).
 build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3
-            python3-venv python3-pip python3-setuptools python3-wheel mypy)
+            python3-venv python3-pip python3-setuptools python3-wheel mypy nodejs npm)
 bench_pkgs=("${build_pkgs[@]}" libjansson-dev python3-simpleeval python3-lupa)
 
 case "${1:-build}" in

@@ -7,6 +7,7 @@
 //	clara call TOOL ['{"key":"value"}'] [--session S]
 //	clara tools [--format clara|openai|anthropic|mcp]
 //	clara rules test [FILE...]
+//	clara mcp [--listen ADDR]
 //	clara version
 //
 // Exit status: 0 on success, 1 when the call answered an error (its
@@ -31,6 +32,7 @@ var commands = []command{
 	{"call", `call TOOL ['{"key":"value"}'] [--session S]`, runCall},
 	{"tools", `tools [--format clara|openai|anthropic|mcp]`, runTools},
 	{"rules", `rules test [FILE...]`, runRules},
+	{"mcp", `mcp [--listen ADDR]`, runMCP},
 	{"version", `version`, runVersion},
 }
 

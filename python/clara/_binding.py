@@ -639,6 +639,30 @@ class Clara:
             _event_keepalive = new
             _event_lib = self._lib if new is not None else None
 
+    # -- MCP --
+
+    def mcp_listen(self, addr: str = "127.0.0.1:0") -> str:
+        """Serve the tools over MCP's Streamable HTTP transport on Clara's
+        own threads; return the URL ("http://127.0.0.1:PORT/mcp"). Raises
+        the ClaraError of the refusal (a remote address without
+        mcp.allow_remote, an address in use)."""
+        data = _to_bytes(addr, "addr")
+        env = _json.loads(self._take_string(self._lib.clara_mcp_listen(data), "clara_mcp_listen").decode("utf-8"))
+        if env["status"] != "success":
+            raise ClaraError.from_envelope(env)
+        return env["result"]["url"]  # type: ignore[no-any-return]
+
+    def mcp_serve_stdio(self, in_fd: int = 0, out_fd: int = 1) -> None:
+        """Serve the tools over MCP on a pair of descriptors (stdin and
+        stdout by default) until the client closes or mcp_stop()."""
+        code = self._lib.clara_mcp_serve_stdio(int(in_fd), int(out_fd))
+        if code != CLARA_OK:
+            raise RuntimeError("clara_mcp_serve_stdio: %s (the log says why)" % self.strerror(code))
+
+    def mcp_stop(self) -> None:
+        """End every MCP session and listener."""
+        self._lib.clara_mcp_stop()
+
     # -- tools --
 
     def _register(self, descriptor: bytes, name: Optional[str], invoke: Callable[[Dict[str, Any]], Any],

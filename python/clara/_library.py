@@ -149,6 +149,15 @@ def declare(lib: ctypes.CDLL) -> None:
     # void clara_call_error(clara_call *call, const char *message);
     lib.clara_call_error.argtypes = [c_void_p, c_char_p]
     lib.clara_call_error.restype = None
+    lib.clara_call_progress.argtypes = [c_void_p, ctypes.c_double, ctypes.c_double, c_char_p]
+    lib.clara_call_progress.restype = None
+    # MCP (docs/mcp.md).
+    lib.clara_mcp_serve_stdio.argtypes = [c_int, c_int]
+    lib.clara_mcp_serve_stdio.restype = c_int
+    lib.clara_mcp_listen.argtypes = [c_char_p]
+    lib.clara_mcp_listen.restype = c_void_p
+    lib.clara_mcp_stop.argtypes = []
+    lib.clara_mcp_stop.restype = None
     lib.clara_set_event_handler.argtypes = [EVENT_FN, c_void_p]
     lib.clara_set_event_handler.restype = None
     # Asynchronous calls (docs/async.md).
