@@ -1,6 +1,7 @@
 package callbacks
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,14 +74,14 @@ func TestGoroutinesAreGuarded(t *testing.T) {
 	}
 }
 
-// The list file a script receives (CLARA_CHANGED_FILES_LIST) is removed
-// once the run ends.
+// The list a script receives (CLARA_CHANGED_FILES_LIST) has no name on
+// disk: nothing is left behind, even by a host that exits during a run.
 func TestChangedFilesListIsRemoved(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	e := newEnv(t)
-	e.create(t, "w", map[string]any{"name": "list", "pattern": "*.a", "blocking": true, "timeout_secs": 10,
-		"script_content": `test -s "$CLARA_CHANGED_FILES_LIST"`})
+	e.create(t, "w", map[string]any{"name": "list", "pattern": "*.a", "blocking": true, "timeout_secs": 10, "once_per_batch": true,
+		"script_content": `test -s "$CLARA_CHANGED_FILES_LIST" && test "$(wc -l < "$CLARA_CHANGED_FILES_LIST")" = 2 && ! ls "$TMPDIR"/clara-changed-files-* 2>/dev/null`})
 	o := e.trigger(t, "w", "x.a", "y.a")
 	if len(o.Runs) == 0 || !o.Runs[0].OK {
 		t.Fatalf("%+v", o)
@@ -88,5 +89,22 @@ func TestChangedFilesListIsRemoved(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(tmp, "clara-changed-files-*"))
 	if len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// A trigger's matching ends at its caller's deadline with an error, rather
+// than running on for as long as files × patterns take.
+func TestMatchingStopsAtTheDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "w", map[string]any{"name": "deep", "pattern": strings.Repeat("a/**/", 6) + "x", "script_content": "true"})
+	files := make([]string, 20000)
+	for i := range files {
+		files[i] = strings.Repeat("a/", 200) + "y" + strings.Repeat("b", i%50)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	time.Sleep(2 * time.Millisecond)
+	if _, err := e.m.Trigger(ctx, "w", files, true); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -59,12 +59,12 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 		fail(err)
 		return
 	}
-	listPath, envList, err := writeChangedFiles(files)
+	list, envList, err := writeChangedFiles(files)
 	if err != nil {
 		fail(err)
 		return
 	}
-	defer os.Remove(listPath)
+	defer list.Close()
 
 	logDir := filepath.Join(env.stateDir, logsDir)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -89,13 +89,13 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 
 	environ := append(hostEnv(),
 		"CLARA_CHANGED_FILES="+envList,
-		"CLARA_CHANGED_FILES_LIST="+listPath,
+		"CLARA_CHANGED_FILES_LIST=/dev/fd/3",
 		"CLARA_CHANGED_FILES_COUNT="+strconv.Itoa(len(files)),
 		"CLARA_PROJECT_ROOT="+env.root,
 		"CLARA_CALLBACK_NAME="+d.Name,
 		"CLARA_CALLBACK_ID="+d.ID,
 	)
-	if err := m.runScript(ctx, script, dir, environ, timeout, out, r); err != nil {
+	if err := m.runScript(ctx, script, dir, environ, list, timeout, out, r); err != nil {
 		fail(err)
 		keepLog = true
 		return
@@ -130,34 +130,36 @@ func scriptAndDir(ctx context.Context, env runEnv, d *Definition) (script, dir s
 	return script, dir, nil
 }
 
-// writeChangedFiles writes the run's files to CLARA_CHANGED_FILES_LIST's
-// file (the caller removes it) and returns CLARA_CHANGED_FILES's value:
-// the list itself, or "" when too long for the environment.
-func writeChangedFiles(files []string) (path, envList string, err error) {
+// writeChangedFiles writes the run's files to a temporary file that is
+// removed at once: the script reads it as CLARA_CHANGED_FILES_LIST
+// (/dev/fd/3), and nothing is left behind, even when the host exits during
+// the run. It returns the file, open for reading, and CLARA_CHANGED_FILES's
+// value: the list itself, or "" when too long for the environment.
+func writeChangedFiles(files []string) (f *os.File, envList string, err error) {
 	list := strings.Join(files, "\n")
-	f, err := os.CreateTemp("", "clara-changed-files-*.txt")
+	f, err = os.CreateTemp("", "clara-changed-files-*.txt")
 	if err != nil {
-		return "", "", fmt.Errorf("changed files list: %v", err)
+		return nil, "", fmt.Errorf("changed files list: %v", err)
 	}
-	_, err = io.WriteString(f, list+"\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	os.Remove(f.Name())
+	if _, err = io.WriteString(f, list+"\n"); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		os.Remove(f.Name())
-		return "", "", fmt.Errorf("changed files list: %v", err)
+		f.Close()
+		return nil, "", fmt.Errorf("changed files list: %v", err)
 	}
 	if len(list) > envListMax {
 		list = ""
 	}
-	return f.Name(), list, nil
+	return f, list, nil
 }
 
 // runScript runs the script in a session of its own with its output in
 // out, until it exits, its timeout (TERM, then KILL after killGrace) or
 // ctx ends; then kills what is left of the session and sets r's exit code,
 // signal and timeout. An error: the script could not start.
-func (m *Manager) runScript(ctx context.Context, script, dir string, environ []string, timeout time.Duration, out *capture, r *RunResult) error {
+func (m *Manager) runScript(ctx context.Context, script, dir string, environ []string, list *os.File, timeout time.Duration, out *capture, r *RunResult) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("pipe: %v", err)
@@ -166,6 +168,7 @@ func (m *Manager) runScript(ctx context.Context, script, dir string, environ []s
 	cmd.Dir = dir
 	cmd.Env = environ
 	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.ExtraFiles = []*os.File{list} // fd 3: CLARA_CHANGED_FILES_LIST
 	// A session of its own, not only a process group: a process of the
 	// script that moves to another group (timeout(1), set -m) stays in the
 	// session and is found and killed with the rest. Only setsid leaves.
