@@ -41,11 +41,12 @@ type Engine struct {
 	sessions session.Table
 	state    stateStore
 	cb       callbackHost
-	async    *async.Table // calls submitted with clara_submit or "async": true
-	out      outbound     // the HTTP client and the conversations of chats
-	events   eventSink    // the host's event handler (chat progress)
-	mcp      mcpServing   // the MCP server while something serves
-	env      Options      // TestMode and TestAllow from the environment
+	async    *async.Table  // calls submitted with clara_submit or "async": true
+	out      outbound      // the HTTP client and the conversations of chats
+	events   eventSink     // the host's event handler (chat progress)
+	mcp      mcpServing    // the MCP server while something serves
+	remote   remoteServers // the remote MCP servers of the configuration
+	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
 

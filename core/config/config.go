@@ -31,6 +31,8 @@ type Config struct {
 type MCP struct {
 	AllowRemote bool   `key:"allow_remote" default:"false" doc:"true lets clara_mcp_listen bind an address that is not loopback; false serves this machine only."`
 	TokenEnv    string `key:"token_env" default:"''" doc:"The environment variable holding a bearer token every HTTP request must carry (Authorization: Bearer TOKEN); empty: no token."`
+	// Servers are the remote MCP servers whose tools Clara governs.
+	Servers []map[string]any `key:"servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named SERVER__TOOL, under Clara's policy, rules, limits and audit: [[mcp.servers]] tables with name, and command/args/env_from (stdio) or url; allow, deny, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
 }
 
 // Network is the [network] table.

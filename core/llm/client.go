@@ -168,6 +168,11 @@ func (c *Client) Configure(o ClientOptions) error {
 	return nil
 }
 
+// HTTPClient is the client's net/http client, for other protocols that
+// must go through the same allowlist (MCP servers reached by URL). It has
+// no Timeout: callers bound their requests with contexts.
+func (c *Client) HTTPClient() *http.Client { return c.http }
+
 // Close closes the idle connections of the pool.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
 

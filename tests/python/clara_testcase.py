@@ -57,7 +57,7 @@ DEFAULT_CONFIG = {
     "llm": {"api_key_env": "", "base_url": "", "context_window": 0, "max_history_messages": 100,
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
             "provider": "openai", "timeout_ms": 60000},
-    "mcp": {"allow_remote": False, "token_env": ""},
+    "mcp": {"allow_remote": False, "servers": [], "token_env": ""},
     "network": {"allow_hosts": []},
     "policy": {"admin_in_nested_calls": False, "allow": [], "deny": []},
     "project_root": ".",
