@@ -27,6 +27,7 @@ ROWS = [
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
     ("chat", "chat, one tool call (Go, loopback)", "the same 2 exchanges, bare net/http", "time", "<=", 1.2),
     ("chat_parallel", "chats from 16 goroutines, wall time per chat", "one chat at a time", "time", None, None),
+    ("mcp", "MCP tools/call of an echo over stdio (Go SDK client)", "the SDK's bare server", "time", "<=", 1.3),
     ("async_wait", "async echo: clara_submit + clara_wait", "clara_evaluate", "time", "<=", 3.0),
     ("async_batch", "10,000 async echoes through the eventfd, per call", "the same called one by one", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
