@@ -84,7 +84,7 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 // retire once it has let go of e.admin. Called with e.admin held.
 func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
-		p.discard()
+		e.discard(p)
 		return nil, err
 	}
 	e.commitModels(p.snap.config, p.snap.models)
@@ -130,7 +130,7 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), af
 			return left, err
 		}
 		e.admin.Unlock()
-		p.discard()
+		e.discard(p)
 	}
 	e.admin.Lock()
 	defer e.admin.Unlock()
@@ -143,8 +143,9 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), af
 
 // discard lets go of what a prepared configuration started but that will
 // not be committed (the remote servers it connected).
-func (p *prepared) discard() {
+func (e *Engine) discard(p *prepared) {
 	if p.remote != nil && p.remote.manager != nil {
+		e.dropEarly(p.remote.manager)
 		p.remote.manager.Close()
 	}
 }

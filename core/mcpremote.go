@@ -25,6 +25,9 @@ type remoteServers struct {
 	manager *mcp.Manager
 	key     string                     // the [[mcp.servers]] it was made from
 	tools   map[string][]*toolbox.Tool // per server, as registered
+	// Lists a Manager delivered before it was put in force (its eager
+	// servers connect while the configuration is prepared).
+	early map[*mcp.Manager]map[string][]mcp.ToolSpec
 }
 
 // preparedRemote is a configuration's servers, ready to commit.
@@ -184,7 +187,18 @@ func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
 	for _, sc := range configs {
 		if !sc.Eager {
 			p.lazy = append(p.lazy, sc.Name)
+			continue
 		}
+		// The eager servers' tools are there when the configuration is.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		specs, err := m.Tools(ctx, sc.Name)
+		cancel()
+		if err != nil {
+			e.dropEarly(m)
+			m.Close()
+			return nil, fmt.Errorf("mcp.servers: %s: %v", sc.Name, err)
+		}
+		e.remoteToolsChanged(m, sc.Name, specs)
 	}
 	p.manager = m
 	return p, nil
@@ -209,6 +223,11 @@ func (e *Engine) commitRemote(p *preparedRemote) (left []*toolbox.Tool) {
 	}
 	if len(gone) > 0 {
 		left, _ = e.tools.Swap(func(t *toolbox.Tool) bool { return gone[t] }, nil)
+	}
+	early := e.remote.early[p.manager]
+	delete(e.remote.early, p.manager)
+	for server, specs := range early {
+		left = append(left, e.registerRemoteLocked(server, specs)...)
 	}
 	e.Go("mcp servers", func() {
 		if old != nil {
@@ -239,13 +258,35 @@ func (e *Engine) forgetRemote() {
 }
 
 // remoteToolsChanged registers a server's tools in place of its previous
-// ones; a Manager no longer in force is ignored.
+// ones. A Manager not yet in force keeps them for its commit; one no
+// longer in force is ignored.
 func (e *Engine) remoteToolsChanged(m *mcp.Manager, server string, specs []mcp.ToolSpec) {
 	e.remote.mu.Lock()
 	defer e.remote.mu.Unlock()
 	if e.remote.manager != m {
+		if e.remote.early == nil {
+			e.remote.early = map[*mcp.Manager]map[string][]mcp.ToolSpec{}
+		}
+		if e.remote.early[m] == nil {
+			e.remote.early[m] = map[string][]mcp.ToolSpec{}
+		}
+		e.remote.early[m][server] = specs
 		return
 	}
+	left := e.registerRemoteLocked(server, specs)
+	e.Go("retiring tools", func() { retire(left) })
+}
+
+// dropEarly forgets what a Manager that will not be committed delivered.
+func (e *Engine) dropEarly(m *mcp.Manager) {
+	e.remote.mu.Lock()
+	delete(e.remote.early, m)
+	e.remote.mu.Unlock()
+}
+
+// registerRemoteLocked puts a server's tools in the registry in place of
+// its previous ones and returns those that left (e.remote.mu held).
+func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*toolbox.Tool {
 	var add []*toolbox.Tool
 	for _, spec := range specs {
 		t, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
@@ -262,9 +303,9 @@ func (e *Engine) remoteToolsChanged(m *mcp.Manager, server string, specs []mcp.T
 	left, err := e.tools.Swap(func(t *toolbox.Tool) bool { return old[t] }, add)
 	if err != nil {
 		e.log.Logf(logging.Error, "mcp server %s: %v", server, err)
-		return
+		return nil
 	}
 	e.remote.tools[server] = add
 	e.log.Logf(logging.Info, "mcp server %s: %d tools", server, len(add))
-	e.Go("retiring tools", func() { retire(left) })
+	return left
 }
