@@ -24,9 +24,12 @@ const (
 	CapFSRead  = "fs_read"
 	CapFSWrite = "fs_write"
 	CapExec    = "exec"
+	// CapCLIPSWrite: the tool changes a CLIPS program's facts
+	// (clips_assert); test mode does not stop it.
+	CapCLIPSWrite = "clips_write"
 )
 
-var knownCapabilities = map[string]bool{CapNetwork: true, CapFSRead: true, CapFSWrite: true, CapExec: true}
+var knownCapabilities = map[string]bool{CapNetwork: true, CapFSRead: true, CapFSWrite: true, CapExec: true, CapCLIPSWrite: true}
 
 // Rate scopes: whose calls a rate_per_min counts.
 const (
