@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -22,7 +23,10 @@ const benchChatRequest = `{"tool":"chat","arguments":{"prompt":"Echo hi","allow_
 
 func benchChatEngine(b *testing.B) (*core.Engine, *llmtest.Server) {
 	b.Helper()
-	sc, err := llmtest.LoadScript(filepath.Join("..", "tests", "llm", "bench.toml"))
+	// By the source's own place: make bench runs the test binary from the
+	// repository's root, go test from the package's folder.
+	_, here, _, _ := runtime.Caller(0)
+	sc, err := llmtest.LoadScript(filepath.Join(filepath.Dir(here), "..", "tests", "llm", "bench.toml"))
 	if err != nil {
 		b.Fatal(err)
 	}
