@@ -311,7 +311,9 @@ func (e *Engine) dropEarly(m *mcp.Manager) {
 func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*toolbox.Tool {
 	var add []*toolbox.Tool
 	for _, spec := range specs {
-		t, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+		d := spec.Descriptor
+		d.Title, d.OutputSchema, d.Idempotent = spec.Title, spec.OutputSchema, spec.Idempotent
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
 		if err != nil {
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v", server, spec.Descriptor.Name, err)
 			continue
