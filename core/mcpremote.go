@@ -13,17 +13,17 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-// Remote MCP servers' tools (issue 13 §2): [[mcp.servers]] become one
+// Remote MCP servers' tools (issue 13 §2): [[mcp_servers]] become one
 // mcp.Manager; each server's tools are registered as Clara tools
 // (SERVER__TOOL) under Clara's policy, rules, limits and audit, and
 // replaced whenever the server's list changes. A configuration change that
-// leaves [[mcp.servers]] as they were keeps the connections.
+// leaves [[mcp_servers]] as they were keeps the connections.
 
 // remoteServers is the Manager in force and the tools it registered.
 type remoteServers struct {
 	mu      sync.Mutex
 	manager *mcp.Manager
-	key     string                     // the [[mcp.servers]] it was made from
+	key     string                     // the [[mcp_servers]] it was made from
 	tools   map[string][]*toolbox.Tool // per server, as registered
 	// Lists a Manager delivered before it was put in force (its eager
 	// servers connect while the configuration is prepared).
@@ -37,14 +37,14 @@ type preparedRemote struct {
 	lazy    []string     // servers to connect once committed
 }
 
-// serverConfigs reads the [[mcp.servers]] tables.
+// serverConfigs reads the [[mcp_servers]] tables.
 func serverConfigs(entries []map[string]any) ([]mcp.ServerConfig, bool, error) {
 	var out []mcp.ServerConfig
 	eager := false
 	for i, m := range entries {
 		sc, err := serverConfig(m)
 		if err != nil {
-			return nil, false, fmt.Errorf("mcp.servers[%d]: %v", i, err)
+			return nil, false, fmt.Errorf("mcp_servers[%d]: %v", i, err)
 		}
 		eager = eager || sc.Eager
 		out = append(out, sc)
@@ -65,23 +65,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 		}
 		return s, nil
 	}
-	strs := func(k string) ([]string, error) {
-		v, ok := m[k]
-		if !ok {
-			return nil, nil
-		}
-		list, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("%s must be an array of strings", k)
-		}
-		out := make([]string, len(list))
-		for i, x := range list {
-			if out[i], ok = x.(string); !ok {
-				return nil, fmt.Errorf("%s must be an array of strings", k)
-			}
-		}
-		return out, nil
-	}
+	strs := func(k string) ([]string, error) { return stringList(m, k) }
 	ms := func(k string) (time.Duration, error) {
 		v, ok := m[k]
 		if !ok {
@@ -96,7 +80,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "allow", "deny", "prefix", "eager", "init_timeout_ms", "timeout_ms":
+		case "name", "command", "args", "env_from", "url", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
 		}
@@ -113,11 +97,10 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	if sc.Args, err = strs("args"); err != nil {
 		return sc, err
 	}
-	if sc.Allow, err = strs("allow"); err != nil {
-		return sc, err
-	}
-	if sc.Deny, err = strs("deny"); err != nil {
-		return sc, err
+	if v, ok := m["tools"]; ok {
+		if sc.Allow, sc.Deny, err = allowDeny(v); err != nil {
+			return sc, err
+		}
 	}
 	if _, ok := m["prefix"]; ok {
 		p, err := str("prefix")
@@ -154,20 +137,59 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	return sc, nil
 }
 
+// stringList reads m[k] as an array of strings (nil when absent).
+func stringList(m map[string]any, k string) ([]string, error) {
+	v, ok := m[k]
+	if !ok {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s must be an array of strings", k)
+	}
+	out := make([]string, len(list))
+	for i, x := range list {
+		if out[i], ok = x.(string); !ok {
+			return nil, fmt.Errorf("%s must be an array of strings", k)
+		}
+	}
+	return out, nil
+}
+
+// allowDeny reads tools = { allow = [...], deny = [...] }.
+func allowDeny(v any) (allow, deny []string, err error) {
+	t, ok := v.(map[string]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("tools must be a table: { allow = [...], deny = [...] }")
+	}
+	for k := range t {
+		if k != "allow" && k != "deny" {
+			return nil, nil, fmt.Errorf("tools: unknown key %q (allow, deny)", k)
+		}
+	}
+	if allow, err = stringList(t, "allow"); err != nil {
+		return nil, nil, fmt.Errorf("tools.%v", err)
+	}
+	if deny, err = stringList(t, "deny"); err != nil {
+		return nil, nil, fmt.Errorf("tools.%v", err)
+	}
+	return allow, deny, nil
+}
+
 // prepareRemote makes the Manager of c's servers when they differ from
 // those in force, and connects the eager ones now: a server that does not
 // answer its initialize makes the configuration fail. The rest connect
 // once the configuration is committed.
 func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
-	keyBytes, _ := json.Marshal(c.MCP.Servers)
+	keyBytes, _ := json.Marshal(c.MCPServers)
 	p := &preparedRemote{key: string(keyBytes)}
 	e.remote.mu.Lock()
 	same := e.remote.key == p.key
 	e.remote.mu.Unlock()
-	if same || len(c.MCP.Servers) == 0 {
+	if same || len(c.MCPServers) == 0 {
 		return p, nil
 	}
-	configs, eager, err := serverConfigs(c.MCP.Servers)
+	configs, eager, err := serverConfigs(c.MCPServers)
 	if err != nil {
 		return nil, err
 	}
@@ -176,12 +198,12 @@ func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
 		ClientName: "clara", ClientVersion: Version,
 		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
 	if err != nil {
-		return nil, fmt.Errorf("mcp.servers: %v", err)
+		return nil, fmt.Errorf("mcp_servers: %v", err)
 	}
 	if eager {
 		if err := m.Start(context.Background()); err != nil {
 			m.Close()
-			return nil, fmt.Errorf("mcp.servers: %v", err)
+			return nil, fmt.Errorf("mcp_servers: %v", err)
 		}
 	}
 	for _, sc := range configs {
@@ -196,7 +218,7 @@ func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
 		if err != nil {
 			e.dropEarly(m)
 			m.Close()
-			return nil, fmt.Errorf("mcp.servers: %s: %v", sc.Name, err)
+			return nil, fmt.Errorf("mcp_servers: %s: %v", sc.Name, err)
 		}
 		e.remoteToolsChanged(m, sc.Name, specs)
 	}
@@ -289,7 +311,9 @@ func (e *Engine) dropEarly(m *mcp.Manager) {
 func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*toolbox.Tool {
 	var add []*toolbox.Tool
 	for _, spec := range specs {
-		t, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+		d := spec.Descriptor
+		d.Title, d.OutputSchema, d.Idempotent = spec.Title, spec.OutputSchema, spec.Idempotent
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
 		if err != nil {
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v", server, spec.Descriptor.Name, err)
 			continue

@@ -25,14 +25,14 @@ type Config struct {
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
 	LLM       LLM       `key:"llm" doc:"The model the chat tool talks to."`
 	MCP       MCP       `key:"mcp" doc:"Serving Clara's tools over the Model Context Protocol (clara_mcp_listen, clara mcp)."`
+	// MCPServers are the remote MCP servers whose tools Clara governs.
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url; tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
 }
 
 // MCP is the [mcp] table.
 type MCP struct {
 	AllowRemote bool   `key:"allow_remote" default:"false" doc:"true lets clara_mcp_listen bind an address that is not loopback; false serves this machine only."`
 	TokenEnv    string `key:"token_env" default:"''" doc:"The environment variable holding a bearer token every HTTP request must carry (Authorization: Bearer TOKEN); empty: no token."`
-	// Servers are the remote MCP servers whose tools Clara governs.
-	Servers []map[string]any `key:"servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named SERVER__TOOL, under Clara's policy, rules, limits and audit: [[mcp.servers]] tables with name, and command/args/env_from (stdio) or url; allow, deny, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
 }
 
 // Network is the [network] table.

@@ -8,7 +8,7 @@ import (
 	"github.com/clara-lib/clara/core"
 )
 
-// The engine governing a remote MCP server's tools: [[mcp.servers]] with
+// The engine governing a remote MCP server's tools: [[mcp_servers]] with
 // the reference server-everything over stdio; its tools are Clara tools,
 // under Clara's policy and audit, gone when the configuration drops it.
 func TestEngineGovernsServerEverything(t *testing.T) {
@@ -17,15 +17,15 @@ func TestEngineGovernsServerEverything(t *testing.T) {
 	cfg, _ := json.Marshal(map[string]any{
 		"state_dir": "",
 		"policy":    map[string]any{"deny": []string{"everything__get-sum"}},
-		"mcp": map[string]any{"servers": []any{map[string]any{
+		"mcp_servers": []any{map[string]any{
 			"name": "everything", "command": node, "args": []string{everything, "stdio"}, "eager": true,
-			"timeout_ms": 30000, "deny": []string{"trigger-long-running-operation"},
-		}}},
+			"timeout_ms": 30000, "tools": map[string]any{"deny": []string{"trigger-long-running-operation"}},
+		}},
 	})
 	if out := string(e.Configure(cfg)); !strings.HasPrefix(out, `{"status":"success"`) {
 		t.Fatal(out)
 	}
-	defer e.Configure([]byte(`{"mcp":{"servers":[]}}`))
+	defer e.Configure([]byte(`{"mcp_servers":[]}`))
 	eval := func(req string) string { return string(e.Evaluate([]byte(req))) }
 
 	if out := eval(`{"tool":"everything__echo","arguments":{"message":"hi"},"session":"r1"}`); out != `{"status":"success","tool":"everything__echo","result":"Echo: hi"}` {
@@ -48,7 +48,7 @@ func TestEngineGovernsServerEverything(t *testing.T) {
 		t.Fatalf("tools_list: %.600s", list)
 	}
 	// Dropped from the configuration, the server's tools go.
-	if out := string(e.Configure([]byte(`{"mcp":{"servers":[]}}`))); !strings.HasPrefix(out, `{"status":"success"`) {
+	if out := string(e.Configure([]byte(`{"mcp_servers":[]}`))); !strings.HasPrefix(out, `{"status":"success"`) {
 		t.Fatal(out)
 	}
 	if out := eval(`{"tool":"everything__echo","arguments":{"message":"hi"}}`); !strings.Contains(out, `"error":"unknown_tool"`) {
@@ -58,11 +58,11 @@ func TestEngineGovernsServerEverything(t *testing.T) {
 
 func TestEngineRefusesABrokenServerEntry(t *testing.T) {
 	e := core.New(core.Options{})
-	out := string(e.Configure([]byte(`{"mcp":{"servers":[{"name":"x","command":"/nonexistent/server","eager":true,"init_timeout_ms":2000}]}}`)))
-	if !strings.Contains(out, `"error":"invalid_request"`) || !strings.Contains(out, "mcp.servers") {
+	out := string(e.Configure([]byte(`{"mcp_servers":[{"name":"x","command":"/nonexistent/server","eager":true,"init_timeout_ms":2000}]}`)))
+	if !strings.Contains(out, `"error":"invalid_request"`) || !strings.Contains(out, "mcp_servers") {
 		t.Fatalf("%s", out)
 	}
-	out = string(e.Configure([]byte(`{"mcp":{"servers":[{"name":"x","comand":"typo"}]}}`)))
+	out = string(e.Configure([]byte(`{"mcp_servers":[{"name":"x","comand":"typo"}]}`)))
 	if !strings.Contains(out, `unknown key \"comand\"`) {
 		t.Fatalf("%s", out)
 	}
