@@ -1,6 +1,6 @@
 # Clara - build, test and benchmark.
 #
-#   make              build lib/libclara.so (+ links), bin/clara-clips, run the header and symbol checks
+#   make              build lib/libclara.so (+ links), bin/clara-clips, bin/clara, run the header and symbol checks
 #   make CLIPS_SRC=DIR  the same with clara-clips built against CLIPS 6.4x sources (docs/clips.md)
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
@@ -66,10 +66,10 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
               $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
-.PHONY: print-version all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+.PHONY: print-version demo-agent all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
         test-python test-clips test-examples rules-test bench install uninstall clean help wheel
 
-all: lib clips check-header check-symbols ## build the library and clara-clips, check header and exports
+all: lib clips bin/clara check-header check-symbols ## build the library, clara-clips and clara, check header and exports
 
 print-version: ## print the version (core/version.go)
 	@echo $(VERSION)
@@ -103,6 +103,10 @@ lib/libclara.so: lib/$(SONAME)
 # ---- CLIPS ------------------------------------------------------------------
 
 clips: bin/clara-clips ## build bin/clara-clips
+
+bin/clara: $(GO_SOURCES) $(wildcard cmd/clara/*.go) ## the command line (cmd/clara): chat, call, tools, rules test
+	@mkdir -p bin
+	$(GO) build -o $@ ./cmd/clara
 
 bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so \
                  $(CLIPS_DEPS) $(CLIPS_STAMP)
@@ -141,6 +145,9 @@ check-symbols: lib/libclara.so ## the library exports exactly the functions of c
 
 # ---- Demo -------------------------------------------------------------------
 
+demo-agent: all build/llmserver ## a CLIPS program asks a model (scripted, on loopback) that calls governed tools
+	bash examples_c/agent/run.sh
+
 demo: ## build everything and run the CLIPS demo on the embedded default config
 	@bash tests/setup-debian.sh build
 	@$(MAKE) --no-print-directory all
@@ -162,7 +169,11 @@ test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
 
 C_TESTS := $(wildcard tests/c/test_*.c)
 
-build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h lib/libclara.so
+build/llmserver: $(GO_SOURCES) $(wildcard tests/llmserver/*.go core/llm/llmtest/*.go)
+	@mkdir -p build
+	$(GO) build -o $@ ./tests/llmserver
+
+build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h lib/libclara.so build/llmserver
 	@mkdir -p build
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
@@ -178,7 +189,7 @@ build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
 test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
 	bash tests/c/valgrind.sh build/harness
 
-test-python: wheel ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
+test-python: wheel build/llmserver ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
 	bash tests/python/run.sh $(WHEEL)
 
 build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so $(CLIPS_DEPS) $(CLIPS_STAMP)
@@ -197,7 +208,7 @@ test-clips: bin/clara-clips build/clips_tool_driver build/clips_bridge_check ## 
 rules-test: lib/libclara.so ## the rule test files of the built-in rules and of rules/ (through rules_test)
 	env -u CLARA_CONFIG -u CLARA_LOG CLARA_LIBRARY=$(CURDIR)/lib/libclara.so $(PYTHON) tests/rules_test.py $(RULE_TESTS)
 
-test-examples: all ## the examples of examples_c/, README.md and docs/
+test-examples: all build/llmserver ## the examples of examples_c/, README.md and docs/
 	bash tests/examples.sh
 
 # ---- Bench ------------------------------------------------------------------
@@ -242,13 +253,14 @@ install: all ## install library, links, headers, clara.pc, clara-clips and the C
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: clara\nDescription: Embeddable tools-and-rules library (JSON requests in, JSON envelopes out)\nVersion: %s\nLibs: -L$${libdir} -lclara\nCflags: -I$${includedir}\n' \
 	  '$(PREFIX)' '$(VERSION)' > $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc
 	install -m 0755 bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara-clips
+	install -m 0755 bin/clara $(DESTDIR)$(PREFIX)/bin/clara
 	install -m 0644 clips_bridge/clara_clips.c clips_bridge/clara_clips.h clips_bridge/userfunctions.c \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/
 
 uninstall: ## remove what install put under PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so \
 	  $(DESTDIR)$(PREFIX)/include/clara.h $(DESTDIR)$(PREFIX)/include/clara_clips.h \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/clara.pc $(DESTDIR)$(PREFIX)/bin/clara-clips $(DESTDIR)$(PREFIX)/bin/clara \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.c $(DESTDIR)$(PREFIX)/share/clara/clips/clara_clips.h \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/userfunctions.c
 	rmdir $(DESTDIR)$(PREFIX)/share/clara/clips $(DESTDIR)$(PREFIX)/share/clara 2>/dev/null || true

@@ -36,7 +36,22 @@ func main() {}
 
 // engine is the process's Clara, built from the environment when the
 // library is loaded.
-var engine = core.FromEnvironment(os.Getenv, os.Stderr)
+var engine = core.FromEnvironment(cGetenv, os.Stderr)
+
+// cGetenv reads the C environment: Go's os.Getenv reads a copy taken when
+// the library was loaded, and a host may setenv an API key later.
+func cGetenv(name string) string {
+	cname := copyOut([]byte(name))
+	if cname == nil {
+		return ""
+	}
+	defer C.shim_free(unsafe.Pointer(cname))
+	v := C.getenv(cname)
+	if v == nil {
+		return ""
+	}
+	return C.GoString(v)
+}
 
 // jsonGetMaxDepth bounds documents read by clara_json_get. It is not
 // limits.max_depth: an envelope is one level deeper than its request, and
@@ -182,6 +197,24 @@ func claraGoSetLogHandler(fn C.clara_log_fn, userdata C.uintptr_t, minLevel C.in
 	}, min)
 }
 
+//export claraGoSetEventHandler
+func claraGoSetEventHandler(fn C.clara_event_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_event_handler", nil)
+	if fn == nil {
+		engine.SetEventSink(nil)
+		return
+	}
+	engine.SetEventSink(func(event []byte) {
+		defer guard("the event handler", nil)
+		ev := copyOut(event) // C memory, as for the log handler
+		if ev == nil {
+			return
+		}
+		defer C.shim_free(unsafe.Pointer(ev))
+		C.shim_call_event(fn, userdata, ev)
+	})
+}
+
 // ---- C tools --------------------------------------------------------------
 
 // toolCall collects what a running C tool reports through its clara_call.
@@ -193,6 +226,8 @@ type toolCall struct {
 	hasErr bool
 	errMsg string
 	tool   *toolbox.Tool // released when an abandoned job ends
+	// progress reports to the MCP client that asked (nil: nobody listens).
+	progress core.ProgressFunc
 }
 
 var (
@@ -212,7 +247,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 				timeout = 1
 			}
 		}
-		tc := &toolCall{tool: call.Tool}
+		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
 		args := copyOut(call.Arguments) // owned by the job from here
@@ -301,6 +336,24 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 			tc.errMsg = string(bytesOf(p, n))
 		}
 		tc.mu.Unlock()
+	}
+}
+
+//export claraGoCallProgress
+func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.size_t) {
+	defer guard("clara_call_progress", nil)
+	tc := lookupCall(id)
+	if tc == nil {
+		return
+	}
+	tc.mu.Lock()
+	report := tc.progress
+	if tc.done {
+		report = nil
+	}
+	tc.mu.Unlock()
+	if report != nil {
+		report(float64(done), float64(total), string(bytesOf(p, n)))
 	}
 }
 

@@ -98,6 +98,20 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
 
+void clara_call_progress(clara_call *call, double done, double total, const char *message) {
+    claraGoCallProgress((uintptr_t)call, done, total, (char *)message, message ? strlen(message) : 0);
+}
+
+int clara_mcp_serve_stdio(int in_fd, int out_fd) { return claraGoMCPServeStdio(in_fd, out_fd); }
+
+char *clara_mcp_listen(const char *addr) { return claraGoMCPListen((char *)addr, addr ? strlen(addr) : 0); }
+
+void clara_mcp_stop(void) { claraGoMCPStop(); }
+
+void clara_set_event_handler(clara_event_fn fn, void *userdata) {
+    claraGoSetEventHandler(fn, (uintptr_t)userdata);
+}
+
 int64_t clara_submit(const char *request_json) {
     return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
 }
@@ -137,6 +151,10 @@ char *shim_copy_out(const char *p, size_t n) {
 
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message) {
     fn((void *)userdata, level, message);
+}
+
+void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json) {
+    fn((void *)userdata, event_json);
 }
 
 void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {

@@ -14,6 +14,7 @@ char *shim_copy_out(const char *p, size_t n);
 /* Calls a log handler: Go cannot call a C function pointer itself.
  * userdata travels as an integer so that Go never holds it as a pointer. */
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message);
+void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json);
 
 /* Calls a tool's free_userdata for Go. */
 typedef void (*shim_free_fn)(void *);

@@ -15,12 +15,15 @@
  * that an ordinary string that looks like JSON always stays a JSON string.
  */
 #include <locale.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clips.h"
 
@@ -45,6 +48,15 @@ struct clara_env {
     unsigned magic;
     unsigned short json_type; /* our external address type in this environment */
     struct json_value values; /* sentinel of a circular list */
+
+    /* The tools that read and change this environment (clips_facts, ...)
+     * run on Clara's threads, but only while the environment's own thread
+     * waits inside a call to Clara (in_clara), one at a time (tool_busy):
+     * never concurrently with its rules. */
+    void *env;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int in_clara, tool_busy, exposed_eval;
 };
 
 #define CLARA_ENV(env) ((struct clara_env *)GetEnvironmentData(env, CLARA_CLIPS_DATA_POSITION))
@@ -95,8 +107,11 @@ static void json_value_free(struct json_value *v) {
 /* Frees the clara-json values still alive when the environment is
  * destroyed: CLIPS then frees its external addresses without discarding
  * them. CLIPS frees the state itself. */
+static void unregister_facts_tools(struct clara_env *st);
+
 static void clara_env_free(struct clara_env *state) {
     if (state == NULL || state->values.next == NULL) return;
+    unregister_facts_tools(state);
     while (state->values.next != &state->values) json_value_free(state->values.next);
 }
 
@@ -234,8 +249,50 @@ static void env_cleanup(Environment *env) { clara_env_free(CLARA_ENV(env)); }
 #define ENV(e) ((Environment *)(e))
 
 static int assert_text(struct udf_call *c, const char *fact) { return AssertString(c->env, fact) != NULL; }
+
+/* For the facts tools: facts, their templates and slots, evaluation. */
+static void *next_fact(void *env, void *fact) { return GetNextFact(ENV(env), fact); }
+static const char *fact_template(void *env, void *fact, void **tmpl) {
+    (void)env;
+    *tmpl = FactDeftemplate(fact);
+    return DeftemplateName(*tmpl);
+}
+static long long fact_index(void *env, void *fact) {
+    (void)env;
+    return FactIndex(fact);
+}
+static void *assert_fact(void *env, const char *text) { return AssertString(ENV(env), text); }
+static void value_of(struct udf_call *c, CLIPSValue *v, struct cvalue *f) {
+    if (v->header->type == MULTIFIELD_TYPE) {
+        memset(f, 0, sizeof *f);
+        f->kind = V_MULTIFIELD;
+        f->mf = v->multifieldValue;
+        f->length = v->multifieldValue->length;
+        return;
+    }
+    read_value(c, v->header, v->value, f);
+}
+/* The slot names of tmpl; an ordered fact's template has one, "implied". */
+static void slot_names(struct udf_call *c, void *tmpl, struct cvalue *names) {
+    CLIPSValue v;
+    DeftemplateSlotNames(tmpl, &v);
+    value_of(c, &v, names);
+}
+static int fact_slot(struct udf_call *c, void *fact, const char *slot, struct cvalue *f) {
+    CLIPSValue v;
+    if (GetFactSlot(fact, strcmp(slot, "implied") == 0 ? NULL : slot, &v) != GSE_NO_ERROR) return 0;
+    value_of(c, &v, f);
+    return 1;
+}
+static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
+    CLIPSValue v;
+    if (Eval(c->env, expr, &v) != EE_NO_ERROR) return 0;
+    value_of(c, &v, f);
+    return 1;
+}
 static int build_text(void *env, const char *construct) { return Build(ENV(env), construct) == BE_NO_ERROR; }
 static int template_exists(void *env, const char *name) { return FindDeftemplate(ENV(env), name) != NULL; }
+static void *find_template(void *env, const char *name) { return FindDeftemplate(ENV(env), name); }
 static void on_clear_rebuild(Environment *env, void *context);
 static int add_clear_hook(void *env) {
     return AddClearFunction(ENV(env), "clara-reply-template", on_clear_rebuild, -30000, NULL);
@@ -375,8 +432,48 @@ static void env_cleanup(void *env) { clara_env_free(CLARA_ENV(env)); }
 #define ENV(e) (e)
 
 static int assert_text(struct udf_call *c, const char *fact) { return EnvAssertString(c->env, fact) != NULL; }
+
+/* For the facts tools: facts, their templates and slots, evaluation. The
+ * DATA_OBJECTs are kept in the udf_call's scratch so that a multifield's
+ * items stay reachable while they are read. */
+static void *next_fact(void *env, void *fact) { return EnvGetNextFact(env, fact); }
+static const char *fact_template(void *env, void *fact, void **tmpl) {
+    *tmpl = EnvFactDeftemplate(env, fact);
+    return EnvGetDeftemplateName(env, *tmpl);
+}
+static long long fact_index(void *env, void *fact) { return EnvFactIndex(env, fact); }
+static void *assert_fact(void *env, const char *text) { return EnvAssertString(env, text); }
+static void value_of(struct udf_call *c, DATA_OBJECT *v, struct cvalue *f) {
+    if (GetpType(v) == MULTIFIELD) {
+        memset(f, 0, sizeof *f);
+        f->kind = V_MULTIFIELD;
+        f->mf = GetpValue(v);
+        f->begin = (size_t)GetpDOBegin(v);
+        f->length = (size_t)GetpDOLength(v);
+        return;
+    }
+    read_value(c, GetpType(v), GetpValue(v), f);
+}
+static void slot_names(struct udf_call *c, void *tmpl, struct cvalue *names) {
+    DATA_OBJECT v;
+    EnvDeftemplateSlotNames(c->env, tmpl, &v);
+    value_of(c, &v, names);
+}
+static int fact_slot(struct udf_call *c, void *fact, const char *slot, struct cvalue *f) {
+    DATA_OBJECT v;
+    if (!EnvGetFactSlot(c->env, fact, strcmp(slot, "implied") == 0 ? NULL : slot, &v)) return 0;
+    value_of(c, &v, f);
+    return 1;
+}
+static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
+    DATA_OBJECT v;
+    if (!EnvEval(c->env, expr, &v)) return 0;
+    value_of(c, &v, f);
+    return 1;
+}
 static int build_text(void *env, const char *construct) { return EnvBuild(env, construct) != 0; }
 static int template_exists(void *env, const char *name) { return EnvFindDeftemplate(env, name) != NULL; }
+static void *find_template(void *env, const char *name) { return EnvFindDeftemplate(env, name); }
 static void on_clear_rebuild(void *env);
 static int add_clear_hook(void *env) { return EnvAddClearFunction(env, "clara-reply-template", on_clear_rebuild, -30000) != 0; }
 typedef struct FunctionDefinition FunctionDefinition;
@@ -564,6 +661,63 @@ static int buf_value(struct udf_call *c, struct buf *b, const struct cvalue *f, 
     }
 }
 
+/* ---- The environment's own thread and Clara's --------------------------- */
+
+/* The environment's thread is about to wait inside Clara: the facts tools
+ * may run now. */
+static void enter_clara(struct clara_env *st) {
+    if (st == NULL || st->env == NULL) return;
+    pthread_mutex_lock(&st->mu);
+    st->in_clara++;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Back from Clara: wait for a facts tool still working, then own the
+ * environment again. */
+static void leave_clara(struct clara_env *st) {
+    if (st == NULL || st->env == NULL) return;
+    pthread_mutex_lock(&st->mu);
+    while (st->tool_busy) pthread_cond_wait(&st->cv, &st->mu);
+    st->in_clara--;
+    pthread_mutex_unlock(&st->mu);
+}
+
+static char *evaluate_serving(struct clara_env *st, const char *request) {
+    char *r;
+    enter_clara(st);
+    r = clara_evaluate(request);
+    leave_clara(st);
+    return r;
+}
+
+/* A facts tool (on a Clara thread) takes the environment: only while its
+ * thread waits inside Clara, one tool at a time; it waits at most
+ * wait_secs for that. 0: it never came. */
+static int env_acquire(struct clara_env *st, int wait_secs) {
+    struct timespec until;
+    int ok = 1;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += wait_secs;
+    pthread_mutex_lock(&st->mu);
+    while (!(st->in_clara > 0 && !st->tool_busy)) {
+        if (pthread_cond_timedwait(&st->cv, &st->mu, &until) == ETIMEDOUT) {
+            ok = 0;
+            break;
+        }
+    }
+    if (ok) st->tool_busy = 1;
+    pthread_mutex_unlock(&st->mu);
+    return ok;
+}
+
+static void env_release(struct clara_env *st) {
+    pthread_mutex_lock(&st->mu);
+    st->tool_busy = 0;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}
+
 /* ---- The functions ------------------------------------------------------ */
 
 /* Returns Clara's envelope as a STRING, freeing it. */
@@ -579,13 +733,19 @@ static void ret_envelope(struct udf_call *c, char *response) {
 /* (clara-evaluate ?json) -> the envelope, a STRING. */
 static void clara_evaluate_fn(struct udf_call *c) {
     const char *request;
-    if (arg_string(c, 1, &request)) ret_envelope(c, clara_evaluate(request));
+    if (arg_string(c, 1, &request)) ret_envelope(c, evaluate_serving(c->state, request));
 }
 
 /* (clara-emit ?json) -> what the event fired, an envelope STRING. */
 static void clara_emit_fn(struct udf_call *c) {
     const char *event;
-    if (arg_string(c, 1, &event)) ret_envelope(c, clara_emit(event));
+    if (arg_string(c, 1, &event)) {
+        char *r;
+        enter_clara(c->state);
+        r = clara_emit(event);
+        leave_clara(c->state);
+        ret_envelope(c, r);
+    }
 }
 
 /* (json-get ?json ?path) -> the value at path, typed for CLIPS. */
@@ -764,7 +924,7 @@ static void clara_call_fn(struct udf_call *c) {
     }
     ok = 1;
 done:
-    if (ok) ret_envelope(c, clara_evaluate(request.data));
+    if (ok) ret_envelope(c, evaluate_serving(c->state, request.data));
     free(request.data);
     free(fields.data);
     free(keys);
@@ -839,7 +999,13 @@ static void clara_eval_complete_fn(struct udf_call *c) {
  * then spent. */
 static void clara_eval_result_fn(struct udf_call *c) {
     int64_t h;
-    if (arg_handle(c, 1, &h)) ret_envelope(c, clara_wait(h, -1));
+    if (arg_handle(c, 1, &h)) {
+        char *r;
+        enter_clara(c->state);
+        r = clara_wait(h, -1);
+        leave_clara(c->state);
+        ret_envelope(c, r);
+    }
 }
 
 /* (clara-eval-cancel ?h) -> TRUE; the answer is then a tool_failed
@@ -899,8 +1065,12 @@ static char *take_field(const char *list, long long i, const char *field) {
  * facts it asserted: one per call finished since the last poll. Each call's
  * answer is collected into its fact (the handle is then spent). */
 static void clara_poll_fn(struct udf_call *c) {
-    char *list = clara_async_take(0), *handle;
+    char *list, *handle;
     long long i, asserted = 0;
+    /* A point where the facts tools may run, while the rules wait. */
+    enter_clara(c->state);
+    list = clara_async_take(0);
+    leave_clara(c->state);
     if (list == NULL) {
         fail(c, "out of memory");
         return;
@@ -921,6 +1091,375 @@ static void clara_poll_fn(struct udf_call *c) {
     ret_integer(c, asserted);
 }
 
+/* ---- MCP ----------------------------------------------------------------- */
+
+/* (clara-mcp-listen "127.0.0.1:8765") -> the URL the tools are served at
+ * (MCP's Streamable HTTP), a STRING; FALSE with an error when it cannot
+ * listen. Serving goes on on Clara's threads while CLIPS runs. */
+static void clara_mcp_listen_fn(struct udf_call *c) {
+    const char *addr;
+    char *env, *url = NULL, *message = NULL;
+    if (!arg_string(c, 1, &addr)) return;
+    env = clara_mcp_listen(addr);
+    if (env == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    if (clara_json_get(env, "result.url", &url, NULL) == CLARA_JSON_STRING) {
+        ret_string(c, url);
+    } else {
+        clara_json_get(env, "message", &message, NULL);
+        fail(c, message ? message : env);
+    }
+    clara_free_string(url);
+    clara_free_string(message);
+    clara_free_string(env);
+}
+
+/* (clara-mcp-stop) -> TRUE: every MCP session and listener ends. */
+static void clara_mcp_stop_fn(struct udf_call *c) {
+    clara_mcp_stop();
+    ret_symbol(c, "TRUE");
+}
+
+/* ---- Facts for the model ------------------------------------------------ */
+
+/* clips_facts, clips_assert and clips_eval: tools that read and change an
+ * environment, registered by clara_clips_register for the environment that
+ * registered last (their names are process-wide). A model's chat started
+ * by the environment reaches them while the environment waits for it. */
+
+#define FACTS_WAIT_SECS 30
+#define FACTS_MAX 1000
+
+static pthread_mutex_t facts_owner_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct clara_env *facts_owner; /* the environment the tools serve */
+
+static const char busy_message[] =
+    "the CLIPS environment is running its rules: it serves this tool only while it waits for Clara (waited 30 s)";
+
+/* Appends one CLIPS value as JSON; what JSON cannot hold (fact addresses,
+ * NaN) becomes null. */
+static void buf_cvalue(struct udf_call *c, struct buf *b, const struct cvalue *f) {
+    if (f->kind == V_MULTIFIELD) {
+        size_t i;
+        buf_put(b, "[", 1);
+        for (i = 0; i < f->length; i++) {
+            struct cvalue it;
+            multifield_item(c, f, i, &it);
+            if (i > 0) buf_put(b, ",", 1);
+            buf_cvalue(c, b, &it);
+        }
+        buf_put(b, "]", 1);
+        return;
+    }
+    if (f->kind == V_OTHER || (f->kind == V_FLOAT && !isfinite(f->real)) ||
+        ((f->kind == V_STRING || f->kind == V_SYMBOL) && !buf_json_string(&(struct buf){0}, f->text))) {
+        buf_str(b, "null");
+        return;
+    }
+    if (!buf_value(c, b, f, 0, 1)) buf_str(b, "null");
+}
+
+/* Reads a string argument of a tool; NULL when absent. Free it. */
+static char *tool_string(const char *args, const char *path) {
+    char *text = NULL;
+    if (clara_json_get(args, path, &text, NULL) != CLARA_JSON_STRING) {
+        clara_free_string(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* clips_facts {template?, limit?}: the facts, as JSON. */
+static int clips_facts_tool(void *userdata, const char *args, clara_call *call) {
+    struct clara_env *st = userdata;
+    struct udf_call c = {0};
+    struct buf b = {0};
+    char *want = tool_string(args, "template"), *limit_text = NULL;
+    long long limit = 100, n = 0, total = 0;
+    void *fact;
+    if (clara_json_get(args, "limit", &limit_text, NULL) == CLARA_JSON_INTEGER) limit = strtoll(limit_text, NULL, 10);
+    clara_free_string(limit_text);
+    if (limit < 1 || limit > FACTS_MAX) limit = limit < 1 ? 1 : FACTS_MAX;
+    if (!env_acquire(st, FACTS_WAIT_SECS)) {
+        clara_free_string(want);
+        clara_call_error(call, busy_message);
+        return 0;
+    }
+    c.env = st->env;
+    c.name = "clips_facts";
+    c.state = st;
+    buf_str(&b, "{\"facts\":[");
+    for (fact = next_fact(st->env, NULL); fact != NULL; fact = next_fact(st->env, fact)) {
+        void *tmpl;
+        const char *name = fact_template(st->env, fact, &tmpl);
+        struct cvalue names;
+        size_t i;
+        char index[32];
+        if (want != NULL && strcmp(want, name) != 0) continue;
+        total++;
+        if (n >= limit) continue;
+        if (n++ > 0) buf_put(&b, ",", 1);
+        snprintf(index, sizeof index, "%lld", fact_index(st->env, fact));
+        buf_str(&b, "{\"index\":");
+        buf_str(&b, index);
+        buf_str(&b, ",\"template\":");
+        buf_json_string(&b, name);
+        slot_names(&c, tmpl, &names);
+        if (names.length == 1) {
+            struct cvalue only, value;
+            multifield_item(&c, &names, 0, &only);
+            if (strcmp(only.text, "implied") == 0) { /* an ordered fact: its values */
+                buf_str(&b, ",\"values\":");
+                if (fact_slot(&c, fact, "implied", &value))
+                    buf_cvalue(&c, &b, &value);
+                else
+                    buf_str(&b, "[]");
+                buf_str(&b, "}");
+                continue;
+            }
+        }
+        buf_str(&b, ",\"slots\":{");
+        for (i = 0; i < names.length; i++) {
+            struct cvalue slot, value;
+            multifield_item(&c, &names, i, &slot);
+            if (i > 0) buf_put(&b, ",", 1);
+            buf_json_string(&b, slot.text);
+            buf_put(&b, ":", 1);
+            if (fact_slot(&c, fact, slot.text, &value))
+                buf_cvalue(&c, &b, &value);
+            else
+                buf_str(&b, "null");
+        }
+        buf_str(&b, "}}");
+    }
+    env_release(st);
+    {
+        char tail[96];
+        snprintf(tail, sizeof tail, "],\"count\":%lld,\"total\":%lld}", n, total);
+        buf_str(&b, tail);
+    }
+    clara_free_string(want);
+    if (b.failed)
+        clara_call_error(call, "out of memory");
+    else
+        clara_call_result(call, b.data);
+    free(b.data);
+    return 0;
+}
+
+/* Appends a JSON value (a slot's value given to clips_assert) as a CLIPS
+ * literal: strings as strings, numbers, true/false as TRUE/FALSE, null as
+ * nil, an array as the values of a multislot. */
+static int buf_clips_literal(struct buf *b, const char *args, const char *path, int in_array) {
+    char *text = NULL;
+    int kind = clara_json_get(args, path, &text, NULL), ok = 1;
+    switch (kind) {
+    case CLARA_JSON_STRING:
+        buf_clips_string(b, text);
+        break;
+    case CLARA_JSON_INTEGER:
+    case CLARA_JSON_FLOAT:
+        buf_str(b, text);
+        break;
+    case CLARA_JSON_TRUE: buf_str(b, "TRUE"); break;
+    case CLARA_JSON_FALSE: buf_str(b, "FALSE"); break;
+    case CLARA_JSON_NULL: buf_str(b, "nil"); break;
+    case CLARA_JSON_ARRAY: {
+        char sub[512], *count = NULL;
+        long long i, n = 0;
+        if (in_array) {
+            ok = 0;
+            break;
+        }
+        snprintf(sub, sizeof sub, "%s.#", path);
+        if (clara_json_get(args, sub, &count, NULL) == CLARA_JSON_INTEGER) n = strtoll(count, NULL, 10);
+        clara_free_string(count);
+        for (i = 0; i < n && ok; i++) {
+            if (i > 0) buf_put(b, " ", 1);
+            snprintf(sub, sizeof sub, "%s.%lld", path, i);
+            ok = buf_clips_literal(b, args, sub, 1);
+        }
+        break;
+    }
+    default:
+        ok = 0;
+    }
+    clara_free_string(text);
+    return ok;
+}
+
+/* clips_assert {template, slots}: asserts one fact of a deftemplate. */
+static int clips_assert_tool(void *userdata, const char *args, clara_call *call) {
+    struct clara_env *st = userdata;
+    struct udf_call c = {0};
+    struct buf fact = {0};
+    char *tmpl_name = tool_string(args, "template"), *error = NULL;
+    void *asserted = NULL;
+    if (tmpl_name == NULL) {
+        clara_call_error(call, "template is missing");
+        return 0;
+    }
+    if (!env_acquire(st, FACTS_WAIT_SECS)) {
+        clara_free_string(tmpl_name);
+        clara_call_error(call, busy_message);
+        return 0;
+    }
+    c.env = st->env;
+    c.name = "clips_assert";
+    c.state = st;
+    {
+        void *tmpl = find_template(st->env, tmpl_name);
+        struct cvalue names;
+        size_t i;
+        if (tmpl == NULL) {
+            error = "no such deftemplate";
+        } else {
+            buf_put(&fact, "(", 1);
+            buf_str(&fact, tmpl_name);
+            {
+                slot_names(&c, tmpl, &names);
+                for (i = 0; i < names.length && error == NULL; i++) {
+                    struct cvalue slot;
+                    char path[300], *probe = NULL;
+                    multifield_item(&c, &names, i, &slot);
+                    snprintf(path, sizeof path, "slots.%s", slot.text);
+                    if (clara_json_get(args, path, &probe, NULL) <= 0) {
+                        clara_free_string(probe);
+                        continue; /* not given: the slot's default */
+                    }
+                    clara_free_string(probe);
+                    buf_str(&fact, " (");
+                    buf_str(&fact, slot.text);
+                    buf_put(&fact, " ", 1);
+                    if (!buf_clips_literal(&fact, args, path, 0)) error = "a slot's value is an object or a nested array";
+                    buf_put(&fact, ")", 1);
+                }
+            }
+            buf_put(&fact, ")", 1);
+            if (error == NULL && !fact.failed) {
+                asserted = assert_fact(st->env, fact.data);
+                if (asserted == NULL) error = "CLIPS refused the fact (see the slots' types)";
+            }
+        }
+    }
+    {
+        long long index = asserted ? fact_index(st->env, asserted) : 0;
+        env_release(st);
+        if (error != NULL || fact.failed) {
+            clara_call_error(call, error ? error : "out of memory");
+        } else {
+            struct buf out = {0};
+            char num[32];
+            snprintf(num, sizeof num, "%lld", index);
+            buf_str(&out, "{\"asserted\":true,\"index\":");
+            buf_str(&out, num);
+            buf_str(&out, ",\"fact\":");
+            buf_json_string(&out, fact.data);
+            buf_str(&out, "}");
+            clara_call_result(call, out.data);
+            free(out.data);
+        }
+    }
+    clara_free_string(tmpl_name);
+    free(fact.data);
+    return 0;
+}
+
+/* clips_eval {expression}: evaluates a CLIPS expression; only after the
+ * environment said (clara-expose "clips_eval"). */
+static int clips_eval_tool(void *userdata, const char *args, clara_call *call) {
+    struct clara_env *st = userdata;
+    struct udf_call c = {0};
+    struct buf b = {0};
+    struct cvalue v;
+    char *expr = tool_string(args, "expression");
+    int ok;
+    if (expr == NULL) {
+        clara_call_error(call, "expression is missing");
+        return 0;
+    }
+    if (!env_acquire(st, FACTS_WAIT_SECS)) {
+        clara_free_string(expr);
+        clara_call_error(call, busy_message);
+        return 0;
+    }
+    c.env = st->env;
+    c.name = "clips_eval";
+    c.state = st;
+    ok = eval_text(&c, expr, &v);
+    if (ok) {
+        buf_str(&b, "{\"value\":");
+        buf_cvalue(&c, &b, &v);
+        buf_str(&b, "}");
+    }
+    env_release(st);
+    if (!ok)
+        clara_call_error(call, "CLIPS could not evaluate the expression");
+    else if (b.failed)
+        clara_call_error(call, "out of memory");
+    else
+        clara_call_result(call, b.data);
+    clara_free_string(expr);
+    free(b.data);
+    return 0;
+}
+
+static const char facts_desc[] =
+    "{\"name\":\"clips_facts\",\"description\":\"The facts of the CLIPS program, with their slots; of one deftemplate when "
+    "template is given.\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"template\":{\"type\":\"string\"},"
+    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}},\"additionalProperties\":false}}";
+static const char assert_desc[] =
+    "{\"name\":\"clips_assert\",\"description\":\"Asserts a fact of a deftemplate of the CLIPS program; slots not given take "
+    "their defaults. Strings stay strings, true/false/null become TRUE/FALSE/nil, arrays fill multislots.\","
+    "\"capabilities\":[\"clips_write\"],\"input_schema\":{\"type\":\"object\",\"properties\":{\"template\":{\"type\":"
+    "\"string\",\"minLength\":1},\"slots\":{\"type\":\"object\"}},\"required\":[\"template\"],\"additionalProperties\":false}}";
+static const char eval_desc[] =
+    "{\"name\":\"clips_eval\",\"description\":\"Evaluates a CLIPS expression in the program and returns its value.\","
+    "\"capabilities\":[\"exec\"],\"input_schema\":{\"type\":\"object\",\"properties\":{\"expression\":{\"type\":\"string\","
+    "\"minLength\":1}},\"required\":[\"expression\"],\"additionalProperties\":false}}";
+
+/* Registers clips_facts and clips_assert for st's environment. */
+static int register_facts_tools(struct clara_env *st) {
+    int ok;
+    pthread_mutex_lock(&facts_owner_mu);
+    ok = clara_register_tool(facts_desc, clips_facts_tool, st, NULL) == CLARA_OK &&
+         clara_register_tool(assert_desc, clips_assert_tool, st, NULL) == CLARA_OK;
+    if (ok) facts_owner = st;
+    pthread_mutex_unlock(&facts_owner_mu);
+    return ok;
+}
+
+/* The environment goes: its tools go with it. */
+static void unregister_facts_tools(struct clara_env *st) {
+    pthread_mutex_lock(&facts_owner_mu);
+    if (facts_owner == st) {
+        clara_unregister_tool("clips_facts");
+        clara_unregister_tool("clips_assert");
+        if (st->exposed_eval) clara_unregister_tool("clips_eval");
+        facts_owner = NULL;
+    }
+    pthread_mutex_unlock(&facts_owner_mu);
+}
+
+/* (clara-expose "clips_eval") -> TRUE: lets the model evaluate CLIPS
+ * expressions in this program (off by default). */
+static void clara_expose_fn(struct udf_call *c) {
+    const char *what;
+    if (!arg_string(c, 1, &what)) return;
+    if (strcmp(what, "clips_eval") != 0) {
+        failf(c, "%s cannot be exposed (only clips_eval)", what);
+        return;
+    }
+    if (clara_register_tool(eval_desc, clips_eval_tool, c->state, NULL) != CLARA_OK) {
+        fail(c, "clips_eval could not be registered");
+        return;
+    }
+    c->state->exposed_eval = 1;
+    ret_symbol(c, "TRUE");
+}
+
 /* ---- Registration ------------------------------------------------------- */
 
 /*
@@ -939,7 +1478,10 @@ static void clara_poll_fn(struct udf_call *c) {
     X(clara_eval_complete, "clara-eval-complete", 1, 1, "b", "l", "11i")              \
     X(clara_eval_result, "clara-eval-result", 1, 1, "bs", "l", "11i")                 \
     X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
-    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")
+    X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")                               \
+    X(clara_mcp_listen, "clara-mcp-listen", 1, 1, "bs", "s", "11s")                  \
+    X(clara_mcp_stop, "clara-mcp-stop", 0, 0, "b", NULL, "00")                         \
+    X(clara_expose, "clara-expose", 1, 1, "b", "s", "11s")
 
 CLARA_UDFS(UDF_TRAMPOLINE)
 
@@ -972,6 +1514,9 @@ static struct clara_env *clara_env_get(void *environment) {
     state = CLARA_ENV(environment);
     state->magic = CLARA_ENV_MAGIC;
     state->values.next = state->values.prev = &state->values;
+    state->env = environment;
+    pthread_mutex_init(&state->mu, NULL);
+    pthread_cond_init(&state->cv, NULL);
     state->json_type = (unsigned short)InstallExternalAddressType(ENV(environment), &json_type);
     return state;
 }
@@ -990,6 +1535,7 @@ int clara_clips_register(void *environment) {
             return -CLARA_EINVAL;
     }
     if (clara_env_get(environment) == NULL) return -CLARA_EINVAL;
+    if (facts_owner != CLARA_ENV(environment) && !register_facts_tools(CLARA_ENV(environment))) return -CLARA_EINVAL;
     /* The template of clara-poll's facts, before any rule that matches
      * them is parsed, and again after every (clear). CLIPS 6.4 calls
      * UserFunctions before it sets up constructs: then the template waits

@@ -2,12 +2,15 @@
 /*
  * clara-clips - a CLIPS shell with Clara's functions built in.
  *
- * usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [CLIPS options]
+ * usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [--verbose] [CLIPS options]
  *
  *   --config PATH     apply a Clara configuration file (TOML or JSON)
  *   --evaluator NAME  the tool of simple-form requests, e.g. echo
  *   --test-mode       Clara's test mode (test_mode = true): tools that reach
  *                     the network, write files or run programs are skipped
+ *   --verbose         a status line on stderr for each tool a model calls:
+ *                     "↪ tool: NAME(ARGS…)", "✔ tool result received (34ms)",
+ *                     "✗ tool NAME failed: CODE (34ms)"
  *   -f FILE.clp       run the commands in FILE (batch), as clips -f does
  *   -f2 FILE          the same, without echoing the commands
  *   -l FILE           load the constructs in FILE
@@ -31,7 +34,7 @@
 #include "clara_clips.h"
 
 static const char usage[] =
-    "usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [-f FILE.clp | -f2 FILE | -l FILE]...\n"
+    "usage: clara-clips [--config PATH] [--evaluator NAME] [--test-mode] [--verbose] [-f FILE.clp | -f2 FILE | -l FILE]...\n"
     "       clara-clips --help | --version\n"
     "\n"
     "  --config PATH     apply a Clara configuration file (TOML or JSON)\n"
@@ -41,6 +44,7 @@ static const char usage[] =
     "  -f FILE.clp       run the commands in FILE, echoing them, as clips -f does\n"
     "  -f2 FILE          the same, without echoing the commands\n"
     "  -l FILE           load the constructs in FILE\n"
+    "  --verbose         a status line on stderr for each tool a model calls\n"
     "  -h, --help        this text\n"
     "  --version         Clara's and CLIPS's versions\n";
 
@@ -160,6 +164,41 @@ static int add_routers(void *env) {
 }
 #endif
 
+/* Reads a field of an event; "" when missing. Free with clara_free_string. */
+static char *event_field(const char *event, const char *path) {
+    char *text = NULL;
+    if (clara_json_get(event, path, &text, NULL) <= 0 || text == NULL) {
+        clara_free_string(text);
+        text = malloc(1);
+        if (text != NULL) text[0] = '\0';
+    }
+    return text;
+}
+
+/* --verbose: the seed's status lines for the tools a model calls. */
+static void status_line(void *userdata, const char *event) {
+    char *kind = event_field(event, "event"), *tool = event_field(event, "tool");
+    (void)userdata;
+    if (kind != NULL && tool != NULL && strcmp(kind, "tool_call") == 0) {
+        char *args = event_field(event, "arguments");
+        if (args != NULL && strlen(args) > 60) strcpy(args + 57, "...");
+        fprintf(stderr, "\xe2\x86\xaa tool: %s(%s)\n", tool, args ? args : "");
+        clara_free_string(args);
+    } else if (kind != NULL && tool != NULL && strcmp(kind, "tool_result") == 0) {
+        char *status = event_field(event, "status"), *ms = event_field(event, "duration_ms");
+        double d = ms ? strtod(ms, NULL) : 0;
+        if (status != NULL && strcmp(status, "success") == 0)
+            fprintf(stderr, "\xe2\x9c\x94 tool result received (%.0fms)\n", d);
+        else
+            fprintf(stderr, "\xe2\x9c\x97 tool %s failed: %s (%.0fms)\n", tool, status ? status : "", d);
+        clara_free_string(status);
+        clara_free_string(ms);
+    }
+    fflush(stderr);
+    clara_free_string(kind);
+    clara_free_string(tool);
+}
+
 static int valid_tool_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n > 64) return 0;
@@ -205,6 +244,8 @@ int main(int argc, char *argv[]) {
                 snprintf(json, sizeof json, "{\"default_evaluator\":\"%s\"}", name);
                 if (!configure(json, "--evaluator")) return 2;
             }
+        } else if (strcmp(a, "--verbose") == 0) {
+            clara_set_event_handler(status_line, NULL);
         } else if (strcmp(a, "--test-mode") == 0) {
             if (!configure("test_mode = true", "--test-mode")) return 2;
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "-f2") == 0 || strcmp(a, "-l") == 0) {

@@ -45,8 +45,8 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 	if perr != nil {
 		return 0, perr
 	}
-	c, perr := e.newToolCall(s, &r)
-	if perr != nil {
+	c := &toolCall{rep: &report{}}
+	if perr := e.newToolCall(s, &r, c); perr != nil {
 		return 0, perr
 	}
 	h, err := e.async.Submit(context.Background(), c.name, func(ctx context.Context, h int64) []byte {

@@ -47,7 +47,7 @@ func (h *callbackHost) options(c *config.Config) (o callbacks.Options, ok bool) 
 		TestMode:     func() bool { return e.testMode(e.current.Load()) },
 		Log:          func(level, msg string) { e.log.Log(logging.MessageLevel(level), msg) },
 		OnBackground: h.done,
-		// TODO(callbacks helper): Go: e.Go,
+		Go:           e.Go,
 	}
 	if c.StateDir == "" {
 		return o, false

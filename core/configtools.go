@@ -26,10 +26,12 @@ import (
 // own source cap.
 const maxLuaToolFile = 4 << 20
 
-// compileConfigTools compiles the configuration's tools. Nothing is
-// registered: commit does that once the whole configuration is ready.
-func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
+// compileConfigTools compiles the configuration's tools and lists the URLs
+// of its HTTP tools. Nothing is registered: commit does that once the whole
+// configuration is ready.
+func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string, error) {
 	var out []*toolbox.Tool
+	var urls []string
 	var problems protocol.Problems
 	for i, m := range c.Tools {
 		at := fmt.Sprintf("tools[%d]", i)
@@ -41,6 +43,16 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
 		at = fmt.Sprintf("%s (%s)", at, d.Name)
 		if t, ok := e.tools.Lookup(d.Name); ok && t.Builtin {
 			problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: %q is a built-in tool", at, d.Name)})
+			continue
+		}
+		if code.HTTP != nil {
+			t, err := e.httpTool(d, code.HTTP)
+			if err != nil {
+				problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
+				continue
+			}
+			urls = append(urls, code.HTTP.URL)
+			out = append(out, t)
 			continue
 		}
 		src, name := "", "tool "+d.Name
@@ -71,9 +83,22 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, error) {
 		out = append(out, t)
 	}
 	if len(problems) > 0 {
-		return nil, problems
+		return nil, nil, problems
 	}
-	return out, nil
+	return out, urls, nil
+}
+
+// httpTool builds a [[tools]] table's HTTP tool: capability network (so
+// test mode skips it), timed by its own request deadline.
+func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode) (*toolbox.Tool, error) {
+	f, err := e.httpToolFunc(d, h)
+	if err != nil {
+		return nil, err
+	}
+	if !contains(d.Capabilities, toolbox.CapNetwork) {
+		d.Capabilities = append(append([]string(nil), d.Capabilities...), toolbox.CapNetwork)
+	}
+	return toolbox.NewTool(d, toolbox.ToolOptions{Run: f, SelfTimed: true})
 }
 
 // luaProblem positions a Lua compile error of the entry at: a lua_file's

@@ -30,6 +30,8 @@ type snapshot struct {
 	runtime []ruleSource
 	// Configured rule paths that matched no file, for rules_list.
 	unmatched []string
+	// The outbound side: the model, the evaluator, the client's allowlist.
+	models *models
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -38,6 +40,7 @@ type snapshot struct {
 type prepared struct {
 	snap       *snapshot
 	configured []*toolbox.Tool
+	remote     *preparedRemote
 }
 
 // prepare reads and compiles what configuration t needs, with runtime as
@@ -48,7 +51,11 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	configured, err := e.compileConfigTools(c)
+	configured, httpURLs, err := e.compileConfigTools(c)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +67,15 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 		rules:     set,
 		runtime:   runtime,
 		unmatched: unmatched,
+		models:    m,
 	}
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
-	return &prepared{snap: s, configured: configured}, nil
+	remote, err := e.prepareRemote(c) // last: it may start servers
+	if err != nil {
+		return nil, err
+	}
+	return &prepared{snap: s, configured: configured, remote: remote}, nil
 }
 
 // commit makes a prepared configuration the one in force. Its only step
@@ -72,10 +84,12 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 // retire once it has let go of e.admin. Called with e.admin held.
 func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
+		e.discard(p)
 		return nil, err
 	}
+	e.commitModels(p.snap.config, p.snap.models)
 	e.current.Store(p.snap)
-	left := e.swapConfigTools(p.configured)
+	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
 	// The default pattern matching nothing is a project without rules, not
@@ -116,6 +130,7 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), af
 			return left, err
 		}
 		e.admin.Unlock()
+		e.discard(p)
 	}
 	e.admin.Lock()
 	defer e.admin.Unlock()
@@ -124,6 +139,15 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), af
 		return nil, err
 	}
 	return e.commitThen(p, after)
+}
+
+// discard lets go of what a prepared configuration started but that will
+// not be committed (the remote servers it connected).
+func (e *Engine) discard(p *prepared) {
+	if p.remote != nil && p.remote.manager != nil {
+		e.dropEarly(p.remote.manager)
+		p.remote.manager.Close()
+	}
 }
 
 func (e *Engine) commitThen(p *prepared, after func()) ([]*toolbox.Tool, error) {
@@ -274,6 +298,7 @@ const maxConfigFile = 16 << 20
 func (e *Engine) reset() []byte {
 	// Host tools go; the configuration's come back with the commit.
 	left, _ := e.tools.Swap(func(t *toolbox.Tool) bool { return !t.Builtin }, nil)
+	e.forgetRemote()
 	var base config.Tree
 	more, err := e.change(func(*snapshot) (config.Tree, []ruleSource) { base = *e.base.Load(); return base, nil },
 		e.forgetSessions)
@@ -295,6 +320,7 @@ func (e *Engine) reset() []byte {
 func (e *Engine) forgetSessions() {
 	e.sessions.Reset()
 	e.kv.Reset()
+	e.out.convs.ForgetAll()
 }
 
 // configEnvelope is the answer of a configuration change: the whole

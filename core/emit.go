@@ -87,9 +87,39 @@ func withEmissionBudget(ctx context.Context, s *snapshot) context.Context {
 	if _, ok := ctx.Value(emissionBudgetKey{}).(*emissionBudget); ok {
 		return ctx
 	}
-	b := &emissionBudget{max: s.config.Rules.MaxEmissions}
-	b.left.Store(int64(b.max))
-	return context.WithValue(ctx, emissionBudgetKey{}, b)
+	// One allocation per request (every call starts a tree): the context
+	// and its budget together.
+	bc := &budgetContext{Context: ctx}
+	bc.budget.max = s.config.Rules.MaxEmissions
+	bc.budget.left.Store(int64(bc.budget.max))
+	return bc
+}
+
+// budgetContext is a context carrying an emission budget.
+type budgetContext struct {
+	context.Context
+	budget emissionBudget
+}
+
+// requestState is what one request needs beyond its stack: the budget of
+// its event tree, as its context, and its report.
+type requestState struct {
+	budgetContext
+	rep report
+}
+
+func newRequestState(ctx context.Context, s *snapshot) *requestState {
+	st := &requestState{budgetContext: budgetContext{Context: ctx}}
+	st.budget.max = s.config.Rules.MaxEmissions
+	st.budget.left.Store(int64(st.budget.max))
+	return st
+}
+
+func (c *budgetContext) Value(key any) any {
+	if key == (emissionBudgetKey{}) {
+		return &c.budget
+	}
+	return c.Context.Value(key)
 }
 
 // spend draws one emission or nested call from ctx's budget.

@@ -17,6 +17,7 @@ package core
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,12 @@ type Engine struct {
 	sessions session.Table
 	state    stateStore
 	cb       callbackHost
-	async    *async.Table // calls submitted with clara_submit or "async": true
-	env      Options      // TestMode and TestAllow from the environment
+	async    *async.Table  // calls submitted with clara_submit or "async": true
+	out      outbound      // the HTTP client and the conversations of chats
+	events   eventSink     // the host's event handler (chat progress)
+	mcp      mcpServing    // the MCP server while something serves
+	remote   remoteServers // the remote MCP servers of the configuration
+	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
@@ -61,6 +66,9 @@ type Options struct {
 	Now       func() time.Time // the clock of calls, audit and get_time; nil is the real clock
 	TestMode  bool             // as CLARA_TEST_MODE=1: test mode whatever the configuration says
 	TestAllow bool             // as CLARA_TEST_ALLOW=1: tools run even in test mode
+	// Getenv reads the environment variables that hold secrets
+	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
+	Getenv func(string) string
 }
 
 // New returns an engine on the default configuration with the built-in
@@ -75,6 +83,10 @@ func New(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.async = async.New(e.asyncOptions(nil))
+	if e.env.Getenv == nil {
+		e.env.Getenv = os.Getenv
+	}
+	e.out = newOutbound(e.log, e.env.Getenv)
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
 	if _, err := e.install(base, nil); err != nil {
@@ -92,7 +104,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

@@ -20,7 +20,9 @@ import (
 //     with network, fs_write or exec capabilities do not run).
 //   - CLARA_TEST_ALLOW=1: such tools run even in test mode.
 //
-// getenv is os.Getenv outside tests; stderr is os.Stderr.
+// getenv is how the environment is read (libclara reads the C
+// environment, so that a host's setenv after loading is seen; secrets are
+// read at each use); stderr is os.Stderr.
 func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
 	min := logging.Error
 	var badLevel string
@@ -33,7 +35,7 @@ func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
 	}
 	sink := logging.WriterSink(stderr)
 	e := New(Options{Logger: logging.New(sink, min),
-		TestMode: isOn(getenv("CLARA_TEST_MODE")), TestAllow: isOn(getenv("CLARA_TEST_ALLOW"))})
+		TestMode: isOn(getenv("CLARA_TEST_MODE")), TestAllow: isOn(getenv("CLARA_TEST_ALLOW")), Getenv: getenv})
 	e.defaultSink, e.defaultMin = sink, min
 	if badLevel != "" {
 		e.log.Logf(logging.Error, "CLARA_LOG=%q is not one of debug, info, warn, error, off; logging errors only", badLevel)

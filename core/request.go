@@ -25,32 +25,35 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	if r.Async {
 		return e.submitAnswer(dst, s, req, r.ID)
 	}
-	c, perr := e.newToolCall(s, &r)
-	if perr != nil {
+	// One allocation for the request: its event tree's budget (as its
+	// context) and the report the rules and callbacks fill.
+	st := newRequestState(ctx, s)
+	c := toolCall{rep: &st.rep}
+	if perr := e.newToolCall(s, &r, &c); perr != nil {
 		return e.fail(dst, r.ID, c.name, perr)
 	}
-	return e.answerCall(ctx, dst, s, c)
+	return e.answerCall(st, dst, s, &c)
 }
 
-// newToolCall turns a parsed request into the call it asks for: the tool
-// (the default evaluator for the simple form) and its policy layers. c is
-// never nil, so that a failure can name the tool.
-func (e *Engine) newToolCall(s *snapshot, r *protocol.Request) (*toolCall, *protocol.Error) {
+// newToolCall fills c (whose rep is set) with the call a parsed request
+// asks for: the tool (the default evaluator for the simple form) and its
+// policy layers. c.name is set even on failure, so that it can be named.
+func (e *Engine) newToolCall(s *snapshot, r *protocol.Request, c *toolCall) *protocol.Error {
 	name := r.Tool
 	if r.Simple {
 		name = s.config.DefaultEvaluator
 	}
-	c := &toolCall{name: name, session: r.Session, args: r.Arguments, id: r.ID, meta: r.Meta,
-		scope: toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)},
-		rep:   &report{wantTrace: r.Trace}}
+	c.name, c.session, c.args, c.id, c.meta = name, r.Session, r.Arguments, r.ID, r.Meta
+	c.scope = toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)}
+	c.rep.wantTrace = r.Trace
 	if r.Policy != nil {
 		p, err := toolbox.ParsePolicy(r.Policy, "the request")
 		if err != nil {
-			return c, protocol.Errorf(protocol.InvalidRequest, "%v", err)
+			return protocol.Errorf(protocol.InvalidRequest, "%v", err)
 		}
 		c.scope.Request = p
 	}
-	return c, nil
+	return nil
 }
 
 // answerCall runs c through the pipeline and appends its envelope to dst.

@@ -244,6 +244,20 @@ void clara_call_result(clara_call *call, const char *result_json);
  */
 void clara_call_error(clara_call *call, const char *message);
 
+/*
+ * clara_call_progress - report a running tool's progress.
+ *
+ * done units of total (total 0 when unknown), with an optional message
+ * (may be NULL). When the call came from an MCP client that asked for
+ * progress, it becomes a notifications/progress; otherwise nothing
+ * happens. Values that do not increase are dropped.
+ *
+ * Ownership: message is borrowed for the duration of the call.
+ * Threads:   from the tool, while it runs (any thread); calls after the
+ *            tool returned are ignored.
+ */
+void clara_call_progress(clara_call *call, double done, double total, const char *message);
+
 /* ---- Reading JSON ------------------------------------------------------- */
 
 /* Kinds of value returned by clara_json_get(). */
@@ -315,6 +329,86 @@ typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
  *            be freed. Do not call it from inside a handler.
  */
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
+
+/* ---- Events of chats ----------------------------------------------------- */
+
+/*
+ * clara_event_fn - receives one progress event of a chat (docs/llm.md).
+ *
+ * event_json is one JSON object, NUL-terminated, borrowed for the duration
+ * of the call: {"event":"token","text":...}, {"event":"tool_call","tool":
+ * ...,"arguments":{...}}, {"event":"tool_result","tool":...,"status":...,
+ * "duration_ms":...} or {"event":"answer","text":...}, each with the
+ * chat's "session", and "handle" when the chat runs asynchronously.
+ * Threads: called from any thread (the chat's), never concurrently for
+ * one chat; it must be thread-safe, return promptly, and call no clara_*
+ * function but clara_json_get() and clara_free_string() (to read the
+ * event). It must return normally: no longjmp and no C++ exception may
+ * cross Clara's frames.
+ */
+typedef void (*clara_event_fn)(void *userdata, const char *event_json);
+
+/*
+ * clara_set_event_handler - send the progress events of chats to fn.
+ *
+ * Passing fn == NULL stops them (the default). Events of a chat that
+ * streams ("stream": true) include each text delta; every chat reports its
+ * tool calls, their results and its answer.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, the previous handler is
+ *            not running and will not be called again, so its userdata may
+ *            be freed. Do not call it from inside a handler.
+ */
+void clara_set_event_handler(clara_event_fn fn, void *userdata);
+
+/* ---- MCP ------------------------------------------------------------------ */
+
+/*
+ * Clara serves its tools to MCP clients (the Model Context Protocol,
+ * revision 2025-11-25; docs/mcp.md): the llm_visible tools the
+ * configuration's policy allows, never the administrative ones. Every
+ * tools/call goes through the whole pipeline (policy, rules, validation,
+ * limits, audit) in a Clara session of its own per MCP session. A
+ * registration or removal sends notifications/tools/list_changed; a
+ * client's notifications/cancelled cancels the call's context.
+ */
+
+/*
+ * clara_mcp_serve_stdio - serve MCP over a pair of descriptors.
+ *
+ * Runs on the calling thread until the client closes in_fd's other end or
+ * clara_mcp_stop() is called. The descriptors stay the caller's: Clara
+ * does not close them.
+ *
+ * Returns: CLARA_OK when the session ended; -CLARA_EINVAL when serving
+ *          could not start (mcp.token_env names an unset variable, a bad
+ *          descriptor; the reason is logged).
+ */
+int clara_mcp_serve_stdio(int in_fd, int out_fd);
+
+/*
+ * clara_mcp_listen - serve MCP's Streamable HTTP transport at
+ * http://ADDR/mcp, on Clara's own threads; returns at once.
+ *
+ * addr is "HOST:PORT" (port 0 picks one). Only loopback addresses unless
+ * mcp.allow_remote = true; with mcp.token_env set, every request must carry
+ * Authorization: Bearer TOKEN.
+ *
+ * Ownership: addr is borrowed; the returned string is malloc'd (free it
+ *            with clara_free_string()).
+ * Returns:   {"status":"success","result":{"url":"http://127.0.0.1:PORT/mcp"}}
+ *            or an error envelope saying why it cannot listen.
+ */
+char *clara_mcp_listen(const char *addr);
+
+/*
+ * clara_mcp_stop - end every MCP session and listener.
+ *
+ * Calls in flight are cancelled; clara_mcp_serve_stdio returns. Serving
+ * again afterwards starts afresh with the [mcp] settings then in force.
+ */
+void clara_mcp_stop(void);
 
 /* ---- Asynchronous calls ------------------------------------------------- */
 

@@ -27,6 +27,17 @@ else
   echo "FAIL examples_c/demo.clp: output differs from tests/examples/demo.out"; fail=1
 fi
 
+# The agent demo exactly as `make demo-agent` runs it; its status lines
+# (stderr) are compared with the durations left out.
+if bash examples_c/agent/run.sh > "$out/demo_agent.stdout" 2> "$out/demo_agent.stderr" &&
+   diff -u tests/examples/demo_agent.out "$out/demo_agent.stdout" &&
+   diff -u tests/examples/demo_agent.err <(sed -E 's/\([0-9]+ms\)/(Nms)/' "$out/demo_agent.stderr"); then
+  echo "ok   examples_c/agent (make demo-agent)"
+else
+  echo "FAIL examples_c/agent: make demo-agent failed or its output differs from tests/examples/demo_agent.{out,err}"
+  cat "$out/demo_agent.stderr"; fail=1
+fi
+
 # make install into a scratch prefix: pkg-config finds clara, and the
 # installed clara-clips finds the installed library.
 prefix=$root/$out/prefix

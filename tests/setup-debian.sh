@@ -8,6 +8,10 @@ set -euo pipefail
 # offline (make wheel, make test-python); mypy type-checks it.
 build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3
             python3-venv python3-pip python3-setuptools python3-wheel mypy)
+# node and npm run the MCP tests: Debian's packages unless they are on PATH
+# already (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
+command -v node >/dev/null 2>&1 || build_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || build_pkgs+=(npm)
 bench_pkgs=("${build_pkgs[@]}" libjansson-dev python3-simpleeval python3-lupa)
 
 case "${1:-build}" in

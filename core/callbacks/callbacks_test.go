@@ -998,3 +998,9 @@ func TestClosePendingWaiter(t *testing.T) {
 		}
 	}
 }
+
+// fileExists reports whether path names something (no error otherwise).
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

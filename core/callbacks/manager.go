@@ -1,19 +1,11 @@
-// Package callbacks runs shell scripts when files matching gitignore-style
-// patterns change (SPEC §9): definitions, their storage under the state
-// directory, activation per worker (session), matching, and running
-// scripts in their own process groups, blocking or in the background.
-//
-// The engine wraps one Manager: the callback_* tools call Upsert, Toggle,
-// List, Get and Trigger; the pipeline calls Trigger for a tool that reports
-// changed_files; OnBackground hands background completions back.
 package callbacks
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +29,10 @@ type Options struct {
 	// OnBackground is called, on a goroutine of the run, when a background
 	// run finishes (not after Close). Nil discards completions.
 	OnBackground func(Completion)
+	// Go starts the Manager's goroutines: the host's own guarded starter
+	// (the engine's, which recovers and logs a panic). Nil: the Manager
+	// recovers and logs panics itself.
+	Go func(what string, f func())
 }
 
 // Definition is one callback (SPEC §9.1). Definitions are global; which
@@ -118,6 +114,30 @@ func (m *Manager) Reconfigure(o Options) {
 }
 
 func (m *Manager) options() *Options { return m.opts.Load() }
+
+// goSafe starts f on a goroutine of its own, through Options.Go when the
+// host gave one: nothing the package starts may take the host down.
+func (m *Manager) goSafe(what string, f func()) {
+	if g := m.options().Go; g != nil {
+		g(what, f)
+		return
+	}
+	go func() {
+		defer m.recoverInto(what, nil)
+		f()
+	}()
+}
+
+// recoverInto is deferred where a panic must not escape: it logs the panic
+// with its stack and, when onPanic is not nil, lets it set the answer.
+func (m *Manager) recoverInto(what string, onPanic func()) {
+	if p := recover(); p != nil {
+		m.logf("error", "%s: panic: %v\n%s", what, p, debug.Stack())
+		if onPanic != nil {
+			onPanic()
+		}
+	}
+}
 
 func (m *Manager) logf(level, format string, args ...any) {
 	if l := m.options().Log; l != nil {
@@ -372,7 +392,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.cancel()
 	done := make(chan struct{})
-	go func() { m.runs.Wait(); close(done) }()
+	m.goSafe("callbacks: close", func() { m.runs.Wait(); close(done) })
 	select {
 	case <-done:
 	case <-timeAfter(closeWait):
@@ -381,9 +401,3 @@ func (m *Manager) Close() {
 }
 
 var errClosed = errors.New("callbacks: the manager is closed")
-
-// fileExists reports whether path names something (no error otherwise).
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}

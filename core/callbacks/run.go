@@ -50,60 +50,30 @@ func (m *Manager) run(ctx context.Context, env runEnv, d *Definition, files []st
 }
 
 func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []string, timeout time.Duration, r *RunResult) {
-	fail := func(format string, args ...any) {
+	fail := func(err error) {
 		r.ExitCode = -1
-		r.Error = fmt.Sprintf(format, args...)
+		r.Error = err.Error()
 	}
-	if err := ctx.Err(); err != nil {
-		fail("stopped: %v", context.Cause(ctx))
-		return
-	}
-	script := filepath.Join(env.stateDir, scriptsDir, d.Name+".sh")
-	if _, err := os.Stat(script); err != nil {
-		fail("script: %v", err)
-		return
-	}
-	dir := env.root
-	if d.Cwd != "" {
-		var err error
-		if dir, err = resolveCwd(env.root, d.Cwd); err != nil {
-			fail("%v", err)
-			return
-		}
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			fail("cwd %q is not a directory", d.Cwd)
-			return
-		}
-	}
-
-	list := strings.Join(files, "\n")
-	listFile, err := os.CreateTemp("", "clara-changed-files-*.txt")
+	script, dir, err := scriptAndDir(ctx, env, d)
 	if err != nil {
-		fail("changed files list: %v", err)
+		fail(err)
 		return
 	}
-	defer os.Remove(listFile.Name())
-	_, err = io.WriteString(listFile, list+"\n")
-	if cerr := listFile.Close(); err == nil {
-		err = cerr
-	}
+	list, envList, err := writeChangedFiles(files)
 	if err != nil {
-		fail("changed files list: %v", err)
+		fail(err)
 		return
 	}
-	envList := list
-	if len(envList) > envListMax {
-		envList = ""
-	}
+	defer list.Close()
 
 	logDir := filepath.Join(env.stateDir, logsDir)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		fail("logs: %v", err)
+		fail(fmt.Errorf("logs: %v", err))
 		return
 	}
 	logFile, err := createLog(logDir, d.Name)
 	if err != nil {
-		fail("log: %v", err)
+		fail(fmt.Errorf("log: %v", err))
 		return
 	}
 	out := &capture{f: logFile}
@@ -117,22 +87,88 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 		}
 	}()
 
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		fail("pipe: %v", err)
-		return
-	}
-	cmd := exec.Command("bash", script)
-	cmd.Dir = dir
-	cmd.Env = append(hostEnv(),
+	environ := append(hostEnv(),
 		"CLARA_CHANGED_FILES="+envList,
-		"CLARA_CHANGED_FILES_LIST="+listFile.Name(),
+		"CLARA_CHANGED_FILES_LIST=/dev/fd/3",
 		"CLARA_CHANGED_FILES_COUNT="+strconv.Itoa(len(files)),
 		"CLARA_PROJECT_ROOT="+env.root,
 		"CLARA_CALLBACK_NAME="+d.Name,
 		"CLARA_CALLBACK_ID="+d.ID,
 	)
+	if err := m.runScript(ctx, script, dir, environ, list, timeout, out, r); err != nil {
+		fail(err)
+		keepLog = true
+		return
+	}
+	r.Truncated = out.truncated
+	r.OutputTail = out.tailText()
+	keepLog = r.ExitCode != 0 || r.TimedOut || r.Error != ""
+	if keepLog {
+		logFile.Sync()
+		defer pruneLogs(logDir, d.Name)
+	}
+}
+
+// scriptAndDir finds the callback's script and the directory it runs in.
+func scriptAndDir(ctx context.Context, env runEnv, d *Definition) (script, dir string, err error) {
+	if err := ctx.Err(); err != nil {
+		return "", "", fmt.Errorf("stopped: %v", context.Cause(ctx))
+	}
+	script = filepath.Join(env.stateDir, scriptsDir, d.Name+".sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", "", fmt.Errorf("script: %v", err)
+	}
+	dir = env.root
+	if d.Cwd != "" {
+		if dir, err = resolveCwd(env.root, d.Cwd); err != nil {
+			return "", "", err
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return "", "", fmt.Errorf("cwd %q is not a directory", d.Cwd)
+		}
+	}
+	return script, dir, nil
+}
+
+// writeChangedFiles writes the run's files to a temporary file that is
+// removed at once: the script reads it as CLARA_CHANGED_FILES_LIST
+// (/dev/fd/3), and nothing is left behind, even when the host exits during
+// the run. It returns the file, open for reading, and CLARA_CHANGED_FILES's
+// value: the list itself, or "" when too long for the environment.
+func writeChangedFiles(files []string) (f *os.File, envList string, err error) {
+	list := strings.Join(files, "\n")
+	f, err = os.CreateTemp("", "clara-changed-files-*.txt")
+	if err != nil {
+		return nil, "", fmt.Errorf("changed files list: %v", err)
+	}
+	os.Remove(f.Name())
+	if _, err = io.WriteString(f, list+"\n"); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("changed files list: %v", err)
+	}
+	if len(list) > envListMax {
+		list = ""
+	}
+	return f, list, nil
+}
+
+// runScript runs the script in a session of its own with its output in
+// out, until it exits, its timeout (TERM, then KILL after killGrace) or
+// ctx ends; then kills what is left of the session and sets r's exit code,
+// signal and timeout. An error: the script could not start.
+func (m *Manager) runScript(ctx context.Context, script, dir string, environ []string, list *os.File, timeout time.Duration, out *capture, r *RunResult) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("pipe: %v", err)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Dir = dir
+	cmd.Env = environ
 	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.ExtraFiles = []*os.File{list} // fd 3: CLARA_CHANGED_FILES_LIST
 	// A session of its own, not only a process group: a process of the
 	// script that moves to another group (timeout(1), set -m) stays in the
 	// session and is found and killed with the rest. Only setsid leaves.
@@ -140,15 +176,13 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		fail("start: %v", err)
-		keepLog = true
-		return
+		return fmt.Errorf("start: %v", err)
 	}
 	pw.Close() // the child holds the write end now
 	pgid := cmd.Process.Pid
 
 	drained := make(chan struct{})
-	go func() {
+	m.goSafe("callback output", func() {
 		defer close(drained)
 		buf := make([]byte, 32<<10)
 		for {
@@ -158,37 +192,17 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 				return
 			}
 		}
-	}()
-
+	})
 	// The leader's exit, seen without reaping it: while it is a zombie its
 	// pid (the group's id) cannot be given to another process, so killing
 	// the group afterwards cannot hit a stranger.
 	exited := make(chan struct{})
-	go func() {
+	m.goSafe("callback exit", func() {
+		defer close(exited)
 		waitExitNoReap(pgid)
-		close(exited)
-	}()
+	})
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var kill <-chan time.Time
-	select {
-	case <-exited:
-	case <-timer.C:
-		r.TimedOut = true
-		signalSession(pgid, syscall.SIGTERM)
-		kill = time.After(killGrace)
-	case <-ctx.Done():
-		r.Error = "stopped: " + context.Cause(ctx).Error()
-		signalSession(pgid, syscall.SIGTERM)
-		kill = time.After(killGrace)
-	}
-	if kill != nil {
-		select {
-		case <-exited:
-		case <-kill:
-		}
-	}
+	waitOrStop(ctx, pgid, timeout, exited, r)
 	// Whatever is left of the session goes, the leader too if it is still
 	// there: daemons the script left behind are orphans otherwise.
 	strays := signalSession(pgid, syscall.SIGKILL)
@@ -213,13 +227,26 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 			r.signal = int(ws.Signal())
 		}
 	}
-	r.Truncated = out.truncated
-	r.OutputTail = out.tailText()
-	ok := r.ExitCode == 0 && !r.TimedOut && r.Error == ""
-	keepLog = !ok
-	if keepLog {
-		logFile.Sync()
-		defer pruneLogs(logDir, d.Name)
+	return nil
+}
+
+// waitOrStop waits for the script's leader to exit; at its timeout or when
+// ctx ends it sends TERM to the session and waits killGrace more.
+func waitOrStop(ctx context.Context, pgid int, timeout time.Duration, exited <-chan struct{}, r *RunResult) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		return
+	case <-timer.C:
+		r.TimedOut = true
+	case <-ctx.Done():
+		r.Error = "stopped: " + context.Cause(ctx).Error()
+	}
+	signalSession(pgid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(killGrace):
 	}
 }
 

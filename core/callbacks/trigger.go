@@ -3,11 +3,13 @@ package callbacks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clara-lib/clara/core/callbacks/pattern"
@@ -142,7 +144,7 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	}
 	worker := workerOf(session)
 	o := m.options()
-	matches, defs, err := m.match(o, worker, files)
+	matches, defs, err := m.match(ctx, o, worker, files)
 	if err != nil {
 		return nil, fmt.Errorf("callback_trigger: %w", err)
 	}
@@ -224,10 +226,16 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	return out, nil
 }
 
+// matchDeadline bounds the matching of one trigger, whatever the caller's
+// deadline: the work grows with files × patterns.
+const matchDeadline = 10 * time.Second
+
 // match returns, for each callback active for worker, in creation order,
 // the files it matches (deduplicated, in the order given), with its
-// definition.
-func (m *Manager) match(o *Options, worker string, files []string) ([]Match, []*Definition, error) {
+// definition. It stops at ctx's end or matchDeadline, with an error.
+func (m *Manager) match(ctx context.Context, o *Options, worker string, files []string) ([]Match, []*Definition, error) {
+	ctx, cancel := context.WithTimeout(ctx, matchDeadline)
+	defer cancel()
 	s, err := m.current()
 	if err != nil {
 		return nil, nil, err
@@ -276,10 +284,15 @@ func (m *Manager) match(o *Options, worker string, files []string) ([]Match, []*
 		chunks = min(runtime.GOMAXPROCS(0), maxMatchChunks, max(1, len(items)/256))
 	}
 	hits := make([][][]string, chunks)
+	var failed atomic.Bool
 	matchChunk := func(c int) {
+		defer m.recoverInto("callback matching", func() { failed.Store(true) })
 		h := make([][]string, len(active))
 		lo, hi := c*len(items)/chunks, (c+1)*len(items)/chunks
 		for _, it := range items[lo:hi] {
+			if ctx.Err() != nil {
+				return
+			}
 			for i, e := range active {
 				if e.set.MatchPath(it.p) {
 					h[i] = append(h[i], it.abs)
@@ -296,6 +309,12 @@ func (m *Manager) match(o *Options, worker string, files []string) ([]Match, []*
 			wg.Go(func() { matchChunk(c) })
 		}
 		wg.Wait()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("matching %d files against %d callbacks stopped: %v", len(items), len(active), context.Cause(ctx))
+	}
+	if failed.Load() {
+		return nil, nil, errors.New("matching failed (see the log)")
 	}
 	var out []Match
 	var defs []*Definition
@@ -450,15 +469,22 @@ func (j *job) add(files []string) {
 // start runs j on a goroutine of its own (m.mu held).
 func (m *Manager) start(j *job) {
 	m.runs.Add(1)
-	go func() {
+	m.goSafe("callback "+j.def.ID, func() {
 		defer m.runs.Done()
 		m.runJob(j)
-	}()
+	})
 }
 
 func (m *Manager) runJob(j *job) {
 	var results []RunResult
 	runOnce := func(files []string) {
+		// A panic in a run is that run's failure: the job still finishes,
+		// and its waiters hear of it.
+		defer m.recoverInto("callback "+j.def.ID, func() {
+			r := RunResult{ID: j.def.ID, Name: j.def.Name, ExitCode: -1, Files: files, Error: "internal error (see the log)"}
+			r.Notice = r.notice(0)
+			results = append(results, r)
+		})
 		// The callback as it is now: renamed since the trigger, its script
 		// moved with it; deleted, nothing runs.
 		d, ok := m.currentDef(j.env, &j.def)
@@ -520,7 +546,10 @@ func (m *Manager) runJob(j *job) {
 	}
 	for _, worker := range order {
 		for _, r := range results {
-			cb(Completion{Session: worker, RunResult: r, Files: r.Files, Notice: r.Notice})
+			func() {
+				defer m.recoverInto("callbacks: OnBackground", nil)
+				cb(Completion{Session: worker, RunResult: r, Files: r.Files, Notice: r.Notice})
+			}()
 		}
 	}
 }

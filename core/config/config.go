@@ -20,6 +20,44 @@ type Config struct {
 	Audit  Audit  `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
 	Rules  Rules  `key:"rules" doc:"The rule engine."`
 	Async  Async  `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+
+	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
+	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
+	LLM       LLM       `key:"llm" doc:"The model the chat tool talks to."`
+	MCP       MCP       `key:"mcp" doc:"Serving Clara's tools over the Model Context Protocol (clara_mcp_listen, clara mcp)."`
+	// MCPServers are the remote MCP servers whose tools Clara governs.
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url; tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
+}
+
+// MCP is the [mcp] table.
+type MCP struct {
+	AllowRemote bool   `key:"allow_remote" default:"false" doc:"true lets clara_mcp_listen bind an address that is not loopback; false serves this machine only."`
+	TokenEnv    string `key:"token_env" default:"''" doc:"The environment variable holding a bearer token every HTTP request must carry (Authorization: Bearer TOKEN); empty: no token."`
+}
+
+// Network is the [network] table.
+type Network struct {
+	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url). A name that resolves to a link-local or metadata address is refused unless that address is listed."`
+}
+
+// Evaluator is the [evaluator] table.
+type Evaluator struct {
+	URL       string `key:"url" default:"''" doc:"Where the evaluate tool POSTs its arguments, e.g. \"http://localhost:8000/evaluate\"; the JSON answer is the result. Empty: evaluate fails, saying so."`
+	TimeoutMS int    `key:"timeout_ms" default:"30000" min:"1" max:"86400000" doc:"The evaluate tool's deadline in milliseconds, retries included."`
+}
+
+// LLM is the [llm] table.
+type LLM struct {
+	Provider           string `key:"provider" default:"'openai'" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages)."`
+	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: chat fails, saying so."`
+	Model              string `key:"model" default:"''" doc:"The model a chat uses unless it names one."`
+	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
+	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
+	ContextWindow      int    `key:"context_window" default:"0" min:"0" max:"100000000" doc:"The model's context in tokens: context.turn.token_usage is the last call's tokens over it (0: unknown, token_usage stays 0)."`
+	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 429, 502, 503, 504 or a dropped connection, with backoff honouring Retry-After."`
+	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator or an HTTP tool; past it the call fails."`
+	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
+	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
 }
 
 // Async is the [async] table.
@@ -34,6 +72,7 @@ type Limits struct {
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
+	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
 }
 
 // Policy is the [policy] table.

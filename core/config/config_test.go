@@ -92,7 +92,7 @@ func TestParse_problems_are_positioned(t *testing.T) {
 			{File: "src", Line: 1, Col: 12, Message: "limits.timeout_ms must be an integer from 1 to 86400000"},
 		}},
 		{"toml tools", "[[tools]]\nname = \"a\"\nlua = \"x\"\n[[tools]]\nname = \"a\"\n", protocol.Problems{
-			{File: "src", Line: 4, Col: 3, Message: "tools[1]: give one of lua (the script) or lua_file (a file relative to project_root)"},
+			{File: "src", Line: 4, Col: 3, Message: "tools[1]: give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"},
 		}},
 		{"json", "{\"limits\": {\"max_depth\": 0,\n  \"typo\": 1},\n \"policy\": {\"allow\": [\"ok\", \"no way\"]}}", protocol.Problems{
 			{File: "src", Line: 1, Col: 13, Message: "limits.max_depth must be an integer from 1 to 1048576"},

@@ -11,12 +11,73 @@ import (
 // ToolCode is what runs a tool declared in configuration: exactly one of
 // its fields is set.
 type ToolCode struct {
-	Lua     *string // lua: the script, inline
-	LuaFile *string // lua_file: a file relative to project_root
+	Lua     *string   // lua: the script, inline
+	LuaFile *string   // lua_file: a file relative to project_root
+	HTTP    *HTTPCode // http: one HTTP request
+}
+
+// HTTPCode is a [[tools]] table's http = {url, method, timeout_ms,
+// headers_env, max_response_bytes}.
+type HTTPCode struct {
+	URL              string
+	Method           string            // "POST" (default) or "GET"
+	TimeoutMS        int               // 0: the tool's deadline alone
+	HeadersEnv       map[string]string // header -> environment variable
+	MaxResponseBytes int               // 0: llm.max_response_bytes
 }
 
 // codeKeys are the keys of a [[tools]] table that are not descriptor keys.
-var codeKeys = map[string]bool{"lua": true, "lua_file": true}
+var codeKeys = map[string]bool{"lua": true, "lua_file": true, "http": true}
+
+// oneCode is the error of a table with no code or more than one.
+const oneCode = "give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"
+
+// parseHTTPCode reads an http table.
+func parseHTTPCode(v any) (*HTTPCode, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("http must be a table: {url, method, timeout_ms, headers_env, max_response_bytes}")
+	}
+	h := &HTTPCode{}
+	for k, v := range m {
+		var ok bool
+		switch k {
+		case "url":
+			h.URL, ok = v.(string)
+		case "method":
+			h.Method, ok = v.(string)
+		case "timeout_ms", "max_response_bytes":
+			var n int64
+			n, ok = v.(int64)
+			ok = ok && n >= 0 && n <= 1<<30
+			if k == "timeout_ms" {
+				h.TimeoutMS = int(n)
+			} else {
+				h.MaxResponseBytes = int(n)
+			}
+		case "headers_env":
+			var hm map[string]any
+			hm, ok = v.(map[string]any)
+			h.HeadersEnv = map[string]string{}
+			for name, env := range hm {
+				s, isString := env.(string)
+				if !isString {
+					return nil, fmt.Errorf("http.headers_env.%s must be a string: the name of an environment variable", name)
+				}
+				h.HeadersEnv[name] = s
+			}
+		default:
+			return nil, fmt.Errorf("http: unknown key %q (known: url, method, timeout_ms, headers_env, max_response_bytes)", k)
+		}
+		if !ok {
+			return nil, fmt.Errorf("http.%s has the wrong type", k)
+		}
+	}
+	if h.URL == "" {
+		return nil, errors.New("http.url is missing")
+	}
+	return h, nil
+}
 
 // SplitToolEntry separates a [[tools]] table's code from its descriptor,
 // which it parses as strictly as clara_register_tool would.
@@ -26,6 +87,14 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 	for k, v := range m {
 		if !codeKeys[k] {
 			desc[k] = v
+			continue
+		}
+		if k == "http" {
+			h, err := parseHTTPCode(v)
+			if err != nil {
+				return toolbox.Descriptor{}, code, err
+			}
+			code.HTTP = h
 			continue
 		}
 		s, ok := v.(string)
@@ -39,8 +108,14 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 			code.LuaFile = &s
 		}
 	}
-	if (code.Lua == nil) == (code.LuaFile == nil) {
-		return toolbox.Descriptor{}, code, errors.New("give one of lua (the script) or lua_file (a file relative to project_root)")
+	given := 0
+	for _, set := range []bool{code.Lua != nil, code.LuaFile != nil, code.HTTP != nil} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return toolbox.Descriptor{}, code, errors.New(oneCode)
 	}
 	text, err := json.Marshal(desc)
 	if err != nil {

@@ -129,24 +129,11 @@ func decodeSchema(raw []byte) (map[string]any, error) {
 // destructive; network is an open world. MCP's defaults for the two
 // pointer hints are true, so they are always sent.
 func annotations(caps []string, idempotent bool) *sdk.ToolAnnotations {
-	has := func(c string) bool {
-		for _, x := range caps {
-			if x == c {
-				return true
-			}
-		}
-		return false
+	h := (&toolbox.Descriptor{Capabilities: caps, Idempotent: idempotent}).Hints()
+	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent}
+	if !h.ReadOnly {
+		a.DestructiveHint = &h.Destructive
 	}
-	readOnly := true
-	for _, c := range caps {
-		readOnly = readOnly && c == toolbox.CapFSRead
-	}
-	a := &sdk.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: idempotent}
-	if !readOnly {
-		destructive := has(toolbox.CapFSWrite) || has(toolbox.CapExec)
-		a.DestructiveHint = &destructive
-	}
-	openWorld := has(toolbox.CapNetwork)
-	a.OpenWorldHint = &openWorld
+	a.OpenWorldHint = &h.OpenWorld
 	return a
 }

@@ -32,14 +32,16 @@ type ToolInfo struct {
 	Idempotent   bool     // calling twice with the same arguments changes nothing more
 }
 
-// InfoFromDescriptor is the ToolInfo of a descriptor. Title, OutputSchema
-// and Idempotent stay empty until toolbox.Descriptor has them.
+// InfoFromDescriptor is the ToolInfo of a descriptor.
 func InfoFromDescriptor(d *toolbox.Descriptor) ToolInfo {
 	return ToolInfo{
 		Name:         d.Name,
+		Title:        d.Title,
 		Description:  d.Description,
 		InputSchema:  d.InputSchema,
+		OutputSchema: d.OutputSchema,
 		Capabilities: d.Capabilities,
+		Idempotent:   d.Idempotent,
 	}
 }
 

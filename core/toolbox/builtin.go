@@ -17,6 +17,9 @@ type Builtin struct {
 	// MaxOutputBytes is the tool's own output cap, for tools whose answers
 	// can exceed the configured default (0: the default).
 	MaxOutputBytes int
+	// TimeoutMS is the tool's own deadline, for tools that wait on models
+	// or the network longer than the configured default (0: the default).
+	TimeoutMS int
 	// Timed tools run under the call's deadline on a goroutine of their own
 	// (they may wait on the network); the others are trusted Go functions
 	// that return promptly and run inline.
@@ -27,7 +30,7 @@ type Builtin struct {
 // Tool builds the registered tool.
 func (b Builtin) Tool() (*Tool, error) {
 	d := Descriptor{Name: b.Name, Description: b.Description, Returns: ReturnsJSON, Capabilities: b.Capabilities,
-		LLMVisible: b.LLMVisible, Limits: Limits{MaxOutputBytes: b.MaxOutputBytes}}
+		LLMVisible: b.LLMVisible, Limits: Limits{MaxOutputBytes: b.MaxOutputBytes, TimeoutMS: b.TimeoutMS}}
 	if b.Schema != "" {
 		d.InputSchema = []byte(b.Schema)
 	}

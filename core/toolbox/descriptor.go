@@ -24,9 +24,12 @@ const (
 	CapFSRead  = "fs_read"
 	CapFSWrite = "fs_write"
 	CapExec    = "exec"
+	// CapCLIPSWrite: the tool changes a CLIPS program's facts
+	// (clips_assert); test mode does not stop it.
+	CapCLIPSWrite = "clips_write"
 )
 
-var knownCapabilities = map[string]bool{CapNetwork: true, CapFSRead: true, CapFSWrite: true, CapExec: true}
+var knownCapabilities = map[string]bool{CapNetwork: true, CapFSRead: true, CapFSWrite: true, CapExec: true, CapCLIPSWrite: true}
 
 // Rate scopes: whose calls a rate_per_min counts.
 const (
@@ -62,6 +65,31 @@ type Descriptor struct {
 	Capabilities []string        `json:"capabilities"`
 	Limits       Limits          `json:"limits"`
 	LLMVisible   bool            `json:"llm_visible"`
+	// For MCP clients and agent frameworks: a display name, the schema of
+	// a JSON object result, and whether a second identical call changes
+	// nothing more.
+	Title        string          `json:"title,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Idempotent   bool            `json:"idempotent,omitempty"`
+}
+
+// Hints are what a tool's capabilities say of it to MCP clients
+// (annotations): read-only when it declares none but fs_read, destructive
+// when it writes files or runs programs, open-world when it reaches the
+// network.
+type Hints struct {
+	ReadOnly, Destructive, OpenWorld, Idempotent bool
+}
+
+// Hints derives the tool's hints from its capabilities.
+func (d *Descriptor) Hints() Hints {
+	h := Hints{ReadOnly: true, Idempotent: d.Idempotent}
+	for _, c := range d.Capabilities {
+		h.ReadOnly = h.ReadOnly && c == CapFSRead
+	}
+	h.Destructive = !h.ReadOnly && (d.HasCapability(CapFSWrite) || d.HasCapability(CapExec))
+	h.OpenWorld = d.HasCapability(CapNetwork)
+	return h
 }
 
 // HasCapability reports whether the tool declares capability c.
@@ -87,6 +115,9 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Limits       *Limits         `json:"-"`
 		LimitsRaw    json.RawMessage `json:"limits"`
 		LLMVisible   *bool           `json:"llm_visible"`
+		Title        *string         `json:"title"`
+		OutputSchema json.RawMessage `json:"output_schema"`
+		Idempotent   *bool           `json:"idempotent"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -117,6 +148,19 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		}
 	}
 	d.Capabilities = raw.Capabilities
+	if raw.Title != nil {
+		d.Title = *raw.Title
+	}
+	if raw.Idempotent != nil {
+		d.Idempotent = *raw.Idempotent
+	}
+	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw.OutputSchema); err != nil || buf.Bytes()[0] != '{' {
+			return Descriptor{}, errors.New("descriptor: output_schema must be a JSON Schema object")
+		}
+		d.OutputSchema = buf.Bytes()
+	}
 	if len(raw.InputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.InputSchema), []byte("null")) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw.InputSchema); err != nil {

@@ -19,6 +19,40 @@ const (
 type Registry struct {
 	mu    sync.Mutex // serialises writers
 	tools atomic.Pointer[map[string]*Tool]
+
+	watchMu  sync.Mutex
+	watchers map[int]func()
+	nextW    int
+}
+
+// OnChange arranges for fn to run after every change of the registry
+// (a registration, a removal, a swap). fn runs on the changing goroutine,
+// with the registry's writer lock held: it must return at once and not
+// call back into the registry. stop ends it; fn is not called once stop
+// has returned.
+func (r *Registry) OnChange(fn func()) (stop func()) {
+	r.watchMu.Lock()
+	if r.watchers == nil {
+		r.watchers = map[int]func(){}
+	}
+	id := r.nextW
+	r.nextW++
+	r.watchers[id] = fn
+	r.watchMu.Unlock()
+	return func() {
+		r.watchMu.Lock()
+		delete(r.watchers, id)
+		r.watchMu.Unlock()
+	}
+}
+
+// changed tells the watchers (r.mu held).
+func (r *Registry) changed() {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for _, fn := range r.watchers {
+		fn()
+	}
 }
 
 // NewRegistry returns an empty registry.
@@ -77,6 +111,7 @@ func (r *Registry) Register(t *Tool) error {
 	}
 	next[t.Name] = t
 	r.tools.Store(&next)
+	r.changed()
 	r.mu.Unlock()
 	if prev != nil {
 		prev.retire()
@@ -105,6 +140,7 @@ func (r *Registry) Unregister(name string) error {
 		}
 	}
 	r.tools.Store(&next)
+	r.changed()
 	r.mu.Unlock()
 	prev.retire()
 	return nil
@@ -140,6 +176,7 @@ func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err e
 		next[t.Name] = t
 	}
 	r.tools.Store(&next)
+	r.changed()
 	if len(problems) > 0 {
 		err = errors.New(strings.Join(problems, "; "))
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -154,6 +155,11 @@ func TestRelease_waitsForRunningCalls(t *testing.T) {
 	close(leave)
 	if g := <-got; g != `"done" <nil>` {
 		t.Errorf("call got %s", g)
+	}
+	// The goroutine that ran the call lets go of the tool just after the
+	// call's answer is handed back: wait for it (a minute at most).
+	for i := 0; i < 6000 && released.Load() == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
 	}
 	if released.Load() != 1 {
 		t.Fatal("not released after the call returned")

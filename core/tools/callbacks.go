@@ -52,7 +52,9 @@ func callbackTools(c Callbacks) []toolbox.Builtin {
 		// run itself, so that dry runs still answer.
 		{Name: "callback_trigger", Admin: true, MaxOutputBytes: 16 << 20, Capabilities: []string{toolbox.CapExec},
 			Description: "Fires the calling session's callbacks that match changed_files; dry_run only says which would fire.",
-			Schema: `{"type":"object","properties":{"changed_files":{"type":"array","items":{"type":"string","minLength":1}},` +
+			// At most 10,000 files a trigger: each may be a run of its own,
+			// and the answer lists every run.
+			Schema: `{"type":"object","properties":{"changed_files":{"type":"array","maxItems":10000,"items":{"type":"string","minLength":1,"maxLength":4096}},` +
 				`"dry_run":{"type":"boolean"}},"required":["changed_files"],"additionalProperties":false}`,
 			Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 				return c.Trigger(ctx, call.Session, call.Arguments)

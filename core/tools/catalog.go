@@ -44,6 +44,48 @@ func LLMSchema(t *toolbox.Tool) json.RawMessage {
 	return out
 }
 
+// StrictSchema reports whether schema meets OpenAI's strict mode, so that
+// the catalog can say "strict": true: every object closed
+// (additionalProperties false) with every property required, all the way
+// down through properties and array items.
+func StrictSchema(schema json.RawMessage) bool {
+	var m map[string]any
+	if json.Unmarshal(schema, &m) != nil {
+		return false
+	}
+	return strictNode(m, 0)
+}
+
+func strictNode(m map[string]any, depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	if items, ok := m["items"].(map[string]any); ok && !strictNode(items, depth+1) {
+		return false
+	}
+	props, hasProps := m["properties"].(map[string]any)
+	if m["type"] != "object" && !hasProps {
+		return true
+	}
+	if open, isBool := m["additionalProperties"].(bool); !isBool || open {
+		return false
+	}
+	required := map[string]bool{}
+	list, _ := m["required"].([]any)
+	for _, r := range list {
+		if s, ok := r.(string); ok {
+			required[s] = true
+		}
+	}
+	for name, p := range props {
+		sub, ok := p.(map[string]any)
+		if !required[name] || !ok || !strictNode(sub, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
 // Catalog renders the tools allowed by scope (only llm_visible ones when
 // llmOnly) in one of the formats, sorted by name.
 func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly bool) ([]byte, error) {
@@ -51,6 +93,7 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
+		Strict      bool            `json:"strict,omitempty"`
 	}
 	type openaiTool struct {
 		Type     string         `json:"type"`
@@ -61,10 +104,19 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	}
+	type mcpAnnotations struct {
+		ReadOnlyHint    bool  `json:"readOnlyHint"`
+		DestructiveHint *bool `json:"destructiveHint,omitempty"`
+		IdempotentHint  bool  `json:"idempotentHint"`
+		OpenWorldHint   bool  `json:"openWorldHint"`
+	}
 	type mcpTool struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
+		Name         string          `json:"name"`
+		Title        string          `json:"title,omitempty"`
+		Description  string          `json:"description"`
+		InputSchema  json.RawMessage `json:"inputSchema"`
+		OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+		Annotations  mcpAnnotations  `json:"annotations"`
 	}
 	type claraTool struct {
 		toolbox.Descriptor
@@ -88,11 +140,17 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 			}
 			list = append(list, claraTool{Descriptor: d, Builtin: t.Builtin})
 		case FormatOpenAI:
-			list = append(list, openaiTool{Type: "function", Function: openaiFunction{t.Name, t.Description, LLMSchema(t)}})
+			schema := LLMSchema(t)
+			list = append(list, openaiTool{Type: "function", Function: openaiFunction{t.Name, t.Description, schema, StrictSchema(schema)}})
 		case FormatAnthropic:
 			list = append(list, anthropicTool{t.Name, t.Description, LLMSchema(t)})
 		case FormatMCP:
-			list = append(list, mcpTool{t.Name, t.Description, LLMSchema(t)})
+			h := t.Hints()
+			a := mcpAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent, OpenWorldHint: h.OpenWorld}
+			if !h.ReadOnly {
+				a.DestructiveHint = &h.Destructive
+			}
+			list = append(list, mcpTool{t.Name, t.Title, t.Description, LLMSchema(t), t.OutputSchema, a})
 		}
 	}
 	return json.Marshal(struct {

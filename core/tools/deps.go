@@ -18,6 +18,15 @@ type Deps struct {
 	Engine    Engine            // emit_event, session_end, state_*, rules_*
 	Callbacks Callbacks         // callback_*
 	Async     Async             // async_result, async_cancel
+	Models    Models            // chat, evaluate, chat_reset
+}
+
+// Models is what the model tools reach (issue 11): the chat loop, the
+// evaluator, the conversations of sessions.
+type Models interface {
+	Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
+	Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error)
+	ForgetConversation(session string)
 }
 
 // Async is what async_result and async_cancel reach: the table of
@@ -84,6 +93,9 @@ func All(d Deps) []toolbox.Builtin {
 	if d.Engine != nil {
 		list = append(list, emitEvent(d.Engine), sessionEnd(d.Engine), stateGet(d.Engine), stateSet(d.Engine),
 			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine))
+	}
+	if d.Models != nil {
+		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))
 	}
 	if d.Async != nil {
 		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))

@@ -746,14 +746,16 @@ func TestToolsList_exactFormats(t *testing.T) {
 			`,"returns":"json","capabilities":["network"],"limits":{"timeout_ms":1000,"rate_per_min":20,"rate_scope":"tool"},"llm_visible":true,"builtin":false},` +
 			`{"name":"noschema","description":"No schema.","returns":"json","capabilities":[],"limits":{"rate_scope":"tool"},"llm_visible":true,"builtin":false}]}`},
 		{`{"format":"openai"}`, `{"format":"openai","tools":[` +
-			`{"type":"function","function":{"name":"get_weather","description":"Current weather by city and country code.","parameters":` + weatherSchema + `}},` +
+			`{"type":"function","function":{"name":"get_weather","description":"Current weather by city and country code.","parameters":` + weatherSchema + `,"strict":true}},` +
 			`{"type":"function","function":{"name":"noschema","description":"No schema.","parameters":` + empty + `}}]}`},
 		{`{"format":"anthropic"}`, `{"format":"anthropic","tools":[` +
 			`{"name":"get_weather","description":"Current weather by city and country code.","input_schema":` + weatherSchema + `},` +
 			`{"name":"noschema","description":"No schema.","input_schema":` + empty + `}]}`},
 		{`{"format":"mcp"}`, `{"format":"mcp","tools":[` +
-			`{"name":"get_weather","description":"Current weather by city and country code.","inputSchema":` + weatherSchema + `},` +
-			`{"name":"noschema","description":"No schema.","inputSchema":` + empty + `}]}`},
+			`{"name":"get_weather","description":"Current weather by city and country code.","inputSchema":` + weatherSchema +
+			`,"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,"openWorldHint":true}},` +
+			`{"name":"noschema","description":"No schema.","inputSchema":` + empty +
+			`,"annotations":{"readOnlyHint":true,"idempotentHint":false,"openWorldHint":false}}]}`},
 	} {
 		if got := e.run(t, "tools_list", "s", c.args, scope); got != c.want {
 			t.Errorf("tools_list(%s)\n got %s\nwant %s", c.args, got, c.want)
@@ -791,7 +793,22 @@ func catalogEntry(t *testing.T, format string, raw json.RawMessage) (string, map
 	case "mcp": // {"name","description","inputSchema"}
 		fields, schemaKey = m, "inputSchema"
 	}
-	if got, want := keys(fields), strings.Join(func() []string { s := []string{"description", "name", schemaKey}; sort.Strings(s); return s }(), ","); got != want {
+	// The optional members each format may carry: OpenAI's strict, MCP's
+	// title, outputSchema and annotations (always).
+	optional := map[string]bool{"strict": format == "openai", "title": format == "mcp", "outputSchema": format == "mcp"}
+	var present []string
+	for k := range fields {
+		if !optional[k] {
+			present = append(present, k)
+		}
+	}
+	sort.Strings(present)
+	wantKeys := []string{"description", "name", schemaKey}
+	if format == "mcp" {
+		wantKeys = append(wantKeys, "annotations")
+	}
+	sort.Strings(wantKeys)
+	if got, want := strings.Join(present, ","), strings.Join(wantKeys, ","); got != want {
 		t.Fatalf("%s entry keys %s, want %s: %s", format, got, want, raw)
 	}
 	var name, desc string
@@ -875,6 +892,33 @@ func TestToolsList_publishedShapes(t *testing.T) {
 // TestToolsList_schemaWithoutType: a valid input_schema that does not say
 // "type":"object" must still reach the LLM formats as an object schema
 // (OpenAI refuses function parameters that are not type object).
+// TestToolsList_titleOutputSchemaStrict: what agent frameworks expect of
+// a catalog (issue 13): MCP's title and outputSchema from the descriptor,
+// OpenAI's strict only when the schema allows it.
+func TestToolsList_titleOutputSchemaStrict(t *testing.T) {
+	e := newEnv(t)
+	d, err := toolbox.ParseDescriptor([]byte(`{"name":"add","title":"Add two numbers","idempotent":true,` +
+		`"input_schema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a"],"additionalProperties":false},` +
+		`"output_schema":{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := toolbox.NewTool(d, toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }})
+	e.reg.Register(tl)
+	_, entries := catalog(t, e, `{"format":"mcp"}`, onlyTools("add"))
+	if got := string(entries[0]); !strings.Contains(got, `"title":"Add two numbers"`) || !strings.Contains(got, `"outputSchema":{"type":"object"`) ||
+		!strings.Contains(got, `"idempotentHint":true`) {
+		t.Fatalf("mcp: %s", got)
+	}
+	_, entries = catalog(t, e, `{"format":"openai"}`, onlyTools("add"))
+	if strings.Contains(string(entries[0]), `"strict"`) {
+		t.Fatalf("strict with an optional property: %s", entries[0])
+	}
+	if _, err := toolbox.ParseDescriptor([]byte(`{"name":"x","output_schema":[1]}`)); err == nil {
+		t.Fatal("an output_schema that is not an object was accepted")
+	}
+}
+
 func TestToolsList_schemaWithoutType(t *testing.T) {
 	e := newEnv(t)
 	d, _ := toolbox.ParseDescriptor([]byte(`{"name":"typeless","input_schema":{"properties":{"city":{"type":"string"}},"required":["city"]}}`))

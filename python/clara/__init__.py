@@ -58,7 +58,8 @@ __all__ = [
     # tools
     "tool", "tools", "register_tool", "unregister_tool",
     # configuration, events, sessions, logging
-    "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler",
+    "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
+    "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
     # errors
@@ -200,6 +201,27 @@ def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_IN
     """Send Clara's log messages to handler(level, message) (see
     Clara.set_log_handler); None restores stderr."""
     _get().set_log_handler(handler, min_level)
+
+
+def set_event_handler(handler: Optional[Callable[[Dict[str, Any]], None]]) -> None:
+    """Send the progress events of chats (token, tool_call, tool_result,
+    answer) to handler(event); None stops them (see Clara.set_event_handler)."""
+    _get().set_event_handler(handler)
+
+
+def mcp_listen(addr: str = "127.0.0.1:0") -> str:
+    """Serve the tools over MCP (Streamable HTTP); return the URL."""
+    return _get().mcp_listen(addr)
+
+
+def mcp_serve_stdio(in_fd: int = 0, out_fd: int = 1) -> None:
+    """Serve the tools over MCP on stdin/stdout until the client closes."""
+    _get().mcp_serve_stdio(in_fd, out_fd)
+
+
+def mcp_stop() -> None:
+    """End every MCP session and listener."""
+    _get().mcp_stop()
 
 
 # ---- The rest of the C interface -------------------------------------------------

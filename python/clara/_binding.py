@@ -38,7 +38,7 @@ from ._errors import ClaraError, InternalError, RegistrationError
 from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_FALSE, CLARA_JSON_FLOAT,
                        CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL, CLARA_JSON_OBJECT,
                        CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_OK, FREE_FN,
-                       LOG_FN, TOOL_FN, declare, load_library)
+                       EVENT_FN, LOG_FN, TOOL_FN, declare, load_library)
 
 if TYPE_CHECKING:
     from ._tools import AnyFunction
@@ -176,6 +176,25 @@ def _make_log_trampoline(handler: LogHandler) -> Any:
     return LOG_FN(trampoline)
 
 
+# ---- Event handler -----------------------------------------------------------------
+
+# Like the log handler: process-wide, kept alive module-wide.
+EventHandler = Callable[[Dict[str, Any]], None]
+_event_lock = threading.Lock()
+_event_keepalive: Any = None
+_event_lib: Any = None
+
+
+def _make_event_trampoline(handler: EventHandler) -> Any:
+    def trampoline(_userdata: Any, event: Optional[bytes]) -> None:
+        # Runs on a Clara (Go-owned) thread. Nothing may escape into C.
+        try:
+            handler(_json.loads(event.decode("utf-8")) if event is not None else {})
+        except BaseException:  # noqa: B036 - swallow everything, by design
+            pass
+    return EVENT_FN(trampoline)
+
+
 # ---- Tools ----------------------------------------------------------------------
 
 class _ToolEntry:
@@ -267,7 +286,7 @@ _shutdown_hooks: List[Callable[[], None]] = []
 
 @atexit.register
 def _at_exit() -> None:
-    global _log_keepalive, _log_lib
+    global _log_keepalive, _log_lib, _event_keepalive, _event_lib
     if _forked:
         return   # the child of a fork() must not call the library, even now
     # No new call may enter the interpreter while it shuts down. (Calls that
@@ -286,6 +305,14 @@ def _at_exit() -> None:
             hook()
         except Exception:
             pass
+    with _event_lock:
+        if _event_keepalive is not None and _event_lib is not None:
+            try:
+                _event_lib.clara_set_event_handler(EVENT_FN(), None)
+            except Exception:
+                pass
+            _event_keepalive = None
+            _event_lib = None
     # A message arriving while the interpreter shuts down would call into a
     # dead interpreter: restore the default handler.
     with _log_lock:
@@ -593,6 +620,48 @@ class Clara:
             # Only now is the previous trampoline certainly idle.
             _log_keepalive = new
             _log_lib = self._lib if new is not None else None
+
+    def set_event_handler(self, handler: Optional[EventHandler]) -> None:
+        """Send the progress events of chats to handler(event: dict):
+        {"event": "token" | "tool_call" | "tool_result" | "answer", ...,
+        "session": ..., "handle": ... (async calls)}; None stops them.
+
+        handler is called from Clara's threads: make it thread-safe and
+        quick, and never call Clara from it. Any exception it raises is
+        swallowed."""
+        global _event_keepalive, _event_lib
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable or None")
+        with _event_lock:
+            new = None if handler is None else _make_event_trampoline(handler)
+            self._lib.clara_set_event_handler(new if new is not None else EVENT_FN(), None)
+            # Only now is the previous trampoline certainly idle.
+            _event_keepalive = new
+            _event_lib = self._lib if new is not None else None
+
+    # -- MCP --
+
+    def mcp_listen(self, addr: str = "127.0.0.1:0") -> str:
+        """Serve the tools over MCP's Streamable HTTP transport on Clara's
+        own threads; return the URL ("http://127.0.0.1:PORT/mcp"). Raises
+        the ClaraError of the refusal (a remote address without
+        mcp.allow_remote, an address in use)."""
+        data = _to_bytes(addr, "addr")
+        env = _json.loads(self._take_string(self._lib.clara_mcp_listen(data), "clara_mcp_listen").decode("utf-8"))
+        if env["status"] != "success":
+            raise ClaraError.from_envelope(env)
+        return env["result"]["url"]  # type: ignore[no-any-return]
+
+    def mcp_serve_stdio(self, in_fd: int = 0, out_fd: int = 1) -> None:
+        """Serve the tools over MCP on a pair of descriptors (stdin and
+        stdout by default) until the client closes or mcp_stop()."""
+        code = self._lib.clara_mcp_serve_stdio(int(in_fd), int(out_fd))
+        if code != CLARA_OK:
+            raise RuntimeError("clara_mcp_serve_stdio: %s (the log says why)" % self.strerror(code))
+
+    def mcp_stop(self) -> None:
+        """End every MCP session and listener."""
+        self._lib.clara_mcp_stop()
 
     # -- tools --
 

@@ -53,6 +53,7 @@ CLARA_LOG_OFF = 4
 # clara_log_fn: void (*)(void *userdata, int level, const char *message).
 # The message is borrowed; ctypes copies it into bytes.
 LOG_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 
 # clara_tool_fn: int (*)(void *userdata, const char *arguments_json,
 # clara_call *call). clara_call is opaque: a c_void_p.
@@ -148,6 +149,17 @@ def declare(lib: ctypes.CDLL) -> None:
     # void clara_call_error(clara_call *call, const char *message);
     lib.clara_call_error.argtypes = [c_void_p, c_char_p]
     lib.clara_call_error.restype = None
+    lib.clara_call_progress.argtypes = [c_void_p, ctypes.c_double, ctypes.c_double, c_char_p]
+    lib.clara_call_progress.restype = None
+    # MCP (docs/mcp.md).
+    lib.clara_mcp_serve_stdio.argtypes = [c_int, c_int]
+    lib.clara_mcp_serve_stdio.restype = c_int
+    lib.clara_mcp_listen.argtypes = [c_char_p]
+    lib.clara_mcp_listen.restype = c_void_p
+    lib.clara_mcp_stop.argtypes = []
+    lib.clara_mcp_stop.restype = None
+    lib.clara_set_event_handler.argtypes = [EVENT_FN, c_void_p]
+    lib.clara_set_event_handler.restype = None
     # Asynchronous calls (docs/async.md).
     lib.clara_submit.argtypes = [c_char_p]
     lib.clara_submit.restype = ctypes.c_int64

@@ -127,6 +127,14 @@ echo "run.sh: running audit and validation (Go benchmarks)" >&2
 go_pair audit core/toolbox:BenchmarkAudit_add core:BenchmarkEvaluate_echo >> "$samples" 2> "$out/audit.err" || status=1
 go_pair validation core:BenchmarkEvaluate_schema5 core:BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
 go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rules_watch.err" || status=1
+# The agent loop: a chat with one tool call through the engine against the
+# scripted provider on loopback, beside the same two exchanges made by a
+# bare net/http client; and chats from 16 goroutines at once.
+go_pair chat core:BenchmarkEvaluate_chatTurn core:BenchmarkEvaluate_chatBareHTTP >> "$samples" 2> "$out/chat.err" || status=1
+go_pair chat_parallel core:BenchmarkEvaluate_chatParallel core:BenchmarkEvaluate_chatTurn >> "$samples" 2> "$out/chat_parallel.err" || status=1
+# MCP: one tools/call of an echo over stdio from the Go SDK's client, to
+# core/mcp's server and to the SDK's bare server (child processes, same pipes).
+go_pair mcp core/mcp:BenchmarkStdioEcho/clara core/mcp:BenchmarkStdioEcho/sdk >> "$samples" 2> "$out/mcp.err" || status=1
 # The condition rows: a Go benchmark of the rule engine against simpleeval
 # in Python, alternated one run each, $CLARA_BENCH_REPS times.
 condition_rows() {

@@ -72,6 +72,7 @@ int main(void) {
     tests_callbacks();
     tests_ownership();
     tests_async();
+    tests_chat();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -41,5 +41,6 @@ void tests_lua(void);
 void tests_callbacks(void);
 void tests_ownership(void);
 void tests_async(void);
+void tests_chat(void);
 
 #endif

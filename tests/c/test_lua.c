@@ -230,12 +230,14 @@ static void test_config_errors_keep_old_config(void) {
     /* Neither lua nor lua_file, and both. */
     CONFIGURE_FAILS("[[tools]]\nname = \"empty\"\n",
                     "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: 1:3: tools[0]: give "
-                    "one of lua (the script) or lua_file (a file relative to project_root)\",\"details\":[{\"line\":1,\"col\":3,"
-                    "\"message\":\"tools[0]: give one of lua (the script) or lua_file (a file relative to project_root)\"}]}");
+                    "one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)\",\"details\":[{\"line\":1,\"col\":3,"
+                    "\"message\":\"tools[0]: give one of lua (the script), lua_file (a file relative to project_root) or http (a "
+                    "table with url)\"}]}");
     CONFIGURE_FAILS("[[tools]]\nname = \"both\"\nlua = 'return function() end'\nlua_file = \"x.lua\"\n",
                     "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: 1:3: tools[0]: give "
-                    "one of lua (the script) or lua_file (a file relative to project_root)\",\"details\":[{\"line\":1,\"col\":3,"
-                    "\"message\":\"tools[0]: give one of lua (the script) or lua_file (a file relative to project_root)\"}]}");
+                    "one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)\",\"details\":[{\"line\":1,\"col\":3,"
+                    "\"message\":\"tools[0]: give one of lua (the script), lua_file (a file relative to project_root) or http (a "
+                    "table with url)\"}]}");
     /* A built-in tool's name. */
     CONFIGURE_FAILS("[[tools]]\nname = \"echo\"\nlua = 'return function() return 1 end'\n",
                     "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: tools[0] (echo): "

@@ -2,7 +2,7 @@
 // official TypeScript SDK's client drives testserver (stdio and Streamable
 // HTTP), and core/mcp's Manager consumes the reference server-everything.
 // The npm packages are installed into build/npm by npm-install.sh (pinned
-// by package-lock.json) when missing. Without node the tests skip.
+// by package-lock.json) when missing.
 package mcptest
 
 import (
@@ -56,7 +56,7 @@ func prepare(t *testing.T) (node, server string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: the MCP tests against the TypeScript SDK and server-everything need it")
+		t.Fatal("node is not installed (tests/setup-debian.sh installs nodejs and npm): the MCP tests against the TypeScript SDK and server-everything need it")
 	}
 	setup.once.Do(func() {
 		setup.node = node

@@ -28,7 +28,7 @@ end
 """
 '''
 
-ONE_OF = "give one of lua (the script) or lua_file (a file relative to project_root)"
+ONE_OF = "give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"
 
 
 def lua_tool(name, lua, **descriptor):

@@ -744,11 +744,13 @@ class TestPolicyAndTestMode(ToolTestCase):
         env = self.lib.evaluate({"tool": "tools_list", "arguments": {"format": "mcp", "llm_visible_only": False},
                                  "policy": {"allow": ["tools_list", "mine"]}})
         self.assertEqual(env["result"], {"format": "mcp", "tools": [
-            {"name": "mine", "description": "d", "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "mine", "description": "d", "inputSchema": {"type": "object", "properties": {}},
+             "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}},
             {"name": "tools_list", "description": env["result"]["tools"][1]["description"],
              "inputSchema": {"type": "object", "properties": {
                  "format": {"enum": ["clara", "openai", "anthropic", "mcp"]},
-                 "llm_visible_only": {"type": "boolean"}}, "additionalProperties": False}}]})
+                 "llm_visible_only": {"type": "boolean"}}, "additionalProperties": False},
+             "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}}]})
 
     def test_session_policy(self):
         self.register({"name": "mine"}, lambda args: "m")
@@ -907,10 +909,10 @@ class TestBuiltins(ToolTestCase):
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
-        builtins = sorted(["async_cancel", "async_result", "audit_tail", "echo", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        builtins = sorted(["async_cancel", "async_result", "audit_tail", "chat", "chat_reset", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tools_list"] + callbacks)
-        admin = ("async_cancel", "async_result", "audit_tail", "emit_event", "rules_list", "rules_load", "rules_test", "session_end",
+        admin = ("async_cancel", "async_result", "audit_tail", "chat", "chat_reset", "emit_event", "evaluate", "rules_list", "rules_load", "rules_test", "session_end",
                  "session_policy", "state_get", "state_set", "tools_list") + tuple(callbacks)
         every = sorted(builtins + ["add", "bare", "hidden"])
 
@@ -921,7 +923,7 @@ class TestBuiltins(ToolTestCase):
         self.assertEqual([t["function"]["name"] for t in openai], every)
         by_name = {t["function"]["name"]: t for t in openai}
         self.assertEqual(by_name["add"], {"type": "function", "function": {
-            "name": "add", "description": "Adds two numbers.", "parameters": schema}})
+            "name": "add", "description": "Adds two numbers.", "parameters": schema, "strict": True}})
         self.assertEqual(by_name["bare"], {"type": "function", "function": {
             "name": "bare", "description": "", "parameters": empty}})
         self.assertEqual(by_name["echo"], {"type": "function", "function": {
@@ -938,13 +940,16 @@ class TestBuiltins(ToolTestCase):
         mcp = self.catalog("mcp", llm_visible_only=False)
         self.assertEqual([t["name"] for t in mcp], every)
         by_name = {t["name"]: t for t in mcp}
-        self.assertEqual(by_name["add"], {"name": "add", "description": "Adds two numbers.", "inputSchema": schema})
-        self.assertEqual(by_name["bare"], {"name": "bare", "description": "", "inputSchema": empty})
+        self.assertEqual(by_name["add"], {"name": "add", "description": "Adds two numbers.", "inputSchema": schema,
+                                          "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}})
+        self.assertEqual(by_name["bare"], {"name": "bare", "description": "", "inputSchema": empty,
+                                           "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}})
         self.assertEqual(by_name["get_time"], {
             "name": "get_time", "description": "Current date and time in ISO 8601 with offset; optional IANA timezone.",
             "inputSchema": {"type": "object", "properties": {"timezone": {
                 "type": "string", "description": "IANA time zone name such as Europe/Paris; default UTC"}},
-                "additionalProperties": False}})
+                "additionalProperties": False},
+            "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}})
 
         clara_fmt = self.catalog("clara")
         self.assertEqual(clara_fmt, self.lib.evaluate({"tool": "tools_list"})["result"]["tools"])

@@ -90,15 +90,6 @@ func Compile(lines []string) (*Set, error) {
 	return s, nil
 }
 
-// MustCompile is Compile that panics on error, for tests and fixed patterns.
-func MustCompile(lines ...string) *Set {
-	s, err := Compile(lines)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // Path is a relative path prepared for matching against many sets: cleaned and split at its
 // slashes once. The zero Path matches nothing.
 type Path struct {

@@ -161,3 +161,21 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 		t.Errorf("MatchPath allocates %v times", n)
 	}
 }
+
+// MustCompile is Compile that panics on error, for tests.
+func MustCompile(lines ...string) *Set {
+	s, err := Compile(lines)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func TestTooManyWildcards(t *testing.T) {
+	if _, err := Compile([]string{strings.Repeat("*a", MaxWildcards+1)}); err == nil || !strings.Contains(err.Error(), "wildcards, more than") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := Compile([]string{strings.Repeat("*a", MaxWildcards)}); err != nil {
+		t.Fatal(err)
+	}
+}

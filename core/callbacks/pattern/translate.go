@@ -131,6 +131,9 @@ func simpleLength(s string) int {
 
 // parseLine parses one gitignore line. skip is true for blank lines, comments and lines that are
 // empty after git's processing (git keeps them but they can never match).
+// MaxWildcards is the most '*' one pattern line may hold.
+const MaxWildcards = 32
+
 func parseLine(line string, first bool) (r rule, skip bool, err error) {
 	r.line = line
 	s := line
@@ -142,6 +145,11 @@ func parseLine(line string, first bool) (r rule, skip bool, err error) {
 	}
 	if s == "" || s[0] == '#' {
 		return r, true, nil
+	}
+	// Wildcards make matching cost grow with their number: a bound keeps
+	// one line from costing a trigger seconds per path.
+	if n := strings.Count(s, "*"); n > MaxWildcards {
+		return r, false, fmt.Errorf("pattern %q: %d wildcards, more than the %d allowed", line, n, MaxWildcards)
 	}
 	s = strings.TrimSuffix(s, "\r") // a CRLF file
 	s = trimTrailingSpaces(s)
@@ -420,15 +428,6 @@ func litString(toks []token) string {
 		b[i] = t.b
 	}
 	return string(b)
-}
-
-func allLit(toks []token) bool {
-	for _, t := range toks {
-		if t.kind != tLit {
-			return false
-		}
-	}
-	return true
 }
 
 // setNeedle derives the rule's quick filter from its leading and trailing literal bytes.

@@ -1,0 +1,123 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/clara-lib/clara/core/llm"
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/core/tools"
+)
+
+// chatHost is what one chat reaches of the engine (llm.Host): the tools
+// its call's policy allows, run through the whole pipeline as nested calls
+// of its session; turn events for the rules; progress for the host's event
+// handler.
+type chatHost struct {
+	e       *Engine
+	s       *snapshot
+	session string
+	scope   toolbox.Scope
+	handle  int64 // the async call the chat runs in, 0 when synchronous
+}
+
+// Catalog lists the llm_visible tools the chat's policy allows (never the
+// chat tool itself, nor the administrative tools).
+func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
+	var only map[string]bool
+	if names != nil {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+		}
+	}
+	var out []llm.ToolSpec
+	for _, t := range h.e.tools.List() {
+		if !t.LLMVisible || t.Admin || t.Name == "chat" || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
+			continue
+		}
+		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
+	}
+	return out
+}
+
+// CallTool runs the model's tool call as a nested call of the chat.
+func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, *protocol.Error) {
+	cs := scopeOf(ctx)
+	cs.depth++
+	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
+	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}}
+	result, _, perr := h.e.callTool(ctx, h.s, c)
+	return result, perr
+}
+
+// Turn fires on_turn_start or on_turn_end with context.turn, and hands the
+// session's queued notices to the model.
+func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string {
+	payload := map[string]any{"turn": t.Context()}
+	if _, perr := h.e.emit(ctx, h.s, event, h.session, payload, false, nil); perr != nil {
+		h.e.log.Logf(logging.Warn, "chat: %s: %s", event, perr.Message)
+	}
+	notices, _ := h.e.sessions.Get(h.session).Drain()
+	out := make([]string, len(notices))
+	for i, n := range notices {
+		out[i] = n.Message
+	}
+	return out
+}
+
+// Progress hands ev to the host's event handler, with the session and the
+// async handle the chat runs in.
+func (h *chatHost) Progress(ev llm.ProgressEvent) {
+	sink := h.e.events.load()
+	if sink == nil {
+		return
+	}
+	b := ev.AppendJSON(make([]byte, 0, 128))
+	extra := protocol.AppendString([]byte(`,"session":`), h.session)
+	if h.handle != 0 {
+		extra = strconv.AppendInt(append(extra, `,"handle":`...), h.handle, 10)
+	}
+	b = append(append(b[:len(b)-1], extra...), '}')
+	sink(b)
+}
+
+// eventSink holds the host's event handler (clara_set_event_handler).
+type eventSink struct {
+	mu   sync.Mutex // serialises replacements: once SetEventSink returns, the old sink is not running
+	run  sync.RWMutex
+	sink func([]byte)
+}
+
+func (s *eventSink) load() func([]byte) {
+	s.run.RLock()
+	f := s.sink
+	s.run.RUnlock()
+	if f == nil {
+		return nil
+	}
+	return func(b []byte) {
+		s.run.RLock()
+		defer s.run.RUnlock()
+		if s.sink != nil {
+			s.sink(b)
+		}
+	}
+}
+
+func (s *eventSink) set(f func([]byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.run.Lock() // waits for every running call of the old sink
+	s.sink = f
+	s.run.Unlock()
+}
+
+// SetEventSink sends the progress events of chats (token, tool_call,
+// tool_result, answer; SPEC §10.2) to sink as JSON objects; nil stops them.
+// When it returns, the previous sink is not running and will not be called
+// again. sink may be called from any goroutine and must not keep the slice.
+func (e *Engine) SetEventSink(sink func(event []byte)) { e.events.set(sink) }

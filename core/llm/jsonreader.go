@@ -1,0 +1,424 @@
+package llm
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting the reader follows.
+const maxJSONDepth = 512
+
+// jsonReader reads one JSON document in place, without reflection: the
+// answers of a model are decoded on every call and every streamed chunk,
+// where encoding/json's reflection costs more than the HTTP exchange
+// around it. It is strict (RFC 8259: what json.Valid accepts, nested at
+// most maxJSONDepth deep). Every method records the first error and then
+// does nothing, so that a decoder checks err once at the end.
+type jsonReader struct {
+	b       []byte
+	i       int
+	depth   int
+	err     error
+	scratch []byte
+}
+
+func newJSONReader(b []byte) *jsonReader { return &jsonReader{b: b} }
+
+func (r *jsonReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("offset %d: %s", r.i, fmt.Sprintf(format, args...))
+	}
+}
+
+// peek skips whitespace and returns the next byte, 0 at the end or after
+// an error.
+func (r *jsonReader) peek() byte {
+	for r.err == nil && r.i < len(r.b) {
+		switch c := r.b[r.i]; c {
+		case ' ', '\t', '\n', '\r':
+			r.i++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// end checks that only whitespace follows the document.
+func (r *jsonReader) end() error {
+	if r.peek(); r.err == nil && r.i < len(r.b) {
+		r.fail("more after the JSON value")
+	}
+	return r.err
+}
+
+func (r *jsonReader) expect(c byte) bool {
+	if r.peek() != c {
+		if r.err == nil {
+			r.fail("expected %q, found %s", c, r.found())
+		}
+		return false
+	}
+	r.i++
+	return true
+}
+
+func (r *jsonReader) found() string {
+	if r.i >= len(r.b) {
+		return "the end"
+	}
+	return strconv.Quote(string(r.b[r.i]))
+}
+
+// null consumes a null if one is next.
+func (r *jsonReader) null() bool {
+	if r.peek() == 'n' {
+		r.literal("null")
+		return true
+	}
+	return false
+}
+
+func (r *jsonReader) literal(word string) {
+	if len(r.b)-r.i < len(word) || string(r.b[r.i:r.i+len(word)]) != word {
+		r.fail("invalid literal")
+		return
+	}
+	r.i += len(word)
+}
+
+// object calls each for every member; each must consume the value (read
+// it or skip it). The key is valid only during the call.
+func (r *jsonReader) object(each func(key []byte)) {
+	if !r.expect('{') || !r.enter() {
+		return
+	}
+	defer r.leave()
+	if r.peek() == '}' {
+		r.i++
+		return
+	}
+	for r.err == nil {
+		if r.peek() != '"' {
+			r.fail("expected a member name, found %s", r.found())
+			return
+		}
+		key := r.stringBytes()
+		if !r.expect(':') {
+			return
+		}
+		r.peek()
+		start := r.i
+		each(key)
+		if r.err == nil && r.i == start {
+			r.skip() // each left the value: skip it
+		}
+		switch r.peek() {
+		case ',':
+			r.i++
+		case '}':
+			r.i++
+			return
+		default:
+			r.fail("expected ',' or '}', found %s", r.found())
+		}
+	}
+}
+
+// array calls each for every element; each must consume it.
+func (r *jsonReader) array(each func(i int)) {
+	if !r.expect('[') || !r.enter() {
+		return
+	}
+	defer r.leave()
+	if r.peek() == ']' {
+		r.i++
+		return
+	}
+	for n := 0; r.err == nil; n++ {
+		r.peek()
+		start := r.i
+		each(n)
+		if r.err == nil && r.i == start {
+			r.skip()
+		}
+		switch r.peek() {
+		case ',':
+			r.i++
+		case ']':
+			r.i++
+			return
+		default:
+			r.fail("expected ',' or ']', found %s", r.found())
+		}
+	}
+}
+
+func (r *jsonReader) enter() bool {
+	if r.depth++; r.depth > maxJSONDepth {
+		r.fail("nested deeper than %d", maxJSONDepth)
+		return false
+	}
+	return true
+}
+
+func (r *jsonReader) leave() { r.depth-- }
+
+// str reads a string.
+func (r *jsonReader) str() string {
+	if r.peek() != '"' {
+		r.fail("expected a string, found %s", r.found())
+		return ""
+	}
+	return string(r.stringBytes())
+}
+
+// strOrNull reads a string or null ("").
+func (r *jsonReader) strOrNull() string {
+	if r.null() {
+		return ""
+	}
+	return r.str()
+}
+
+// stringBytes reads a string at r.i (a '"'): a slice of the document when
+// it holds no escape, else the decoded text in r.scratch. Either is valid
+// until the next read.
+func (r *jsonReader) stringBytes() []byte {
+	r.i++ // the opening quote
+	start := r.i
+	for r.i < len(r.b) {
+		c := r.b[r.i]
+		switch {
+		case c == '"':
+			r.i++
+			return r.b[start : r.i-1]
+		case c == '\\':
+			return r.escaped(start)
+		case c < 0x20:
+			r.fail("a control character in a string")
+			return nil
+		}
+		r.i++
+	}
+	r.fail("a string without its closing quote")
+	return nil
+}
+
+// escaped decodes the rest of a string holding escapes.
+func (r *jsonReader) escaped(start int) []byte {
+	out := append(r.scratch[:0], r.b[start:r.i]...)
+	for r.i < len(r.b) {
+		c := r.b[r.i]
+		switch {
+		case c == '"':
+			r.i++
+			r.scratch = out
+			return out
+		case c < 0x20:
+			r.fail("a control character in a string")
+			return nil
+		case c != '\\':
+			out = append(out, c)
+			r.i++
+			continue
+		}
+		if r.i+1 >= len(r.b) {
+			break
+		}
+		e := r.b[r.i+1]
+		r.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			x, ok := r.hex4()
+			if !ok {
+				return nil
+			}
+			ru := rune(x)
+			if utf16.IsSurrogate(ru) {
+				ru = utf8.RuneError
+				if r.i+1 < len(r.b) && r.b[r.i] == '\\' && r.b[r.i+1] == 'u' {
+					save := r.i
+					r.i += 2
+					y, ok := r.hex4()
+					if !ok {
+						return nil
+					}
+					if dec := utf16.DecodeRune(rune(x), rune(y)); dec != utf8.RuneError {
+						ru = dec
+					} else {
+						r.i = save // a lone surrogate; the next escape stands alone
+					}
+				}
+			}
+			out = utf8.AppendRune(out, ru)
+		default:
+			r.fail("an invalid escape in a string")
+			return nil
+		}
+	}
+	r.fail("a string without its closing quote")
+	return nil
+}
+
+func (r *jsonReader) hex4() (uint16, bool) {
+	if len(r.b)-r.i < 4 {
+		r.fail("a short \\u escape")
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(r.b[r.i:r.i+4]), 16, 16)
+	if err != nil {
+		r.fail("an invalid \\u escape")
+		return 0, false
+	}
+	r.i += 4
+	return uint16(v), true
+}
+
+// number reads a number and returns its text.
+func (r *jsonReader) number() []byte {
+	c := r.peek()
+	start := r.i
+	if c == '-' {
+		r.i++
+	}
+	digits := func() int {
+		n := 0
+		for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
+			r.i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case r.i < len(r.b) && r.b[r.i] == '0':
+		r.i++
+	case digits() == 0:
+		r.fail("expected a number")
+		return nil
+	}
+	if r.i < len(r.b) && r.b[r.i] == '.' {
+		r.i++
+		if digits() == 0 {
+			r.fail("a number without digits after '.'")
+			return nil
+		}
+	}
+	if r.i < len(r.b) && (r.b[r.i] == 'e' || r.b[r.i] == 'E') {
+		r.i++
+		if r.i < len(r.b) && (r.b[r.i] == '+' || r.b[r.i] == '-') {
+			r.i++
+		}
+		if digits() == 0 {
+			r.fail("a number without exponent digits")
+			return nil
+		}
+	}
+	return r.b[start:r.i]
+}
+
+// float reads a number.
+func (r *jsonReader) float() float64 {
+	n := r.number()
+	if r.err != nil {
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil {
+		r.fail("number %s is out of range", n)
+	}
+	return f
+}
+
+// int reads a number that must be an integer; null reads as 0 (some
+// servers send null counts).
+func (r *jsonReader) int() int {
+	if r.null() {
+		return 0
+	}
+	n := r.number()
+	if r.err != nil {
+		return 0
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(n), 64)
+		if ferr != nil || f != float64(int64(f)) {
+			r.fail("%s is not an integer", n)
+			return 0
+		}
+		v = int64(f)
+	}
+	return int(v)
+}
+
+// boolean reads true or false.
+func (r *jsonReader) boolean() bool {
+	switch r.peek() {
+	case 't':
+		r.literal("true")
+		return true
+	case 'f':
+		r.literal("false")
+		return false
+	}
+	r.fail("expected true or false, found %s", r.found())
+	return false
+}
+
+// skip reads and checks any value.
+func (r *jsonReader) skip() {
+	switch c := r.peek(); {
+	case c == '{':
+		r.object(func([]byte) { r.skip() })
+	case c == '[':
+		r.array(func(int) { r.skip() })
+	case c == '"':
+		r.stringBytes()
+	case c == 't':
+		r.literal("true")
+	case c == 'f':
+		r.literal("false")
+	case c == 'n':
+		r.literal("null")
+	case c == '-' || c >= '0' && c <= '9':
+		r.number()
+	case r.err == nil:
+		r.fail("expected a JSON value, found %s", r.found())
+	}
+}
+
+// raw reads any value and returns its text.
+func (r *jsonReader) raw() []byte {
+	r.peek()
+	start := r.i
+	r.skip()
+	if r.err != nil {
+		return nil
+	}
+	return r.b[start:r.i]
+}
+
+// kind is the next value's first byte: '{', '[', '"', 'n', 't', 'f', or
+// '0' for a number.
+func (r *jsonReader) kind() byte {
+	c := r.peek()
+	if c == '-' || c >= '0' && c <= '9' {
+		return '0'
+	}
+	return c
+}

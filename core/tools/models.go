@@ -1,0 +1,46 @@
+package tools
+
+import (
+	"context"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/clara-lib/clara/core/llm"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// modelTimeoutMS is the deadline of chat and evaluate as tools: their own
+// requests are bounded by llm.timeout_ms and evaluator.timeout_ms; a chat
+// makes several.
+const modelTimeoutMS = 600000
+
+func chat(m Models) toolbox.Builtin {
+	return toolbox.Builtin{Name: "chat",
+		Description: "Asks the configured model ([llm]); with allow_tools it may call the tools the call's policy allows, each through Clara's whole pipeline. " +
+			"Result: {content, tool_calls, finish_reason, usage, turns}.",
+		Schema: llm.ChatInputSchema, Capabilities: []string{toolbox.CapNetwork},
+		MaxOutputBytes: 16 << 20, TimeoutMS: modelTimeoutMS, Timed: true,
+		Run: m.Chat}
+}
+
+func evaluate(m Models) toolbox.Builtin {
+	return toolbox.Builtin{Name: "evaluate",
+		Description:  "POSTs its arguments to the evaluator ([evaluator] url) and answers with the JSON it returns.",
+		Capabilities: []string{toolbox.CapNetwork}, MaxOutputBytes: 16 << 20, TimeoutMS: modelTimeoutMS, Timed: true,
+		Run: m.Evaluate}
+}
+
+func chatReset(m Models) toolbox.Builtin {
+	return toolbox.Builtin{Name: "chat_reset",
+		Description: "Forgets the conversation a session's chats continue (the calling session unless one is named).",
+		Schema:      `{"type":"object","properties":{"session":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`,
+		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
+			session := call.Session
+			if s := gjson.GetBytes(call.Arguments, "session"); s.Exists() {
+				session = s.Str
+			}
+			m.ForgetConversation(session)
+			return append(protocol.AppendString([]byte(`{"session":`), session), `,"forgotten":true}`...), nil
+		}}
+}

@@ -1,0 +1,88 @@
+// An MCP client on the official TypeScript SDK that checks Clara's engine
+// serving its tools: bin/clara mcp (stdio) or a C host's clara_mcp_listen
+// (Streamable HTTP), both with tests/mcp/engine/clara.toml.
+//
+//   node engine_client.mjs --stdio COMMAND [ARGS...]
+//   node engine_client.mjs --url URL          (the C host: its C tools too)
+//
+// Prints "ok NAME" for each check; exits 1 at the first failure.
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+import path from "node:path";
+
+const require = createRequire(path.resolve(process.env.NODE_PATH ?? ".", "x.js"));
+const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
+const { Client } = await load("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = await load("@modelcontextprotocol/sdk/client/stdio.js");
+const { StreamableHTTPClientTransport } = await load("@modelcontextprotocol/sdk/client/streamableHttp.js");
+const { ToolListChangedNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
+
+const args = process.argv.slice(2);
+const cHost = args[0] === "--url";
+const transport = cHost
+  ? new StreamableHTTPClientTransport(new URL(args[1]))
+  : new StdioClientTransport({ command: args[1], args: args.slice(2), stderr: "inherit" });
+const ok = (name) => console.log(`ok ${name}`);
+const text = (res) => res.content.filter((c) => c.type === "text").map((c) => c.text).join("|");
+
+const client = new Client({ name: "ts-engine-client", version: "1" });
+let notifyListChanged;
+client.setNotificationHandler(ToolListChangedNotificationSchema, () => notifyListChanged?.());
+await client.connect(transport);
+assert.equal(client.getServerVersion().name, "clara");
+ok("initialize");
+
+const names = (await client.listTools()).tools.map((t) => t.name);
+for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
+for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
+if (cHost) for (const n of ["c_add", "report_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
+ok("tools/list: the policy's tools, no administrative ones");
+
+let res = await client.callTool({ name: "math_eval", arguments: { expression: "6*7" } });
+assert.deepEqual(res.structuredContent, { expression: "6*7", value: 42 });
+ok("a built-in tool");
+
+res = await client.callTool({ name: "word_count", arguments: { text: "three little words" } });
+assert.deepEqual(res.structuredContent, { words: 3 });
+ok("a Lua tool");
+
+res = await client.callTool({ name: "math_eval", arguments: { expression: 7 } });
+assert.equal(res.isError, true);
+assert.equal(res._meta["clara/error"], "invalid_args");
+ok("bad arguments: isError");
+
+res = await client.callTool({ name: "get_time", arguments: {} });
+assert.equal(res.isError, true);
+assert.match(text(res), /no clocks here/);
+assert.equal(res._meta["clara/error"], "denied");
+ok("a call a rule denies: isError with the reason");
+
+await assert.rejects(client.callTool({ name: "kv_delete", arguments: { key: "k" } }), /unknown tool/);
+ok("a tool the policy denies cannot be called");
+
+await client.callTool({ name: "kv_set", arguments: { key: "k", value: 1 } });
+res = await client.callTool({ name: "kv_get", arguments: { key: "k" } });
+assert.deepEqual(res.structuredContent, { key: "k", found: true, value: 1 });
+ok("the MCP session keeps its Clara session");
+
+if (cHost) {
+  res = await client.callTool({ name: "c_add", arguments: { a: 2, b: 3.5 } });
+  assert.deepEqual(res.structuredContent, { sum: 5.5 });
+  ok("a C tool");
+
+  const seen = [];
+  res = await client.callTool({ name: "report_steps", arguments: {} }, undefined, { onprogress: (p) => seen.push(p) });
+  assert.equal(text(res), "stepped");
+  ok(`a C tool's progress (${seen.length} notifications seen)`);
+
+  const changed = new Promise((resolve) => (notifyListChanged = resolve));
+  res = await client.callTool({ name: "register_more", arguments: {} });
+  assert.equal(text(res), "registered c_fresh");
+  await changed;
+  assert.ok((await client.listTools()).tools.map((t) => t.name).includes("c_fresh"));
+  ok("notifications/tools/list_changed after a registration");
+}
+
+await client.close();
+ok("close");

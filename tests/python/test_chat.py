@@ -1,0 +1,96 @@
+"""The chat tool from Python: a Python tool called by the model, the event
+handler, the evaluator, against tests/llmserver (the scripted provider)
+started as a process. The API key never appears in what comes back."""
+
+import json
+import os
+import subprocess
+import unittest
+import urllib.request
+
+import clara
+from clara_testcase import ClaraTestCase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = os.environ.get("CLARA_LLMSERVER", os.path.join(ROOT, "build", "llmserver"))
+
+
+class TestChat(ClaraTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(SERVER):
+            raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
+        cls.srv = subprocess.Popen([SERVER, os.path.join(ROOT, "tests", "llm")], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cls.url = cls.srv.stdout.readline().strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stdin.close()
+        cls.srv.wait(30)
+
+    def setUp(self):
+        super().setUp()
+        urllib.request.urlopen(urllib.request.Request(self.url + "/_llmtest/reset", method="POST")).read()
+
+    def report(self, script):
+        (r,) = [r for r in json.load(urllib.request.urlopen(self.url + "/_llmtest/report")) if r["script"] == script]
+        return r
+
+    def test_a_python_tool_called_by_the_model(self):
+        os.environ["CLARA_TEST_PY_KEY"] = "sk-python-secret"
+        self.addCleanup(os.environ.pop, "CLARA_TEST_PY_KEY")
+        clara.configure({"llm": {"base_url": self.url + "/openai_weather", "model": "gpt-4o-mini",
+                                 "api_key_env": "CLARA_TEST_PY_KEY"}})
+
+        @clara.tool
+        def get_current_weather(location: str) -> dict:
+            """Get the current weather in a given location"""
+            return {"location": location, "temperature": "22", "unit": "celsius"}
+
+        events = []
+        clara.set_event_handler(events.append)
+        try:
+            result = clara.Session("py1").call("chat", prompt="What is the weather like in Boston today?",
+                                               allow_tools=True, tools=["get_current_weather"], max_tool_calls=3)
+        finally:
+            clara.set_event_handler(None)
+        self.assertEqual(result["content"], "It is 22 degrees Celsius and sunny in Boston today.")
+        self.assertEqual([(c["name"], c["status"]) for c in result["tool_calls"]], [("get_current_weather", "success")])
+        self.assertEqual([e["event"] for e in events], ["tool_call", "tool_result", "answer"])
+        self.assertEqual({e["session"] for e in events}, {"py1"})
+        self.assertNotIn("sk-python-secret", json.dumps(result) + json.dumps(events))
+        self.assertEqual(self.report("openai_weather")["failures"], [])
+
+    def test_chat_async_carries_its_handle(self):
+        os.environ["CLARA_TEST_PY_KEY"] = "sk-python-secret"
+        self.addCleanup(os.environ.pop, "CLARA_TEST_PY_KEY")
+        clara.configure({"llm": {"base_url": self.url + "/openai_weather", "model": "gpt-4o-mini",
+                                 "api_key_env": "CLARA_TEST_PY_KEY"}})
+        clara.register_tool({"name": "get_current_weather", "input_schema": {
+            "type": "object", "properties": {"location": {"type": "string"}}}}, lambda args: {"temperature": "22"})
+        events = []
+        clara.set_event_handler(events.append)
+        try:
+            import asyncio
+            result = asyncio.run(clara.call_async("chat", prompt="What is the weather like in Boston today?",
+                                                  allow_tools=True, tools=["get_current_weather"], max_tool_calls=3))
+        finally:
+            clara.set_event_handler(None)
+        self.assertIn("22 degrees", result["content"])
+        handles = {e.get("handle") for e in events}
+        self.assertEqual(len(handles), 1)
+        self.assertIsInstance(handles.pop(), int)
+
+    def test_the_evaluator(self):
+        clara.configure({"default_evaluator": "evaluate", "evaluator": {"url": self.url + "/evaluator/evaluate"}})
+        self.assertEqual(clara.evaluate({"question": "Is 7 prime?"}),
+                         {"status": "success", "tool": "evaluate", "result": {"answer": True, "confidence": 0.99}})
+        with self.assertRaises(clara.ToolFailed) as cm:
+            clara.call("evaluate", question="again")
+        self.assertIn("500", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()
