@@ -15,8 +15,9 @@
 // newproxy, io, debug, coroutine or channel. print goes to Host.Log at level "info".
 //
 // The script API is ctx (read-only, see below), state.get, state.set, notify, log, emit, deny,
-// call_tool, json.encode and json.decode. Actions (notify, state.set, emit, deny) are collected and
-// returned in Result; the host applies them only when the run returned no error.
+// call_tool, progress, json.encode and json.decode. Actions (notify, state.set, emit, deny) are
+// collected and returned in Result; the host applies them only when the run returned no error.
+// progress is not an action: it reaches a Host that is a ProgressHost at once.
 //
 // ctx is a read-only userdata: ctx.a.b converts one field at a time from the Go map, so a large
 // context costs nothing until a script reads it. Maps are userdata (type() says "userdata"; pairs

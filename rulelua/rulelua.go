@@ -67,6 +67,14 @@ type Host interface {
 	Log(level, message string)
 }
 
+// ProgressHost is a Host that takes a running script's progress reports, progress(done [, total
+// [, message]]): a Lua tool's, which an MCP client that asked for progress receives. With any
+// other Host the reports are dropped. Progress is called on the goroutine running the script and
+// should return promptly (the run's deadline keeps running).
+type ProgressHost interface {
+	Progress(done, total float64, message string)
+}
+
 // Action is something a script asked for. The host applies actions only when the run returned
 // no error.
 type Action struct {

@@ -369,3 +369,38 @@ func TestRun_concurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// progressHost is a testHost that takes progress reports.
+type progressHost struct {
+	testHost
+	reports []string
+}
+
+func (h *progressHost) Progress(done, total float64, message string) {
+	h.reports = append(h.reports, fmt.Sprintf("%g/%g %s", done, total, message))
+}
+
+func TestRun_progress(t *testing.T) {
+	h := &progressHost{}
+	mustRun(t, `progress(1, 3, "one") progress(2, 3) progress(2.5) progress("3", 3, "three")`, nil, h)
+	want := []string{"1/3 one", "2/3 ", "2.5/0 ", "3/3 three"}
+	if !reflect.DeepEqual(h.reports, want) {
+		t.Errorf("reports = %q, want %q", h.reports, want)
+	}
+	// A host that does not take progress, or none: the reports are dropped.
+	mustRun(t, `progress(1, 2, "x") return true`, nil, &testHost{})
+	mustRun(t, `progress(1, 2, "x") return true`, nil, nil)
+	for src, msg := range map[string]string{
+		`progress()`:                            "bad argument #1 to 'progress' (number expected, got no value)",
+		`progress("x")`:                         "bad argument #1 to 'progress' (number expected, got string)",
+		`progress(1, {})`:                       "bad argument #2 to 'progress' (number expected, got table)",
+		`progress(1, 2, {})`:                    "bad argument #3 to 'progress' (string expected, got table)",
+		`progress(0/0)`:                         "finite numbers",
+		`progress(1, -1)`:                       "total not negative",
+		`progress(1, 2, string.rep("x", 1025))`: "message longer than 1024 bytes",
+	} {
+		if _, err := run(t, src, nil, h); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s: error %v, want %q", src, err, msg)
+		}
+	}
+}
