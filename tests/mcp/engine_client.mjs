@@ -36,7 +36,8 @@ ok("initialize");
 const names = (await client.listTools()).tools.map((t) => t.name);
 for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
 for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
-if (cHost) for (const n of ["c_add", "report_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
+for (const n of ["lua_steps", "lua_slow", "audit_peek"]) assert.ok(names.includes(n), `${n} is listed`);
+if (cHost) for (const n of ["c_add", "report_steps", "c_wait", "release_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
 ok("tools/list: the policy's tools, no administrative ones");
 
 let res = await client.callTool({ name: "math_eval", arguments: { expression: "6*7" } });
@@ -66,15 +67,73 @@ res = await client.callTool({ name: "kv_get", arguments: { key: "k" } });
 assert.deepEqual(res.structuredContent, { key: "k", found: true, value: 1 });
 ok("the MCP session keeps its Clara session");
 
+// Cancellation: abort lua_slow once it reported that it started (its
+// progress arrives, the answer never would). Its script stops at once (its
+// timeout is ten minutes): the audit shows the cancelled call, in this MCP
+// session's Clara session, which kv_set's record shares.
+const controller = new AbortController();
+await assert.rejects(
+  client.callTool({ name: "lua_slow", arguments: {} }, undefined, {
+    signal: controller.signal,
+    onprogress: (p) => {
+      assert.equal(p.message, "started");
+      controller.abort("enough");
+    },
+  }),
+  (err) => /enough|abort/i.test(String(err)),
+);
+let slow;
+while (!slow) {
+  const { records } = (await client.callTool({ name: "audit_peek", arguments: {} })).structuredContent;
+  slow = records.find((r) => r.tool === "lua_slow");
+  if (!slow) await new Promise((resolve) => setTimeout(resolve, 20));
+  else {
+    assert.equal(slow.error, "tool_failed");
+    assert.match(slow.session, /^mcp-/);
+    assert.equal(records.find((r) => r.tool === "kv_set").session, slow.session);
+  }
+}
+ok("notifications/cancelled stops a Lua tool; the audit has the call, in the MCP session");
+
+// Progress the client sees before the answer: the tools wait for
+// release_steps once they reported it (the SDK drops progress that arrives
+// together with the answer).
+async function progressOf(name, args, count) {
+  const seen = [];
+  let allSeen;
+  const all = new Promise((resolve) => (allSeen = resolve));
+  const call = client.callTool({ name, arguments: args }, undefined, {
+    onprogress: (p) => {
+      seen.push(p);
+      if (seen.length === count) allSeen();
+    },
+  });
+  await all;
+  assert.equal(text(await client.callTool({ name: "release_steps", arguments: {} })), "released");
+  return { res: await call, seen };
+}
+
 if (cHost) {
   res = await client.callTool({ name: "c_add", arguments: { a: 2, b: 3.5 } });
   assert.deepEqual(res.structuredContent, { sum: 5.5 });
   ok("a C tool");
 
-  const seen = [];
-  res = await client.callTool({ name: "report_steps", arguments: {} }, undefined, { onprogress: (p) => seen.push(p) });
-  assert.equal(text(res), "stepped");
-  ok(`a C tool's progress (${seen.length} notifications seen)`);
+  let { res: stepped, seen } = await progressOf("report_steps", {}, 2);
+  assert.equal(text(stepped), "stepped");
+  assert.deepEqual(seen, [
+    { progress: 1, total: 2, message: "half way" },
+    { progress: 2, total: 2, message: "done" },
+  ]);
+  ok("a C tool's clara_call_progress: notifications/progress");
+
+  ({ res: stepped, seen } = await progressOf("lua_steps", { wait: "c_wait" }, 3));
+  assert.deepEqual(stepped.structuredContent, { steps: 3 });
+  assert.deepEqual(seen, [
+    { progress: 1, total: 3, message: "step 1" },
+    { progress: 2, total: 3, message: "step 2" },
+    { progress: 3, total: 3, message: "step 3" },
+  ]);
+  ok("a Lua tool's progress(): notifications/progress");
 
   const changed = new Promise((resolve) => (notifyListChanged = resolve));
   res = await client.callTool({ name: "register_more", arguments: {} });

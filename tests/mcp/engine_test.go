@@ -34,7 +34,7 @@ func buildEngineTools(t *testing.T) (claraBin, cHost string) {
 	}
 	cHost = filepath.Join(dir, "c_host")
 	cc := exec.Command("cc", "-Wall", "-Wextra", "-Werror", "-I"+filepath.Join(root, "include"),
-		filepath.Join(engineDir, "c_host.c"), "-o", cHost, "-L"+filepath.Join(root, "lib"), "-lclara",
+		"-pthread", filepath.Join(engineDir, "c_host.c"), "-o", cHost, "-L"+filepath.Join(root, "lib"), "-lclara",
 		"-Wl,-rpath,"+filepath.Join(root, "lib"))
 	if out, err := cc.CombinedOutput(); err != nil {
 		t.Fatalf("building the C host: %v\n%s", err, out)

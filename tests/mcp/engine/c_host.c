@@ -1,12 +1,15 @@
 /* c_host.c - a C host that serves its tools over MCP with
  * clara_mcp_listen, for tests/mcp (the TypeScript SDK's client drives it).
- * Its tools: c_add (C), report_steps (C, reports progress),
+ * Its tools: c_add (C), report_steps (C, reports progress, then waits),
+ * c_wait (waits), release_steps (lets one waiting tool return),
  * register_more (C, registers another C tool while serving), and the
  * configuration's (CLARA_CONFIG). Prints "url URL" and serves until its
  * stdin closes. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clara.h"
 
@@ -24,12 +27,55 @@ static int c_add(void *userdata, const char *args, clara_call *call) {
     return 0;
 }
 
+/* The release of a waiting tool: the TypeScript SDK drops progress that
+ * arrives together with the call's answer, so the tools that report
+ * progress wait for the client to say it saw it (release_steps). */
+static pthread_mutex_t release_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t release_cv = PTHREAD_COND_INITIALIZER;
+static int releases;
+
+/* Waits for one release; 0, or -1 after 50 s without one. */
+static int wait_release(void) {
+    struct timespec until;
+    int rc = 0;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 50;
+    pthread_mutex_lock(&release_mu);
+    while (releases == 0 && rc == 0) rc = pthread_cond_timedwait(&release_cv, &release_mu, &until);
+    if (releases > 0) {
+        releases--;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&release_mu);
+    return rc == 0 ? 0 : -1;
+}
+
 static int report_steps(void *userdata, const char *args, clara_call *call) {
     (void)userdata;
     (void)args;
     clara_call_progress(call, 1, 2, "half way");
     clara_call_progress(call, 2, 2, "done");
-    clara_call_result(call, "\"stepped\"");
+    if (wait_release() == 0) clara_call_result(call, "\"stepped\"");
+    else clara_call_error(call, "no release_steps within 50 s");
+    return 0;
+}
+
+static int c_wait(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    (void)args;
+    if (wait_release() == 0) clara_call_result(call, "\"released\"");
+    else clara_call_error(call, "no release_steps within 50 s");
+    return 0;
+}
+
+static int release_steps(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    (void)args;
+    pthread_mutex_lock(&release_mu);
+    releases++;
+    pthread_cond_signal(&release_cv);
+    pthread_mutex_unlock(&release_mu);
+    clara_call_result(call, "\"released\"");
     return 0;
 }
 
@@ -54,7 +100,12 @@ int main(void) {
     if (clara_register_tool("{\"name\":\"c_add\",\"description\":\"Adds two numbers, in C\",\"input_schema\":{\"type\":\"object\","
                             "\"properties\":{\"a\":{\"type\":\"number\"},\"b\":{\"type\":\"number\"}},\"required\":[\"a\",\"b\"]}}",
                             c_add, NULL, NULL) != CLARA_OK ||
-        clara_register_tool("{\"name\":\"report_steps\",\"description\":\"Reports two steps of progress\"}", report_steps, NULL,
+        clara_register_tool("{\"name\":\"report_steps\",\"description\":\"Reports two steps of progress, then waits for "
+                            "release_steps\",\"limits\":{\"timeout_ms\":60000}}",
+                            report_steps, NULL, NULL) != CLARA_OK ||
+        clara_register_tool("{\"name\":\"c_wait\",\"description\":\"Waits for release_steps\",\"limits\":{\"timeout_ms\":60000}}",
+                            c_wait, NULL, NULL) != CLARA_OK ||
+        clara_register_tool("{\"name\":\"release_steps\",\"description\":\"Lets one waiting tool return\"}", release_steps, NULL,
                             NULL) != CLARA_OK ||
         clara_register_tool("{\"name\":\"register_more\",\"description\":\"Registers c_fresh\"}", register_more, NULL, NULL) !=
             CLARA_OK)
