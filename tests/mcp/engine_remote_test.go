@@ -3,6 +3,7 @@ package mcptest
 import (
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/clara-lib/clara/core"
@@ -47,6 +48,31 @@ func TestEngineGovernsServerEverything(t *testing.T) {
 	if !strings.Contains(list, `"name":"everything__echo"`) || !strings.Contains(list, `"capabilities":["exec"]`) {
 		t.Fatalf("tools_list: %.600s", list)
 	}
+	// Test mode answers for a stdio server's tools (capability exec)
+	// without calling them; the connection stays as it was.
+	if out := string(e.Configure([]byte(`{"test_mode":true}`))); !strings.HasPrefix(out, `{"status":"success"`) {
+		t.Fatal(out)
+	}
+	if out := eval(`{"tool":"everything__echo","arguments":{"message":"hi"}}`); out != `{"status":"success","tool":"everything__echo","result":{"test_mode":true,"skipped":"everything__echo"}}` {
+		t.Errorf("test mode: %s", out)
+	}
+	if out := string(e.Configure([]byte(`{"test_mode":false}`))); !strings.HasPrefix(out, `{"status":"success"`) {
+		t.Fatal(out)
+	}
+
+	// A crash of the server's process is recovered: a new one answers.
+	pids := children("server-everything")
+	if len(pids) != 1 {
+		t.Fatalf("server-everything processes: %v", pids)
+	}
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	waitFor(t, func() bool {
+		return eval(`{"tool":"everything__echo","arguments":{"message":"again"}}`) == `{"status":"success","tool":"everything__echo","result":"Echo: again"}`
+	}, "a call answered after the crash")
+	if now := children("server-everything"); len(now) != 1 || now[0] == pids[0] {
+		t.Errorf("after the restart: %v (was %v)", now, pids)
+	}
+
 	// Dropped from the configuration, the server's tools go.
 	if out := string(e.Configure([]byte(`{"mcp_servers":[]}`))); !strings.HasPrefix(out, `{"status":"success"`) {
 		t.Fatal(out)
@@ -54,6 +80,8 @@ func TestEngineGovernsServerEverything(t *testing.T) {
 	if out := eval(`{"tool":"everything__echo","arguments":{"message":"hi"}}`); !strings.Contains(out, `"error":"unknown_tool"`) {
 		t.Fatalf("after the server was dropped: %s", out)
 	}
+	// ... and its process ends.
+	waitFor(t, func() bool { return len(children("server-everything")) == 0 }, "the end of server-everything")
 }
 
 func TestEngineRefusesABrokenServerEntry(t *testing.T) {
