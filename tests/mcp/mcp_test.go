@@ -1,8 +1,11 @@
-// Package mcptest checks core/mcp against MCP code nobody here wrote: the
-// official TypeScript SDK's client drives testserver (stdio and Streamable
-// HTTP), and core/mcp's Manager consumes the reference server-everything.
-// The npm packages are installed into build/npm by npm-install.sh (pinned
-// by package-lock.json) when missing.
+// Package mcptest checks Clara's MCP against code nobody here wrote: the
+// official TypeScript SDK's client drives testserver (core/mcp alone),
+// bin/clara mcp (stdio) and a C host's clara_mcp_listen (Streamable HTTP);
+// core/mcp's Manager and the engine consume the reference
+// server-everything. The npm packages are installed into build/npm by
+// npm-install.sh (pinned by package-lock.json) when missing; without node
+// the tests fail (make test installs it). The engine tests need
+// lib/libclara.so built (make test-mcp builds it).
 package mcptest
 
 import (
@@ -50,7 +53,7 @@ var setup struct {
 	err    error
 }
 
-// prepare finds node (or skips), installs the npm packages and builds
+// prepare finds node, installs the npm packages and builds
 // testserver, once.
 func prepare(t *testing.T) (node, server string) {
 	t.Helper()
