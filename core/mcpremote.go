@@ -80,7 +80,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms":
+		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
 		}
@@ -114,17 +114,11 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 			return sc, fmt.Errorf("eager must be true or false")
 		}
 	}
-	if v, ok := m["env_from"]; ok {
-		table, ok := v.(map[string]any)
-		if !ok {
-			return sc, fmt.Errorf("env_from must be a table: { CHILD_VAR = \"OUR_VAR\" }")
-		}
-		sc.EnvFrom = map[string]string{}
-		for name, x := range table {
-			if sc.EnvFrom[name], ok = x.(string); !ok {
-				return sc, fmt.Errorf("env_from.%s must be the name of a variable", name)
-			}
-		}
+	if sc.EnvFrom, err = variableTable(m, "env_from", `{ CHILD_VAR = "OUR_VAR" }`); err != nil {
+		return sc, err
+	}
+	if sc.HeadersEnv, err = variableTable(m, "headers_env", `{ Authorization = "OUR_VAR" }`); err != nil {
+		return sc, err
 	}
 	if sc.InitTimeout, err = ms("init_timeout_ms"); err != nil {
 		return sc, err
@@ -135,6 +129,26 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	}
 	sc.Limits.TimeoutMS = int(timeout / time.Millisecond)
 	return sc, nil
+}
+
+// variableTable reads m[k] as a table of environment variable names (nil
+// when absent); example shows its form in the error.
+func variableTable(m map[string]any, k, example string) (map[string]string, error) {
+	v, ok := m[k]
+	if !ok {
+		return nil, nil
+	}
+	table, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s must be a table: %s", k, example)
+	}
+	out := make(map[string]string, len(table))
+	for name, x := range table {
+		if out[name], ok = x.(string); !ok {
+			return nil, fmt.Errorf("%s.%s must be the name of a variable", k, name)
+		}
+	}
+	return out, nil
 }
 
 // stringList reads m[k] as an array of strings (nil when absent).
@@ -195,7 +209,7 @@ func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
 	}
 	var m *mcp.Manager
 	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: e.out.client.HTTPClient(),
-		ClientName: "clara", ClientVersion: Version,
+		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
 		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
 	if err != nil {
 		return nil, fmt.Errorf("mcp_servers: %v", err)

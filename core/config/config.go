@@ -26,7 +26,7 @@ type Config struct {
 	LLM       LLM       `key:"llm" doc:"The model the chat tool talks to."`
 	MCP       MCP       `key:"mcp" doc:"Serving Clara's tools over the Model Context Protocol (clara_mcp_listen, clara mcp)."`
 	// MCPServers are the remote MCP servers whose tools Clara governs.
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url; tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
 }
 
 // MCP is the [mcp] table.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -37,6 +38,12 @@ type ServerConfig struct {
 	EnvFrom map[string]string
 
 	URL string // Streamable HTTP endpoint, http or https
+	// HeadersEnv gives a URL server's requests headers whose values are
+	// read from the environment at each connection: {"Authorization":
+	// "SEARCH_TOKEN"} sends Authorization: $SEARCH_TOKEN. They go only to
+	// the URL's own host (not where a redirect leads), and the values never
+	// reach a log or an error.
+	HeadersEnv map[string]string
 
 	Allow []string // remote tool names to keep; empty keeps all
 	Deny  []string // remote tool names to drop (deny wins)
@@ -91,8 +98,12 @@ type ManagerOptions struct {
 	// changed something). It runs on one goroutine of the Manager, one call
 	// at a time, in order; it may call Tools, never Close.
 	OnToolsChanged func(server string, tools []ToolSpec)
-	ClientName     string // what initialize reports; "clara" by default
-	ClientVersion  string
+	// Getenv reads the values of env_from and headers_env, at each
+	// connection (an empty value counts as unset); nil reads the process's
+	// environment with os.LookupEnv.
+	Getenv        func(string) string
+	ClientName    string // what initialize reports; "clara" by default
+	ClientVersion string
 }
 
 // Manager owns the connections to the configured MCP servers. Its methods
@@ -120,6 +131,7 @@ var (
 	serverNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	prefixPattern     = regexp.MustCompile(`^[a-zA-Z0-9_-]{0,63}$`)
 	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerNamePattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 )
 
 // NewManager checks the configurations and returns a Manager that has
@@ -185,6 +197,14 @@ func checkConfig(c *ServerConfig) error {
 			return fmt.Errorf("%s: env_from is for command servers", where)
 		}
 	}
+	if len(c.HeadersEnv) > 0 && c.URL == "" {
+		return fmt.Errorf("%s: headers_env is for url servers", where)
+	}
+	for header, source := range c.HeadersEnv {
+		if !headerNamePattern.MatchString(header) || !envNamePattern.MatchString(source) {
+			return fmt.Errorf("%s: headers_env: %q = %q is not a header name and an environment variable name", where, header, source)
+		}
+	}
 	for child, source := range c.EnvFrom {
 		if !envNamePattern.MatchString(child) || !envNamePattern.MatchString(source) {
 			return fmt.Errorf("%s: env_from: %q = %q is not a pair of environment variable names", where, child, source)
@@ -216,7 +236,21 @@ func checkConfig(c *ServerConfig) error {
 		env[k] = v
 	}
 	c.EnvFrom = env
+	headers := make(map[string]string, len(c.HeadersEnv))
+	for k, v := range c.HeadersEnv {
+		headers[k] = v
+	}
+	c.HeadersEnv = headers
 	return nil
+}
+
+// lookupEnv reads a variable through ManagerOptions.Getenv.
+func (m *Manager) lookupEnv(name string) (string, bool) {
+	if m.opts.Getenv == nil {
+		return os.LookupEnv(name)
+	}
+	v := m.opts.Getenv(name)
+	return v, v != ""
 }
 
 // Servers lists the configured servers' names, in configuration order.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -440,6 +442,8 @@ func TestManagerConfigErrors(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h/mcp", EnvFrom: map[string]string{"A": "B"}}, `mcp_servers "a": env_from is for command servers`},
 		{ServerConfig{Name: "a", Command: "x", EnvFrom: map[string]string{"A": "B=C"}}, `mcp_servers "a": env_from: "A" = "B=C" is not a pair`},
 		{ServerConfig{Name: "a", Command: "x", Prefix: &bad}, `mcp_servers "a": invalid prefix "bad prefix!"`},
+		{ServerConfig{Name: "a", Command: "x", HeadersEnv: map[string]string{"Authorization": "T"}}, `mcp_servers "a": headers_env is for url servers`},
+		{ServerConfig{Name: "a", URL: "http://h/mcp", HeadersEnv: map[string]string{"Bad Header": "T"}}, `mcp_servers "a": headers_env: "Bad Header" = "T" is not a header name`},
 		{ServerConfig{Name: "a", Command: "x", Limits: toolbox.Limits{TimeoutMS: -1}}, `mcp_servers "a": limits.timeout_ms must be from 0`},
 	} {
 		_, err := NewManager([]ServerConfig{c.cfg}, ManagerOptions{})
@@ -549,4 +553,86 @@ func TestManagerStdioHangAndBadCommand(t *testing.T) {
 			t.Errorf("%s: %v\nwant %s", name, err, want)
 		}
 	}
+}
+
+// A URL server that wants a bearer token gets it from headers_env, read
+// through ManagerOptions.Getenv at each connection; the token reaches
+// neither a log nor an error, nor a host a request is redirected to.
+func TestManagerHeadersEnv(t *testing.T) {
+	const secret = "Bearer s3cret-token"
+	srv := sdk.NewServer(&sdk.Implementation{Name: "web"}, nil)
+	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		})
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	var elsewhere sync.Map // Authorization headers seen by the other host
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Store(r.Header.Get("Authorization"), true)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer other.Close()
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+			return
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	defer web.Close()
+
+	var env sync.Map
+	getenv := func(k string) string {
+		v, _ := env.Load(k)
+		s, _ := v.(string)
+		return s
+	}
+	var logs logSink
+	m, err := NewManager([]ServerConfig{{Name: "web", URL: web.URL + "/mcp",
+		HeadersEnv: map[string]string{"Authorization": "WEB_TOKEN"}}},
+		ManagerOptions{Getenv: getenv, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.Tools(context.Background(), "web")
+	if err == nil || err.Error() != `mcp server "web": headers_env: WEB_TOKEN is not set (it gives the Authorization header)` {
+		t.Fatalf("without the variable: %v", err)
+	}
+	env.Store("WEB_TOKEN", secret)
+	// The failed attempt's backoff: the next listing connects.
+	waitFor(t, func() bool { _, err := m.Tools(context.Background(), "web"); return err == nil }, "a connection with the token")
+	specs, _ := m.Tools(context.Background(), "web")
+	out, err := specs[0].Run(context.Background(), toolbox.Call{Arguments: []byte(`{"x":1}`)})
+	if err != nil || string(out) != `{"x":1}` {
+		t.Errorf("echo: %s %v", out, err)
+	}
+	if strings.Contains(logs.text(), "s3cret") {
+		t.Errorf("the token reached the log")
+	}
+
+	// The headers go to the server's host only.
+	r := m.remotes["web"]
+	client, err := r.httpClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Get(web.URL + "/redirect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("redirected request: %s", resp.Status)
+	}
+	elsewhere.Range(func(k, _ any) bool {
+		if k != "" {
+			t.Errorf("the other host received Authorization %q", k)
+		}
+		return true
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sort"
@@ -246,7 +248,11 @@ func (r *remote) dial() (*conn, error) {
 			return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
 		}
 	case r.cfg.URL != "":
-		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: r.m.opts.HTTPClient}
+		client, err := r.httpClient()
+		if err != nil {
+			return nil, err
+		}
+		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client}
 	default:
 		env, secrets, err := r.environment()
 		if err != nil {
@@ -306,7 +312,7 @@ func (r *remote) environment() (env, secrets []string, err error) {
 	sort.Strings(keys)
 	for _, child := range keys {
 		source := r.cfg.EnvFrom[child]
-		v, ok := os.LookupEnv(source)
+		v, ok := r.m.lookupEnv(source)
 		if !ok {
 			return nil, nil, fmt.Errorf("mcp server %q: env_from: %s is not set (it gives %s)", r.cfg.Name, source, child)
 		}
@@ -316,6 +322,53 @@ func (r *remote) environment() (env, secrets []string, err error) {
 		}
 	}
 	return env, secrets, nil
+}
+
+// httpClient is the Manager's client, with the server's headers_env read
+// now when it has some.
+func (r *remote) httpClient() (*http.Client, error) {
+	base := r.m.opts.HTTPClient
+	if len(r.cfg.HeadersEnv) == 0 {
+		return base, nil
+	}
+	h := http.Header{}
+	for header, source := range r.cfg.HeadersEnv {
+		v, ok := r.m.lookupEnv(source)
+		if !ok {
+			return nil, fmt.Errorf("mcp server %q: headers_env: %s is not set (it gives the %s header)", r.cfg.Name, source, header)
+		}
+		h.Set(header, v)
+	}
+	u, err := url.Parse(r.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
+	}
+	c := *base // keeps its redirect policy (the host allowlist) and jar
+	c.Transport = &headerTransport{base: base.Transport, host: u.Host, header: h}
+	return &c, nil
+}
+
+// headerTransport adds headers to the requests that go to one host: a
+// redirect elsewhere must not carry a server's credentials.
+type headerTransport struct {
+	base   http.RoundTripper // nil: http.DefaultTransport
+	host   string
+	header http.Header
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if req.URL.Host != t.host {
+		return base.RoundTrip(req)
+	}
+	req = req.Clone(req.Context()) // a RoundTripper must not change its request
+	for k, v := range t.header {
+		req.Header[k] = v
+	}
+	return base.RoundTrip(req)
 }
 
 // watch waits for a connection to end. Unless the Manager closed it, the

@@ -94,4 +94,12 @@ func TestEngineRefusesABrokenServerEntry(t *testing.T) {
 	if !strings.Contains(out, `unknown key \"comand\"`) {
 		t.Fatalf("%s", out)
 	}
+	out = string(e.Configure([]byte(`{"mcp_servers":[{"name":"x","command":"c","headers_env":{"Authorization":"TOKEN"}}]}`)))
+	if !strings.Contains(out, `headers_env is for url servers`) {
+		t.Fatalf("%s", out)
+	}
+	out = string(e.Configure([]byte(`{"mcp_servers":[{"name":"x","url":"http://127.0.0.1:1/mcp","headers_env":{"Authorization":7}}]}`)))
+	if !strings.Contains(out, `headers_env.Authorization must be the name of a variable`) {
+		t.Fatalf("%s", out)
+	}
 }
