@@ -132,9 +132,10 @@ go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRu
 # bare net/http client; and chats from 16 goroutines at once.
 go_pair chat core:BenchmarkEvaluate_chatTurn core:BenchmarkEvaluate_chatBareHTTP >> "$samples" 2> "$out/chat.err" || status=1
 go_pair chat_parallel core:BenchmarkEvaluate_chatParallel core:BenchmarkEvaluate_chatTurn >> "$samples" 2> "$out/chat_parallel.err" || status=1
-# MCP: one tools/call of an echo over stdio from the Go SDK's client, to
-# core/mcp's server and to the SDK's bare server (child processes, same pipes).
-go_pair mcp core/mcp:BenchmarkStdioEcho/clara core/mcp:BenchmarkStdioEcho/sdk >> "$samples" 2> "$out/mcp.err" || status=1
+# MCP: one tools/call of echo over stdio from the Go SDK's client, to the
+# engine serving its built-in echo through the whole pipeline and to the
+# SDK's bare server (child processes, same pipes).
+go_pair mcp core:BenchmarkMCP_stdioEcho/clara core:BenchmarkMCP_stdioEcho/sdk >> "$samples" 2> "$out/mcp.err" || status=1
 # The condition rows: a Go benchmark of the rule engine against simpleeval
 # in Python, alternated one run each, $CLARA_BENCH_REPS times.
 condition_rows() {

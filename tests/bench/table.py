@@ -27,7 +27,7 @@ ROWS = [
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
     ("chat", "chat, one tool call (Go, loopback)", "the same 2 exchanges, bare net/http", "time", "<=", 1.2),
     ("chat_parallel", "chats from 16 goroutines, wall time per chat", "one chat at a time", "time", None, None),
-    ("mcp", "MCP tools/call of an echo over stdio (Go SDK client)", "the SDK's bare server", "time", "<=", 1.3),
+    ("mcp", "MCP tools/call of echo over stdio through the engine (Go SDK client)", "the SDK's bare server", "time", "<=", 1.3),
     ("async_wait", "async echo: clara_submit + clara_wait", "clara_evaluate", "time", "<=", 3.0),
     ("async_batch", "10,000 async echoes through the eventfd, per call", "the same called one by one", "time", None, None),
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
@@ -91,6 +91,10 @@ LEGEND = [
     "emit: clara_emit + clara_free_string from C; 100 rules on the trigger, half with conditions of "
     "comparisons only, half calling len() (expr's VM), 10 matching, each rendering a notice from a "
     "two-part template; the answer lists the 10 rules fired and their notices.",
+    "MCP: Go benchmark, the Go SDK's client calling echo over stdio on a child process: the engine (default "
+    "configuration, built-in rules on) serving its built-in echo through the whole pipeline (policy, rules, "
+    "validation, limits, audit, structuredContent), vs the SDK's bare server whose echo handler does nothing "
+    "else; same client, same pipes, protocol 2025-11-25.",
 ]
 
 NOT_BUILT = []
