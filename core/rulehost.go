@@ -80,13 +80,24 @@ func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
 
 // toolScriptHost is what a Lua tool's script reaches.
 type toolScriptHost struct {
-	e       *Engine
-	s       *snapshot
-	session string
-	scope   toolbox.Scope
+	e        *Engine
+	s        *snapshot
+	session  string
+	scope    toolbox.Scope
+	progress ProgressFunc // the MCP client's, when it asked for progress
 }
 
-var _ rulelua.Host = (*toolScriptHost)(nil)
+var (
+	_ rulelua.Host         = (*toolScriptHost)(nil)
+	_ rulelua.ProgressHost = (*toolScriptHost)(nil)
+)
+
+// Progress passes a Lua tool's progress() on to whoever asked for it.
+func (h *toolScriptHost) Progress(done, total float64, message string) {
+	if h.progress != nil {
+		h.progress(done, total, message)
+	}
+}
 
 func (h *toolScriptHost) StateGet(key string) (any, bool, error) {
 	return h.s.host.StateGet(h.session, key)

@@ -149,6 +149,21 @@ func (st *lstate) stateSet(L *lua.LState) int {
 	return 0
 }
 
+// progress(done [, total [, message]]) reports a running tool's progress
+// to the host, which may pass it on (MCP's notifications/progress).
+func (st *lstate) progress(L *lua.LState) int {
+	done := checkNum(L, 1, "progress")
+	total := 0.0
+	if L.GetTop() >= 2 && L.Get(2) != lua.LNil {
+		total = checkNum(L, 2, "progress")
+	}
+	msg := optStr(L, 3, "progress", "")
+	if p, ok := st.host.(ProgressHost); ok && p != nil {
+		p.Progress(done, total, msg)
+	}
+	return 0
+}
+
 func (st *lstate) callTool(L *lua.LState) int {
 	name := checkStr(L, 1, "call_tool")
 	args := st.tableArg(L, 2, "call_tool")

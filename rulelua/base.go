@@ -57,7 +57,7 @@ func newState() *lstate {
 		"pairs": st.pairs, "pcall": st.pcall, "xpcall": st.xpcall, "print": st.print,
 		"rawset": st.rawset, "setmetatable": st.setmetatable, "unpack": st.unpack,
 		"notify": st.notify, "log": st.log, "emit": st.emit, "deny": st.deny,
-		"call_tool": st.callTool, concatName: st.concat,
+		"call_tool": st.callTool, "progress": st.progress, concatName: st.concat,
 	}
 	for name, fn := range fns {
 		env.RawSetString(name, L.NewFunction(fn))

@@ -67,6 +67,13 @@ type Host interface {
 	Log(level, message string)
 }
 
+// ProgressHost is a Host that takes progress reports (a Lua tool's
+// progress(done, total, message), sent on to an MCP client that asked).
+// Hosts without it ignore progress.
+type ProgressHost interface {
+	Progress(done, total float64, message string)
+}
+
 // Action is something a script asked for. The host applies actions only when the run returned
 // no error.
 type Action struct {
