@@ -84,7 +84,7 @@ type toolScriptHost struct {
 	s        *snapshot
 	session  string
 	scope    toolbox.Scope
-	progress ProgressFunc // the call's progress reporter; nil when nobody listens
+	progress ProgressFunc // the MCP client's, when it asked for progress
 }
 
 var (
@@ -92,8 +92,7 @@ var (
 	_ rulelua.ProgressHost = (*toolScriptHost)(nil)
 )
 
-// Progress is the script's progress(done, total, message): an MCP client
-// that asked for progress receives it; otherwise it goes nowhere.
+// Progress passes a Lua tool's progress() on to whoever asked for it.
 func (h *toolScriptHost) Progress(done, total float64, message string) {
 	if h.progress != nil {
 		h.progress(done, total, message)

@@ -150,6 +150,31 @@ func (st *lstate) stateSet(L *lua.LState) int {
 	return 0
 }
 
+// maxProgressMessage bounds a progress message: it is a line for people.
+const maxProgressMessage = 1024
+
+// progress(done [, total [, message]]) reports a running tool's progress to a ProgressHost at
+// once (it is not an action: it must arrive while the tool runs). total 0 means unknown.
+func (st *lstate) progress(L *lua.LState) int {
+	done := checkNum(L, 1, "progress")
+	total := 0.0
+	if L.Get(2) != lua.LNil {
+		total = checkNum(L, 2, "progress")
+	}
+	msg := optStr(L, 3, "progress", "")
+	if math.IsNaN(done) || math.IsInf(done, 0) || math.IsNaN(total) || math.IsInf(total, 0) || total < 0 {
+		argError(L, 1, "progress", "done and total must be finite numbers, total not negative")
+	}
+	if len(msg) > maxProgressMessage {
+		argError(L, 3, "progress", sprintf("message longer than %d bytes", maxProgressMessage))
+	}
+	if ph, ok := st.host.(ProgressHost); ok {
+		ph.Progress(done, total, msg)
+		st.checkDeadline(L)
+	}
+	return 0
+}
+
 func (st *lstate) callTool(L *lua.LState) int {
 	name := checkStr(L, 1, "call_tool")
 	args := st.tableArg(L, 2, "call_tool")
@@ -178,31 +203,6 @@ func (st *lstate) callTool(L *lua.LState) int {
 	}
 	L.Push(v)
 	return 1
-}
-
-// maxProgressMessage bounds a progress message: it is a line for people.
-const maxProgressMessage = 1024
-
-// progress(done [, total [, message]]) reports a running tool's progress to a ProgressHost at
-// once (it is not an action: it must arrive while the tool runs). total 0 means unknown.
-func (st *lstate) progress(L *lua.LState) int {
-	done := checkNum(L, 1, "progress")
-	total := 0.0
-	if L.Get(2) != lua.LNil {
-		total = checkNum(L, 2, "progress")
-	}
-	msg := optStr(L, 3, "progress", "")
-	if math.IsNaN(done) || math.IsInf(done, 0) || math.IsNaN(total) || math.IsInf(total, 0) || total < 0 {
-		argError(L, 1, "progress", "done and total must be finite numbers, total not negative")
-	}
-	if len(msg) > maxProgressMessage {
-		argError(L, 3, "progress", sprintf("message longer than %d bytes", maxProgressMessage))
-	}
-	if ph, ok := st.host.(ProgressHost); ok {
-		ph.Progress(done, total, msg)
-		st.checkDeadline(L)
-	}
-	return 0
 }
 
 func (st *lstate) jsonEncode(L *lua.LState) int {

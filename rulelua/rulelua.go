@@ -67,10 +67,9 @@ type Host interface {
 	Log(level, message string)
 }
 
-// ProgressHost is a Host that takes a running script's progress reports, progress(done [, total
-// [, message]]): a Lua tool's, which an MCP client that asked for progress receives. With any
-// other Host the reports are dropped. Progress is called on the goroutine running the script and
-// should return promptly (the run's deadline keeps running).
+// ProgressHost is a Host that takes progress reports (a Lua tool's
+// progress(done, total, message), sent on to an MCP client that asked).
+// Hosts without it ignore progress.
 type ProgressHost interface {
 	Progress(done, total float64, message string)
 }

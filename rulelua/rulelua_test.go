@@ -348,6 +348,10 @@ func TestRun_isolation(t *testing.T) {
 
 func TestRun_concurrent(t *testing.T) {
 	s := mustCompile(t, "seed", seedRule)
+	// Eight goroutines on two cores under -race: a run may wait past the
+	// 50 ms default for a core. This test is about sharing, not time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {
@@ -355,7 +359,7 @@ func TestRun_concurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				res, err := s.Run(context.Background(), seedCtx, nil)
+				res, err := s.Run(ctx, seedCtx, nil)
 				if err != nil || res.Value != true {
 					errs <- fmt.Errorf("%v %v", res.Value, err)
 					return

@@ -60,6 +60,7 @@ export CLARA_BENCH_BLOCK_MS=${CLARA_BENCH_BLOCK_MS:-200}
 # can neither crash the bench nor change the library between rows.
 libdir=$out/lib
 rm -rf "$libdir"
+rm -f "$out"/*.test # Go test binaries are built afresh each run (go_pair reuses them within one)
 mkdir -p "$libdir"
 cp -L lib/libclara.so "$libdir/libclara.so.0" || exit 1
 ln -s libclara.so.0 "$libdir/libclara.so"
