@@ -1169,6 +1169,11 @@ func TestExecute_panicsBecomeInternal(t *testing.T) {
 				}
 			}
 			r.Unregister("boom")
+			// The goroutine that ran the last call lets go of the tool just
+			// after its answer is handed back: wait for it (a minute at most).
+			for i := 0; i < 6000 && released.Load() == 0; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if released.Load() != 1 {
 				t.Errorf("released %d times after panics", released.Load())
 			}
