@@ -360,10 +360,10 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 type chatResult struct {
 	Content      string          `json:"content"`
 	Result       json.RawMessage `json:"result,omitempty"` // what set_result set, when the chat gave a result_schema
-	ToolCalls    []toolRecord `json:"tool_calls"`
-	FinishReason string       `json:"finish_reason"`
-	Usage        Usage        `json:"usage"`
-	Turns        int          `json:"turns"`
+	ToolCalls    []toolRecord    `json:"tool_calls"`
+	FinishReason string          `json:"finish_reason"`
+	Usage        Usage           `json:"usage"`
+	Turns        int             `json:"turns"`
 }
 
 // appendJSON writes the result:
