@@ -39,6 +39,9 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if !t.LLMVisible || t.Admin || t.Name == "chat" || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
 			continue
 		}
+		if t.Name == "ask_user" && h.e.input.load() == nil {
+			continue // nobody to ask: the model is not offered what must fail
+		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
 	}
 	return out

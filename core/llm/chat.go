@@ -428,6 +428,7 @@ type chatRun struct {
 	progressMu sync.Mutex
 
 	turns      int // model calls of the conversation so far
+	toolCalls  int // calls of the catalog's tools the model asked for: max_tool_calls bounds them
 	lastTokens int
 	used       Usage
 	records    []toolRecord
@@ -505,7 +506,7 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 		r.offer(host.Catalog(a.Tools), a.Tools)
 	}
 	r.req.Tools = append(r.req.Tools, ownSpecs...)
-	toolsOn = len(r.req.Tools) > 0 && maxCalls > 0
+	toolsOn = len(r.req.Tools) > 0 && (maxCalls > 0 || r.own != nil)
 
 	result, err := r.loop(ctx, toolsOn, maxCalls)
 	if conv != nil {
@@ -585,12 +586,11 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 			return r.end(res, reply, reply.FinishReason)
 		}
 		r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
-		budget := maxCalls - len(r.records)
-		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, budget)...)
+		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, maxCalls)...)
 		if r.own != nil && r.own.finished {
 			return r.end(res, reply, FinishReasonFinish)
 		}
-		if len(r.records) >= maxCalls {
+		if r.toolCalls >= maxCalls && (r.own == nil || r.own.result != nil || r.own.calls >= ownCallsCap) {
 			final = true
 		}
 	}
@@ -639,9 +639,9 @@ func (r *chatRun) progress(ev ProgressEvent) {
 
 // runTools answers the tool calls of one model message: each runs on its
 // own goroutine through Host.CallTool; the answers come back in the order
-// the model asked. Calls past the budget, to tools not offered, or with
+// the model asked. Calls past max_tool_calls, to tools not offered, or with
 // arguments that are not a JSON object are answered without running.
-func (r *chatRun) runTools(ctx context.Context, calls []toolCall, budget int) []message {
+func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) []message {
 	answers := make([]message, len(calls))
 	records := make([]toolRecord, len(calls))
 	var wg sync.WaitGroup
@@ -655,10 +655,21 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, budget int) []
 		} else {
 			rec.Arguments = protocol.AppendString(nil, tc.Arguments)
 		}
+		own := r.own != nil && ownsName(tc.Name)
+		if own {
+			r.own.calls++
+		} else {
+			r.toolCalls++
+		}
 		switch {
-		case i >= budget:
+		case own && r.own.calls > ownCallsCap:
+			perr = protocol.Errorf(protocol.Denied, "the chat's %d calls of set_result and finish are spent", ownCallsCap)
+		case own:
+		case r.toolCalls > maxCalls:
 			perr = protocol.Errorf(protocol.Denied, "the chat's max_tool_calls is spent; answer without more tool calls")
-		case r.own != nil && ownsName(tc.Name):
+			if r.own != nil {
+				r.own.calls++ // a turn the model spends past its budget: bounded like the own calls
+			}
 		case !r.offered[tc.Name]:
 			perr = protocol.Errorf(protocol.UnknownTool, "no tool named %q is available; continue without it", tc.Name)
 		}
@@ -667,7 +678,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, budget int) []
 			answers[i] = r.answer(tc, rec, nil, perr, 0)
 			continue
 		}
-		if r.own != nil && ownsName(tc.Name) {
+		if own {
 			// The loop's own tools: answered here, in the model's order.
 			start := time.Now()
 			result, perr := r.own.call(tc.Name, args)

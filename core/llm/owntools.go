@@ -22,6 +22,12 @@ const (
 // by calling finish.
 const FinishReasonFinish = "finish"
 
+// ownCallsCap bounds the calls of set_result and finish in one chat, which
+// do not count against max_tool_calls: a model that keeps setting values
+// the schema refuses (or keeps calling tools past max_tool_calls) gets its
+// last call without tools after this many.
+const ownCallsCap = 8
+
 // maxValueDepth bounds the nesting of a set_result value.
 const maxValueDepth = 10000
 
@@ -36,6 +42,7 @@ type ownTools struct {
 	result   []byte               // the last value set_result accepted; nil until then
 	finished bool                 // finish was called with the result set
 	reminded bool
+	calls    int // own calls so far, and calls past max_tool_calls (see ownCallsCap)
 }
 
 // newOwnTools compiles a chat's result_schema and returns the own tools'
