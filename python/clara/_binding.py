@@ -38,7 +38,7 @@ from ._errors import ClaraError, InternalError, RegistrationError
 from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_FALSE, CLARA_JSON_FLOAT,
                        CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL, CLARA_JSON_OBJECT,
                        CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_OK, FREE_FN,
-                       EVENT_FN, LOG_FN, TOOL_FN, declare, load_library)
+                       EVENT_FN, INPUT_FN, LOG_FN, TOOL_FN, declare, load_library)
 
 if TYPE_CHECKING:
     from ._tools import AnyFunction
@@ -195,6 +195,55 @@ def _make_event_trampoline(handler: EventHandler) -> Any:
     return EVENT_FN(trampoline)
 
 
+# ---- Input handler (ask_user) -------------------------------------------------
+
+# Process-wide like the event handler. A replaced trampoline may still be
+# running (a user takes their time): each one stays alive while a call is
+# inside it, and is dropped at the next set_input_handler after that.
+InputHandler = Callable[[Dict[str, Any]], Optional[str]]
+_input_lock = threading.Lock()
+_input_current: Any = None
+_input_busy: Dict[int, List[Any]] = {}   # id(trampoline) -> [trampoline, calls inside it]
+_input_lib: Any = None
+
+_libc = ctypes.CDLL(None)
+_libc.strdup.argtypes = [ctypes.c_char_p]
+_libc.strdup.restype = ctypes.c_void_p
+
+
+def _make_input_trampoline(handler: InputHandler) -> Any:
+    this: List[Any] = []
+
+    def trampoline(_userdata: Any, request: Optional[bytes]) -> Optional[int]:
+        # Runs on a Clara (Go-owned) thread. Nothing may escape into C: an
+        # exception or an answer that is not str declines.
+        with _input_lock:
+            _input_busy.setdefault(id(this[0]), [this[0], 0])[1] += 1
+        try:
+            req = _json.loads(request.decode("utf-8")) if request is not None else {}
+            answer = handler(req)
+            if answer is None:
+                return None
+            if not isinstance(answer, str):
+                raise TypeError("an input handler must return str or None, not %s" % type(answer).__name__)
+            # malloc'd by the C library: Clara frees it with free().
+            ptr = _libc.strdup(answer.encode("utf-8", "replace").replace(b"\0", b""))
+            return int(ptr) if ptr else None
+        except BaseException:  # noqa: B036 - swallow everything, by design
+            try:
+                _log.warning("the input handler failed; the question counts as declined", exc_info=True)
+            except BaseException:  # noqa: B036
+                pass
+            return None
+        finally:
+            with _input_lock:
+                _input_busy[id(this[0])][1] -= 1
+
+    fn = INPUT_FN(trampoline)
+    this.append(fn)
+    return fn
+
+
 # ---- Tools ----------------------------------------------------------------------
 
 class _ToolEntry:
@@ -286,7 +335,7 @@ _shutdown_hooks: List[Callable[[], None]] = []
 
 @atexit.register
 def _at_exit() -> None:
-    global _log_keepalive, _log_lib, _event_keepalive, _event_lib
+    global _log_keepalive, _log_lib, _event_keepalive, _event_lib, _input_current, _input_lib
     if _forked:
         return   # the child of a fork() must not call the library, even now
     # No new call may enter the interpreter while it shuts down. (Calls that
@@ -305,6 +354,14 @@ def _at_exit() -> None:
             hook()
         except Exception:
             pass
+    with _input_lock:
+        if _input_current is not None and _input_lib is not None:
+            try:
+                _input_lib.clara_set_input_handler(INPUT_FN(), None)
+            except Exception:
+                pass
+            _input_current = None
+            _input_lib = None
     with _event_lock:
         if _event_keepalive is not None and _event_lib is not None:
             try:
@@ -638,6 +695,30 @@ class Clara:
             # Only now is the previous trampoline certainly idle.
             _event_keepalive = new
             _event_lib = self._lib if new is not None else None
+
+    def set_input_handler(self, handler: Optional[InputHandler]) -> None:
+        """Let the ask_user tool ask the user through handler(request: dict)
+        -> str or None: request is {"id", "prompt", "session", "handle"
+        (async calls)}; return the answer, or None when the user declines
+        (an exception declines too, logged as a warning). None removes the
+        handler: ask_user then fails and chats no longer offer it.
+
+        handler is called from Clara's threads, possibly for several
+        questions at once, and may take as long as the user does; it may
+        call Clara. If the call is cancelled or its deadline passes first,
+        the answer is dropped."""
+        global _input_current, _input_lib
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable or None")
+        with _input_lock:
+            new = None if handler is None else _make_input_trampoline(handler)
+            self._lib.clara_set_input_handler(new if new is not None else INPUT_FN(), None)
+            if _input_current is not None:
+                _input_busy.setdefault(id(_input_current), [_input_current, 0])
+            for key in [k for k, (_, n) in _input_busy.items() if n == 0]:
+                del _input_busy[key]
+            _input_current = new
+            _input_lib = self._lib if new is not None else None
 
     # -- MCP --
 
