@@ -25,7 +25,8 @@ type chatHost struct {
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
-// chat tool itself, nor the administrative tools).
+// chat tool itself, nor the administrative tools, nor ask_user while no
+// input handler is installed).
 func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	var only map[string]bool
 	if names != nil {
