@@ -590,8 +590,14 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 		if r.own != nil && r.own.finished {
 			return r.end(res, reply, FinishReasonFinish)
 		}
-		if r.toolCalls >= maxCalls && (r.own == nil || r.own.result != nil || r.own.calls >= ownCallsCap) {
-			final = true
+		// The last call goes without tools once max_tool_calls is spent
+		// (and, with a result_schema, the result is set), or once the
+		// own calls are: every turn spends one or the other.
+		spent := r.toolCalls >= maxCalls
+		if r.own != nil {
+			final = r.own.calls >= ownCallsCap || spent && r.own.result != nil
+		} else {
+			final = spent
 		}
 	}
 }

@@ -857,3 +857,20 @@ func TestOwnTools_setResult(t *testing.T) {
 		t.Fatalf("%v", perr)
 	}
 }
+
+func TestChat_resultSchemaOwnCallsAreCapped(t *testing.T) {
+	srv := serveScripts(t, "openai_result_cap")
+	ch := chatFor(t, srv, "openai_result_cap", Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 1}, nil, nil)
+	_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"A prime?","result_schema":{"type":"integer"}}`))
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.ToolFailed {
+		t.Fatalf("%v", err)
+	}
+	rec := srv.Received("openai_result_cap")
+	if len(rec) != ownCallsCap+1 {
+		t.Fatalf("%d model calls, want %d", len(rec), ownCallsCap+1)
+	}
+	if last := string(rec[len(rec)-1].Body); strings.Contains(last, `"tools"`) {
+		t.Fatalf("the last call offers tools: %s", last)
+	}
+}
