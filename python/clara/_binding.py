@@ -197,13 +197,17 @@ def _make_event_trampoline(handler: EventHandler) -> Any:
 
 # ---- Input handler (ask_user) -------------------------------------------------
 
-# Process-wide like the event handler. A replaced trampoline may still be
-# running (a user takes their time): each one stays alive while a call is
-# inside it, and is dropped at the next set_input_handler after that.
+# Process-wide like the event handler. Clara may still enter a replaced
+# trampoline (a question that found it just before the replacement), and a
+# user may take minutes inside it, so every trampoline stays alive for the
+# life of the process: a small object. What a replaced one holds of the
+# user's handler is dropped at once (its box is emptied; a question that
+# enters it afterwards is declined).
 InputHandler = Callable[[Dict[str, Any]], Optional[str]]
 _input_lock = threading.Lock()
 _input_current: Any = None
-_input_busy: Dict[int, List[Any]] = {}   # id(trampoline) -> [trampoline, calls inside it]
+_input_box: List[Optional[InputHandler]] = [None]   # the current trampoline's handler
+_input_kept: List[Any] = []                          # every trampoline ever installed
 _input_lib: Any = None
 
 _libc = ctypes.CDLL(None)
@@ -211,14 +215,13 @@ _libc.strdup.argtypes = [ctypes.c_char_p]
 _libc.strdup.restype = ctypes.c_void_p
 
 
-def _make_input_trampoline(handler: InputHandler) -> Any:
-    this: List[Any] = []
-
+def _make_input_trampoline(box: List[Optional[InputHandler]]) -> Any:
     def trampoline(_userdata: Any, request: Optional[bytes]) -> Optional[int]:
         # Runs on a Clara (Go-owned) thread. Nothing may escape into C: an
         # exception or an answer that is not str declines.
-        with _input_lock:
-            _input_busy.setdefault(id(this[0]), [this[0], 0])[1] += 1
+        handler = box[0]
+        if handler is None:
+            return None   # replaced meanwhile
         try:
             req = _json.loads(request.decode("utf-8")) if request is not None else {}
             answer = handler(req)
@@ -235,13 +238,8 @@ def _make_input_trampoline(handler: InputHandler) -> Any:
             except BaseException:  # noqa: B036
                 pass
             return None
-        finally:
-            with _input_lock:
-                _input_busy[id(this[0])][1] -= 1
 
-    fn = INPUT_FN(trampoline)
-    this.append(fn)
-    return fn
+    return INPUT_FN(trampoline)
 
 
 # ---- Tools ----------------------------------------------------------------------
@@ -707,16 +705,17 @@ class Clara:
         questions at once, and may take as long as the user does; it may
         call Clara. If the call is cancelled or its deadline passes first,
         the answer is dropped."""
-        global _input_current, _input_lib
+        global _input_current, _input_lib, _input_box
         if handler is not None and not callable(handler):
             raise TypeError("handler must be callable or None")
         with _input_lock:
-            new = None if handler is None else _make_input_trampoline(handler)
+            box: List[Optional[InputHandler]] = [handler]
+            new = None if handler is None else _make_input_trampoline(box)
+            if new is not None:
+                _input_kept.append(new)
             self._lib.clara_set_input_handler(new if new is not None else INPUT_FN(), None)
-            if _input_current is not None:
-                _input_busy.setdefault(id(_input_current), [_input_current, 0])
-            for key in [k for k, (_, n) in _input_busy.items() if n == 0]:
-                del _input_busy[key]
+            _input_box[0] = None   # the old handler: questions already inside it go on
+            _input_box = box
             _input_current = new
             _input_lib = self._lib if new is not None else None
 
