@@ -5,6 +5,7 @@ started as a process. The API key never appears in what comes back."""
 import json
 import os
 import subprocess
+import threading
 import unittest
 import urllib.request
 
@@ -132,6 +133,27 @@ class TestChat(ClaraTestCase):
         with self.assertRaises(clara.ClaraError) as cm:
             clara.call("ask_user", prompt="Anyone?")
         self.assertIn("no input handler is installed", str(cm.exception))
+
+    def test_a_replaced_handler_finishes_its_open_question(self):
+        entered, release = threading.Event(), threading.Event()
+
+        def slow(request):
+            entered.set()
+            release.wait(60)
+            return "from the old handler"
+        clara.set_input_handler(slow)
+        results = []
+        t = threading.Thread(target=lambda: results.append(clara.call("ask_user", prompt="Slow?")))
+        t.start()
+        try:
+            self.assertTrue(entered.wait(60))
+            clara.set_input_handler(lambda request: "from the new handler")
+            self.assertEqual(clara.call("ask_user", prompt="Quick?"), {"answer": "from the new handler"})
+        finally:
+            release.set()
+            t.join(60)
+            clara.set_input_handler(None)
+        self.assertEqual(results, [{"answer": "from the old handler"}])
 
 
 if __name__ == "__main__":
