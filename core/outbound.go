@@ -124,7 +124,14 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	if conversation == protocol.DefaultSession {
 		conversation = ""
 	}
-	return s.models.chat.Run(ctx, host, conversation, call.Arguments)
+	out, err := s.models.chat.Run(ctx, host, conversation, call.Arguments)
+	// Every turn's start fires the batch of the turn before; a chat that
+	// ended between a turn's tool calls and the next turn (an error) fires
+	// what is left, its notices queued for the session.
+	if left := host.endBatch(ctx); len(left) > 0 {
+		m.e.sessions.Get(call.Session).Queue(left)
+	}
+	return out, err
 }
 
 func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error) {
