@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -306,12 +307,17 @@ func (b *callbackBatch) add(session string, files []string) {
 	b.files[session] = append(b.files[session], files...)
 }
 
-// take empties the batch, returning what it held.
+// take empties the batch, returning what it held. The calls of a batch
+// run at once and finish in any order: each session's files are sorted,
+// so that a script sees the same list whatever the order was.
 func (b *callbackBatch) take() (order []string, files map[string][]string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	order, files = b.order, b.files
 	b.order, b.files = nil, nil
+	for _, fs := range files {
+		sort.Strings(fs)
+	}
 	return order, files
 }
 

@@ -2,9 +2,12 @@ package callbacks
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // Callbacks declared in the configuration ([[callbacks]] tables), beside
@@ -125,14 +128,25 @@ func parseConfigured(t map[string]any, root string) (Definition, error) {
 		return Definition{}, fmt.Errorf("callback %q: run (the script, for bash) is missing", *a.Name)
 	}
 	if err := checkScript(*a.ScriptContent); err != nil {
-		return Definition{}, fmt.Errorf("callback %q: %s", *a.Name, strings.TrimPrefix(err.Error(), "callback_upsert: "))
+		return Definition{}, fmt.Errorf("callback %q: %s", *a.Name, plainMessage(err))
 	}
 	d := Definition{}
 	if err := applyArgs(root, &d, &a, true); err != nil {
-		return Definition{}, fmt.Errorf("callback %q: %s", *a.Name, strings.TrimPrefix(err.Error(), "callback_upsert: "))
+		return Definition{}, fmt.Errorf("callback %q: %s", *a.Name, plainMessage(err))
 	}
 	d.ID = configuredPrefix + d.Name
 	d.Configured = true
 	d.run = *a.ScriptContent
 	return d, nil
+}
+
+// plainMessage is an upsert error's message without its code and tool.
+func plainMessage(err error) string {
+	msg := err.Error()
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		msg = pe.Message
+	}
+	msg = strings.TrimPrefix(msg, "callback_upsert: ")
+	return strings.Replace(msg, " to create a callback", "", 1)
 }
