@@ -95,7 +95,7 @@ func TestCallbacks_aChatTurnIsOneBatch(t *testing.T) {
 	seedTools(t, e)
 	upsert(t, e, "agent", rustCheck)
 	upsert(t, e, "agent", `{"action":"create","name":"file-length","description":"warn about long files","pattern":"*",
-		"script_content":"wc -l < \"$CP_CHANGED_FILES\" > /dev/null || true"}`)
+		"script_content":"echo \"$CP_CHANGED_FILES\" >> \"$CP_PROJECT_ROOT/.lengths\""}`)
 	out := evalString(t, e, `{"tool":"chat","session":"agent","arguments":{"prompt":"Rename foo to bar in the crate.","allow_tools":true,"tools":["Edit","Write"],"max_tool_calls":5}}`)
 	m := decodeEnvelope(t, out)
 	res, _ := m["result"].(map[string]any)
@@ -107,15 +107,17 @@ func TestCallbacks_aChatTurnIsOneBatch(t *testing.T) {
 	if got := runsOf(t, root); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("runs %q, want one run with the three files %q", got, want)
 	}
-	// The background runs (one per file) report to the session's queue.
+	// The background runs, one per file.
 	deadline := time.Now().Add(time.Minute)
-	var drained string
-	for strings.Count(drained, "Callback 'file-length' ✓") < 3 && time.Now().Before(deadline) {
-		drained += evalString(t, e, `{"tool":"notifications_drain","session":"agent","arguments":{}}`)
+	var lengths []byte
+	for strings.Count(string(lengths), "\n") < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
+		lengths, _ = os.ReadFile(filepath.Join(root, ".lengths"))
 	}
-	if n := strings.Count(drained, "Callback 'file-length' ✓"); n != 3 {
-		t.Fatalf("%d background completions: %s", n, drained)
+	for _, f := range []string{"/src/main.rs\n", "/src/lib.rs\n", "/src/bar.rs\n"} {
+		if strings.Count(string(lengths), f) != 1 {
+			t.Fatalf("background runs: %q", lengths)
+		}
 	}
 }
 
