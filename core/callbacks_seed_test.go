@@ -161,3 +161,26 @@ run = 'cat > "$CP_PROJECT_ROOT/hook.json"; echo "$CP_CALLBACK_NAME"'
 		t.Fatalf("%s", list3)
 	}
 }
+
+// changes_files in a [[tools]] table of the configuration.
+func TestCallbacks_changesFilesOfAConfiguredTool(t *testing.T) {
+	e, root := callbackEngine(t, "")
+	upsert(t, e, "w", rustCheck)
+	mustConfigure(t, e, `
+[[tools]]
+name = "rename"
+changes_files = ["from", "to"]
+lua = "return function(args) return {renamed = true} end"
+`)
+	out := evalString(t, e, `{"tool":"rename","session":"w","arguments":{"from":"src/old.rs","to":"src/new.rs"}}`)
+	if !strings.Contains(out, `"result":{"renamed":true}`) || !strings.Contains(out, "✓: Build passed") {
+		t.Fatalf("%s", out)
+	}
+	if got, want := runsOf(t, root), []string{root + "/src/old.rs " + root + "/src/new.rs"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("runs %q, want %q", got, want)
+	}
+	bad := e.Configure([]byte("[[tools]]\nname = \"x\"\nchanges_files = [\"/a~2\"]\nlua = \"return function() end\"\n"))
+	if !strings.Contains(string(bad), `is not a JSON pointer`) {
+		t.Fatalf("%s", bad)
+	}
+}

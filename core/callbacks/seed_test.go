@@ -275,3 +275,58 @@ func TestConfiguredCallbacksAreChecked(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// The examples of seed 001, as it gives them: the panel of step 3, the
+// matching of step 5, the runs of step 6.
+func TestSeedExamples(t *testing.T) {
+	e := newEnv(t)
+	// Step 3's panel: CB1 rust-check *.rs blocking, CB2 file-length * not.
+	e.create(t, "w", map[string]any{"name": "rust-check", "pattern": "*.rs", "blocking": true, "timeout_secs": 60, "script_content": "cargo check"})
+	e.create(t, "w", map[string]any{"name": "file-length", "pattern": "*", "script_content": "wc -l $CP_CHANGED_FILES"})
+	var panel []string
+	for _, c := range call(t, e.m.List, "w", map[string]any{})["callbacks"].([]any) {
+		c := c.(map[string]any)
+		panel = append(panel, fmt.Sprintf("%s | %s | %s | %v | %v", c["id"], c["name"], c["pattern"].([]any)[0], c["blocking"], c["active"]))
+	}
+	if want := []string{"CB1 | rust-check | *.rs | true | true", "CB2 | file-length | * | false | true"}; fmt.Sprint(panel) != fmt.Sprint(want) {
+		t.Fatalf("%q", panel)
+	}
+	call(t, e.m.Upsert, "w", map[string]any{"action": "delete", "id": "CB2"})
+
+	// Step 5: `*.rs` matches src/main.rs but not README.md; `src/**/*.ts`
+	// matches src/foo/bar.ts but not lib/baz.ts; an inactive callback
+	// does not match; several callbacks can match one file.
+	e.create(t, "w", map[string]any{"name": "ts", "pattern": "src/**/*.ts", "script_content": "true"})
+	e.create(t, "w", map[string]any{"name": "all-src", "pattern": "src/", "script_content": "true"})
+	e.create(t, "other", map[string]any{"name": "inactive", "pattern": "*", "script_content": "true"})
+	dry := func(files ...string) string {
+		o, err := e.m.Trigger(t.Context(), "w", files, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, m := range o.Matches {
+			for _, f := range m.Files {
+				s = append(s, m.Name+":"+strings.TrimPrefix(f, e.root+"/"))
+			}
+		}
+		return strings.Join(s, " ")
+	}
+	if got, want := dry("src/main.rs", "README.md", "src/foo/bar.ts", "lib/baz.ts"), "rust-check:src/main.rs ts:src/foo/bar.ts all-src:src/main.rs all-src:src/foo/bar.ts"; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+
+	// Step 6: a background `echo "hello"` succeeds and leaves no log; an
+	// `exit 1` fails and its log stays.
+	e.create(t, "w", map[string]any{"name": "hello", "pattern": "*.txt", "script_content": `echo "hello"`})
+	e.trigger(t, "w", "a.txt")
+	if c := <-e.bg; !c.OK || c.Notice != "Callback 'hello' ✓: succeeded in "+(time.Duration(c.DurationMS)*time.Millisecond).String() || c.Log != "" || c.OutputTail != "hello" {
+		t.Fatalf("%+v", c)
+	}
+	call(t, e.m.Upsert, "w", map[string]any{"action": "update", "id": "hello", "script_content": "exit 1"})
+	e.trigger(t, "w", "a.txt")
+	c := <-e.bg
+	if c.OK || c.ExitCode != 1 || c.Log == "" || !strings.HasPrefix(c.Notice, "Callback 'hello' ✗ (exit 1): see "+c.Log) || !fileExists(c.Log) {
+		t.Fatalf("%+v", c)
+	}
+}

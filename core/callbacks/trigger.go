@@ -161,8 +161,11 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	if o.TestMode != nil && o.TestMode() {
 		for i, mt := range matches {
 			n := 1
-			if !defs[i].OncePerBatch {
+			switch {
+			case !defs[i].OncePerBatch:
 				n = len(mt.Files)
+			case defs[i].PassFiles == PassFilesArgs:
+				n = len(splitArgs(mt.Files)) // the runs there would have been
 			}
 			for range n {
 				r := RunResult{ID: mt.ID, Name: mt.Name, OK: true, TestMode: true, Skipped: mt.Name}
