@@ -50,6 +50,7 @@ def child_env(**extra):
 DEFAULT_CONFIG = {
     "async": {"max_pending": 10000, "max_running": 1000},
     "audit": {"path": ""},
+    "callbacks": [],
     "default_evaluator": "echo",
     "evaluator": {"timeout_ms": 30000, "url": ""},
     "limits": {"max_depth": 512, "max_output_bytes": 65536,
