@@ -22,6 +22,7 @@ type Rule struct {
 	CondSource  string // "" when the rule has no condition (it always matches)
 
 	cond         *vm.Program
+	condExpr     string       // the condition as expr reads it (a Python one translated)
 	simple       *simpleCond  // the condition's fast form, when it has one
 	folded       *simpleCond  // simple with the Set's thresholds read in
 	guards       []comparison // when not simple: comparisons that can rule it out
