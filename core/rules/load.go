@@ -66,6 +66,8 @@ type condDoc struct {
 	Expression *string `toml:"expression" json:"expression"`
 	Lua        *string `toml:"lua" json:"lua"`
 	Script     *string `toml:"script" json:"script"`
+	// Semantic is a semantic condition (semantic.go).
+	Semantic *semanticDoc `toml:"semantic" json:"semantic"`
 }
 
 // UnmarshalText reads a condition given as a string (`condition = "..."`,
@@ -338,9 +340,21 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 			n++
 		}
 	}
+	if cd.Semantic != nil {
+		n++
+	}
 	switch {
 	case n != 1:
-		problems.add(r.Line, "condition: give one of expression, lua or script")
+		problems.add(r.Line, "condition: give one of expression, lua, script or semantic")
+	case cd.Semantic != nil:
+		sem, field, err := compileSemantic(cd.Semantic)
+		if err != nil {
+			problems.add(locate(src.Text, "semantic"), "semantic condition: %v", err)
+			return
+		}
+		r.semantic = sem
+		r.CondSource = fmt.Sprintf("semantic(%q, %s) >= %v", sem.concept, field, sem.threshold)
+		r.sources = append(r.sources, field)
 	case cd.Lua != nil || cd.Script != nil:
 		script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
 		if err != nil {

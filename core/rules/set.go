@@ -31,7 +31,8 @@ type Rule struct {
 	order        int      // load order, the tie-break of equal priorities
 	sources      []string // condition and template texts, to find what they read
 	luaCond      *rulelua.Script
-	lua          bool // a Lua condition or action: reads context whole
+	semantic     *semanticCond // a semantic condition (semantic.go)
+	lua          bool          // a Lua condition or action: reads context whole
 }
 
 // Set is a compiled, immutable rule set.
