@@ -1436,6 +1436,10 @@ func (c *compiler) conditionText(src Source, cd *condDoc, r *Rule, problems *rul
 		problems.add(locate(src.Text, `"`+syntax+`"`), "syntax %q: use \"expr\" or \"python\"", syntax)
 		return "", false
 	}
+	if len(expression) > maxExpressionBytes { // also bounds the parser's depth
+		problems.add(locate(src.Text, expression), "condition (python): %d bytes, more than the %d allowed", len(expression), maxExpressionBytes)
+		return "", false
+	}
 	text, err := translatePython(expression)
 	if err == nil {
 		return text, true

@@ -214,6 +214,7 @@ func TestPython_loadErrors(t *testing.T) {
 		{"multi-line", "syntax = \"python\"\n[rule]\nid = \"m\"\ntrigger = \"on_x\"\n[condition]\nexpression = '''\ntoken_usage > 0.8 and\n  turn_number >>> 3'''\n[action]\ntype = \"log\"\nmessage = \"m\"\n",
 			`p.toml:8:15: rule "m": condition (python): the bitwise operator >> is not supported`},
 		{"does not compile", pyRule("1 + 'a' > 0"), `p.toml:7: rule "p": condition (python, read as (1 + "a") > 0): invalid operation`},
+		{"too long", pyRule(strings.Repeat("(", 5000) + "1" + strings.Repeat(")", 5000)), `p.toml:7: rule "p": condition (python): 10001 bytes, more than the 4096 allowed`},
 		{"unknown syntax", strings.Replace(pyRule("1"), `"python"`, `"lisp"`, 1), `p.toml:6: rule "p": syntax "lisp": use "expr" or "python"`},
 	} {
 		ps := loadProblems(t, src("p.toml", c.text))

@@ -59,7 +59,7 @@ type Report struct {
 	Exchanges int      `json:"exchanges"`
 	Served    int      `json:"served"`
 	Failures  []string `json:"failures"`
-	Embedded  int      `json:"embedded"` // requests answered on /embeddings
+	Embedded  int      `json:"embedded,omitempty"` // requests answered on /embeddings
 	// Complete: every exchange of a script that does not repeat was
 	// served (always true for repeating and by-turn scripts).
 	Complete bool `json:"complete"`
