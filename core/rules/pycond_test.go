@@ -115,8 +115,10 @@ func TestPython_translation(t *testing.T) {
 	}
 }
 
-// TestPython_semantics checks translated conditions against what Python
-// (and so simpleeval) answers; each expectation was checked with python3.
+// TestPython_semantics checks translated conditions against what
+// simpleeval answers: each expectation was checked with simpleeval 0.9.12
+// (Debian's python3-simpleeval, the bench's reference), EvalWithCompoundTypes
+// with the seed's names and functions, on the same context.
 func TestPython_semantics(t *testing.T) {
 	ctx := map[string]any{
 		"turn":    map[string]any{"number": float64(3), "token_usage": 0.85},
