@@ -62,6 +62,9 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := e.prepareConcepts(c, m, set); err != nil {
+		return nil, err
+	}
 	s := &snapshot{
 		tree: config.WithoutOneShots(t), config: c,
 		limits:    protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth},

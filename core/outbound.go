@@ -22,8 +22,9 @@ import (
 const maxConversations = 10000
 
 type outbound struct {
-	client *llm.Client
-	convs  *llm.Conversations
+	client  *llm.Client
+	convs   *llm.Conversations
+	vectors *llm.VectorCache // semantic conditions' embeddings (semantic.go)
 }
 
 func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
@@ -31,14 +32,15 @@ func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
 	if err != nil {
 		panic("clara: the HTTP client does not start: " + err.Error()) // a bug, caught by this package's tests
 	}
-	return outbound{client: client, convs: llm.NewConversations(0, maxConversations)}
+	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors)}
 }
 
 // models is what a configuration decides of the outbound side.
 type models struct {
 	clientOptions llm.ClientOptions
-	chat          *llm.Chat    // nil: no llm.base_url
-	evaluate      toolbox.Func // nil: no evaluator.url
+	chat          *llm.Chat       // nil: no llm.base_url
+	evaluate      toolbox.Func    // nil: no evaluator.url
+	embed         *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
 }
 
 // retries maps max_retries (0: none) to the llm package's convention.
