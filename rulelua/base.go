@@ -124,6 +124,7 @@ func newState() *lstate {
 	st.ctxUD = L.NewUserData()
 	st.ctxUD.Metatable = st.ctxMT
 	env.RawSetString("ctx", st.ctxUD)
+	env.RawSetString("context", st.ctxUD) // the seed's name for ctx
 	return st
 }
 

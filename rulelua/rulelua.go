@@ -96,7 +96,9 @@ type Result struct {
 	// Value is the first value returned, as a JSON-like Go value: Lua tables become []any when
 	// their keys are exactly 1..n, map[string]any otherwise (number keys formatted as strings, an
 	// empty table is an empty map); nil stays nil.
-	Value   any
+	Value any
+	// JSON is the first value returned, encoded as EncodeJSON would; set by CallJSON only.
+	JSON    []byte
 	Actions []Action
 }
 
@@ -217,24 +219,43 @@ func CompileWithLimits(name, source string, lim Limits) (s *Script, err error) {
 }
 
 // Run runs a rule condition or rule script. ctxValue is what the script sees as the global ctx
-// (read-only). If the chunk returns a function, that function is called with ctx and its first
-// result is the Value. The deadline comes from ctx; without one, Limits.Deadline applies.
+// (read-only; context is the same value). If the chunk returns a function, that function is
+// called with ctx and its first result is the Value. The deadline comes from ctx; without one,
+// Limits.Deadline applies.
 func (s *Script) Run(ctx context.Context, ctxValue map[string]any, host Host) (Result, error) {
-	return s.exec(ctx, false, ctxValue, host)
+	return s.exec(ctx, runInput{arg: ctxValue}, host)
 }
 
 // Call runs a Lua tool: the chunk must return a function, which is called with args (the tool's
 // decoded JSON arguments, as a fresh Lua table); its first result is the Value (encode it with
-// EncodeJSON). The global ctx is nil. The deadline comes from ctx; without one, Limits.Deadline
-// applies.
+// EncodeJSON). The globals ctx and context are nil. The deadline comes from ctx; without one,
+// Limits.Deadline applies.
 func (s *Script) Call(ctx context.Context, args map[string]any, host Host) (Result, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	return s.exec(ctx, true, args, host)
+	return s.exec(ctx, runInput{tool: true, arg: args}, host)
 }
 
-func (s *Script) exec(ctx context.Context, tool bool, arg map[string]any, host Host) (res Result, err error) {
+// CallJSON is Call with the arguments as JSON text (an object, or empty for none), decoded
+// straight into Lua tables, and the function's first result encoded straight to JSON in
+// Result.JSON (the text EncodeJSON would give for Result.Value). Result.Value holds the result
+// only when it is not a table (nil, a boolean, a number or a string). No Go maps are built on
+// the way, which makes it the cheaper door for Lua tools. Nothing of args is kept after it
+// returns.
+func (s *Script) CallJSON(ctx context.Context, args []byte, host Host) (Result, error) {
+	return s.exec(ctx, runInput{tool: true, json: true, argJSON: args}, host)
+}
+
+// runInput is what one run is given.
+type runInput struct {
+	tool    bool           // a tool call: the chunk returns the function to call
+	arg     map[string]any // ctx of a rule run, the arguments of Call
+	json    bool           // CallJSON: arguments from argJSON, the result as JSON
+	argJSON []byte
+}
+
+func (s *Script) exec(ctx context.Context, in runInput, host Host) (res Result, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -254,7 +275,7 @@ func (s *Script) exec(ctx context.Context, tool bool, arg map[string]any, host H
 			st.close()
 		}
 	}()
-	res, err = st.run(ctx, s, tool, arg, host)
+	res, err = st.run(ctx, s, in, host)
 	ok = err == nil
 	return res, err
 }

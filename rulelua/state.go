@@ -1,8 +1,10 @@
 package rulelua
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -121,6 +123,10 @@ type lstate struct {
 	uds     []*lua.LUserData // ctx userdata recycled from run to run
 	nuds    int
 
+	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
+	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
+	decKeys  []string
+
 	dctx runCtx
 
 	// the run in progress
@@ -160,6 +166,7 @@ func (st *lstate) endRun() {
 		}
 		st.nuds = 0
 		st.env.RawSetString("ctx", st.ctxUD)
+		st.env.RawSetString("context", st.ctxUD)
 		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
@@ -185,8 +192,8 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.L.SetContext(c)
 }
 
-// run executes one Run or Call on this state.
-func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]any, host Host) (Result, error) {
+// run executes one Run, Call or CallJSON on this state.
+func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (Result, error) {
 	st.begin(ctx, s, host)
 	L := st.L
 	// Fresh globals, every run: a table that "looks empty" may still hold the keys an earlier
@@ -196,8 +203,17 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 	G.Metatable = st.envMT
 	st.env.RawSetString("_G", G)
 	var argv lua.LValue
-	if tool {
-		v, err := st.toLua(arg)
+	switch {
+	case in.json:
+		v, err := st.argsFromJSON(in.argJSON)
+		if err != nil {
+			return Result{}, err
+		}
+		argv = v
+		st.env.RawSetString("ctx", lua.LNil)
+		st.env.RawSetString("context", lua.LNil)
+	case in.tool:
+		v, err := st.toLua(in.arg)
 		if err != nil {
 			if derr := st.deadError(); derr != nil {
 				return Result{}, derr
@@ -206,8 +222,9 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 		}
 		argv = v
 		st.env.RawSetString("ctx", lua.LNil)
-	} else {
-		st.ctxUD.Value = arg
+		st.env.RawSetString("context", lua.LNil)
+	default:
+		st.ctxUD.Value = in.arg
 		argv = st.ctxUD
 	}
 	// The chunk's function object is reused while the same script runs on this state: it has no
@@ -232,13 +249,27 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 		}
 		v = L.Get(-1)
 		L.Pop(1)
-	} else if tool {
+	} else if in.tool {
 		return Result{}, newError(KindRuntime, s.name, s.name+": a Lua tool must return a function, got "+v.Type().String(), nil)
 	}
 	if err := st.deadError(); err != nil {
 		return Result{}, err
 	}
-	value, err := st.toGo(v)
+	var res Result
+	var err error
+	if in.json {
+		res.JSON, err = st.appendJSON(make([]byte, 0, 128), v)
+		switch x := v.(type) {
+		case lua.LBool:
+			res.Value = bool(x)
+		case lua.LNumber:
+			res.Value = float64(x)
+		case lua.LString:
+			res.Value = string(x)
+		}
+	} else {
+		res.Value, err = st.toGo(v)
+	}
 	if err != nil {
 		if derr := st.deadError(); derr != nil {
 			return Result{}, derr
@@ -253,7 +284,46 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 	if err := st.deadError(); err != nil {
 		return Result{}, err
 	}
-	return Result{Value: value, Actions: st.actions}, nil
+	res.Actions = st.actions
+	return res, nil
+}
+
+// argsFromJSON decodes a Lua tool's JSON arguments into a fresh table, charged to the run as
+// json.decode's values are. The text is copied once: no Lua string points into the caller's
+// bytes.
+func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
+	name := st.script.name
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return st.L.CreateTable(0, 0), nil
+	}
+	if data[0] != '{' {
+		return nil, newError(KindRuntime, name, name+": cannot convert arguments: not a JSON object", nil)
+	}
+	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys}
+	v, err := d.value(0)
+	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
+	if err == nil {
+		d.skipSpace()
+		if d.pos < len(d.data) {
+			err = fmt.Errorf("invalid character %s after top-level value", quoteChar(d.data[d.pos]))
+		}
+	}
+	if err != nil {
+		if derr := st.deadError(); derr != nil {
+			return nil, derr
+		}
+		return nil, newError(KindRuntime, name, name+": cannot convert arguments: "+err.Error(), nil)
+	}
+	return v, nil
+}
+
+// fail records err as what ended the run (pcall cannot catch it) and returns it.
+func (st *lstate) fail(err *Error) error {
+	if st.fatal == nil {
+		st.fatal = err
+	}
+	return st.fatal
 }
 
 // deadError reports a timeout or a limit that ended the run, whatever the script did after
