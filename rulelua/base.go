@@ -22,6 +22,7 @@ func newState() *lstate {
 		RegistryGrowStep: registryGrow,
 	})
 	st := &lstate{L: L}
+	st.dctx.st = st
 	// Open the gopher-lua libraries we borrow functions from; their tables stay in L.G.Global,
 	// which no script can reach (each run's globals are a fresh table, and getfenv is gone).
 	for _, open := range []lua.LGFunction{lua.OpenBase, lua.OpenMath, lua.OpenOs} {

@@ -16,25 +16,42 @@ const DefaultRuleDeadline = 50 * time.Millisecond
 
 // Limits bound one script's runs. A zero field means its default.
 type Limits struct {
-	// Deadline applies when the context passed to Run or Call has no deadline.
-	// Default DefaultRuleDeadline (50 ms).
+	// Deadline applies when the context passed to Run or Call has no deadline, or an earlier
+	// one than the context's when it was given (a rule's timeout_ms). Default
+	// DefaultRuleDeadline (50 ms).
 	Deadline time.Duration
+	// deadlineGiven: Deadline was set by the caller, not defaulted.
+	deadlineGiven bool
 	// MaxSourceBytes refuses larger sources before parsing. Default 256 KiB.
 	MaxSourceBytes int
 	// MaxStringBytes is the largest string a guarded function (.., string.rep, gsub, format,
 	// table.concat, json.encode, ...) may build. Default 1 MiB.
 	MaxStringBytes int
-	// MaxAllocBytes is the total of bytes guarded functions may build in one run. Default 32 MiB.
+	// MaxAllocBytes is the total of bytes guarded functions may build in one run. Default 32 MiB,
+	// or MaxMemoryBytes when that was given and is larger.
 	MaxAllocBytes int64
+	// MaxMemoryBytes caps what a run holds: the tables, strings and functions it can reach,
+	// measured as memory.go describes. Default DefaultMaxMemoryBytes (50 MiB, the seed's).
+	MaxMemoryBytes int64
 	// MaxLogLines and MaxLogBytes cap what log and print send to Host.Log in one run; lines past
 	// the cap are dropped after one warning. Defaults 100 lines and 64 KiB.
 	MaxLogLines int
 	MaxLogBytes int
 }
 
+// DefaultMaxMemoryBytes is the default of Limits.MaxMemoryBytes.
+const DefaultMaxMemoryBytes = 50 << 20
+
 func (l Limits) withDefaults() Limits {
+	l.deadlineGiven = l.Deadline > 0
+	if l.MaxAllocBytes <= 0 && l.MaxMemoryBytes > 32<<20 {
+		l.MaxAllocBytes = l.MaxMemoryBytes // a script allowed to hold more may build more
+	}
 	if l.Deadline <= 0 {
 		l.Deadline = DefaultRuleDeadline
+	}
+	if l.MaxMemoryBytes <= 0 {
+		l.MaxMemoryBytes = DefaultMaxMemoryBytes
 	}
 	if l.MaxSourceBytes <= 0 {
 		l.MaxSourceBytes = 256 << 10

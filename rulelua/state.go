@@ -42,6 +42,7 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // at the clock only every pollEvery calls. It is used by one goroutine only and never handed to
 // code outside this package.
 type runCtx struct {
+	st         *lstate
 	n          uint32
 	deadline   time.Time
 	parent     context.Context
@@ -57,6 +58,10 @@ func (c *runCtx) Value(any) any               { return nil }
 func (c *runCtx) Done() <-chan struct{} {
 	c.n++
 	if c.n%pollEvery != 0 || c.done != nil {
+		return c.done
+	}
+	if c.n%memCheckEvery == 0 && !c.st.checkMemory() {
+		c.err, c.done = ErrLimit, closedCh
 		return c.done
 	}
 	return c.poll()
@@ -128,6 +133,7 @@ type lstate struct {
 	decKeys  []string
 
 	dctx runCtx
+	mem  memWatch
 
 	// the run in progress
 	script    *Script
@@ -180,9 +186,10 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.bytes, st.logLines, st.logBytes, st.logCapped, st.workDone = 0, 0, 0, false, 0
 	d, ok := ctx.Deadline()
 	now := time.Now()
-	if !ok {
-		d = now.Add(s.lim.Deadline)
+	if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
+		d = own
 	}
+	st.mem.begin(s.lim.MaxMemoryBytes)
 	st.budget = d.Sub(now)
 	c := &st.dctx
 	c.deadline, c.parent, c.parentDone = d, ctx, ctx.Done()
