@@ -70,7 +70,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			}
 			src = string(text)
 		}
-		script, err := rulelua.Compile(name, src)
+		script, err := rulelua.CompileWithLimits(name, src, rulelua.Limits{MaxMemoryBytes: int64(code.MemoryMB) << 20})
 		if err != nil {
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
