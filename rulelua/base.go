@@ -59,6 +59,8 @@ func newState() *lstate {
 		"rawset": st.rawset, "setmetatable": st.setmetatable, "unpack": st.unpack,
 		"notify": st.notify, "log": st.log, "emit": st.emit, "deny": st.deny,
 		"call_tool": st.callTool, "progress": st.progress, concatName: st.concat,
+		"context_above_threshold": st.aboveThreshold, "tool_completed": st.toolCompleted,
+		"tool_failed": st.toolFailed,
 	}
 	for name, fn := range fns {
 		env.RawSetString(name, L.NewFunction(fn))

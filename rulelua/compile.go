@@ -60,7 +60,12 @@ func compileSource(name, source string) (*lua.FunctionProto, error) {
 	if err := prescan(source); err != nil {
 		return nil, newError(KindSyntax, name, name+": "+err.Error(), nil)
 	}
-	chunk, err := parse.Parse(strings.NewReader(source), name)
+	// A source that is one expression (the seed's conditions, `context.turn.token_usage > 0.8`,
+	// written as lupa's eval takes them) is compiled as "return <expression>", on the same line.
+	chunk, err := parse.Parse(strings.NewReader("return "+source), name)
+	if err != nil {
+		chunk, err = parse.Parse(strings.NewReader(source), name)
+	}
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +60,21 @@ func TestLua_contextIsCtx(t *testing.T) {
 	out := fireMap(t, set, &recHost{t: t, set: set}, "on_turn_start", map[string]any{"turn": map[string]any{"token_usage": 0.85}}, false)
 	if len(out.Fired) != 1 {
 		t.Fatalf("want the rule fired, got %+v", out)
+	}
+}
+
+// The seed's conditions, byte for byte (rulelua/testdata/seed), as a rule's lua.
+func TestLua_seedConditionsAsRules(t *testing.T) {
+	for _, name := range []string{"004_condition_threshold.lua", "004_condition_compound.lua", "004_condition_functions.lua"} {
+		text, err := os.ReadFile(filepath.Join("..", "..", "rulelua", "testdata", "seed", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := mustLoad(t, nil, luaRule("seed", "on_turn_start", string(text), notify("wrap up")))
+		out := fireMap(t, set, &recHost{t: t, set: set}, "on_turn_start", map[string]any{
+			"turn": map[string]any{"token_usage": 0.85}, "history": map[string]any{"tool_count": float64(6)}}, true)
+		if len(out.Fired) != 1 || len(out.Notices) != 1 {
+			t.Errorf("%s: want the rule fired, got %+v", name, out)
+		}
 	}
 }
