@@ -11,9 +11,10 @@ import (
 // holds is measured by walking it: the run's globals, every local and temporary of every call
 // frame, and from there every table (array slots, hash entries, keys, metatable), string and
 // function (upvalues) reachable, each counted once. The walk is paced by what the process
-// allocated: every memCheckEvery instructions the VM reads the Go runtime's count of bytes
-// allocated, and walks only when it grew by half of what the cap still allows (at least
-// memMinStep) since the last walk. A run that allocates little never walks; one that builds a
+// allocated: the first memCheckEvery instructions of a run end with a walk; after that, every
+// memCheckEvery instructions the VM reads the Go runtime's count of bytes allocated, and walks
+// only when it grew by half of what the cap still allows (at least memMinStep) since the last
+// walk. A run that allocates little never walks; one that builds a
 // large table walks a few times, each walk costing about as much as building half of what it
 // measures. What a run allocates and drops is not held: garbage does not count.
 
@@ -53,11 +54,10 @@ type memWatch struct {
 	walks int    // walks this run (tests read it)
 }
 
+// begin starts a run's accounting. Nothing is read yet: a run shorter than memCheckEvery
+// instructions costs nothing; the first check walks at once and reads the allocation count.
 func (m *memWatch) begin(limit int64) {
-	m.limit, m.held, m.walks = limit, 0, 0
-	if limit > 0 {
-		m.next = processAllocs() + m.step()
-	}
+	m.limit, m.held, m.walks, m.next = limit, 0, 0, 0
 }
 
 func (m *memWatch) step() uint64 {
@@ -71,8 +71,7 @@ func (st *lstate) checkMemory() bool {
 	if m.limit <= 0 {
 		return true
 	}
-	now := processAllocs()
-	if now < m.next {
+	if m.next != 0 && processAllocs() < m.next {
 		return true
 	}
 	m.held = st.measure()
