@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,9 @@ func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
 // session's queue (notifications_drain), state writes commit, events fire.
 func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		if args := bytes.TrimSpace(call.Arguments); len(args) > 0 && args[0] != '{' {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: a Lua tool takes a JSON object, not %s", protocol.KindOf(args[0]))
+		}
 		s := e.current.Load()
 		h := &toolScriptHost{e: e, s: s, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
 		res, err := script.CallJSON(ctx, call.Arguments, h)

@@ -59,3 +59,27 @@ func TestLuaTool_limitsConfigErrors(t *testing.T) {
 	expectEq(t, "word_count", evalString(t, e, `{"tool":"word_count","arguments":{"text":"a b"}}`),
 		`{"status":"success","tool":"word_count","result":{"words":2}}`)
 }
+
+// Arguments that are not an object are refused: from a request by the parser, from a nested
+// call_tool by call_tool itself (and, should another path bring them, by the tool as
+// invalid_args).
+func TestLuaTool_argumentsNotAnObject(t *testing.T) {
+	e := rulesEngine(t, wordCountTool+`
+[[tools]]
+name = "any"
+lua = "return function(args) return args end"
+
+[[tools]]
+name = "caller"
+lua = "return function(args) local ok, err = pcall(call_tool, 'any', {1, 2}) return {ok = ok, err = tostring(err)} end"
+`)
+	out := evalString(t, e, `{"tool":"any","arguments":[1,2]}`)
+	if !strings.HasPrefix(out, `{"status":"error","error":"invalid_request"`) {
+		t.Errorf("an array: %s", out)
+	}
+	expectEq(t, "no arguments", evalString(t, e, `{"tool":"any"}`), `{"status":"success","tool":"any","result":{}}`)
+	out = evalString(t, e, `{"tool":"caller","arguments":{}}`)
+	if !strings.Contains(out, `"ok":false`) || !strings.Contains(out, "table with string keys expected") {
+		t.Errorf("call_tool with an array: %s", out)
+	}
+}
