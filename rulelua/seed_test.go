@@ -110,3 +110,18 @@ func TestExpressionChunk_lines(t *testing.T) {
 		t.Fatal("a syntax error compiled")
 	}
 }
+
+// A tool run sees no ctx or context; a rule run on the same pooled state after it sees both.
+func TestCtxHiddenInToolsOnly(t *testing.T) {
+	drainPool()
+	tool := mustCompile(t, "tool", `return function(args) return ctx == nil and context == nil end`)
+	rule := mustCompile(t, "rule", `return ctx ~= nil and context == ctx and ctx.x == 1`)
+	for i := 0; i < 3; i++ {
+		if res, err := tool.CallJSON(context.Background(), nil, nil); err != nil || res.Value != true {
+			t.Fatalf("tool: %#v, %v", res.Value, err)
+		}
+		if res, err := rule.Run(context.Background(), map[string]any{"x": 1.0}, nil); err != nil || res.Value != true {
+			t.Fatalf("rule: %#v, %v", res.Value, err)
+		}
+	}
+}

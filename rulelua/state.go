@@ -132,8 +132,9 @@ type lstate struct {
 	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
 	decKeys  []string
 
-	dctx runCtx
-	mem  memWatch
+	dctx      runCtx
+	mem       memWatch
+	ctxHidden bool // ctx and context are nil in env (a tool run)
 
 	// the run in progress
 	script    *Script
@@ -171,8 +172,11 @@ func (st *lstate) endRun() {
 			st.uds[i].Value = nil
 		}
 		st.nuds = 0
-		st.env.RawSetString("ctx", st.ctxUD)
-		st.env.RawSetString("context", st.ctxUD)
+		if st.ctxHidden { // a tool run hid them
+			st.env.RawSetString("ctx", st.ctxUD)
+			st.env.RawSetString("context", st.ctxUD)
+			st.ctxHidden = false
+		}
 		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
@@ -217,8 +221,7 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, err
 		}
 		argv = v
-		st.env.RawSetString("ctx", lua.LNil)
-		st.env.RawSetString("context", lua.LNil)
+		st.hideCtx()
 	case in.tool:
 		v, err := st.toLua(in.arg)
 		if err != nil {
@@ -228,8 +231,7 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
 		}
 		argv = v
-		st.env.RawSetString("ctx", lua.LNil)
-		st.env.RawSetString("context", lua.LNil)
+		st.hideCtx()
 	default:
 		st.ctxUD.Value = in.arg
 		argv = st.ctxUD
@@ -293,6 +295,13 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	}
 	res.Actions = st.actions
 	return res, nil
+}
+
+// hideCtx makes ctx and context nil for a tool run; endRun restores them.
+func (st *lstate) hideCtx() {
+	st.env.RawSetString("ctx", lua.LNil)
+	st.env.RawSetString("context", lua.LNil)
+	st.ctxHidden = true
 }
 
 // argsFromJSON decodes a Lua tool's JSON arguments into a fresh table, charged to the run as
