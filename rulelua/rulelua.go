@@ -203,7 +203,10 @@ func lineOf(script, msg string) int {
 type Script struct {
 	name  string
 	proto *lua.FunctionProto
-	lim   Limits
+	// toolProto: the chunk does nothing but return a function without upvalues (the usual Lua
+	// tool); a tool run makes that function directly instead of running the chunk.
+	toolProto *lua.FunctionProto
+	lim       Limits
 }
 
 // Name returns the chunk name given to Compile.
@@ -232,7 +235,7 @@ func CompileWithLimits(name, source string, lim Limits) (s *Script, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Script{name: name, proto: proto, lim: lim}, nil
+	return &Script{name: name, proto: proto, toolProto: returnedFunction(proto), lim: lim}, nil
 }
 
 // Run runs a rule condition or rule script. ctxValue is what the script sees as the global ctx

@@ -125,3 +125,34 @@ func TestCtxHiddenInToolsOnly(t *testing.T) {
 		}
 	}
 }
+
+// A tool whose chunk only returns a function is run without its chunk; it behaves the same:
+// fresh globals every run, errors at their lines, and a chunk with more in it runs as before.
+func TestTool_returnedFunctionDirect(t *testing.T) {
+	drainPool()
+	pure := mustCompile(t, "pure", "return function(args)\n  local seen = leaked\n  leaked = args.v\n  if args.boom then error('boom') end\n  return {seen = seen or 'none'}\nend")
+	if pure.toolProto == nil {
+		t.Fatal("the pure tool was not recognised")
+	}
+	for _, v := range []string{"a", "b"} {
+		res, err := pure.CallJSON(context.Background(), []byte(`{"v":"`+v+`"}`), nil)
+		if err != nil || string(res.JSON) != `{"seen":"none"}` {
+			t.Fatalf("run %s: %s, %v", v, res.JSON, err)
+		}
+	}
+	_, err := pure.CallJSON(context.Background(), []byte(`{"boom":true}`), nil)
+	if le, ok := err.(*Error); !ok || le.Line != 4 {
+		t.Fatalf("got %v, want an error at line 4", err)
+	}
+	for _, src := range []string{"local x = 1\nreturn function(args) return x end", `return function(args) return args.a .. "!" end`, `return 1`} {
+		if mustCompile(t, "other", src).toolProto != nil {
+			t.Errorf("%q taken for a bare function", src)
+		}
+	}
+	withLocal := mustCompile(t, "local", "local x = 41\nreturn function(args) x = x + 1 return x end")
+	for i := 0; i < 2; i++ {
+		if res, err := withLocal.CallJSON(context.Background(), nil, nil); err != nil || res.Value != 42.0 {
+			t.Fatalf("with a local: %#v, %v", res.Value, err)
+		}
+	}
+}

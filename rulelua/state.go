@@ -125,6 +125,7 @@ type lstate struct {
 	ctxUD   *lua.LUserData   // the top-level ctx, reused; Value is set per run
 	next    *lua.LFunction   // the guarded next, also what pairs returns
 	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
+	toolFn  *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
 	uds     []*lua.LUserData // ctx userdata recycled from run to run
 	nuds    int
 
@@ -180,6 +181,9 @@ func (st *lstate) endRun() {
 		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
+		}
+		if st.toolFn != nil {
+			st.toolFn.Env = st.env
 		}
 		st.L.SetTop(0)
 	}
@@ -238,18 +242,31 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	}
 	// The chunk's function object is reused while the same script runs on this state: it has no
 	// upvalues and scripts cannot change a function.
-	fn := st.chunkFn
-	if fn == nil || fn.Proto != s.proto {
-		fn = L.NewFunctionFromProto(s.proto)
-		st.chunkFn = fn
+	var v lua.LValue
+	if in.tool && s.toolProto != nil {
+		// The chunk would only make this function: make it here (one function object per
+		// state, as for the chunk; it has no upvalues and scripts cannot change a function).
+		f := st.toolFn
+		if f == nil || f.Proto != s.toolProto {
+			f = L.NewFunctionFromProto(s.toolProto)
+			st.toolFn = f
+		}
+		f.Env = G
+		v = f
+	} else {
+		fn := st.chunkFn
+		if fn == nil || fn.Proto != s.proto {
+			fn = L.NewFunctionFromProto(s.proto)
+			st.chunkFn = fn
+		}
+		fn.Env = G
+		L.Push(fn)
+		if err := L.PCall(0, 1, nil); err != nil {
+			return Result{}, st.runError(err)
+		}
+		v = L.Get(-1)
+		L.Pop(1)
 	}
-	fn.Env = G
-	L.Push(fn)
-	if err := L.PCall(0, 1, nil); err != nil {
-		return Result{}, st.runError(err)
-	}
-	v := L.Get(-1)
-	L.Pop(1)
 	if f, ok := v.(*lua.LFunction); ok {
 		L.Push(f)
 		L.Push(argv)
