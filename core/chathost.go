@@ -21,11 +21,13 @@ type chatHost struct {
 	s       *snapshot
 	session string
 	scope   toolbox.Scope
-	handle  int64 // the async call the chat runs in, 0 when synchronous
+	stack   *callFrame // the tools running above the chat: never offered
+	handle  int64      // the async call the chat runs in, 0 when synchronous
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
-// chat tool itself, nor the administrative tools).
+// chat tool itself, the administrative tools, nor the tools on the call
+// stack: a chat run by a tool does not offer that tool).
 func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	var only map[string]bool
 	if names != nil {
@@ -36,7 +38,7 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	}
 	var out []llm.ToolSpec
 	for _, t := range h.e.tools.List() {
-		if !t.LLMVisible || t.Admin || t.Name == "chat" || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
+		if !t.LLMVisible || t.Admin || t.Name == chatTool || h.stack.has(t.Name) || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
 			continue
 		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})

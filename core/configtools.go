@@ -157,7 +157,7 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 			}
 		}
 		s := e.current.Load()
-		h := &toolScriptHost{e: e, s: s, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
+		h := &toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
 		res, err := script.Call(ctx, args, h)
 		if err != nil {
 			return nil, err

@@ -117,7 +117,7 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	if s.models.chat == nil {
 		return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.base_url and llm.model)")
 	}
-	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, handle: AsyncHandle(ctx)}
+	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx)}
 	// A request that names no session is in "default", shared by every
 	// such caller: its chats start afresh rather than continue each other.
 	conversation := call.Session
