@@ -88,6 +88,35 @@ class TestNestedChat(ClaraTestCase):
         cls.srv.stdin.close()
         cls.srv.wait(30)
 
+    def setUp(self):
+        super().setUp()
+        urllib.request.urlopen(urllib.request.Request(self.url + "/_llmtest/reset", method="POST")).read()
+
+    def served_as_scripted(self):
+        (report,) = [r for r in json.load(urllib.request.urlopen(self.url + "/_llmtest/report"))
+                     if r["script"] == "nested_chat"]
+        self.assertEqual(report["failures"], [])
+
+    def test_a_lua_tool_runs_a_chat_that_never_offers_it(self):
+        clara.configure({"llm": {"base_url": self.url + "/nested_chat", "model": "gpt-4o-mini"},
+                         "tools": [{"name": "explain_weather", "limits": {"timeout_ms": 30000},
+                                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+                                    "returns": "string",
+                                    "lua": "return function(args)\n"
+                                           "  local r = call_tool('chat', {prompt = 'Explain the weather in ' .. args.city"
+                                           " .. ' to a child.', allow_tools = true,"
+                                           " tools = {'get_current_weather', 'explain_weather'}, max_tool_calls = 2})\n"
+                                           "  return r.content\n"
+                                           "end"}]})
+        clara.register_tool({"name": "get_current_weather", "input_schema": {
+            "type": "object", "properties": {"location": {"type": "string"}}}},
+            lambda args: {"temperature": "22"})
+        self.assertEqual(clara.call("explain_weather", city="Boston"), "It is warm and sunny in Boston.")
+        envelope = clara.evaluate({"tool": "explain_weather", "arguments": {"city": "Boston"},
+                                   "policy": {"deny": ["get_current_weather"]}})
+        self.assertEqual(envelope["result"], "I cannot look the weather up.")
+        self.served_as_scripted()
+
     def test_a_python_tool_runs_a_chat_that_never_offers_it(self):
         clara.configure({"llm": {"base_url": self.url + "/nested_chat", "model": "gpt-4o-mini"}})
 
@@ -108,6 +137,4 @@ class TestNestedChat(ClaraTestCase):
         envelope = clara.evaluate({"tool": "explain_weather", "arguments": {"city": "Boston"},
                                    "policy": {"deny": ["get_current_weather"]}})
         self.assertEqual(envelope["result"], "I cannot look the weather up.")
-        (report,) = [r for r in json.load(urllib.request.urlopen(self.url + "/_llmtest/report"))
-                     if r["script"] == "nested_chat"]
-        self.assertEqual(report["failures"], [])
+        self.served_as_scripted()
