@@ -56,7 +56,7 @@ DEFAULT_CONFIG = {
                "max_request_bytes": 16777216, "max_tool_calls": 1, "timeout_ms": 1000},
     "llm": {"api_key_env": "", "base_url": "", "context_window": 0, "max_history_messages": 100,
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
-            "provider": "openai", "timeout_ms": 60000},
+            "provider": "", "timeout_ms": 60000},
     "mcp": {"allow_remote": False, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
