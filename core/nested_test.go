@@ -69,7 +69,7 @@ lua = "return function(args) return call_tool('ping', {}) end"
 		t.Errorf("ping → pong → ping: %s", out)
 	}
 	// The refusal is audited as denied, in the nested call.
-	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":5}}`)
+	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":100}}`)
 	if !strings.Contains(tail, `"tool":"ping",`) || !strings.Contains(tail, `"status":"error","error":"denied","reason":"tool \"ping\" denied: it is already running`) {
 		t.Errorf("audit: %s", tail)
 	}
@@ -124,7 +124,7 @@ func TestNested_a_host_tools_request_inherits_its_scope(t *testing.T) {
 	}
 	// The nested call runs in the caller's session: the audit says so.
 	nest(``, `{"tool":"echo","arguments":{"b":2}}`)
-	if tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":3}}`); !strings.Contains(tail, `"session":"s1","tool":"echo"`) {
+	if tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":100}}`); !strings.Contains(tail, `"session":"s1","tool":"echo"`) {
 		t.Errorf("audit: %s", tail)
 	}
 	// Without a running call there is nothing to inherit.

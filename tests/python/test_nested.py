@@ -44,7 +44,7 @@ class TestNestedRequests(ClaraTestCase):
 
         envelope = clara.Session("py-nested").call("where")
         self.assertEqual(envelope["error"], "invalid_request")
-        tail = clara.call("audit_tail", n=3)["records"]
+        tail = clara.call("audit_tail", n=100)["records"]
         self.assertIn(("py-nested", "echo"), [(r["session"], r["tool"]) for r in tail])
 
     def test_an_async_tool_has_its_call_too(self):
