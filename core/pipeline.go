@@ -272,7 +272,7 @@ func scopeOf(ctx context.Context) callScope {
 // enterNested is the way into every call made from inside another (a
 // rule's or a script's call_tool, clara_call_evaluate): one level deeper,
 // at most rules.MaxChainDepth, with caller, the running tool that makes
-// the call ("" for a rule or the chat loop), pushed on the call stack.
+// the call ("" for a rule), pushed on the call stack.
 func enterNested(ctx context.Context, caller string) (context.Context, error) {
 	cs := scopeOf(ctx)
 	if cs.depth+1 >= rules.MaxChainDepth {
