@@ -132,3 +132,14 @@ func TestNested_a_host_tools_request_inherits_its_scope(t *testing.T) {
 		t.Errorf("no caller: %s", out)
 	}
 }
+
+// Embeddings speak OpenAI's format at llm.base_url: with llm.provider left
+// empty they are refused only when llm.model names a Claude model.
+func TestEmbeddings_with_the_provider_read_from_the_model(t *testing.T) {
+	e := rulesEngine(t, "")
+	out := string(e.Configure([]byte(`{"llm":{"base_url":"http://127.0.0.1:9/v1","model":"claude-3-5-haiku-latest","embedding_model":"emb"}}`)))
+	if !strings.Contains(out, `embeddings are requested in OpenAI's format; llm.provider is \"anthropic\"`) {
+		t.Errorf("claude model: %s", out)
+	}
+	mustConfigure(t, e, `{"llm":{"base_url":"http://127.0.0.1:9/v1","model":"llama3.1","embedding_model":"emb"}}`)
+}
