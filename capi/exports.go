@@ -255,6 +255,8 @@ type toolCall struct {
 	tool   *toolbox.Tool // released when an abandoned job ends
 	// progress reports to the MCP client that asked (nil: nobody listens).
 	progress core.ProgressFunc
+	// caller is the call's scope, which clara_call_evaluate's requests inherit.
+	caller *core.Caller
 }
 
 var (
@@ -274,7 +276,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 				timeout = 1
 			}
 		}
-		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx)}
+		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx), caller: core.CallerOf(ctx, call)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
 		args := copyOut(call.Arguments) // owned by the job from here
@@ -364,6 +366,30 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 		}
 		tc.mu.Unlock()
 	}
+}
+
+// claraGoCallEvaluate answers req, a request made by a running C tool,
+// inside that tool's call (core.Engine.AppendEvaluateWithin), into dst
+// when it fits. A handle whose tool has returned (or that never was one)
+// gets an error envelope.
+//
+//export claraGoCallEvaluate
+func claraGoCallEvaluate(id C.uintptr_t, req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
+	defer guard("clara_call_evaluate", func() { out = internalEnvelope() })
+	var caller *core.Caller
+	if v, ok := toolCalls.Load(uintptr(id)); ok {
+		tc := v.(*toolCall)
+		tc.mu.Lock()
+		if !tc.done {
+			caller = tc.caller
+		}
+		tc.mu.Unlock()
+	}
+	if caller == nil {
+		return copyOut(protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest,
+			"clara_call_evaluate: the clara_call is not running (a handle is valid only until its tool returns)")))
+	}
+	return answerInto(dst, dstCap, func(b []byte) []byte { return engine.AppendEvaluateWithin(caller, b, bytesOf(req, n)) })
 }
 
 //export claraGoCallProgress

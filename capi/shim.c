@@ -49,6 +49,16 @@ char *clara_evaluate(const char *request_json) {
     return out;
 }
 
+char *clara_call_evaluate(clara_call *call, const char *request_json) {
+    size_t n = request_json ? strlen(request_json) : 0;
+    size_t guess = n < ENVELOPE_GUESS_MAX - ENVELOPE_SLACK ? n + ENVELOPE_SLACK : ENVELOPE_GUESS_MAX;
+    char *buf = malloc(guess);
+    char *out = claraGoCallEvaluate((uintptr_t)call, (char *)request_json, n, buf, buf ? guess : 0);
+    if (out != buf) free(buf);
+    else if (out != NULL) DEFINED(out, guess);
+    return out;
+}
+
 void clara_free_string(char *s) { free(s); }
 
 char *clara_configure(const char *config) {

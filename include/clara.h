@@ -172,7 +172,8 @@ typedef struct clara_call clara_call;
  *
  * Threads: called on a thread of Clara's, possibly several calls at once
  *          (unless the descriptor sets "max_concurrency": 1). It may call
- *          clara_evaluate() and the other functions of this header.
+ *          the functions of this header; to call tools in its own call's
+ *          scope (policy, session, depth), use clara_call_evaluate().
  * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
  *          at the deadline; the function keeps running until it returns, and
  *          what it reports then is discarded. Clara cannot stop C code.
@@ -257,6 +258,29 @@ void clara_call_error(clara_call *call, const char *message);
  *            tool returned are ignored.
  */
 void clara_call_progress(clara_call *call, double done, double total, const char *message);
+
+/*
+ * clara_call_evaluate - run a request from inside a tool, in the tool's scope.
+ *
+ * As clara_evaluate(), but the request runs inside the calling tool's call
+ * instead of as a new request of the host: in the tool's session (naming
+ * another session is invalid_request), under the policy the tool's call runs
+ * under (the request's own "policy" can narrow it, never widen it), one
+ * level deeper (calls nest at most 8 deep), as a nested call (the
+ * administrative tools are out of reach unless policy.admin_in_nested_calls),
+ * and never reaching a tool on the call stack: the calling tool, or a tool
+ * that called it, is denied at once. {"tool": "chat", ...} runs a nested
+ * chat whose model is never offered those tools. "async": true is refused.
+ * A tool that calls clara_evaluate() instead escapes all of this.
+ *
+ * Ownership: request_json is borrowed for the call. Returns a malloc'd
+ *            envelope; free it with clara_free_string(). NULL only if malloc
+ *            fails.
+ * Threads:   from the tool, while it runs (any thread). A call whose tool has
+ *            returned, or a handle that is not a running call, gets an
+ *            invalid_request envelope.
+ */
+char *clara_call_evaluate(clara_call *call, const char *request_json);
 
 /* ---- Reading JSON ------------------------------------------------------- */
 

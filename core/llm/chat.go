@@ -158,10 +158,9 @@ const ChatInputSchema = `{"type":"object","properties":{` +
 // the engine builds a new one when the configuration changes, sharing
 // the Client and the Conversations.
 type Chat struct {
-	client   *Client
-	cfg      Config
-	provider provider
-	convs    *Conversations
+	client *Client
+	cfg    Config
+	convs  *Conversations
 }
 
 // NewChat checks cfg and returns a Chat calling the model through client.
@@ -171,11 +170,10 @@ func NewChat(client *Client, cfg Config, convs *Conversations) (*Chat, error) {
 		return nil, errors.New("llm: NewChat needs a Client")
 	}
 	cfg.HeadersEnv = cloneMap(cfg.HeadersEnv)
-	p, err := cfg.check()
-	if err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	return &Chat{client: client, cfg: cfg, provider: p, convs: convs}, nil
+	return &Chat{client: client, cfg: cfg, convs: convs}, nil
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -453,11 +451,16 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if r.req.Model == "" {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: no model: set llm.model or give model")
 	}
-	if a.Temperature != nil && *a.Temperature > 1 && ch.cfg.Provider == ProviderAnthropic {
+	ep, err := ch.endpointFor(r.req.Model)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
+	}
+	r.req.endpoint = ep
+	if a.Temperature != nil && *a.Temperature > 1 && ep.cfg.Provider == ProviderAnthropic {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: temperature must be between 0 and 1 for Anthropic")
 	}
 	r.req.Temperature = a.Temperature
-	r.req.MaxTokens = ch.cfg.MaxTokens
+	r.req.MaxTokens = ep.cfg.MaxTokens
 	if a.MaxTokens != nil {
 		r.req.MaxTokens = *a.MaxTokens
 	}

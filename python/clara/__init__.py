@@ -38,7 +38,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union, overload
 
 from . import _binding
-from ._binding import MISSING, Clara, LogHandler, Text
+from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
 from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
                       OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
                       UnknownTool, check)
@@ -56,7 +56,7 @@ __all__ = [
     # calls
     "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
     # tools
-    "tool", "tools", "register_tool", "unregister_tool",
+    "tool", "tools", "register_tool", "unregister_tool", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     "set_input_handler",

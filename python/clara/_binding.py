@@ -22,7 +22,9 @@ Ownership (what this module guarantees):
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextvars
 import ctypes
 import json
 import logging
@@ -294,6 +296,72 @@ def _free_userdata(userdata: Optional[int]) -> None:
 _FREE_USERDATA = FREE_FN(_free_userdata)
 
 
+class ToolCall:
+    """The call of a Python tool that is running: clara.current_call()
+    inside the tool returns it. Requests made through it run inside the
+    call (clara_call_evaluate): in the tool's session, under the policy of
+    the request that called the tool (their own "policy" narrows it, never
+    widens it), one level deeper, and never reaching the tool itself or a
+    tool that called it. Calls made with clara.call() instead escape all of
+    that. It is valid only while the tool runs: afterwards every request
+    answers invalid_request."""
+
+    __slots__ = ("_lib", "_handle", "name")
+
+    def __init__(self, lib: Any, handle: Optional[int], name: Optional[str]) -> None:
+        self._lib = lib
+        self._handle = handle
+        #: the tool's name, as registered
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "<clara.ToolCall of %r>" % (self.name,)
+
+    def _evaluate_bytes(self, request: bytes) -> bytes:
+        ptr = self._lib.clara_call_evaluate(self._handle, request)
+        if not ptr:
+            raise MemoryError("clara_call_evaluate returned NULL (malloc failed)")
+        try:
+            return ctypes.string_at(ptr)
+        finally:
+            self._lib.clara_free_string(ptr)
+
+    def evaluate(self, request: Union[Mapping[str, Any], List[Any], Text]) -> Dict[str, Any]:
+        """Serve request inside this call and return the envelope as a dict
+        (errors as error envelopes, as Clara.evaluate does)."""
+        if isinstance(request, Mapping) and not isinstance(request, dict):
+            request = dict(request)
+        data = _json_bytes(request, "request")
+        if data is None:
+            raise TypeError("request must be a dict, a list, str or bytes, not None")
+        return _json.loads(self._evaluate_bytes(data).decode("utf-8"))  # type: ignore[no-any-return]
+
+    def call(self, tool: str, /, **arguments: Any) -> Any:
+        """Call a tool inside this call: its result, or the ClaraError
+        subclass of the error code. call("chat", prompt=...) runs a nested
+        chat, whose model is never offered this tool."""
+        return Clara._result(self._evaluate_bytes(Clara._request(tool, arguments, None)))
+
+    async def call_async(self, tool: str, /, **arguments: Any) -> Any:
+        """call() for async tools: the request runs on a thread of its own,
+        so the event loop goes on meanwhile."""
+        request = Clara._request(tool, arguments, None)
+        return Clara._result(await asyncio.get_running_loop().run_in_executor(None, self._evaluate_bytes, request))
+
+
+#: The call of the tool running in this context (a thread running a
+#: synchronous tool, the task running an async one).
+_current_call: contextvars.ContextVar[Optional[ToolCall]] = contextvars.ContextVar("clara_current_call", default=None)
+
+
+def current_call() -> ToolCall:
+    """The call of the Python tool running here; RuntimeError outside a tool."""
+    call = _current_call.get()
+    if call is None:
+        raise RuntimeError("clara.current_call() is only meaningful inside a tool, while it runs")
+    return call
+
+
 def _make_tool_trampoline(lib: Any, invoke: Callable[[Dict[str, Any]], Any], returns: str,
                           name: Optional[str]) -> Any:
     """The TOOL_FN that runs invoke(arguments) for Clara. It returns 0 after
@@ -305,7 +373,11 @@ def _make_tool_trampoline(lib: Any, invoke: Callable[[Dict[str, Any]], Any], ret
         # Nothing may escape into C: every exception becomes a tool error.
         try:
             args = _json.loads(arguments.decode("utf-8")) if arguments is not None else {}
-            result = invoke(args)
+            token = _current_call.set(ToolCall(lib, call, name))
+            try:
+                result = invoke(args)
+            finally:
+                _current_call.reset(token)
             if returns == "string":
                 if not isinstance(result, str):
                     raise TypeError('a "returns": "string" tool must return str, not %s'

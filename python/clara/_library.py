@@ -156,6 +156,9 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.clara_call_error.restype = None
     lib.clara_call_progress.argtypes = [c_void_p, ctypes.c_double, ctypes.c_double, c_char_p]
     lib.clara_call_progress.restype = None
+    # char *clara_call_evaluate(clara_call *call, const char *request_json);  malloc'd.
+    lib.clara_call_evaluate.argtypes = [c_void_p, c_char_p]
+    lib.clara_call_evaluate.restype = c_void_p
     # MCP (docs/mcp.md).
     lib.clara_mcp_serve_stdio.argtypes = [c_int, c_int]
     lib.clara_mcp_serve_stdio.restype = c_int
