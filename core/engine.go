@@ -46,6 +46,7 @@ type Engine struct {
 	events   eventSink     // the host's event handler (chat progress)
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
+	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
 	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -82,6 +83,7 @@ func New(opts Options) *Engine {
 	e.audit = toolbox.NewAudit(e.log)
 	e.state.log = e.log
 	e.cb.engine = e
+	e.watcher.e = e
 	e.async = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
@@ -89,16 +91,17 @@ func New(opts Options) *Engine {
 	e.out = newOutbound(e.log, e.env.Getenv)
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
-	if _, err := e.install(base, nil); err != nil {
+	if _, err := e.install(base, runtimeRules{}); err != nil {
 		// Rule files found through the default rules.paths do not load:
 		// report them and start without them rather than not at all.
 		e.log.Logf(logging.Error, "%v; starting without rule files", err)
-		base = config.Merge(base, config.Tree{"rules": config.Tree{"paths": []any{}}})
-		if _, err := e.install(base, nil); err != nil {
+		base = config.Merge(base, config.Tree{"rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
+		if _, err := e.install(base, runtimeRules{}); err != nil {
 			panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
 		}
 	}
 	e.base.Store(&base)
+	e.firePluginEvents(nil, e.current.Load())
 	return e
 }
 
@@ -214,6 +217,13 @@ func (e *Engine) UnregisterTool(name string) error {
 	}
 	e.log.Logf(logging.Info, "tool %q unregistered", name)
 	return nil
+}
+
+// Close stops what the engine runs in the background of its own accord
+// (the rule watcher) and waits for it. The engine still serves calls; a
+// configuration change that watches starts the watcher again.
+func (e *Engine) Close() {
+	e.watcher.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

@@ -59,6 +59,10 @@ type Engine interface {
 	ListRules(trigger string) ([]byte, error)
 	// TestRules runs a rule test file (a path or inline TOML).
 	TestRules(ctx context.Context, path string, toml *string) ([]byte, error)
+	// ListPlugins lists the plugins found, enabled or not.
+	ListPlugins() ([]byte, error)
+	// EnablePlugin enables or disables a plugin and returns the listing.
+	EnablePlugin(ctx context.Context, name string, enabled bool) ([]byte, error)
 }
 
 // RulesLoad are rules_load's arguments.
@@ -92,7 +96,8 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Engine != nil {
 		list = append(list, emitEvent(d.Engine), sessionEnd(d.Engine), stateGet(d.Engine), stateSet(d.Engine),
-			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine))
+			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine),
+			pluginsList(d.Engine), pluginEnable(d.Engine))
 	}
 	if d.Models != nil {
 		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))
