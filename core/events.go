@@ -36,7 +36,7 @@ type eventSource struct {
 	payload map[string]any
 	built   map[string]any
 	inNS    map[string]map[string]any // the context as each plugin's rules see it
-	trigger *rules.Trigger // the tool events' rules, looked up at configuration
+	trigger *rules.Trigger            // the tool events' rules, looked up at configuration
 	// Of a tool event: its figures (Name "" when the event is not one; the
 	// same facts the pipeline's quick test read), its arguments and the
 	// request's _meta (both borrowed for the call).

@@ -279,7 +279,9 @@ func (e *Engine) firePluginEvents(old, cur *snapshot) {
 		return m
 	}
 	before, after := loaded(old), loaded(cur)
-	same := func(a, b *plugin) bool { return a != nil && b != nil && a.fingerprint == b.fingerprint && a.dir == b.dir }
+	same := func(a, b *plugin) bool {
+		return a != nil && b != nil && a.fingerprint == b.fingerprint && a.dir == b.dir
+	}
 	if old != nil {
 		for _, p := range old.plugins {
 			if p.enabled && !same(p, after[p.name]) {
