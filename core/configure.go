@@ -56,7 +56,11 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(c)
+	withTools, err := withPluginTools(c, plugins)
+	if err != nil {
+		return nil, err
+	}
+	configured, httpURLs, err := e.compileConfigTools(withTools)
 	if err != nil {
 		return nil, err
 	}

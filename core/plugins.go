@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -51,7 +52,8 @@ type plugin struct {
 	enabled                    bool   // in force: plugin.toml's enabled, or plugin_enable's word
 	enabledBy                  string // "plugin.toml" or "plugin_enable"
 	sources                    []rules.Source
-	scripts                    []string // scripts/*.lua
+	scripts                    []string         // scripts/*.lua
+	tools                      []map[string]any // tools/*.toml's [[tools]], lua_file made absolute
 	fingerprint                [32]byte // of everything read, to tell a plugin edited from one left alone
 }
 
@@ -150,8 +152,93 @@ func readPlugin(m rules.Source) (*plugin, error) {
 		fmt.Fprintf(h, "\x00%s\x00%d\x00", s.Name, len(s.Text))
 		h.Write(s.Text)
 	}
+	toolFiles, _, err := readRuleFiles(dir, dir, []string{"tools/*.toml"}, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range toolFiles {
+		tools, err := readPluginTools(dir, f)
+		if err != nil {
+			return nil, err
+		}
+		p.tools = append(p.tools, tools...)
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", f.Name, len(f.Text))
+		h.Write(f.Text)
+	}
 	copy(p.fingerprint[:], h.Sum(nil))
 	return p, nil
+}
+
+// readPluginTools reads a plugin's tools/NAME.toml: [[tools]] tables as in
+// the configuration, a lua_file relative to the plugin's folder.
+func readPluginTools(dir string, f rules.Source) ([]map[string]any, error) {
+	var doc struct {
+		Tools []map[string]any `toml:"tools"`
+	}
+	if ps := decodeManifest(f.Name, f.Text, &doc); ps != nil {
+		return nil, ps
+	}
+	for i, m := range doc.Tools {
+		d, code, err := config.SplitToolEntry(m)
+		if err != nil {
+			return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i), Message: err.Error()}}
+		}
+		if code.LuaFile != nil && !filepath.IsAbs(*code.LuaFile) {
+			path := filepath.Join(dir, *code.LuaFile)
+			if !within(dir, path) {
+				return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i),
+					Message: fmt.Sprintf("tool %q: lua_file %q leaves the plugin's folder", d.Name, *code.LuaFile)}}
+			}
+			m["lua_file"] = path
+		}
+	}
+	return doc.Tools, nil
+}
+
+// lineOfNth is the line of the n-th (from 0) line starting with prefix.
+func lineOfNth(text []byte, prefix string, n int) int {
+	for i, line := range bytes.Split(text, []byte("\n")) {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte(prefix)) {
+			if n == 0 {
+				return i + 1
+			}
+			n--
+		}
+	}
+	return 1
+}
+
+// withPluginTools is c with the tools of its enabled plugins after its
+// own [[tools]], for compileConfigTools (c itself when there are none). A
+// name declared twice is a problem.
+func withPluginTools(c *config.Config, plugins []*plugin) (*config.Config, error) {
+	var extra []map[string]any
+	names := map[string]string{}
+	for _, m := range c.Tools {
+		if d, _, err := config.SplitToolEntry(m); err == nil {
+			names[d.Name] = "the configuration"
+		}
+	}
+	for _, p := range plugins {
+		if !p.enabled {
+			continue
+		}
+		for _, m := range p.tools {
+			d, _, _ := config.SplitToolEntry(m) // checked when read
+			if first, dup := names[d.Name]; dup {
+				return nil, protocol.Problems{{File: filepath.Join(p.dir, "tools"),
+					Message: fmt.Sprintf("tool %q of plugin %q is declared by %s too", d.Name, p.name, first)}}
+			}
+			names[d.Name] = "plugin " + strconv.Quote(p.name)
+			extra = append(extra, m)
+		}
+	}
+	if len(extra) == 0 {
+		return c, nil
+	}
+	with := *c
+	with.Tools = append(append([]map[string]any(nil), c.Tools...), extra...)
+	return &with, nil
 }
 
 // decodeManifest reads plugin.toml strictly: an unknown key or a value of

@@ -237,3 +237,42 @@ priority = "low"
 	expectEq(t, "every rule evaluated, matched or not", strings.Join(got, " | "),
 		"evaluating first of order.placed | first | evaluating second of order.placed")
 }
+
+func TestPlugins_tools(t *testing.T) {
+	dir := pluginProject(t)
+	writeTree(t, dir, map[string]string{
+		"plugins/alpha/tools/greet.toml": `[[tools]]
+name = "alpha_greet"
+description = "Greets"
+lua_file = "scripts/greet.lua"
+
+[[tools]]
+name = "alpha_shout"
+lua = "return function(args) return string.upper(args.text) end"
+`,
+		"plugins/alpha/scripts/greet.lua": "return function(args) return \"hello, \" .. args.name end\n",
+	})
+	var buf syncBuffer
+	e := pluginEngine(t, dir, &buf)
+	expectEq(t, "a plugin's tool from a file", evalString(t, e, `{"tool":"alpha_greet","arguments":{"name":"Ada"}}`),
+		`{"status":"success","tool":"alpha_greet","result":"hello, Ada"}`)
+	expectEq(t, "a plugin's inline tool", evalString(t, e, `{"tool":"alpha_shout","arguments":{"text":"hi"}}`),
+		`{"status":"success","tool":"alpha_shout","result":"HI"}`)
+	evalString(t, e, `{"tool":"plugin_enable","arguments":{"name":"alpha","enabled":false}}`)
+	if out := evalString(t, e, `{"tool":"alpha_greet","arguments":{"name":"Ada"}}`); !strings.Contains(out, `"error":"unknown_tool"`) {
+		t.Fatalf("the tool of a disabled plugin: %s", out)
+	}
+	evalString(t, e, `{"tool":"plugin_enable","arguments":{"name":"alpha","enabled":true}}`)
+
+	// A tool declared by the configuration and a plugin is refused.
+	out := e.Configure([]byte("[[tools]]\nname = \"alpha_shout\"\nlua = \"return 1\"\n"))
+	if !strings.Contains(string(out), `tool \"alpha_shout\" of plugin \"alpha\" is declared by the configuration too`) {
+		t.Fatalf("a tool declared twice: %s", out)
+	}
+	// A lua_file may not leave the plugin's folder.
+	writeTree(t, dir, map[string]string{"plugins/alpha/tools/bad.toml": "[[tools]]\nname = \"x\"\nlua_file = \"../../rules/life.toml\"\n"})
+	out = []byte(evalString(t, e, `{"tool":"rules_load"}`))
+	if !strings.Contains(string(out), `bad.toml:1: tool \"x\": lua_file \"../../rules/life.toml\" leaves the plugin's folder`) {
+		t.Fatalf("a lua_file outside the plugin: %s", out)
+	}
+}

@@ -76,6 +76,7 @@ func watchedBy(c *config.Config, set *rules.Set, runtime runtimeRules, plugins [
 		add(p.dir)
 		add(filepath.Join(p.dir, "rules"))
 		add(filepath.Join(p.dir, "scripts"))
+		add(filepath.Join(p.dir, "tools"))
 	}
 	var out watchList
 	for d := range seen {
