@@ -54,7 +54,7 @@ type plugin struct {
 	sources                    []rules.Source
 	scripts                    []string         // scripts/*.lua
 	tools                      []map[string]any // tools/*.toml's [[tools]], lua_file made absolute
-	fingerprint                [32]byte // of everything read, to tell a plugin edited from one left alone
+	fingerprint                [32]byte         // of everything read, to tell a plugin edited from one left alone
 }
 
 var pluginName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
