@@ -46,20 +46,20 @@ func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, err
 	return out, nil
 }
 
-func (a adminTools) StateGet(session, key string) ([]byte, bool, error) {
+func (a adminTools) StateGet(session, plugin, key string) ([]byte, bool, error) {
 	st, err := a.e.state.open(a.e.current.Load(), false)
 	if err != nil || st == nil {
 		return nil, false, err
 	}
-	return st.Get(session, key)
+	return st.Get(rules.StateScope(session, plugin), key)
 }
 
-func (a adminTools) StateSet(session, key string, value []byte) error {
+func (a adminTools) StateSet(session, plugin, key string, value []byte) error {
 	st, err := a.e.state.open(a.e.current.Load(), true)
 	if err != nil {
 		return err
 	}
-	return st.Apply([]state.Write{{Scope: session, Key: key, Value: value}})
+	return st.Apply([]state.Write{{Scope: rules.StateScope(session, plugin), Key: key, Value: value}})
 }
 
 // LoadRules serves rules_load: inline rules, more files (inside

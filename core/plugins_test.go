@@ -153,6 +153,9 @@ func TestPlugins_discovered_listed_enabled(t *testing.T) {
 	expectEq(t, "second visit", strings.Join(got, " | "), "project sees nothing | alpha saw 2 | alpha lua sees 1")
 	expectEq(t, "state_get outside the plugin", evalString(t, e, `{"tool":"state_get","arguments":{"key":"count"}}`),
 		`{"status":"success","tool":"state_get","result":{"key":"count","found":false}}`)
+	expectEq(t, "state_get of the plugin", evalString(t, e, `{"tool":"state_get","arguments":{"key":"count","plugin":"alpha"}}`),
+		`{"status":"success","tool":"state_get","result":{"key":"count","found":true,"value":2}}`)
+	evalString(t, e, `{"tool":"state_set","arguments":{"key":"count","plugin":"alpha","value":1}}`)
 
 	// beta enabled: its set_state lands in beta's namespace, not alpha's.
 	out := evalString(t, e, `{"tool":"plugin_enable","arguments":{"name":"beta","enabled":true}}`)
@@ -165,7 +168,9 @@ func TestPlugins_discovered_listed_enabled(t *testing.T) {
 	}
 	emitString(t, e, `{"event":"visit"}`)
 	got = notices(t, emitString(t, e, `{"event":"visit"}`))
-	expectEq(t, "with beta", strings.Join(got, " | "), "project sees nothing | alpha saw 4 | alpha lua sees 3")
+	expectEq(t, "with beta", strings.Join(got, " | "), "project sees nothing | alpha saw 3 | alpha lua sees 2")
+	expectEq(t, "beta's state", evalString(t, e, `{"tool":"state_get","arguments":{"key":"count","plugin":"beta"}}`),
+		`{"status":"success","tool":"state_get","result":{"key":"count","found":true,"value":100}}`)
 
 	// alpha disabled: its rules leave, and it hears its own unload.
 	out = evalString(t, e, `{"tool":"plugin_enable","arguments":{"name":"alpha","enabled":false}}`)

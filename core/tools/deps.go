@@ -49,10 +49,12 @@ type Engine interface {
 	// EndSession emits on_session_end in session, then frees what the
 	// session holds in memory; it returns the emission's result object.
 	EndSession(ctx context.Context, session string) ([]byte, error)
-	// StateGet reads a value of the session's rule state (raw JSON).
-	StateGet(session, key string) (value []byte, found bool, err error)
-	// StateSet stores a raw JSON value in the session's rule state.
-	StateSet(session, key string, value []byte) error
+	// StateGet reads a value of the session's rule state (raw JSON), of
+	// the rules of plugin when not "".
+	StateGet(session, plugin, key string) (value []byte, found bool, err error)
+	// StateSet stores a raw JSON value in the session's rule state, of the
+	// rules of plugin when not "".
+	StateSet(session, plugin, key string, value []byte) error
 	// LoadRules adds or reloads rules and returns the rule listing.
 	LoadRules(ctx context.Context, r RulesLoad) ([]byte, error)
 	// ListRules lists the rules in force, of one trigger when not "".

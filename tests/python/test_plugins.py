@@ -67,6 +67,7 @@ class TestPlugins(ClaraTestCase):
         self.lib.emit("visit")
         # alpha's count is alpha's: the session's own state has none.
         self.assertEqual(self.call("state_get", key="count")["found"], False)
+        self.assertEqual(self.call("state_get", key="count", plugin="alpha")["value"], 1)
 
         # A rule of the project sees beta come and alpha go.
         self.call("rules_load", name="life.toml", toml=LIFE)
