@@ -128,13 +128,12 @@ func relevant(ev fsnotify.Event) bool {
 // ruleWatcher runs the watching goroutine while the configuration in
 // force watches something.
 type ruleWatcher struct {
-	e       *Engine
-	mu      sync.Mutex
-	w       *fsnotify.Watcher // nil when not watching
-	dirs    map[string]bool
-	stop    chan struct{}
-	done    chan struct{}
-	reloads int // reloads done, for tests (under mu)
+	e    *Engine
+	mu   sync.Mutex
+	w    *fsnotify.Watcher // nil when not watching
+	dirs map[string]bool
+	stop chan struct{}
+	done chan struct{}
 }
 
 // sync makes the watcher watch what s's rules came from, starting or
@@ -228,9 +227,6 @@ func (rw *ruleWatcher) loop(w *fsnotify.Watcher, stop, done chan struct{}) {
 			default:
 			}
 			rw.e.reloadRules()
-			rw.mu.Lock()
-			rw.reloads++
-			rw.mu.Unlock()
 		}
 	}
 }
