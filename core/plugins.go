@@ -73,6 +73,13 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 		patterns[i] = strings.TrimRight(p, "/") + "/plugin.toml"
 	}
 	manifests, _, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, patterns, false)
+	if ps, ok := asProblems(err); ok {
+		for i := range ps { // a pattern's problem is plugins.paths'
+			if ps[i].File == "rules.paths" {
+				ps[i].File = "plugins.paths"
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -274,6 +274,10 @@ lua = "return function(args) return string.upper(args.text) end"
 	if !strings.Contains(string(out), `tool \"alpha_shout\" of plugin \"alpha\" is declared by the configuration too`) {
 		t.Fatalf("a tool declared twice: %s", out)
 	}
+	// A pattern may not leave project_root.
+	if out := string(e.Configure([]byte("[plugins]\npaths = [\"../*\"]\n"))); !strings.Contains(out, `plugins.paths: \"../*/plugin.toml\" leaves project_root`) {
+		t.Fatalf("plugins.paths outside project_root: %s", out)
+	}
 	// A lua_file may not leave the plugin's folder.
 	writeTree(t, dir, map[string]string{"plugins/alpha/tools/bad.toml": "[[tools]]\nname = \"x\"\nlua_file = \"../../rules/life.toml\"\n"})
 	out = []byte(evalString(t, e, `{"tool":"rules_load"}`))
