@@ -8,9 +8,8 @@
 // reach; admin.go serves the administrative tools; configure.go installs a
 // configuration; callbackhost.go, configtools.go, rulefiles.go and
 // statestore.go wire callbacks, configured tools, rule files and state;
-// plugins.go finds plugin folders; rulewatch.go runs the one goroutine the
-// package starts of its own accord, the rule watcher (rules.watch), which
-// Close stops.
+// plugins.go finds plugin folders; rulewatch.go runs the rule watcher's
+// goroutine (rules.watch), which Close stops.
 //
 // An Engine is safe for concurrent use. The call path takes no lock: the
 // configuration in force and the tool registry are immutable snapshots
