@@ -155,7 +155,15 @@ func (rw *ruleWatcher) sync(s *snapshot) {
 		rw.w, rw.dirs = w, map[string]bool{}
 		rw.stop, rw.done = make(chan struct{}), make(chan struct{})
 		stop, done := rw.stop, rw.done
-		rw.e.Go("rule watcher", func() { rw.loop(w, stop, done) })
+		rw.e.Go("rule watcher", func() {
+			defer close(done)
+			defer w.Close()
+			timer := time.NewTimer(time.Hour)
+			timer.Stop()
+			defer timer.Stop()
+			debounce(w.Events, w.Errors, stop, realTimer{timer}, rw.e.reloadRules,
+				func(err error) { rw.e.log.Logf(logging.Warn, "rules.watch: %v", err) })
+		})
 	}
 	want := map[string]bool{}
 	for _, d := range s.watched.dirs {
@@ -197,39 +205,47 @@ func (rw *ruleWatcher) close() {
 	}
 }
 
-// loop waits for changes, lets them settle for reloadDelay, and reloads.
-func (rw *ruleWatcher) loop(w *fsnotify.Watcher, stop, done chan struct{}) {
-	defer close(done)
-	defer w.Close()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+// debounce waits for changes, lets them settle (each relevant change
+// restarts the timer), and reloads once the timer fires, until stop.
+func debounce(events <-chan fsnotify.Event, errs <-chan error, stop <-chan struct{}, timer debounceTimer, reload func(), warn func(error)) {
 	for {
 		select {
 		case <-stop:
 			return
-		case ev, ok := <-w.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
 			if relevant(ev) {
 				timer.Reset(reloadDelay) // a later change restarts the wait
 			}
-		case err, ok := <-w.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}
-			rw.e.log.Logf(logging.Warn, "rules.watch: %v", err)
-		case <-timer.C:
+			warn(err)
+		case <-timer.C():
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			rw.e.reloadRules()
+			reload()
 		}
 	}
 }
+
+// debounceTimer is the wait between a change and its reload: a
+// time.Timer, or a test's.
+type debounceTimer interface {
+	Reset(d time.Duration)
+	C() <-chan time.Time
+}
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) Reset(d time.Duration) { r.t.Reset(d) }
+func (r realTimer) C() <-chan time.Time   { return r.t.C }
 
 // reloadRules reads the rule files, scripts and plugins of the
 // configuration in force again, as rules_load with no argument does, and
