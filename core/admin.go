@@ -47,20 +47,20 @@ func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, err
 	return out, nil
 }
 
-func (a adminTools) StateGet(session, key string) ([]byte, bool, error) {
+func (a adminTools) StateGet(session, plugin, key string) ([]byte, bool, error) {
 	st, err := a.e.state.open(a.e.current.Load(), false)
 	if err != nil || st == nil {
 		return nil, false, err
 	}
-	return st.Get(session, key)
+	return st.Get(rules.StateScope(session, plugin), key)
 }
 
-func (a adminTools) StateSet(session, key string, value []byte) error {
+func (a adminTools) StateSet(session, plugin, key string, value []byte) error {
 	st, err := a.e.state.open(a.e.current.Load(), true)
 	if err != nil {
 		return err
 	}
-	return st.Apply([]state.Write{{Scope: session, Key: key, Value: value}})
+	return st.Apply([]state.Write{{Scope: rules.StateScope(session, plugin), Key: key, Value: value}})
 }
 
 // LoadRules serves rules_load: inline rules, more files (inside
@@ -70,6 +70,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 	e := a.e
 	root := e.current.Load().config.ProjectRoot
 	var added []ruleSource
+	var files []string // the sources read from files, which a reload reads again
 	if r.TOML != nil {
 		name := r.Name
 		if name == "" {
@@ -79,17 +80,20 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root})
 	}
 	if len(r.Paths) > 0 {
-		files, unmatched, err := readRuleFiles(root, root, r.Paths, true)
+		read, unmatched, err := readRuleFiles(root, root, r.Paths, true)
 		if err != nil {
 			return nil, loadRefusal(err, "rules_load: ", "")
 		}
 		if len(unmatched) > 0 {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_load: no file matches %q", unmatched)
 		}
-		added = append(added, files...)
+		added = append(added, read...)
+		for _, f := range read {
+			files = append(files, f.Name)
+		}
 	}
-	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) {
-		return cur.tree, withSources(cur.runtime, added)
+	left, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
+		return cur.tree, cur.runtime.withSources(added, files)
 	}, nil)
 	retire(left)
 	if err != nil {
@@ -98,21 +102,66 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 	return a.ListRules("")
 }
 
-// withSources is list with each of added put in place of the source of the
-// same name, or after the others.
-func withSources(list, added []ruleSource) []ruleSource {
-	out := append([]ruleSource(nil), list...)
+// runtimeRules is what was added at run time: rules_load's sources and
+// plugin_enable's choices. Immutable: each change makes a new one.
+type runtimeRules struct {
+	sources []ruleSource
+	files   map[string]bool // the sources read from files (a reload reads them again)
+	enabled map[string]bool // plugin name -> enabled, as plugin_enable said
+}
+
+// withSources is r with each of added put in place of the source of the
+// same name, or after the others; files are the names of those read from
+// files.
+func (r runtimeRules) withSources(added []ruleSource, files []string) runtimeRules {
+	out := runtimeRules{sources: append([]ruleSource(nil), r.sources...), files: map[string]bool{}, enabled: r.enabled}
+	for k := range r.files {
+		out.files[k] = true
+	}
 next:
 	for _, src := range added {
-		for i := range out {
-			if out[i].Name == src.Name {
-				out[i] = src
+		delete(out.files, src.Name)
+		for i := range out.sources {
+			if out.sources[i].Name == src.Name {
+				out.sources[i] = src
 				continue next
 			}
 		}
-		out = append(out, src)
+		out.sources = append(out.sources, src)
+	}
+	for _, f := range files {
+		out.files[f] = true
 	}
 	return out
+}
+
+// withEnabled is r with plugin name enabled or not.
+func (r runtimeRules) withEnabled(name string, on bool) runtimeRules {
+	out := r
+	out.enabled = map[string]bool{name: on}
+	for k, v := range r.enabled {
+		if k != name {
+			out.enabled[k] = v
+		}
+	}
+	return out
+}
+
+// reread is r with the sources read from files read again, for a reload.
+func (r runtimeRules) reread() (runtimeRules, error) {
+	out := r
+	out.sources = append([]ruleSource(nil), r.sources...)
+	for i, src := range out.sources {
+		if !r.files[src.Name] {
+			continue
+		}
+		text, err := readRegularFile(src.Name, maxRuleFile)
+		if err != nil {
+			return r, protocol.Problems{{File: src.Name, Message: err.Error()}}
+		}
+		out.sources[i].Text = text
+	}
+	return out, nil
 }
 
 // loadRefusal is rules_load's and rules_test's invalid_args error, with

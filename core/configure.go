@@ -26,8 +26,13 @@ type snapshot struct {
 	host     *ruleHost       // what the rules of this configuration reach
 	// The rules of the tool pipeline's events, nil when none watch them.
 	onToolCall, onToolComplete, onToolFailure *rules.Trigger
-	// The rules added at run time (rules_load), kept across changes.
-	runtime []ruleSource
+	// What rules_load and plugin_enable added at run time, kept across
+	// changes.
+	runtime runtimeRules
+	// The plugins plugins.paths found, enabled or not, in load order.
+	plugins []*plugin
+	// The files and folders the rules in force came from, for the watcher.
+	watched watchList
 	// Configured rule paths that matched no file, for rules_list.
 	unmatched []string
 	// The outbound side: the model, the evaluator, the client's allowlist.
@@ -45,13 +50,17 @@ type prepared struct {
 
 // prepare reads and compiles what configuration t needs, with runtime as
 // the rules added at run time. It changes nothing.
-func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error) {
+func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error) {
 	c := config.Build(t)
-	set, unmatched, err := e.loadRules(c, runtime)
+	set, unmatched, plugins, err := e.loadRules(c, runtime)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(c)
+	withTools, err := withPluginTools(c, plugins)
+	if err != nil {
+		return nil, err
+	}
+	configured, httpURLs, err := e.compileConfigTools(withTools)
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +82,10 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 		rules:     set,
 		runtime:   runtime,
 		unmatched: unmatched,
+		plugins:   plugins,
 		models:    m,
 	}
+	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
 	remote, err := e.prepareRemote(c) // last: it may start servers
@@ -98,6 +109,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	e.watcher.sync(p.snap)
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.
 	if !sameStrings(p.snap.config.Rules.Paths, defaultRulePaths()) {
@@ -109,7 +121,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 }
 
 // install prepares and commits t. Called with e.admin held.
-func (e *Engine) install(t config.Tree, runtime []ruleSource) ([]*toolbox.Tool, error) {
+func (e *Engine) install(t config.Tree, runtime runtimeRules) ([]*toolbox.Tool, error) {
 	p, err := e.prepare(t, runtime)
 	if err != nil {
 		return nil, err
@@ -121,8 +133,9 @@ func (e *Engine) install(t config.Tree, runtime []ruleSource) ([]*toolbox.Tool, 
 // without the lock, and commits it under the lock if nothing changed
 // meanwhile (next is then called again on the newer configuration). After a
 // few collisions with other changes it prepares under the lock. after, when
-// not nil, runs under the lock once the change is in force.
-func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), after func()) ([]*toolbox.Tool, error) {
+// not nil, runs under the lock once the change is in force. Once the lock
+// is let go, the plugins that left or came fire their events.
+func (e *Engine) change(next func(cur *snapshot) (config.Tree, runtimeRules), after func()) ([]*toolbox.Tool, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		cur := e.current.Load()
 		p, err := e.prepare(next(cur))
@@ -133,18 +146,27 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, []ruleSource), af
 		if e.current.Load() == cur {
 			left, err := e.commitThen(p, after)
 			e.admin.Unlock()
+			if err == nil {
+				e.firePluginEvents(cur, p.snap)
+			}
 			return left, err
 		}
 		e.admin.Unlock()
 		e.discard(p)
 	}
 	e.admin.Lock()
-	defer e.admin.Unlock()
-	p, err := e.prepare(next(e.current.Load()))
+	cur := e.current.Load()
+	p, err := e.prepare(next(cur))
 	if err != nil {
+		e.admin.Unlock()
 		return nil, err
 	}
-	return e.commitThen(p, after)
+	left, err := e.commitThen(p, after)
+	e.admin.Unlock()
+	if err == nil {
+		e.firePluginEvents(cur, p.snap)
+	}
+	return left, err
 }
 
 // discard lets go of what a prepared configuration started but that will
@@ -201,11 +223,11 @@ func (e *Engine) configure(text []byte) []byte {
 // installs it, applying its one-shot clear.
 func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, error) {
 	var clear []string
-	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) {
+	left, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
 		merged := config.Merge(cur.tree, over)
 		clear = config.Build(merged).Clear
 		if contains(clear, config.ClearRules) {
-			return merged, nil
+			return merged, runtimeRules{}
 		}
 		return merged, cur.runtime
 	}, func() {
@@ -268,7 +290,7 @@ func (e *Engine) setBase(text []byte, source string) error {
 	}
 	base := config.Merge(config.Defaults(), over)
 	kept := config.WithoutOneShots(base)
-	left, err := e.change(func(cur *snapshot) (config.Tree, []ruleSource) { return base, cur.runtime },
+	left, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) { return base, cur.runtime },
 		func() { e.base.Store(&kept) })
 	retire(left)
 	if err != nil {
@@ -306,16 +328,16 @@ func (e *Engine) reset() []byte {
 	left, _ := e.tools.Swap(func(t *toolbox.Tool) bool { return !t.Builtin }, nil)
 	e.forgetRemote()
 	var base config.Tree
-	more, err := e.change(func(*snapshot) (config.Tree, []ruleSource) { base = *e.base.Load(); return base, nil },
+	more, err := e.change(func(*snapshot) (config.Tree, runtimeRules) { base = *e.base.Load(); return base, runtimeRules{} },
 		e.forgetSessions)
 	if err != nil {
 		// The audit file or rule files on disk may have become unusable;
 		// run without them rather than keep a configuration the caller
 		// asked to leave.
 		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
-		more, _ = e.change(func(*snapshot) (config.Tree, []ruleSource) {
-			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}})
-			return base, nil
+		more, _ = e.change(func(*snapshot) (config.Tree, runtimeRules) {
+			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
+			return base, runtimeRules{}
 		}, e.forgetSessions)
 	}
 	retire(append(left, more...))

@@ -7,7 +7,9 @@
 // events.go and emit.go fire rules; rulehost.go is what rules and scripts
 // reach; admin.go serves the administrative tools; configure.go installs a
 // configuration; callbackhost.go, configtools.go, rulefiles.go and
-// statestore.go wire callbacks, configured tools, rule files and state.
+// statestore.go wire callbacks, configured tools, rule files and state;
+// plugins.go finds plugin folders; rulewatch.go runs the rule watcher's
+// goroutine (rules.watch), which Close stops.
 //
 // An Engine is safe for concurrent use. The call path takes no lock: the
 // configuration in force and the tool registry are immutable snapshots
@@ -47,6 +49,7 @@ type Engine struct {
 	input    inputHost     // the host's input handler (ask_user)
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
+	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
 	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -83,6 +86,7 @@ func New(opts Options) *Engine {
 	e.audit = toolbox.NewAudit(e.log)
 	e.state.log = e.log
 	e.cb.engine = e
+	e.watcher.e = e
 	e.async = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
@@ -90,16 +94,17 @@ func New(opts Options) *Engine {
 	e.out = newOutbound(e.log, e.env.Getenv)
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
-	if _, err := e.install(base, nil); err != nil {
+	if _, err := e.install(base, runtimeRules{}); err != nil {
 		// Rule files found through the default rules.paths do not load:
 		// report them and start without them rather than not at all.
 		e.log.Logf(logging.Error, "%v; starting without rule files", err)
-		base = config.Merge(base, config.Tree{"rules": config.Tree{"paths": []any{}}})
-		if _, err := e.install(base, nil); err != nil {
+		base = config.Merge(base, config.Tree{"rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
+		if _, err := e.install(base, runtimeRules{}); err != nil {
 			panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
 		}
 	}
 	e.base.Store(&base)
+	e.firePluginEvents(nil, e.current.Load())
 	return e
 }
 
@@ -215,6 +220,13 @@ func (e *Engine) UnregisterTool(name string) error {
 	}
 	e.log.Logf(logging.Info, "tool %q unregistered", name)
 	return nil
+}
+
+// Close stops what the engine runs in the background of its own accord
+// (the rule watcher) and waits for it. The engine still serves calls; a
+// configuration change that watches starts the watcher again.
+func (e *Engine) Close() {
+	e.watcher.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

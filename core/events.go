@@ -35,7 +35,8 @@ type eventSource struct {
 	session string
 	payload map[string]any
 	built   map[string]any
-	trigger *rules.Trigger // the tool events' rules, looked up at configuration
+	inNS    map[string]map[string]any // the context as each plugin's rules see it
+	trigger *rules.Trigger            // the tool events' rules, looked up at configuration
 	// Of a tool event: its figures (Name "" when the event is not one; the
 	// same facts the pipeline's quick test read), its arguments and the
 	// request's _meta (both borrowed for the call).
@@ -127,6 +128,28 @@ func (src *eventSource) Context() map[string]any {
 	}
 	src.built = ctx
 	return ctx
+}
+
+// ContextIn is the context a plugin's rules see: context.state is the
+// plugin's own state in the session.
+func (src *eventSource) ContextIn(namespace string) map[string]any {
+	base := src.Context()
+	if !src.needs.State {
+		return base
+	}
+	if c, ok := src.inNS[namespace]; ok {
+		return c
+	}
+	c := make(map[string]any, len(base))
+	for k, v := range base {
+		c[k] = v
+	}
+	c["state"] = src.e.state.scope(src.s, rules.StateScope(src.session, namespace))
+	if src.inNS == nil {
+		src.inNS = map[string]map[string]any{}
+	}
+	src.inNS[namespace] = c
+	return c
 }
 
 // toolInfo is context.tool for the on_tool_* events; the arguments are

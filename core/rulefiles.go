@@ -30,22 +30,29 @@ const (
 
 // loadRules compiles the rule set a configuration asks for. It also
 // returns the configured patterns that matched no file.
-func (e *Engine) loadRules(c *config.Config, runtime []ruleSource) (*rules.Set, []string, error) {
+// The plugins' rules come after the configured files, the rules added at
+// run time last. It also returns the plugins found, enabled or not.
+func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, []string, []*plugin, error) {
 	var sources []rules.Source
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
 	}
 	files, unmatched, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sources = append(sources, files...)
-	sources = append(sources, runtime...)
+	plugins, err := discoverPlugins(c, runtime.enabled)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sources = append(sources, pluginSources(plugins)...)
+	sources = append(sources, runtime.sources...)
 	set, err := rules.Load(sources, c.Rules.Thresholds.Map())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return set, unmatched, nil
+	return set, unmatched, plugins, nil
 }
 
 // readRuleFiles reads the files matching patterns, sorted. A relative

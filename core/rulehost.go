@@ -36,7 +36,7 @@ func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
 	}
 	ws := make([]state.Write, len(writes))
 	for i, w := range writes {
-		ws[i] = state.Write{Scope: session, Key: w.Key, Value: w.Value}
+		ws[i] = state.Write{Scope: rules.StateScope(session, w.Namespace), Key: w.Key, Value: w.Value}
 	}
 	return st.Apply(ws)
 }

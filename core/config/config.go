@@ -15,11 +15,12 @@ type Config struct {
 	// Clear is what one clara_configure call forgets; never kept.
 	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
 
-	Limits Limits `key:"limits" doc:"Default limits of tool calls and requests."`
-	Policy Policy `key:"policy" doc:"The configuration's layer of tool policy."`
-	Audit  Audit  `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
-	Rules  Rules  `key:"rules" doc:"The rule engine."`
-	Async  Async  `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+	Limits  Limits  `key:"limits" doc:"Default limits of tool calls and requests."`
+	Policy  Policy  `key:"policy" doc:"The configuration's layer of tool policy."`
+	Audit   Audit   `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Rules   Rules   `key:"rules" doc:"The rule engine."`
+	Plugins Plugins `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
+	Async   Async   `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
@@ -101,7 +102,13 @@ type Rules struct {
 	// tools.
 	WatchAdminTools bool       `key:"watch_admin_tools" default:"false" doc:"true lets on_tool_call rules deny the administrative tools too; false keeps rules_load, session_policy and the other administrative tools out of their reach, so that a rule cannot lock the host out."`
 	MaxEmissions    int        `key:"max_emissions" default:"1000" min:"1" max:"1000000" doc:"The most events one emission may set off, counting every event its rules emit (emit_event) however deep: past it the rest are refused with an error in the answer."`
+	Watch           bool       `key:"watch" default:"true" doc:"true: the rule files, their Lua scripts and the plugins in force are watched, and a change reloads them (as rules_load does: a broken file keeps the rules in force and logs where it is broken). Only with a state_dir: \"\" (an engine without a disk of its own) watches nothing."`
 	Thresholds      Thresholds `key:"thresholds" doc:"What rules see as thresholds.NAME: the built-in rules' settings, and any number a project's own rules read."`
+}
+
+// Plugins is the [plugins] table.
+type Plugins struct {
+	Paths []string `key:"paths" default:"['plugins/*']" doc:"Plugin folders: glob patterns relative to project_root; each folder holding a plugin.toml is a plugin, its rules in rules/*.toml and its scripts in scripts/*.lua."`
 }
 
 // Thresholds is the [rules.thresholds] table.

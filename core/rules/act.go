@@ -167,7 +167,7 @@ func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
 		case ActLog:
 			e.log(rule, x, rec)
 		case ActSetState:
-			e.setState(x, rec)
+			e.setState(rule, x, rec)
 		case ActDeny:
 			if e.out.Denied == nil {
 				e.out.Denied = &Denial{Rule: rule.ID, Reason: x.text}
@@ -205,13 +205,13 @@ func (e *emission) log(rule *Rule, x *rendered, rec *ActionRecord) {
 }
 
 // setState adds the write to the emission's, which commit at its end.
-func (e *emission) setState(x *rendered, rec *ActionRecord) {
+func (e *emission) setState(rule *Rule, x *rendered, rec *ActionRecord) {
 	b, err := json.Marshal(x.value)
 	if err != nil {
 		rec.Error = err.Error()
 		return
 	}
-	e.writes = append(e.writes, StateWrite{Key: x.a.key, Value: b})
+	e.writes = append(e.writes, StateWrite{Key: x.a.key, Value: b, Namespace: rule.Namespace})
 	rec.Key, rec.Value = x.a.key, x.value
 }
 

@@ -36,6 +36,20 @@ type Event struct {
 type StateWrite struct {
 	Key   string
 	Value []byte // JSON
+	// Namespace is the plugin of the rule that wrote it ("" for none):
+	// the host keeps it in StateScope(session, Namespace).
+	Namespace string
+}
+
+// BeforeRuleEval is the event emitted before each rule is evaluated, when
+// a rule watches it (the payload names the rule: rule, trigger, plugin,
+// file, line).
+const BeforeRuleEval = "before_rule_eval"
+
+// NamespacedSource is a ContextSource that can give the context a
+// plugin's rules see: context.state is then the plugin's state.
+type NamespacedSource interface {
+	ContextIn(namespace string) map[string]any
 }
 
 // Host is what Fire needs from the engine. Called from the goroutine that
@@ -148,6 +162,7 @@ type runner struct {
 	mem     memBudget      // bytes built (budget.go)
 	scratch []byte         // where templates render (template.render)
 	script  ruleScriptHost // what the emission's scripts reach, passed by pointer
+	ns      string         // the namespace env.Context was made for
 }
 
 // exprEnv is what expressions see. A struct, not a map: expr reads its
@@ -230,7 +245,11 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 		}
 		return e.ev.Context.Lookup(o.path)
 	}
+	before := s.beforeEval && ev.Name != BeforeRuleEval
 	for _, rule := range candidates {
+		if before {
+			e.beforeRuleEval(rule)
+		}
 		if e.fireRule(rule, resolve) {
 			break
 		}
@@ -258,21 +277,62 @@ type emission struct {
 	slots  []slotValue
 	writes []StateWrite // the set_state writes of the rules fired so far
 	slab   recSlab      // where the action records are made
+	ns     string       // the namespace of the rule being tried
 }
 
 // runner is the emission's expression runner, made on first use.
 func (e *emission) runner() *runner {
 	if e.r == nil {
 		e.r = runners.Get().(*runner)
-		e.r.env = exprEnv{Context: e.ev.Context.Context(), Thresholds: e.set.thresholds}
+		e.r.env = exprEnv{Context: e.contextIn(e.ns), Thresholds: e.set.thresholds}
+		e.r.ns = e.ns
+	} else if e.r.ns != e.ns { // a rule of another plugin: its own state
+		e.r.env.Context, e.r.ns = e.contextIn(e.ns), e.ns
 	}
 	return e.r
+}
+
+// contextIn is the event's context as the rules of namespace see it.
+func (e *emission) contextIn(namespace string) map[string]any {
+	if namespace != "" {
+		if ns, ok := e.ev.Context.(NamespacedSource); ok {
+			return ns.ContextIn(namespace)
+		}
+	}
+	return e.ev.Context.Context()
+}
+
+// beforeRuleEval emits before_rule_eval for the rule about to be tried,
+// through the host as a chained event, and takes in what its rules did.
+func (e *emission) beforeRuleEval(rule *Rule) {
+	if e.ev.Depth+1 >= MaxChainDepth {
+		return
+	}
+	payload := map[string]any{"rule": rule.ID, "description": rule.Description, "trigger": e.ev.Name,
+		"plugin": rule.Namespace, "file": rule.File, "line": rule.Line}
+	child, err := e.host.Chain(e.ctx, e.ev.Session, BeforeRuleEval, payload, e.ev.Depth+1, e.ev.Trace)
+	if err != nil {
+		e.host.Log(logging.Warn, fmt.Sprintf("rule %q: %s: %v", rule.ID, BeforeRuleEval, err))
+		return
+	}
+	if child == nil || (len(child.Fired) == 0 && len(child.Notices) == 0 && len(child.Trace) == 0) {
+		return
+	}
+	e.outcome()
+	for _, cf := range child.Fired {
+		if cf.Event == "" {
+			cf.Event = BeforeRuleEval
+		}
+		e.out.Fired = append(e.out.Fired, cf)
+	}
+	e.out.Notices = append(e.out.Notices, child.Notices...)
+	e.out.Trace = append(e.out.Trace, child.Trace...)
 }
 
 // release gives the runner back to the pool, holding nothing of the event.
 func (e *emission) release() {
 	if e.r != nil {
-		e.r.env, e.r.script = exprEnv{}, ruleScriptHost{}
+		e.r.env, e.r.script, e.r.ns = exprEnv{}, ruleScriptHost{}, ""
 		runners.Put(e.r)
 	}
 }
@@ -284,6 +344,7 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	if e.ev.Trace {
 		start = time.Now()
 	}
+	e.ns = rule.Namespace
 	var v verdict
 	e.evaluate(rule, resolve, &v)
 	if !v.matched && !e.ev.Trace {

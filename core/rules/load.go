@@ -34,6 +34,9 @@ type Source struct {
 	// Dir is where the Lua script paths of its rules (script = "x.lua")
 	// are resolved; "" is the directory of Name.
 	Dir string
+	// Namespace is the plugin the rules belong to ("" for none): their
+	// set_state keys, context.state and Lua's state.get live in it.
+	Namespace string
 }
 
 // The shapes of a rule file (SPEC §7.1): one rule in [rule] with top-level
@@ -122,6 +125,7 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 		rules, errs := c.loadSource(src)
 		problems = append(problems, errs...)
 		for _, r := range rules {
+			r.Namespace = src.Namespace
 			if prev, dup := seen[r.ID]; dup {
 				problems = append(problems, protocol.Problem{File: r.File, Line: r.Line,
 					Message: fmt.Sprintf("rule %q is defined twice (first at %s:%d)", r.ID, prev.File, prev.Line)})

@@ -153,10 +153,11 @@ func luaTruthy(v any) bool {
 type ruleScriptHost struct {
 	host    Host
 	session string
+	scope   string // where state.get reads: StateScope(session, the rule's namespace)
 }
 
 func (h ruleScriptHost) StateGet(key string) (any, bool, error) {
-	return h.host.StateGet(h.session, key)
+	return h.host.StateGet(h.scope, key)
 }
 
 func (h ruleScriptHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
@@ -170,7 +171,7 @@ func (h ruleScriptHost) Log(level, message string) { h.host.Log(logging.MessageL
 // unlike a value, goes into the interface without an allocation (the
 // script does not keep it after its run).
 func (r *runner) runLua(ctx context.Context, s *rulelua.Script, session string, host Host) (rulelua.Result, error) {
-	r.script = ruleScriptHost{host: host, session: session}
+	r.script = ruleScriptHost{host: host, session: session, scope: StateScope(session, r.ns)}
 	return s.Run(ctx, r.env.Context, &r.script)
 }
 

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ type Rule struct {
 	File        string
 	Line        int
 	CondSource  string // "" when the rule has no condition (it always matches)
+	Namespace   string // the plugin of the rule, "" for none (Source.Namespace)
 
 	cond         *vm.Program
 	condExpr     string       // the condition as expr reads it (a Python one translated)
@@ -45,6 +47,9 @@ type Set struct {
 	// bound at load: simple conditions have them folded in.
 	thresholds map[string]any
 	slots      int // distinct context paths of simple conditions and guards
+	// beforeEval: a rule watches before_rule_eval, so every rule evaluated
+	// emits it first (no rule watching it, no cost).
+	beforeEval bool
 }
 
 // bindSet makes the Set of rules (which it owns from then on) with
@@ -247,6 +252,7 @@ func newSet(rules []*Rule) *Set {
 		}
 		s.needs[r.Trigger] = s.needs[r.Trigger].or(n)
 	}
+	s.beforeEval = len(s.byTrigger[BeforeRuleEval]) > 0
 	for _, list := range s.byTrigger {
 		sort.SliceStable(list, func(i, j int) bool {
 			if list[i].Priority != list[j].Priority {
@@ -269,3 +275,31 @@ func (s *Set) Rules() []*Rule {
 // Watches reports whether any rule has this trigger (so the caller can skip
 // building an event nobody reads).
 func (s *Set) Watches(trigger string) bool { return s != nil && len(s.byTrigger[trigger]) > 0 }
+
+// ScriptFiles returns the Lua script files the rule's condition and
+// actions were read from (not inline Lua), for a watcher to watch.
+func (r *Rule) ScriptFiles() []string {
+	var out []string
+	add := func(s *rulelua.Script) {
+		if s == nil {
+			return
+		}
+		if info, err := os.Stat(s.Name()); err == nil && info.Mode().IsRegular() {
+			out = append(out, s.Name())
+		}
+	}
+	add(r.luaCond)
+	for i := range r.actions {
+		add(r.actions[i].script)
+	}
+	return out
+}
+
+// StateScope is where the state of a session's rules of a namespace (a
+// plugin) is kept: the session itself for "", apart from it otherwise.
+func StateScope(session, namespace string) string {
+	if namespace == "" {
+		return session
+	}
+	return "plugin:" + namespace + "/" + session
+}

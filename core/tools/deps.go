@@ -58,16 +58,22 @@ type Engine interface {
 	// EndSession emits on_session_end in session, then frees what the
 	// session holds in memory; it returns the emission's result object.
 	EndSession(ctx context.Context, session string) ([]byte, error)
-	// StateGet reads a value of the session's rule state (raw JSON).
-	StateGet(session, key string) (value []byte, found bool, err error)
-	// StateSet stores a raw JSON value in the session's rule state.
-	StateSet(session, key string, value []byte) error
+	// StateGet reads a value of the session's rule state (raw JSON), of
+	// the rules of plugin when not "".
+	StateGet(session, plugin, key string) (value []byte, found bool, err error)
+	// StateSet stores a raw JSON value in the session's rule state, of the
+	// rules of plugin when not "".
+	StateSet(session, plugin, key string, value []byte) error
 	// LoadRules adds or reloads rules and returns the rule listing.
 	LoadRules(ctx context.Context, r RulesLoad) ([]byte, error)
 	// ListRules lists the rules in force, of one trigger when not "".
 	ListRules(trigger string) ([]byte, error)
 	// TestRules runs a rule test file (a path or inline TOML).
 	TestRules(ctx context.Context, path string, toml *string) ([]byte, error)
+	// ListPlugins lists the plugins found, enabled or not.
+	ListPlugins() ([]byte, error)
+	// EnablePlugin enables or disables a plugin and returns the listing.
+	EnablePlugin(ctx context.Context, name string, enabled bool) ([]byte, error)
 }
 
 // RulesLoad are rules_load's arguments.
@@ -101,7 +107,8 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Engine != nil {
 		list = append(list, emitEvent(d.Engine), sessionEnd(d.Engine), stateGet(d.Engine), stateSet(d.Engine),
-			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine))
+			rulesLoad(d.Engine), rulesList(d.Engine), rulesTest(d.Engine),
+			pluginsList(d.Engine), pluginEnable(d.Engine))
 	}
 	if d.Models != nil {
 		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))

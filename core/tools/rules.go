@@ -50,3 +50,30 @@ func rulesTest(e Engine) toolbox.Builtin {
 			return e.TestRules(ctx, a.Path, a.TOML)
 		}}
 }
+
+func pluginsList(e Engine) toolbox.Builtin {
+	return toolbox.Builtin{Name: "plugins_list", Admin: true,
+		Description:    "Lists the plugins plugins.paths finds (folders with a plugin.toml), enabled or not, in load order, with the ids of their rules in force.",
+		Schema:         `{"type":"object","properties":{},"additionalProperties":false}`,
+		MaxOutputBytes: 16 << 20,
+		Run: func(context.Context, toolbox.Call) ([]byte, error) {
+			return e.ListPlugins()
+		}}
+}
+
+func pluginEnable(e Engine) toolbox.Builtin {
+	return toolbox.Builtin{Name: "plugin_enable", Admin: true,
+		Description:    "Enables or disables a plugin (until a reset): its rules come into force or leave it, firing on_plugin_load or on_plugin_unload. A plugin whose rules do not load leaves the rules in force as they were.",
+		Schema:         `{"type":"object","properties":{"name":{"type":"string","minLength":1},"enabled":{"type":"boolean"}},"required":["name","enabled"],"additionalProperties":false}`,
+		MaxOutputBytes: 16 << 20,
+		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+			var a struct {
+				Name    string `json:"name"`
+				Enabled bool   `json:"enabled"`
+			}
+			if err := json.Unmarshal(call.Arguments, &a); err != nil {
+				return nil, protocol.Errorf(protocol.InvalidArgs, "plugin_enable: %v", err)
+			}
+			return e.EnablePlugin(ctx, a.Name, a.Enabled)
+		}}
+}

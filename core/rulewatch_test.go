@@ -1,0 +1,136 @@
+package core_test
+
+// Hot reload (rules.watch, issue 14): rule files, their Lua scripts and
+// plugins edited on disk reload through the same path as rules_load.
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/logging"
+)
+
+// waitFor polls cond until it holds; the deadline only bounds a failure.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// saveLikeAnEditor writes text to path the way editors save: a new file
+// written beside it, renamed over it, its mode set.
+func saveLikeAnEditor(t testing.TB, path, text string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".save-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func greetRule(message string) string {
+	return "[rule]\nid = \"greet\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"" + message + "\"\n"
+}
+
+func TestHotReload_rulesScriptsAndPlugins(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"rules/greet.toml":       greetRule("v1"),
+		"rules/lua.toml":         "[rule]\nid = \"scripted\"\ntrigger = \"visit\"\n[action]\ntype = \"lua\"\nscript = \"check.lua\"\n",
+		"rules/check.lua":        "notify(\"lua v1\")\n",
+		"plugins/p/plugin.toml":  "name = \"p\"\n",
+		"plugins/p/rules/r.toml": "[rule]\nid = \"plugged\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"plugin v1\"\n",
+	})
+	var buf syncBuffer
+	log := logging.New(func(l logging.Level, m string) { buf.Write([]byte(l.String() + " " + m + "\n")) }, logging.Debug)
+	e := core.New(core.Options{Logger: log})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n[rules]\nbuiltin = false\n")
+	visit := func() string { return strings.Join(notices(t, emitString(t, e, `{"event":"visit"}`)), " | ") }
+	expectEq(t, "before any edit", visit(), "v1 | lua v1 | plugin v1")
+	if on, dirs := e.Watching(); !on || len(dirs) != 4 {
+		t.Fatalf("watching %v: %q", on, dirs) // rules/, plugins/, plugins/p, plugins/p/rules
+	}
+
+	saveLikeAnEditor(t, filepath.Join(dir, "rules", "greet.toml"), greetRule("v2"))
+	waitFor(t, "the edited rule", func() bool { return visit() == "v2 | lua v1 | plugin v1" })
+
+	saveLikeAnEditor(t, filepath.Join(dir, "rules", "check.lua"), "notify(\"lua v2\")\n")
+	waitFor(t, "the edited script", func() bool { return visit() == "v2 | lua v2 | plugin v1" })
+
+	if err := writeFile(filepath.Join(dir, "plugins", "p", "rules", "r.toml"),
+		"[rule]\nid = \"plugged\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"plugin v2\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the edited plugin", func() bool { return visit() == "v2 | lua v2 | plugin v2" })
+
+	// A broken edit: the rules in force stay, the log says where.
+	greet := filepath.Join(dir, "rules", "greet.toml")
+	saveLikeAnEditor(t, greet, "[rule]\nid = \"greet\"\ntrigger = = \"visit\"\n")
+	waitFor(t, "the reload's error in the log", func() bool {
+		return strings.Contains(buf.String(), "error rules reload: "+greet+":3:")
+	})
+	expectEq(t, "after a broken edit", visit(), "v2 | lua v2 | plugin v2")
+
+	// A new rule file in a watched folder comes in, with the mended one.
+	saveLikeAnEditor(t, greet, greetRule("v3"))
+	writeTree(t, dir, map[string]string{"rules/more.toml": "[rule]\nid = \"more\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"more\"\n"})
+	waitFor(t, "the mended and the new file", func() bool { return visit() == "v3 | lua v2 | more | plugin v2" })
+
+	// Without a state_dir nothing is watched; Close waits for the watcher.
+	mustConfigure(t, e, "state_dir = \"\"\n")
+	if on, _ := e.Watching(); on {
+		t.Fatal("still watching with state_dir = \"\"")
+	}
+}
+
+func TestHotReload_stopsOnResetAndClose(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"rules/greet.toml": greetRule("v1")})
+	e := core.New(core.Options{})
+	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n")
+	if on, _ := e.Watching(); !on {
+		t.Fatal("not watching")
+	}
+	e.Reset()
+	if on, _ := e.Watching(); on {
+		t.Fatal("still watching after a reset to a configuration without rule files")
+	}
+	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n[rules]\nwatch = false\n")
+	if on, _ := e.Watching(); on {
+		t.Fatal("watching with rules.watch = false")
+	}
+	mustConfigure(t, e, "[rules]\nwatch = true\n")
+	if on, _ := e.Watching(); !on {
+		t.Fatal("not watching again")
+	}
+	e.Close() // returns once the goroutine is gone
+	if on, _ := e.Watching(); on {
+		t.Fatal("watching after Close")
+	}
+	if stacks := goroutines(); strings.Contains(stacks, "core.(*ruleWatcher).loop") {
+		t.Fatalf("the watcher's goroutine outlived Close:\n%s", stacks)
+	}
+	// fsnotify's own reader ends once its inotify descriptor is closed.
+	waitFor(t, "fsnotify's goroutine to end", func() bool { return !strings.Contains(goroutines(), "fsnotify") })
+}
+
+func goroutines() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
