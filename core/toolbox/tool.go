@@ -43,6 +43,7 @@ type Tool struct {
 	Admin bool
 
 	schema *jsonschema.Schema
+	simple *simpleSchema // the direct check of schema; nil when it uses more
 	slots  chan struct{} // max_concurrency; nil when unlimited
 	rate   *rateLimiter  // nil when no rate_per_min
 
@@ -85,12 +86,12 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	s, err := compileSchema(d.Name, d.InputSchema)
+	s, simple, err := compileSchema(d.Name, d.InputSchema)
 	if err != nil {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
-		onRelease: o.OnRelease}
+		simple: simple, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
