@@ -16,7 +16,9 @@ func (e *Engine) fire(ctx context.Context, s *snapshot, rep *report, src *eventS
 	out := s.rules.Fire(ctx, ev, s.host)
 	if len(out.Notices) > 0 {
 		e.sessions.Get(src.session).Queue(out.Notices)
-		rep.notices = append(rep.notices, out.Notices...)
+		if !rep.outcomeOnly {
+			rep.notices = append(rep.notices, out.Notices...)
+		}
 	}
 	rep.trace = append(rep.trace, out.Trace...)
 	return out
