@@ -105,6 +105,14 @@ func (src *eventSource) Context() map[string]any {
 	if src.built != nil {
 		return src.built
 	}
+	// With nothing to add, the payload itself is the context: it is
+	// already Clara's own (decoded from the event, or made by a rule), and
+	// nothing writes to a context.
+	if src.payload != nil && !src.needs.Event && !src.needs.History && !src.needs.State &&
+		(src.tool.Name == "" || !src.needs.Tool) && len(src.meta) == 0 {
+		src.built = src.payload
+		return src.built
+	}
 	ctx := make(map[string]any, len(src.payload)+5)
 	for k, v := range src.payload {
 		ctx[k] = v

@@ -109,10 +109,16 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a look of its own.
-		if i+8 <= len(s) && plain8(s[i:i+8]) {
-			i += 8
-			continue
+		// Eight bytes at a time while none needs a look of its own; the
+		// last few as part of the last eight (which may overlap bytes
+		// already written).
+		if i+8 <= len(s) {
+			if plain8(s[i : i+8]) {
+				i += 8
+				continue
+			}
+		} else if len(s) >= 8 && plain8(s[len(s)-8:]) {
+			break
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
