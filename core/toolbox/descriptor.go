@@ -71,6 +71,11 @@ type Descriptor struct {
 	Title        string          `json:"title,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	Idempotent   bool            `json:"idempotent,omitempty"`
+	// ChangesFiles names the arguments that hold paths the tool changes
+	// (an argument's name, or a JSON pointer such as "/edits/0/path"):
+	// after a successful call the session's file-change callbacks fire
+	// for them (SPEC §9.6), as for a result's changed_files.
+	ChangesFiles []string `json:"changes_files,omitempty"`
 }
 
 // Hints are what a tool's capabilities say of it to MCP clients
@@ -118,6 +123,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Title        *string         `json:"title"`
 		OutputSchema json.RawMessage `json:"output_schema"`
 		Idempotent   *bool           `json:"idempotent"`
+		ChangesFiles []string        `json:"changes_files"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -154,6 +160,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	if raw.Idempotent != nil {
 		d.Idempotent = *raw.Idempotent
 	}
+	d.ChangesFiles = raw.ChangesFiles
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw.OutputSchema); err != nil || buf.Bytes()[0] != '{' {
@@ -233,6 +240,9 @@ func (d *Descriptor) check() error {
 		seen[c] = true
 	}
 	sort.Strings(d.Capabilities)
+	if _, err := compileChangesFiles(d.ChangesFiles); err != nil {
+		return fmt.Errorf("tool %q: %v", d.Name, err)
+	}
 	l := &d.Limits
 	for _, c := range []struct {
 		name string
