@@ -119,12 +119,41 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 	if timeout == 0 {
 		timeout = d.TimeoutMS
 	}
+	if timeout > 0 && t.pollsDeadline && t.slots == nil {
+		d := time.Now().Add(time.Duration(timeout) * time.Millisecond)
+		if pd, ok := ctx.Deadline(); !ok || d.Before(pd) {
+			return &polledDeadline{Context: ctx, deadline: d}, func() {}, timeout
+		}
+		return ctx, func() {}, timeout
+	}
 	if timeout > 0 {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
 		return ctx, cancel, timeout
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	return ctx, cancel, timeout
+}
+
+// polledDeadline is the context of a tool that watches its deadline itself
+// (ToolOptions.PollsDeadline): the caller's context with an earlier
+// deadline and no timer. Done is the caller's (a nested WithDeadline finds
+// the caller's cancelCtx through Value and arms its own timer); Err reads
+// the clock.
+type polledDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *polledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *polledDeadline) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // takeSlot waits for one of the tool's max_concurrency slots until ctx's

@@ -37,8 +37,9 @@ type Tool struct {
 	// goroutine too but enforce the deadline themselves (see
 	// ToolOptions.SelfTimed). Others run on their own goroutine so that
 	// timeout_ms holds at the deadline whatever they do.
-	Inline    bool
-	SelfTimed bool
+	Inline        bool
+	SelfTimed     bool
+	pollsDeadline bool // see ToolOptions.PollsDeadline
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
 
@@ -68,7 +69,13 @@ type ToolOptions struct {
 	// its concurrency slot) stays held until then. This is how C tools
 	// run: on a thread of their own, handed over without the Go scheduler.
 	SelfTimed bool
-	OnRelease func() // runs once when the tool is unregistered or replaced and no call is running it
+	// PollsDeadline (with SelfTimed): Run watches its context's Deadline
+	// itself (a Lua tool's VM looks at the clock as it runs), so no timer
+	// is armed for the call unless it may wait for a concurrency slot:
+	// its context's Done closes only when the caller's does, and Err
+	// reports the deadline once it has passed.
+	PollsDeadline bool
+	OnRelease     func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -94,7 +101,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
-		simple: simple, changes: changes, onRelease: o.OnRelease}
+		simple: simple, pollsDeadline: o.PollsDeadline, changes: changes, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
