@@ -215,6 +215,33 @@ func claraGoSetEventHandler(fn C.clara_event_fn, userdata C.uintptr_t) {
 	})
 }
 
+// claraGoSetInputHandler installs fn as the engine's input handler. The
+// request is handed over in C memory and the answer, malloc'd by the host,
+// is copied into Go memory and freed at once, so nothing is left behind
+// when the call stopped waiting for it.
+//
+//export claraGoSetInputHandler
+func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_input_handler", nil)
+	if fn == nil {
+		engine.SetInputHandler(nil)
+		return
+	}
+	engine.SetInputHandler(func(request []byte) (string, bool) {
+		req := copyOut(request)
+		if req == nil {
+			return "", false
+		}
+		defer C.shim_free(unsafe.Pointer(req))
+		answer := C.shim_call_input(fn, userdata, req)
+		if answer == nil {
+			return "", false
+		}
+		defer C.shim_free(unsafe.Pointer(answer))
+		return C.GoString(answer), true
+	})
+}
+
 // ---- C tools --------------------------------------------------------------
 
 // toolCall collects what a running C tool reports through its clara_call.

@@ -112,6 +112,10 @@ void clara_set_event_handler(clara_event_fn fn, void *userdata) {
     claraGoSetEventHandler(fn, (uintptr_t)userdata);
 }
 
+void clara_set_input_handler(clara_input_fn fn, void *userdata) {
+    claraGoSetInputHandler(fn, (uintptr_t)userdata);
+}
+
 int64_t clara_submit(const char *request_json) {
     return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
 }
@@ -155,6 +159,10 @@ void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *m
 
 void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json) {
     fn((void *)userdata, event_json);
+}
+
+char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json) {
+    return fn((void *)userdata, request_json);
 }
 
 void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {

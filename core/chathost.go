@@ -28,7 +28,8 @@ type chatHost struct {
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
-// chat tool itself, nor the administrative tools).
+// chat tool itself, nor the administrative tools, nor ask_user while no
+// input handler is installed).
 func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	var only map[string]bool
 	if names != nil {
@@ -41,6 +42,9 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	for _, t := range h.e.tools.List() {
 		if !t.LLMVisible || t.Admin || t.Name == "chat" || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
 			continue
+		}
+		if t.Name == "ask_user" && h.e.input.load() == nil {
+			continue // nobody to ask: the model is not offered what must fail
 		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
 	}

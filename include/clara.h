@@ -362,6 +362,51 @@ typedef void (*clara_event_fn)(void *userdata, const char *event_json);
  */
 void clara_set_event_handler(clara_event_fn fn, void *userdata);
 
+/* ---- Asking the user ---------------------------------------------------- */
+
+/*
+ * clara_input_fn - answers the ask_user tool: shows the user a question and
+ * returns what they answered (docs/llm.md).
+ *
+ * request_json is one JSON object, NUL-terminated, borrowed for the
+ * duration of the call: {"id":N,"prompt":"...","session":"s"}, with
+ * "handle":H when the call runs asynchronously (clara_submit). id is the
+ * id of the "input_required" event sent to the event handler just before.
+ *
+ * Returns:   the answer, NUL-terminated UTF-8 allocated with malloc()
+ *            (strdup() will do): Clara frees it with free(); the tool then
+ *            answers {"answer":"..."}. NULL means the user declined: the
+ *            tool answers {"declined":true}. Invalid UTF-8 is replaced by
+ *            U+FFFD.
+ * Threads:   called on a thread of Clara's, never the caller's of
+ *            clara_evaluate(), possibly for several requests at once; it
+ *            may block as long as the user takes, and may call clara_*
+ *            functions. If the call ends first (clara_cancel(), its
+ *            deadline), Clara stops waiting: the tool fails at once, and
+ *            the answer returned later is freed and dropped. It must return
+ *            normally: no longjmp and no C++ exception may cross Clara's
+ *            frames.
+ */
+typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
+
+/*
+ * clara_set_input_handler - let the ask_user tool ask the user through fn.
+ *
+ * Passing fn == NULL removes it (the default): ask_user then fails with
+ * tool_failed ("no input handler is installed") and chats do not offer it
+ * to the model. A handler makes ask_user one of the tools a chat with
+ * allow_tools offers, under the call's policy like any other.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, new requests go to the
+ *            new handler; requests already handed to the previous one go on
+ *            there, so free its userdata only once they have returned.
+ *            clara-clips and the CLIPS bridge's registration install one
+ *            (docs/clips.md); a host that has its own handler
+ *            installs it after registering the bridge.
+ */
+void clara_set_input_handler(clara_input_fn fn, void *userdata);
+
 /* ---- MCP ------------------------------------------------------------------ */
 
 /*

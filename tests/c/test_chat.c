@@ -111,6 +111,51 @@ static void test_chat_calls_a_c_tool(struct server *s) {
     CHECK(strstr(events, "\"session\":\"c1\"") != NULL);
 }
 
+/* The input handler: answers from userdata (NULL declines), keeps the
+ * request it got. */
+static char input_request[512];
+
+static char *on_input(void *userdata, const char *request_json) {
+    snprintf(input_request, sizeof input_request, "%s", request_json);
+    return userdata != NULL ? strdup((const char *)userdata) : NULL;
+}
+
+static void test_ask_user(struct server *s) {
+    char config[512], *r, *id = NULL;
+    snprintf(config, sizeof config, "[llm]\nprovider = \"openai\"\nbase_url = \"%s/ask_user_answer\"\nmodel = \"test-model\"\n",
+             s->url);
+    configure_ok(config);
+    /* No handler: a clear error. */
+    r = clara_evaluate("{\"tool\":\"ask_user\",\"arguments\":{\"prompt\":\"Which city?\"}}");
+    CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"ask_user: no input handler is installed");
+    clara_free_string(r);
+
+    events[0] = '\0';
+    input_request[0] = '\0';
+    clara_set_event_handler(on_event, NULL);
+    clara_set_input_handler(on_input, "Boston");
+    r = clara_evaluate("{\"tool\":\"chat\",\"session\":\"c2\",\"arguments\":{\"prompt\":\"Find out which city the user "
+                       "means.\",\"allow_tools\":true,\"tools\":[\"ask_user\"],\"result_schema\":{\"type\":\"object\","
+                       "\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}");
+    clara_set_event_handler(NULL, NULL);
+    CHECK_PREFIX(r, "{\"status\":\"success\",\"tool\":\"chat\",\"result\":{\"content\":\"The user means Boston.\","
+                    "\"result\":{\"city\":\"Boston\"},\"tool_calls\":[{\"name\":\"ask_user\"");
+    clara_free_string(r);
+    CHECK(strstr(input_request, "\"prompt\":\"Which city?\",\"session\":\"c2\"}") != NULL);
+    CHECK_INT(clara_json_get(input_request, "id", &id, NULL), CLARA_JSON_INTEGER);
+    if (id != NULL) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"event\":\"input_required\",\"id\":%s,", id);
+        CHECK(strstr(events, want) != NULL);
+        clara_free_string(id);
+    }
+    /* NULL declines. */
+    clara_set_input_handler(on_input, NULL);
+    CHECK_ENVELOPE("{\"tool\":\"ask_user\",\"arguments\":{\"prompt\":\"Sure?\"}}",
+                   "{\"status\":\"success\",\"tool\":\"ask_user\",\"result\":{\"declined\":true}}");
+    clara_set_input_handler(NULL, NULL);
+}
+
 static void test_evaluator_from_the_simple_form(struct server *s) {
     char config[512];
     snprintf(config, sizeof config, "default_evaluator = \"evaluate\"\n[evaluator]\nurl = \"%s/evaluator/evaluate\"\n",
@@ -127,6 +172,7 @@ void tests_chat(void) {
         return;
     }
     test_chat_calls_a_c_tool(&s);
+    test_ask_user(&s);
     test_evaluator_from_the_simple_form(&s);
     clara_free_string(clara_reset());
     /* openai_weather served in full and as scripted; the other scripts
