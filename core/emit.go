@@ -56,7 +56,7 @@ func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, p
 	if perr != nil {
 		return nil, perr
 	}
-	rep := &report{wantTrace: trace}
+	rep := &report{wantTrace: trace, outcomeOnly: true}
 	src := e.newEventSource(s, event, session, payload)
 	defer src.release()
 	out := e.fire(ctx, s, rep, src)

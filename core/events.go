@@ -16,7 +16,9 @@ func (e *Engine) fire(ctx context.Context, s *snapshot, rep *report, src *eventS
 	out := s.rules.Fire(ctx, ev, s.host)
 	if len(out.Notices) > 0 {
 		e.sessions.Get(src.session).Queue(out.Notices)
-		rep.notices = append(rep.notices, out.Notices...)
+		if !rep.outcomeOnly {
+			rep.notices = append(rep.notices, out.Notices...)
+		}
 	}
 	rep.trace = append(rep.trace, out.Trace...)
 	return out
@@ -102,6 +104,14 @@ func (src *eventSource) Lookup(path []string) (rules.Value, bool) {
 // a script may keep what it reads (a notice, a state key) after the call.
 func (src *eventSource) Context() map[string]any {
 	if src.built != nil {
+		return src.built
+	}
+	// With nothing to add, the payload itself is the context: it is
+	// already Clara's own (decoded from the event, or made by a rule), and
+	// nothing writes to a context.
+	if src.payload != nil && !src.needs.Event && !src.needs.History && !src.needs.State &&
+		(src.tool.Name == "" || !src.needs.Tool) && len(src.meta) == 0 {
+		src.built = src.payload
 		return src.built
 	}
 	ctx := make(map[string]any, len(src.payload)+5)

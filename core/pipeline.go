@@ -38,6 +38,10 @@ type report struct {
 	policy    []toolbox.Verdict // how the policy layers decided (trace)
 	trace     []rules.TraceEntry
 	callbacks [][]byte // results of blocking callbacks (JSON objects)
+
+	// outcomeOnly: the answer is the emission's outcome, which lists its
+	// notices itself (clara_emit), so fire need not gather them here.
+	outcomeOnly bool
 }
 
 // callTool runs one call through the pipeline.

@@ -109,6 +109,17 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look of its own; the
+		// last few as part of the last eight (which may overlap bytes
+		// already written).
+		if i+8 <= len(s) {
+			if plain8(s[i : i+8]) {
+				i += 8
+				continue
+			}
+		} else if len(s) >= 8 && plain8(s[len(s)-8:]) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if !needsEscape[c] {
@@ -148,6 +159,19 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// plain8 reports whether the 8 bytes of s are ASCII that JSON strings
+// take as they are (no control character, '"' or '\\'), testing them as
+// one word: a byte below 0x20 (or equal to '"' or '\\' once those are
+// XORed to zero) borrows into its high bit, as does any non-ASCII byte.
+func plain8(s string) bool {
+	_ = s[7]
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, b := x^(ones*'"'), x^(ones*'\\')
+	return (x|(x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs == 0
 }
 
 // AppendCompact writes src without the whitespace between its tokens. src

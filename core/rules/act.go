@@ -23,16 +23,22 @@ type rendered struct {
 // the stack.)
 type recSlab struct {
 	recs   []ActionRecord
-	room   int // how many rules the outcome expects to fire
-	blocks int // blocks made
+	room   int  // how many rules the outcome expects to fire
+	known  bool // room is what the event's last emission fired
+	blocks int  // blocks made
 }
 
 // take gives room for n records, in recs or in a new block with room for
-// those of a few more rules (4, then 8, as in most emissions few fire);
-// used says how many were written.
+// those of a few more rules (as many as expected when the last emission
+// said; else 4, then 8, as in most emissions few fire); used says how many
+// were written.
 func (f *recSlab) take(n int) []ActionRecord {
 	if cap(f.recs)-len(f.recs) < n {
-		f.recs = make([]ActionRecord, 0, n*max(min(f.room, 4<<f.blocks), 1))
+		rules := min(f.room, 4<<f.blocks)
+		if f.known && f.blocks == 0 {
+			rules = f.room
+		}
+		f.recs = make([]ActionRecord, 0, n*max(rules, 1))
 		f.blocks = min(f.blocks+1, 1)
 	}
 	return f.recs[len(f.recs):len(f.recs)]
@@ -65,6 +71,7 @@ func (e *emission) runActions(rule *Rule, fromCond []rulelua.Action) (records []
 	defer func() {
 		if x := recover(); x != nil {
 			records, e.writes = nil, e.writes[:mark]
+			e.slab.recs = e.slab.recs[:len(e.slab.recs):len(e.slab.recs)] // what apply wrote past it is not zero
 			skipped = fmt.Sprintf("internal error: %v", x)
 			e.host.Log(logging.Error, fmt.Sprintf("panic in rule %q: %v\n%s", rule.ID, x, debug.Stack()))
 		}
@@ -159,8 +166,12 @@ func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
 	}
 	for i := range ready {
 		x := &ready[i]
-		records = append(records, ActionRecord{Type: x.a.kind})
+		// The slab's room past its records is zero (a block is fresh, and
+		// runActions closes one a panic wrote into): set Type in place
+		// rather than copy a whole record there.
+		records = records[:len(records)+1]
 		rec := &records[len(records)-1]
+		rec.Type = x.a.kind
 		switch x.a.kind {
 		case ActNotify:
 			e.notify(rule, x, rec)

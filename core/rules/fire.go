@@ -210,16 +210,23 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 	if s == nil {
 		return noOutcome
 	}
-	candidates := s.byTrigger[ev.Name]
-	if ev.Trigger != nil {
-		candidates = ev.Trigger.rules
+	trigger := ev.Trigger
+	if trigger == nil {
+		trigger = s.triggers[ev.Name]
 	}
-	if len(candidates) == 0 {
+	if trigger == nil || len(trigger.rules) == 0 {
 		return noOutcome
 	}
+	candidates := trigger.rules
 	var e emission // set field by field: a composite literal is built aside, then copied
 	e.set, e.ctx, e.ev, e.host = s, ctx, ev, host
-	e.slab.room = min(len(candidates), 8) // room for a few matches without regrowing
+	// Room for as many matches as the event's last emission had, else for
+	// a few, without regrowing.
+	if last := int(trigger.lastFired.Load()); last > 0 {
+		e.slab.room, e.slab.known = min(len(candidates), last), true
+	} else {
+		e.slab.room = min(len(candidates), 8)
+	}
 	defer e.release()
 	if s.slots > 0 { // only sets where several comparisons read one path
 		e.slots = make([]slotValue, s.slots)
@@ -255,7 +262,14 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 		}
 	}
 	if e.out == nil {
+		if trigger.lastFired.Load() != 0 {
+			trigger.lastFired.Store(0)
+		}
 		return noOutcome
+	}
+	// Written only when it changes: the threads firing an event share it.
+	if n := int32(min(len(e.out.Fired), 1<<10)); trigger.lastFired.Load() != n {
+		trigger.lastFired.Store(n)
 	}
 	e.applyState()
 	return e.out
@@ -428,10 +442,12 @@ func (e *emission) outcome() {
 		o := new(outcomeFew)
 		o.out.Fired = o.fired[:0]
 		e.out = &o.out
-	default:
+	case n <= 8:
 		o := new(outcomeSome)
 		o.out.Fired = o.fired[:0]
 		e.out = &o.out
+	default:
+		e.out = &Outcome{Fired: make([]Fired, 0, n)}
 	}
 	e.out.Notices = noNotices
 }

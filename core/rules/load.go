@@ -16,13 +16,22 @@ import (
 	"github.com/clara-lib/clara/core/protocol"
 )
 
-// eventName is what a trigger or an emitted event is called: the built-in
-// hook points of SPEC §7.2 (on_turn_start, on_tool_call...) and any custom
-// event.
-var eventName = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
-
-// ValidEventName reports whether name can be a trigger or an emitted event.
-func ValidEventName(name string) bool { return len(name) <= 128 && eventName.MatchString(name) }
+// ValidEventName reports whether name can be a trigger or an emitted event:
+// the built-in hook points of SPEC §7.2 (on_turn_start, on_tool_call...)
+// and any custom event, [a-z][a-z0-9_.]* of at most 128 bytes. (A loop:
+// every clara_emit asks, and the regexp cost a tenth of an emission that
+// matched nothing.)
+func ValidEventName(name string) bool {
+	if len(name) == 0 || len(name) > 128 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 var ruleID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -191,6 +192,10 @@ type Trigger struct {
 	rules []*Rule
 	needs Needs
 	set   *Set
+	// lastFired is how many rules the last emission of the event fired:
+	// the next one makes room for as many at once (an event's emissions
+	// tend to fire alike) instead of regrowing its outcome as rules fire.
+	lastFired atomic.Int32
 }
 
 // Trigger returns the rules watching the event name, or nil when none do.

@@ -406,8 +406,18 @@ func (c *simpleCond) eval(resolve func(*operand) (Value, bool)) (result, ok bool
 }
 
 func (c *comparison) eval(resolve func(*operand) (Value, bool)) (result, ok bool) {
-	l, ok1 := resolve(&c.left)
-	r, ok2 := resolve(&c.right)
+	// A literal is read where it is, without a call that copies it out.
+	l, r := &c.left.value, &c.right.value
+	var lv, rv Value
+	ok1, ok2 := true, true
+	if !c.left.literal {
+		lv, ok1 = resolve(&c.left)
+		l = &lv
+	}
+	if !c.right.literal {
+		rv, ok2 = resolve(&c.right)
+		r = &rv
+	}
 	if !ok1 || !ok2 || l.kind == 0 || r.kind == 0 || l.kind != r.kind {
 		return false, false
 	}

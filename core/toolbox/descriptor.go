@@ -277,30 +277,33 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 // compileSchema compiles a tool's input_schema (draft 2020-12 unless
-// $schema says otherwise). A nil schema accepts any object.
-func compileSchema(name string, schema []byte) (*jsonschema.Schema, error) {
+// $schema says otherwise), and, when it uses only the keywords
+// simpleSchema knows, its direct check too. A nil schema accepts any
+// object.
+func compileSchema(name string, schema []byte) (*jsonschema.Schema, *simpleSchema, error) {
 	if schema == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: input_schema is not JSON: %v", name, err)
+		return nil, nil, fmt.Errorf("tool %q: input_schema is not JSON: %v", name, err)
 	}
 	if m, ok := doc.(map[string]any); ok && len(m) == 0 {
-		return nil, nil // {} accepts everything
+		return nil, nil, nil // {} accepts everything
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	loc := "clara:tool/" + name + "/input_schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+		return nil, nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+		return nil, nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
 	}
-	return s, nil
+	simple, _ := compileSimple(doc)
+	return s, simple, nil
 }
 
 // schemaProblems lists what is wrong with a schema: each violation of the
@@ -334,8 +337,10 @@ type Violation struct {
 }
 
 // validate checks arguments against s and returns an invalid_args error
-// listing every violation, or nil.
-func validate(name string, s *jsonschema.Schema, args []byte) *protocol.Error {
+// listing every violation, or nil. simple, when the schema compiled to
+// one, answers for valid arguments without decoding them; everything else
+// goes to s.
+func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []byte) *protocol.Error {
 	if s == nil {
 		return nil
 	}
@@ -348,6 +353,9 @@ func validate(name string, s *jsonschema.Schema, args []byte) *protocol.Error {
 			return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments: %v", name, serr)
 		}
 		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, serr)
+	}
+	if simple != nil && simple.check(args) == verdictValid {
+		return nil
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {

@@ -29,7 +29,7 @@ type Defaults struct {
 // Validate checks arguments against the tool's input_schema; the error
 // lists every violation with its JSON pointer.
 func (t *Tool) Validate(args []byte) *protocol.Error {
-	return validate(t.Name, t.schema, args)
+	return validate(t.Name, t.schema, t.simple, args)
 }
 
 // Admit applies rate_per_min at now: nil, or rate_limited with

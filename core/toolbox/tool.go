@@ -44,6 +44,7 @@ type Tool struct {
 	Admin bool
 
 	schema  *jsonschema.Schema
+	simple  *simpleSchema // the direct check of schema; nil when it uses more
 	changes [][]string    // ChangesFiles as pointer tokens
 	slots   chan struct{} // max_concurrency; nil when unlimited
 	rate    *rateLimiter  // nil when no rate_per_min
@@ -95,12 +96,12 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		return nil, err
 	}
 	changes, _ := compileChangesFiles(d.ChangesFiles) // check accepted them
-	s, err := compileSchema(d.Name, d.InputSchema)
+	s, simple, err := compileSchema(d.Name, d.InputSchema)
 	if err != nil {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
-		pollsDeadline: o.PollsDeadline, changes: changes, onRelease: o.OnRelease}
+		simple: simple, pollsDeadline: o.PollsDeadline, changes: changes, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}

@@ -1,0 +1,252 @@
+package toolbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/clara-lib/clara/core/protocol"
+)
+
+// suiteGroup is one group of a JSON-Schema-Test-Suite case file: a schema
+// and instances with the answer every draft 2020-12 validator must give.
+type suiteGroup struct {
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Tests       []struct {
+		Description string          `json:"description"`
+		Data        json.RawMessage `json:"data"`
+		Valid       bool            `json:"valid"`
+	} `json:"tests"`
+}
+
+// TestSimpleSchema_suite runs the official test suite's cases for the
+// keywords the direct check compiles through both the direct check and the
+// full validator: both must give the expected answer. The direct check may
+// leave an instance to the full validator (unsure) only for the exotic
+// values it declines to judge, listed below; a schema it declines is shown
+// as declined.
+func TestSimpleSchema_suite(t *testing.T) {
+	files, err := filepath.Glob("testdata/JSON-Schema-Test-Suite/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no case files: %v", err)
+	}
+	var compiled, declined, cases, unsure int
+	var unsureCases []string
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []suiteGroup
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, g := range groups {
+			name := filepath.Base(file) + ": " + g.Description
+			full, simple, err := compileSchema("suite", g.Schema)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			if simple == nil {
+				declined++
+				t.Logf("declined (full validator only): %s: %s", name, g.Schema)
+			} else {
+				compiled++
+			}
+			for _, tc := range g.Tests {
+				cases++
+				what := name + " / " + tc.Description
+				if got := fullValid(t, full, tc.Data); got != tc.Valid {
+					t.Errorf("%s: full validator says valid=%v, want %v", what, got, tc.Valid)
+				}
+				if simple == nil {
+					continue
+				}
+				var data bytes.Buffer
+				if err := json.Compact(&data, tc.Data); err != nil {
+					t.Fatal(err)
+				}
+				switch simple.check(data.Bytes()) {
+				case verdictValid:
+					if !tc.Valid {
+						t.Errorf("%s: direct check says valid, want invalid (%s)", what, tc.Data)
+					}
+				case verdictInvalid:
+					if tc.Valid {
+						t.Errorf("%s: direct check says invalid, want valid (%s)", what, tc.Data)
+					}
+				case verdictUnsure:
+					unsure++
+					unsureCases = append(unsureCases, what)
+				}
+				// Whatever the direct check says, the call's answer is
+				// the expected one.
+				if perr := validate("suite", full, simple, data.Bytes()); (perr == nil) != tc.Valid {
+					t.Errorf("%s: validate says %v, want valid=%v", what, perr, tc.Valid)
+				}
+			}
+		}
+	}
+	t.Logf("%d schemas compiled to the direct check, %d declined; %d cases, %d left to the full validator", compiled, declined, cases, unsure)
+	// The values the direct check does not judge (numbers beyond 15
+	// significant digits or float64's normal range, lone escaped
+	// surrogates) are not in these files: it judges every case.
+	for _, c := range unsureCases {
+		t.Errorf("the direct check left %s to the full validator", c)
+	}
+	if compiled < 60 || declined > 20 {
+		t.Errorf("the direct check compiled %d schemas and declined %d: fewer than expected", compiled, declined)
+	}
+}
+
+func fullValid(t *testing.T, s *jsonschema.Schema, data []byte) bool {
+	if s == nil {
+		return true
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Validate(inst) == nil
+}
+
+// TestSimpleSchema_compiles: the keywords of the subset compile; a schema
+// with anything else is left to the full validator.
+func TestSimpleSchema_compiles(t *testing.T) {
+	for _, tc := range []struct {
+		schema string
+		simple bool
+	}{
+		{benchSchema5, true},
+		{`{"type":"object","properties":{"q":{"type":"string","description":"query","format":"uri","default":"x"}}}`, true},
+		{`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}`, true},
+		{`{"type":["string","null"],"const":"a"}`, true},
+		{`{"type":"object","properties":{"n":{"type":"object","properties":{"m":{"maxLength":3}},"additionalProperties":{"type":"integer"}}}}`, true},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, false},
+		{`{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"}}}}`, false},
+		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`, false},
+		{`{"type":"object","properties":{"e":{"enum":[[1],{"a":1}]}}}`, false},
+		{`{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}`, false},
+		{`{"type":"object","properties":{"n":{"type":"number","maximum":12345678901234567}}}`, false},
+		{`{"type":"object","properties":{"s":{"properties":{"$schema":{}}, "$schema":"https://json-schema.org/draft/2020-12/schema"}}}`, false},
+		{`{"type":"object","patternProperties":{"^x":{}}}`, false},
+	} {
+		_, simple, err := compileSchema("t", []byte(tc.schema))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		if (simple != nil) != tc.simple {
+			t.Errorf("%s: compiled to the direct check: %v, want %v", tc.schema, simple != nil, tc.simple)
+		}
+	}
+}
+
+// benchSchema5 is the schema of core's BenchmarkEvaluate_schema5.
+const benchSchema5 = `{"type":"object","properties":{"city":{"type":"string","minLength":1},` +
+	`"country":{"type":"string","pattern":"^[A-Z]{2}$"},"days":{"type":"integer","minimum":1,"maximum":14},` +
+	`"units":{"enum":["metric","imperial"]},"detailed":{"type":"boolean"}},` +
+	`"required":["city","country"],"additionalProperties":false}`
+
+// TestSimpleSchema_agrees: arguments near every edge of a schema of the
+// subset get the same answer, message and details with and without the
+// direct check, and the direct check is sure of the ordinary ones.
+func TestSimpleSchema_agrees(t *testing.T) {
+	full, simple, err := compileSchema("g", []byte(benchSchema5))
+	if err != nil || simple == nil {
+		t.Fatalf("%v %v", simple, err)
+	}
+	for _, tc := range []struct {
+		args    string
+		verdict verdict
+	}{
+		{`{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}`, verdictValid},
+		{`{"city":"Lyon","country":"FR"}`, verdictValid},
+		{`{"city":"L","country":"FR","days":14}`, verdictValid},
+		{`{"city":"L","country":"FR","days":14.0}`, verdictValid},
+		{`{"city":"L","country":"FR","days":1e1}`, verdictValid},
+		{`{"city":"L","country":"FR","days":0.1e1}`, verdictValid},
+		{`{"city":"\u00e9","country":"\u0046R"}`, verdictValid},
+		{`{"city":"Lyon","country":"FR","units":"imperial","detailed":true}`, verdictValid},
+		{`{"country":"FR","city":"Lyon"}`, verdictValid},
+		{`{"city":"","country":"FR"}`, verdictInvalid},
+		{`{"city":"Lyon"}`, verdictInvalid},
+		{`{"country":"FR"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"fr"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FRA"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR\n"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":0}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":15}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":14.5}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":"3"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":null}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","units":"kelvin"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","units":1}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","detailed":"no"}`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","extra":1}`, verdictInvalid},
+		{`{"city":["Lyon"],"country":"FR"}`, verdictInvalid},
+		{`{"city":{"name":"Lyon"},"country":"FR"}`, verdictInvalid},
+		{`{"city":1,"country":2,"days":3.5,"extra":true}`, verdictInvalid},
+		{`["Lyon","FR"]`, verdictInvalid},
+		{`{"city":"Lyon","country":"FR","days":14.0000000000000001}`, verdictUnsure},
+		{`{"city":"Lyon","country":"FR","days":1e400}`, verdictUnsure},
+		{`{"city":"\ud83d\ude00","country":"FR"}`, verdictValid},
+		{`{"city":"\ud83d","country":"FR"}`, verdictUnsure},
+		{`{"city":"\ude00\ud83d","country":"FR"}`, verdictUnsure},
+		{`{"city":"a\\ud800","country":"FR"}`, verdictUnsure},
+	} {
+		if got := simple.check([]byte(tc.args)); got != tc.verdict {
+			t.Errorf("%s: direct check %d, want %d", tc.args, got, tc.verdict)
+		}
+		with, without := validate("g", full, simple, []byte(tc.args)), validate("g", full, nil, []byte(tc.args))
+		if errText(with) != errText(without) {
+			t.Errorf("%s:\n with the direct check: %s\n without:               %s", tc.args, errText(with), errText(without))
+		}
+		if (with == nil) != (tc.verdict == verdictValid) && tc.verdict != verdictUnsure {
+			t.Errorf("%s: validate says %s", tc.args, errText(with))
+		}
+	}
+}
+
+func errText(e *protocol.Error) string {
+	if e == nil {
+		return "valid"
+	}
+	return e.Error() + " | " + string(e.Details)
+}
+
+// BenchmarkValidate_schema5 validates the arguments of core's
+// BenchmarkEvaluate_schema5 (direct: the direct check; full: the full
+// validator alone, as before it).
+func BenchmarkValidate_schema5(b *testing.B) {
+	full, simple, err := compileSchema("g", []byte(benchSchema5))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := []byte(`{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}`)
+	for _, bc := range []struct {
+		name   string
+		simple *simpleSchema
+	}{{"direct", simple}, {"full", nil}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if perr := validate("g", full, bc.simple, args); perr != nil {
+					b.Fatal(perr)
+				}
+			}
+		})
+	}
+	b.Run("check", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if simple.check(args) != verdictValid {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
