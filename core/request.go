@@ -28,11 +28,14 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	// One allocation for the request: its event tree's budget (as its
 	// context) and the report the rules and callbacks fill.
 	st := newRequestState(ctx, s)
-	c := toolCall{rep: &st.rep}
+	c := toolCall{rep: &st.rep, state: st}
 	if perr := e.newToolCall(s, &r, &c); perr != nil {
+		st.done()
 		return e.fail(dst, r.ID, c.name, perr)
 	}
-	return e.answerCall(st, dst, s, &c)
+	dst = e.answerCall(st, dst, s, &c)
+	st.done()
+	return dst
 }
 
 // newToolCall fills c (whose rep is set) with the call a parsed request

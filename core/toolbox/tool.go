@@ -41,6 +41,9 @@ type Tool struct {
 	SelfTimed bool
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
+	// KeepsNothing: an inline built-in that keeps nothing of its call
+	// (see Builtin.KeepsNothing).
+	KeepsNothing bool
 
 	schema *jsonschema.Schema
 	slots  chan struct{} // max_concurrency; nil when unlimited
