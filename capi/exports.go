@@ -238,7 +238,9 @@ var (
 // cTool wraps a C function as a self-timed toolbox.Func: the function runs
 // on a worker thread of workers.c while the caller waits there, in C, until
 // the call's deadline. A call past its deadline is abandoned: the worker
-// finishes it later and claraGoJobAbandoned releases the tool then.
+// finishes it later and claraGoJobAbandoned releases the tool then. A tool
+// whose descriptor says "on_caller_thread" is called right here instead,
+// on the caller's thread: no handoff, and no way to stop waiting for it.
 func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 		var timeout C.longlong
@@ -254,6 +256,9 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		if args == nil {
 			toolCalls.Delete(id)
 			return nil, errors.New("out of memory copying the arguments")
+		}
+		if call.Tool != nil && call.Tool.OnCallerThread {
+			return finishCall(ctx, tc, id, C.shim_call_tool(fn, userdata, args, C.uintptr_t(id)), args)
 		}
 		job := C.shim_job_new(fn, userdata, args, C.uintptr_t(id))
 		if job == nil {
@@ -272,18 +277,37 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		}
 		rc := C.shim_job_status(job)
 		C.shim_job_free(job)
-		toolCalls.Delete(id)
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		tc.done = true
-		switch {
-		case tc.hasErr && tc.errMsg != "":
-			return nil, errors.New(tc.errMsg)
-		case tc.hasErr || rc != 0:
-			return nil, fmt.Errorf("tool failed (code %d)", int(rc))
-		}
-		return tc.result, nil
+		return finishCall(ctx, tc, id, rc, nil)
 	}
+}
+
+// finishCall ends a call whose tool has returned rc: what it reported is
+// the answer. args, when not nil, is the arguments' C copy to free (the
+// job frees its own). A tool that ran on the caller's thread is checked
+// against its deadline afterwards: past it, its answer is dropped and the
+// call is a timeout, as it would have been on a worker thread.
+func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, args *C.char) ([]byte, error) {
+	if args != nil {
+		C.shim_free(unsafe.Pointer(args))
+	}
+	toolCalls.Delete(id)
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.done = true
+	if args != nil && ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf(
+				"tool %q ran past its timeout (on the caller's thread, where it cannot be cut short; its answer was dropped)", tc.tool.Name)}
+		}
+		return nil, ctx.Err()
+	}
+	switch {
+	case tc.hasErr && tc.errMsg != "":
+		return nil, errors.New(tc.errMsg)
+	case tc.hasErr || rc != 0:
+		return nil, fmt.Errorf("tool failed (code %d)", int(rc))
+	}
+	return tc.result, nil
 }
 
 // claraGoJobAbandoned: the job of a call that timed out has ended (its
@@ -369,7 +393,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
 		return -C.CLARA_EINVAL
 	}
-	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, OnRelease: release})
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, ReadsDeadline: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

@@ -162,3 +162,7 @@ void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {
 }
 
 void shim_free(void *p) { free(p); }
+
+int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *args, uintptr_t call) {
+    return fn((void *)userdata, args, (clara_call *)call);
+}

@@ -23,6 +23,9 @@ void shim_free(void *p);
 
 /* The worker pool of workers.c: runs C tools on threads of their own so
  * that a caller can stop waiting at the deadline. */
+/* Calls a C tool on the calling thread (descriptor "on_caller_thread"). */
+int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *args, uintptr_t call);
+
 struct shim_job;
 /* A job owns args (malloc'd). NULL if malloc fails. */
 struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, uintptr_t call);

@@ -122,6 +122,9 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 		return toolbox.Descriptor{}, code, err
 	}
 	d, err := toolbox.ParseDescriptor(text)
+	if err == nil && d.OnCallerThread {
+		err = errors.New("on_caller_thread applies to tools registered with clara_register_tool, not to [[tools]]")
+	}
 	return d, code, err
 }
 

@@ -71,6 +71,10 @@ type Descriptor struct {
 	Title        string          `json:"title,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	Idempotent   bool            `json:"idempotent,omitempty"`
+	// OnCallerThread: a host tool that returns quickly runs on the thread
+	// of the call that asked for it, with no handoff to a worker thread;
+	// its timeout then cannot cut the call short (docs/tools.md).
+	OnCallerThread bool `json:"on_caller_thread,omitempty"`
 }
 
 // Hints are what a tool's capabilities say of it to MCP clients
@@ -118,6 +122,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Title        *string         `json:"title"`
 		OutputSchema json.RawMessage `json:"output_schema"`
 		Idempotent   *bool           `json:"idempotent"`
+		OnCaller     *bool           `json:"on_caller_thread"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -153,6 +158,9 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	}
 	if raw.Idempotent != nil {
 		d.Idempotent = *raw.Idempotent
+	}
+	if raw.OnCaller != nil {
+		d.OnCallerThread = *raw.OnCaller
 	}
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
 		var buf bytes.Buffer

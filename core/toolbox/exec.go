@@ -82,7 +82,16 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 // runSelfTimed calls a tool that keeps its own deadline (a C tool) on the
 // caller's goroutine, with the concurrency slot taken here.
 func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []byte, perr *protocol.Error) {
-	ctx, cancel, timeout := t.withDeadline(ctx, d)
+	var cancel context.CancelFunc
+	var timeout int
+	if t.slots == nil && t.readsDeadline {
+		// Nothing waits on the deadline (Run keeps its own time): a
+		// context that only carries it spares a timer per call.
+		ctx, timeout = t.withDeadlineOnly(ctx, d)
+		cancel = func() {}
+	} else {
+		ctx, cancel, timeout = t.withDeadline(ctx, d)
+	}
 	defer cancel()
 	if perr := t.takeSlot(ctx, timeout); perr != nil {
 		return nil, perr
@@ -125,6 +134,46 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	return ctx, cancel, timeout
+}
+
+// withDeadlineOnly is withDeadline for a self-timed tool with no
+// concurrency slot to wait for: the context's Deadline and Err tell the
+// call's timeout, but its Done closes only with the caller's (see
+// deadlineContext).
+func (t *Tool) withDeadlineOnly(ctx context.Context, d Defaults) (context.Context, int) {
+	timeout := t.Limits.TimeoutMS
+	if timeout == 0 {
+		timeout = d.TimeoutMS
+	}
+	if timeout <= 0 {
+		return ctx, timeout
+	}
+	deadline := time.Now().Add(time.Duration(timeout) * time.Millisecond)
+	if parent, ok := ctx.Deadline(); ok && parent.Before(deadline) {
+		return ctx, timeout
+	}
+	return &deadlineContext{Context: ctx, deadline: deadline}, timeout
+}
+
+// deadlineContext carries a deadline without a timer: Deadline reports it
+// and Err is DeadlineExceeded once it has passed, but Done is the parent's
+// (it does not close at the deadline). Only self-timed tools, which wait
+// for their deadline themselves, get one.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *deadlineContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // takeSlot waits for one of the tool's max_concurrency slots until ctx's

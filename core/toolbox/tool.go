@@ -37,8 +37,9 @@ type Tool struct {
 	// goroutine too but enforce the deadline themselves (see
 	// ToolOptions.SelfTimed). Others run on their own goroutine so that
 	// timeout_ms holds at the deadline whatever they do.
-	Inline    bool
-	SelfTimed bool
+	Inline        bool
+	SelfTimed     bool
+	readsDeadline bool // see ToolOptions.ReadsDeadline
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
 	// KeepsNothing: an inline built-in that keeps nothing of its call
@@ -69,7 +70,12 @@ type ToolOptions struct {
 	// its concurrency slot) stays held until then. This is how C tools
 	// run: on a thread of their own, handed over without the Go scheduler.
 	SelfTimed bool
-	OnRelease func() // runs once when the tool is unregistered or replaced and no call is running it
+	// ReadsDeadline: a self-timed Run that only reads its context's
+	// deadline and never waits on Done (the C tools, which wait in C). It
+	// gets a context without a timer, whose Done does not close at the
+	// deadline (see deadlineContext).
+	ReadsDeadline bool
+	OnRelease     func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -92,7 +98,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
+	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, readsDeadline: o.ReadsDeadline, schema: s,
 		onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
