@@ -258,7 +258,18 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			return nil, errors.New("out of memory copying the arguments")
 		}
 		if call.Tool != nil && call.Tool.OnCallerThread {
-			return finishCall(ctx, tc, id, C.shim_call_tool(fn, userdata, args, C.uintptr_t(id)), args)
+			// C memory, so that the tool's reports stay in C (shim.h).
+			res := (*C.struct_shim_result)(C.calloc(1, C.sizeof_struct_shim_result))
+			if res == nil {
+				C.shim_free(unsafe.Pointer(args))
+				toolCalls.Delete(id)
+				return nil, errors.New("out of memory starting the call")
+			}
+			defer C.shim_free(unsafe.Pointer(res))
+			defer C.shim_result_clear(res)
+			res.call = C.uintptr_t(id)
+			rc := C.shim_call_tool(fn, userdata, args, res)
+			return finishCall(ctx, tc, id, rc, res, args)
 		}
 		job := C.shim_job_new(fn, userdata, args, C.uintptr_t(id))
 		if job == nil {
@@ -275,18 +286,19 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			toolCalls.Delete(id)
 			return nil, errors.New("no thread could be started for the call")
 		}
-		rc := C.shim_job_status(job)
-		C.shim_job_free(job)
-		return finishCall(ctx, tc, id, rc, nil)
+		defer C.shim_job_free(job)
+		return finishCall(ctx, tc, id, C.shim_job_status(job), C.shim_job_result(job), nil)
 	}
 }
 
 // finishCall ends a call whose tool has returned rc: what it reported is
-// the answer. args, when not nil, is the arguments' C copy to free (the
-// job frees its own). A tool that ran on the caller's thread is checked
-// against its deadline afterwards: past it, its answer is dropped and the
-// call is a timeout, as it would have been on a worker thread.
-func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, args *C.char) ([]byte, error) {
+// the answer, from res (its own thread's reports, kept in C) or else from
+// tc (reports from other threads, through Go). args, when not nil, is the
+// arguments' C copy to free (a job frees its own). A tool that ran on the
+// caller's thread is checked against its deadline afterwards: past it, its
+// answer is dropped and the call is a timeout, as it would have been on a
+// worker thread.
+func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, args *C.char) ([]byte, error) {
 	if args != nil {
 		C.shim_free(unsafe.Pointer(args))
 	}
@@ -294,6 +306,19 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, args *C
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.done = true
+	if res.has_error != 0 {
+		tc.hasErr = true
+		tc.errMsg = ""
+		if res.error != nil {
+			tc.errMsg = C.GoString(res.error)
+		}
+	}
+	if res.has_result != 0 {
+		tc.result = nil // null
+		if res.result != nil {
+			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
+		}
+	}
 	if args != nil && ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf(
