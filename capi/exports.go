@@ -252,24 +252,30 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
+		if call.Tool != nil && call.Tool.OnCallerThread {
+			// One crossing into C: the arguments are copied there, the
+			// tool runs, and its reports stay in res (shim.h).
+			var res C.struct_shim_result
+			res.call = C.uintptr_t(id)
+			var argp *C.char
+			if len(call.Arguments) > 0 {
+				argp = (*C.char)(unsafe.Pointer(&call.Arguments[0]))
+			}
+			rc := C.shim_call_here(fn, userdata, argp, C.size_t(len(call.Arguments)), &res)
+			if res.ran == 0 {
+				toolCalls.Delete(id)
+				return nil, errors.New("out of memory copying the arguments")
+			}
+			out, err := finishCall(ctx, tc, id, rc, &res, true)
+			if res.result != nil || res.error != nil {
+				C.shim_result_clear(&res)
+			}
+			return out, err
+		}
 		args := copyOut(call.Arguments) // owned by the job from here
 		if args == nil {
 			toolCalls.Delete(id)
 			return nil, errors.New("out of memory copying the arguments")
-		}
-		if call.Tool != nil && call.Tool.OnCallerThread {
-			// C memory, so that the tool's reports stay in C (shim.h).
-			res := (*C.struct_shim_result)(C.calloc(1, C.sizeof_struct_shim_result))
-			if res == nil {
-				C.shim_free(unsafe.Pointer(args))
-				toolCalls.Delete(id)
-				return nil, errors.New("out of memory starting the call")
-			}
-			defer C.shim_free(unsafe.Pointer(res))
-			defer C.shim_result_clear(res)
-			res.call = C.uintptr_t(id)
-			rc := C.shim_call_tool(fn, userdata, args, res)
-			return finishCall(ctx, tc, id, rc, res, args)
 		}
 		job := C.shim_job_new(fn, userdata, args, C.uintptr_t(id))
 		if job == nil {
@@ -287,21 +293,17 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			return nil, errors.New("no thread could be started for the call")
 		}
 		defer C.shim_job_free(job)
-		return finishCall(ctx, tc, id, C.shim_job_status(job), C.shim_job_result(job), nil)
+		return finishCall(ctx, tc, id, C.shim_job_status(job), C.shim_job_result(job), false)
 	}
 }
 
 // finishCall ends a call whose tool has returned rc: what it reported is
 // the answer, from res (its own thread's reports, kept in C) or else from
-// tc (reports from other threads, through Go). args, when not nil, is the
-// arguments' C copy to free (a job frees its own). A tool that ran on the
-// caller's thread is checked against its deadline afterwards: past it, its
-// answer is dropped and the call is a timeout, as it would have been on a
-// worker thread.
-func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, args *C.char) ([]byte, error) {
-	if args != nil {
-		C.shim_free(unsafe.Pointer(args))
-	}
+// tc (reports from other threads, through Go). A tool that ran on the
+// caller's thread (onCaller) is checked against its deadline afterwards:
+// past it, its answer is dropped and the call is a timeout, as it would
+// have been on a worker thread.
+func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, onCaller bool) ([]byte, error) {
 	toolCalls.Delete(id)
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -319,7 +321,7 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
 		}
 	}
-	if args != nil && ctx.Err() != nil {
+	if onCaller && ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf(
 				"tool %q ran past its timeout (on the caller's thread, where it cannot be cut short; its answer was dropped)", tc.tool.Name)}

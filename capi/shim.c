@@ -207,8 +207,21 @@ void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {
 
 void shim_free(void *p) { free(p); }
 
-int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res) {
-    return shim_run_reporting(fn, userdata, args, res);
+/* Arguments up to this size are copied onto the stack for the call. */
+#define HERE_ARGS_ON_STACK 1024
+
+int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, struct shim_result *res) {
+    char small[HERE_ARGS_ON_STACK];
+    char *copy = n < sizeof small ? small : malloc(n + 1);
+    int rc;
+    if (copy == NULL) return 0;
+    if (n > 0) memcpy(copy, args, n);
+    copy[n] = '\0';
+    DEFINED(copy, n + 1);
+    rc = shim_run_reporting(fn, userdata, copy, res);
+    res->ran = 1;
+    if (copy != small) free(copy);
+    return rc;
 }
 
 void shim_result_clear(struct shim_result *r) {

@@ -32,12 +32,15 @@ struct shim_result {
     size_t result_len;
     char *error; /* NULL with has_error: the default message */
     int has_result, has_error;
+    int ran; /* shim_call_here: the tool was called (0: no memory for its arguments) */
 };
 void shim_result_clear(struct shim_result *r);
 
-/* Calls a C tool on the calling thread (descriptor "on_caller_thread"),
- * collecting its reports into *res (res->call set by the caller). */
-int shim_call_tool(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res);
+/* Calls a C tool on the calling thread (descriptor "on_caller_thread")
+ * with a NUL-terminated copy of args (n bytes, which may be Go memory),
+ * collecting its reports into *res (res->call set by the caller); sets
+ * res->ran once the tool was called. */
+int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, struct shim_result *res);
 
 /* The worker pool of workers.c: runs C tools on threads of their own so
  * that a caller can stop waiting at the deadline. */

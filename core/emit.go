@@ -121,8 +121,13 @@ type requestState struct {
 
 var requestStates = sync.Pool{New: func() any { return new(requestState) }}
 
-func newRequestState(ctx context.Context, s *snapshot) *requestState {
-	st := requestStates.Get().(*requestState)
+func newRequestState(ctx context.Context, s *snapshot, fromPool bool) *requestState {
+	var st *requestState
+	if fromPool {
+		st = requestStates.Get().(*requestState)
+	} else {
+		st = &requestState{handedOn: true} // never pooled
+	}
 	st.Context = ctx
 	st.budget.max = s.config.Rules.MaxEmissions
 	st.budget.left.Store(int64(st.budget.max))

@@ -469,6 +469,16 @@ static void test_on_caller_thread(void) {
     CHECK_INT(clara_register_tool("{\"name\":\"there\"}", where_am_i, NULL, NULL), CLARA_OK);
     CHECK_ENVELOPE("{\"tool\":\"here\",\"arguments\":{\"a\":1}}", "{\"status\":\"success\",\"tool\":\"here\",\"result\":{\"a\":1}}");
     CHECK(pthread_equal(seen_thread, pthread_self()));
+    {
+        /* Arguments too large for the copy on the stack. */
+        char req[3000], want[3100];
+        char big[2049];
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        snprintf(req, sizeof req, "{\"tool\":\"here\",\"arguments\":{\"s\":\"%s\"}}", big);
+        snprintf(want, sizeof want, "{\"status\":\"success\",\"tool\":\"here\",\"result\":{\"s\":\"%s\"}}", big);
+        CHECK_ENVELOPE(req, want);
+    }
     CHECK_ENVELOPE("{\"tool\":\"there\",\"arguments\":{\"a\":1}}", "{\"status\":\"success\",\"tool\":\"there\",\"result\":{\"a\":1}}");
     CHECK(!pthread_equal(seen_thread, pthread_self()));
     reg("{\"name\":\"here_msg\",\"on_caller_thread\":true}", "message");
