@@ -43,6 +43,7 @@ func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, err
 	a.e.kv.DropSession(name)
 	a.e.sessions.End(name)
 	a.e.out.convs.Forget(name)
+	a.e.out.vectors.Forget(name)
 	return out, nil
 }
 

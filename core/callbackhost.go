@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -30,6 +31,27 @@ type callbackHost struct {
 	on     bool               // the configuration in force has a state_dir
 	root   string             // the Manager's paths, to see when they change
 	dir    string
+	decl   string // the [[callbacks]] tables in force, as JSON, to see when they change
+}
+
+// configuredCallbacks reads the configuration's [[callbacks]] tables.
+func configuredCallbacks(c *config.Config) ([]callbacks.Definition, error) {
+	if len(c.Callbacks) == 0 {
+		return nil, nil
+	}
+	defs, err := callbacks.ParseConfigured(c.Callbacks, projectRoot(c))
+	if err != nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "configuration: %v", err)
+	}
+	return defs, nil
+}
+
+func projectRoot(c *config.Config) string {
+	root, err := filepath.Abs(c.ProjectRoot)
+	if err != nil {
+		return filepath.Clean(c.ProjectRoot)
+	}
+	return root
 }
 
 var _ tools.Callbacks = (*callbackHost)(nil)
@@ -38,10 +60,7 @@ var _ tools.Callbacks = (*callbackHost)(nil)
 // callbacks have nowhere to live (state_dir = "").
 func (h *callbackHost) options(c *config.Config) (o callbacks.Options, ok bool) {
 	e := h.engine
-	root, err := filepath.Abs(c.ProjectRoot)
-	if err != nil {
-		root = filepath.Clean(c.ProjectRoot)
-	}
+	root := projectRoot(c)
 	o = callbacks.Options{
 		ProjectRoot:  root,
 		TestMode:     func() bool { return e.testMode(e.current.Load()) },
@@ -51,6 +70,12 @@ func (h *callbackHost) options(c *config.Config) (o callbacks.Options, ok bool) 
 	}
 	if c.StateDir == "" {
 		return o, false
+	}
+	// prepare checked the tables: an error here cannot happen.
+	if defs, err := configuredCallbacks(c); err == nil {
+		o.Configured = defs
+	} else {
+		e.log.Logf(logging.Error, "callbacks: %v", err)
 	}
 	o.StateDir = c.StateDir
 	if !filepath.IsAbs(o.StateDir) {
@@ -68,12 +93,13 @@ func (h *callbackHost) sync(c *config.Config) {
 	if !ok {
 		return
 	}
+	decl, _ := json.Marshal(c.Callbacks)
 	if h.mgr == nil {
 		h.mgr = callbacks.New(o)
-	} else if o.ProjectRoot != h.root || o.StateDir != h.dir {
+	} else if o.ProjectRoot != h.root || o.StateDir != h.dir || string(decl) != h.decl {
 		h.mgr.Reconfigure(o)
 	}
-	h.root, h.dir = o.ProjectRoot, o.StateDir
+	h.root, h.dir, h.decl = o.ProjectRoot, o.StateDir, string(decl)
 }
 
 // manager returns the Manager, or an error saying why callbacks are off.
@@ -241,4 +267,70 @@ func (h *callbackHost) fire(ctx context.Context, tool, session string, files []s
 	for _, b := range out.Background {
 		rep.notices = append(rep.notices, protocol.Notice{Callback: b.Name, Message: fmt.Sprintf("Callback '%s' activated in background", b.Name), Priority: "low"})
 	}
+	for _, b := range out.Skipped {
+		rep.notices = append(rep.notices, protocol.Notice{Callback: b.Name, Message: fmt.Sprintf("Callback '%s' skipped: a run is already going (on_busy = skip)", b.Name), Priority: "low"})
+	}
+}
+
+// callbackBatch gathers the files changed by the tool calls of one batch
+// (the calls a model asked for in one turn of a chat, SPEC §9.6): the
+// session's callbacks fire once for all of them when the batch ends, so
+// once_per_batch means once per turn, as in the seed.
+type callbackBatch struct {
+	mu    sync.Mutex
+	files map[string][]string // by session
+	order []string            // sessions in the order they first changed files
+}
+
+type callbackBatchKey struct{}
+
+// withCallbackBatch makes the calls made under ctx add their changed files
+// to b instead of firing the callbacks at once.
+func withCallbackBatch(ctx context.Context, b *callbackBatch) context.Context {
+	return context.WithValue(ctx, callbackBatchKey{}, b)
+}
+
+func callbackBatchOf(ctx context.Context) *callbackBatch {
+	b, _ := ctx.Value(callbackBatchKey{}).(*callbackBatch)
+	return b
+}
+
+func (b *callbackBatch) add(session string, files []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.files == nil {
+		b.files = map[string][]string{}
+	}
+	if _, ok := b.files[session]; !ok {
+		b.order = append(b.order, session)
+	}
+	b.files[session] = append(b.files[session], files...)
+}
+
+// take empties the batch, returning what it held. The calls of a batch
+// run at once and finish in any order: each session's files are sorted,
+// so that a script sees the same list whatever the order was.
+func (b *callbackBatch) take() (order []string, files map[string][]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	order, files = b.order, b.files
+	b.order, b.files = nil, nil
+	for _, fs := range files {
+		sort.Strings(fs)
+	}
+	return order, files
+}
+
+// fireBatch fires the callbacks for the files a batch gathered, once per
+// session, and returns the notices of the runs (blocking ones finished,
+// background ones started). what names the batch in the log.
+func (h *callbackHost) fireBatch(ctx context.Context, what string, b *callbackBatch) []protocol.Notice {
+	order, files := b.take()
+	var notices []protocol.Notice
+	for _, session := range order {
+		rep := &report{}
+		h.fire(ctx, what, session, files[session], rep)
+		notices = append(notices, rep.notices...)
+	}
+	return notices
 }

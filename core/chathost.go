@@ -22,6 +22,9 @@ type chatHost struct {
 	session string
 	scope   toolbox.Scope
 	handle  int64 // the async call the chat runs in, 0 when synchronous
+	// batch gathers the files the tool calls of one turn change; the next
+	// turn's start (or the chat's end) fires their callbacks at once.
+	batch callbackBatch
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
@@ -49,6 +52,7 @@ func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]by
 	cs := scopeOf(ctx)
 	cs.depth++
 	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
+	ctx = withCallbackBatch(ctx, &h.batch)
 	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}}
 	result, _, perr := h.e.callTool(ctx, h.s, c)
 	return result, perr
@@ -57,16 +61,29 @@ func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]by
 // Turn fires on_turn_start or on_turn_end with context.turn, and hands the
 // session's queued notices to the model.
 func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string {
+	// A turn starts after the tool calls of the one before have all
+	// answered: their callbacks fire now, once for the batch, and what the
+	// blocking ones said reaches the model with this turn.
+	var fired []protocol.Notice
+	if event == llm.EventTurnStart {
+		fired = h.endBatch(ctx)
+	}
 	payload := map[string]any{"turn": t.Context()}
 	if _, perr := h.e.emit(ctx, h.s, event, h.session, payload, false, nil); perr != nil {
 		h.e.log.Logf(logging.Warn, "chat: %s: %s", event, perr.Message)
 	}
 	notices, _ := h.e.sessions.Get(h.session).Drain()
-	out := make([]string, len(notices))
-	for i, n := range notices {
-		out[i] = n.Message
+	out := make([]string, 0, len(fired)+len(notices))
+	for _, n := range append(fired, notices...) {
+		out = append(out, n.Message)
 	}
 	return out
+}
+
+// endBatch fires the callbacks of the files the last turn's tool calls
+// changed.
+func (h *chatHost) endBatch(ctx context.Context) []protocol.Notice {
+	return h.e.cb.fireBatch(ctx, "chat turn", &h.batch)
 }
 
 // Progress hands ev to the host's event handler, with the session and the

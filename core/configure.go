@@ -55,8 +55,14 @@ func (e *Engine) prepare(t config.Tree, runtime []ruleSource) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	if _, err := configuredCallbacks(c); err != nil {
+		return nil, err
+	}
 	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.prepareConcepts(c, m, set); err != nil {
 		return nil, err
 	}
 	s := &snapshot{

@@ -22,8 +22,9 @@ import (
 const maxConversations = 10000
 
 type outbound struct {
-	client *llm.Client
-	convs  *llm.Conversations
+	client  *llm.Client
+	convs   *llm.Conversations
+	vectors *llm.VectorCache // semantic conditions' embeddings (semantic.go)
 }
 
 func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
@@ -31,14 +32,15 @@ func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
 	if err != nil {
 		panic("clara: the HTTP client does not start: " + err.Error()) // a bug, caught by this package's tests
 	}
-	return outbound{client: client, convs: llm.NewConversations(0, maxConversations)}
+	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors)}
 }
 
 // models is what a configuration decides of the outbound side.
 type models struct {
 	clientOptions llm.ClientOptions
-	chat          *llm.Chat    // nil: no llm.base_url
-	evaluate      toolbox.Func // nil: no evaluator.url
+	chat          *llm.Chat       // nil: no llm.base_url
+	evaluate      toolbox.Func    // nil: no evaluator.url
+	embed         *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
 }
 
 // retries maps max_retries (0: none) to the llm package's convention.
@@ -124,7 +126,14 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	if conversation == protocol.DefaultSession {
 		conversation = ""
 	}
-	return s.models.chat.Run(ctx, host, conversation, call.Arguments)
+	out, err := s.models.chat.Run(ctx, host, conversation, call.Arguments)
+	// Every turn's start fires the batch of the turn before; a chat that
+	// ended between a turn's tool calls and the next turn (an error) fires
+	// what is left, its notices queued for the session.
+	if left := host.endBatch(ctx); len(left) > 0 {
+		m.e.sessions.Get(call.Session).Queue(left)
+	}
+	return out, err
 }
 
 func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error) {

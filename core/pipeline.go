@@ -151,9 +151,17 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 		}
 	}
 	if perr == nil {
-		if files := e.changedFiles(t.Name, result); len(files) > 0 {
+		files := e.changedFiles(t.Name, result)
+		if t.ChangesFiles() {
+			files = append(files, t.ChangedPaths(c.args)...)
+		}
+		if len(files) > 0 {
 			c.handOn()
-			e.cb.fire(ctx, t.Name, c.session, files, c.rep)
+			if b := callbackBatchOf(ctx); b != nil {
+				b.add(c.session, files) // fired once for the whole batch (a chat's turn)
+			} else {
+				e.cb.fire(ctx, t.Name, c.session, files, c.rep)
+			}
 		}
 	}
 	return took

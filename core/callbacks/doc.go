@@ -5,7 +5,11 @@
 //
 // The engine wraps one Manager: the callback_* tools call Upsert, Toggle,
 // List, Get and Trigger; the pipeline calls Trigger for a tool that reports
-// changed_files; OnBackground hands background completions back.
+// changed_files or whose descriptor names them (changes_files), once per
+// batch (a call, or a chat's turn); OnBackground hands background
+// completions back. Callbacks the configuration declares ([[callbacks]],
+// ParseConfigured) come in through Options.Configured, beside the stored
+// ones.
 //
 // # What it may import
 //

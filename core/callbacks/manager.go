@@ -33,6 +33,10 @@ type Options struct {
 	// (the engine's, which recovers and logs a panic). Nil: the Manager
 	// recovers and logs panics itself.
 	Go func(what string, f func())
+	// Configured are the callbacks the configuration declares
+	// (ParseConfigured): listed first, active for every worker. A stored
+	// callback of the same name is left out while they are.
+	Configured []Definition
 }
 
 // Definition is one callback (SPEC §9.1). Definitions are global; which
@@ -48,6 +52,50 @@ type Definition struct {
 	Cwd            string   `json:"cwd"`
 	OneAtATime     bool     `json:"one_at_a_time"`
 	OncePerBatch   bool     `json:"once_per_batch"`
+	// OnBusy: what a trigger does while a one_at_a_time callback runs:
+	// OnBusyQueue (one more run, files merged) or OnBusySkip (nothing).
+	OnBusy string `json:"on_busy"`
+	// PassFiles: how the script gets its files besides the environment
+	// and /dev/fd/3: PassFilesEnv (no more), PassFilesArgs (as its
+	// arguments) or PassFilesStdin (a JSON object on its standard input).
+	PassFiles string `json:"pass_files"`
+	// Configured: declared in the configuration ([[callbacks]]), not
+	// stored; its script is run, not a file.
+	Configured bool `json:"configured,omitempty"`
+	run        string
+}
+
+// The values of on_busy and pass_files.
+const (
+	OnBusyQueue    = "queue"
+	OnBusySkip     = "skip"
+	PassFilesEnv   = "env"
+	PassFilesArgs  = "args"
+	PassFilesStdin = "stdin"
+)
+
+// normalize fills the defaults of fields older files lack.
+func (d *Definition) normalize() {
+	if d.OnBusy == "" {
+		d.OnBusy = OnBusyQueue
+	}
+	if d.PassFiles == "" {
+		d.PassFiles = PassFilesEnv
+	}
+}
+
+func checkOnBusy(v string) error {
+	if v != OnBusyQueue && v != OnBusySkip {
+		return fmt.Errorf("on_busy must be %q or %q, not %q", OnBusyQueue, OnBusySkip, v)
+	}
+	return nil
+}
+
+func checkPassFiles(v string) error {
+	if v != PassFilesEnv && v != PassFilesArgs && v != PassFilesStdin {
+		return fmt.Errorf("pass_files must be %q, %q or %q, not %q", PassFilesEnv, PassFilesArgs, PassFilesStdin, v)
+	}
+	return nil
 }
 
 // Manager holds the callbacks of one project. Its methods are safe for
@@ -114,6 +162,20 @@ func (m *Manager) Reconfigure(o Options) {
 }
 
 func (m *Manager) options() *Options { return m.opts.Load() }
+
+// configured returns the configured callback named (or with the id) key.
+func (m *Manager) configured(key string) *Definition {
+	for i, d := range m.options().Configured {
+		if d.Name == key || d.ID == key {
+			return &m.options().Configured[i]
+		}
+	}
+	return nil
+}
+
+// isActive: a configured callback is active for every worker; a stored
+// one for the workers that turned it on.
+func (w *workerSnap) isActive(d *Definition) bool { return d.Configured || w.active[d.ID] }
 
 // goSafe starts f on a goroutine of its own, through Options.Go when the
 // host gave one: nothing the package starts may take the host down.
@@ -184,7 +246,21 @@ func (m *Manager) install(dir string, doc *defsDoc, st stamp) (*snapshot, error)
 	for _, why := range doc.dropped {
 		m.logfLocked("warn", "%s/%s: %s; left out", dir, defsFile, why)
 	}
+	all := make([]*Definition, 0, len(m.options().Configured)+len(doc.Callbacks))
+	declared := map[string]bool{}
+	for i := range m.options().Configured {
+		d := m.options().Configured[i] // a copy: the snapshot's own
+		all = append(all, &d)
+		declared[d.Name] = true
+	}
 	for _, d := range doc.Callbacks {
+		if declared[d.Name] {
+			m.logfLocked("warn", "callback %q (%s) of %s/%s is left out: the configuration declares a callback of that name", d.Name, d.ID, dir, defsFile)
+			continue
+		}
+		all = append(all, d)
+	}
+	for _, d := range all {
 		key := strings.Join(d.Pattern, "\n")
 		set := used[key]
 		if set == nil {
@@ -401,3 +477,6 @@ func (m *Manager) Close() {
 }
 
 var errClosed = errors.New("callbacks: the manager is closed")
+
+// errBusy: a one_at_a_time callback with on_busy = "skip" is running.
+var errBusy = errors.New("callbacks: running, and on_busy is skip")

@@ -2,6 +2,7 @@ package callbacks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,8 +95,29 @@ func (m *Manager) exec(ctx context.Context, env runEnv, d *Definition, files []s
 		"CLARA_PROJECT_ROOT="+env.root,
 		"CLARA_CALLBACK_NAME="+d.Name,
 		"CLARA_CALLBACK_ID="+d.ID,
+		// The seed's names, for scripts written for it.
+		"CP_CHANGED_FILES="+envList,
+		"CP_PROJECT_ROOT="+env.root,
+		"CP_CALLBACK_NAME="+d.Name,
 	)
-	if err := m.runScript(ctx, script, dir, environ, list, timeout, out, r); err != nil {
+	// A stored callback runs its script file; one the configuration
+	// declares runs its text, with the same first lines a file gets.
+	argv := []string{"bash", script}
+	if d.Configured {
+		argv = []string{"bash", "-c", "set -euo pipefail\n" + d.run, d.Name}
+	}
+	var stdin *os.File
+	switch d.PassFiles {
+	case PassFilesArgs:
+		argv = append(argv, files...) // runJob keeps a run's arguments under argsMax
+	case PassFilesStdin:
+		if stdin, err = stdinJSON(env, d, files); err != nil {
+			fail(err)
+			return
+		}
+		defer stdin.Close()
+	}
+	if err := m.runScript(ctx, argv, dir, environ, list, stdin, timeout, out, r); err != nil {
 		fail(err)
 		keepLog = true
 		return
@@ -114,9 +136,11 @@ func scriptAndDir(ctx context.Context, env runEnv, d *Definition) (script, dir s
 	if err := ctx.Err(); err != nil {
 		return "", "", fmt.Errorf("stopped: %v", context.Cause(ctx))
 	}
-	script = filepath.Join(env.stateDir, scriptsDir, d.Name+".sh")
-	if _, err := os.Stat(script); err != nil {
-		return "", "", fmt.Errorf("script: %v", err)
+	if !d.Configured {
+		script = filepath.Join(env.stateDir, scriptsDir, d.Name+".sh")
+		if _, err := os.Stat(script); err != nil {
+			return "", "", fmt.Errorf("script: %v", err)
+		}
 	}
 	dir = env.root
 	if d.Cwd != "" {
@@ -155,16 +179,72 @@ func writeChangedFiles(files []string) (f *os.File, envList string, err error) {
 	return f, list, nil
 }
 
+// stdinJSON writes what a pass_files = "stdin" script reads on its
+// standard input to a temporary file removed at once (a pipe could fill
+// before the script reads it):
+// {"callback_id","callback_name","project_root","changed_files":[...]}.
+func stdinJSON(env runEnv, d *Definition, files []string) (*os.File, error) {
+	data, err := json.Marshal(struct {
+		ID           string   `json:"callback_id"`
+		Name         string   `json:"callback_name"`
+		ProjectRoot  string   `json:"project_root"`
+		ChangedFiles []string `json:"changed_files"`
+	}{d.ID, d.Name, env.root, files})
+	if err != nil {
+		return nil, fmt.Errorf("stdin: %v", err)
+	}
+	f, err := os.CreateTemp("", "clara-callback-stdin-*.json")
+	if err != nil {
+		return nil, fmt.Errorf("stdin: %v", err)
+	}
+	os.Remove(f.Name())
+	if _, err = f.Write(append(data, '\n')); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stdin: %v", err)
+	}
+	return f, nil
+}
+
+// argsMax bounds the bytes of file arguments one pass_files = "args" run
+// gets: the kernel's limit on arguments and environment together
+// (ARG_MAX, often 2 MiB) must hold them and the environment, where the
+// lists take up to 2 × envListMax. A longer batch is split into several
+// runs, each under it (and each run's CLARA_CHANGED_FILES then holds its
+// whole part).
+const argsMax = envListMax
+
+// splitArgs cuts files into runs of at most argsMax bytes of arguments
+// (one file longer than that is a run of its own).
+func splitArgs(files []string) [][]string {
+	var runs [][]string
+	start, size := 0, 0
+	for i, f := range files {
+		n := len(f) + 1
+		if i > start && size+n > argsMax {
+			runs = append(runs, files[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	return append(runs, files[start:])
+}
+
 // runScript runs the script in a session of its own with its output in
 // out, until it exits, its timeout (TERM, then KILL after killGrace) or
 // ctx ends; then kills what is left of the session and sets r's exit code,
 // signal and timeout. An error: the script could not start.
-func (m *Manager) runScript(ctx context.Context, script, dir string, environ []string, list *os.File, timeout time.Duration, out *capture, r *RunResult) error {
+func (m *Manager) runScript(ctx context.Context, argv []string, dir string, environ []string, list, stdin *os.File, timeout time.Duration, out *capture, r *RunResult) error {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("pipe: %v", err)
 	}
-	cmd := exec.Command("bash", script)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
 	cmd.Dir = dir
 	cmd.Env = environ
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -293,7 +373,9 @@ func hostEnv() []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "CLARA_CHANGED_FILES") || strings.HasPrefix(kv, "CLARA_PROJECT_ROOT=") ||
-			strings.HasPrefix(kv, "CLARA_CALLBACK_NAME=") || strings.HasPrefix(kv, "CLARA_CALLBACK_ID=") {
+			strings.HasPrefix(kv, "CLARA_CALLBACK_NAME=") || strings.HasPrefix(kv, "CLARA_CALLBACK_ID=") ||
+			strings.HasPrefix(kv, "CP_CHANGED_FILES=") || strings.HasPrefix(kv, "CP_PROJECT_ROOT=") ||
+			strings.HasPrefix(kv, "CP_CALLBACK_NAME=") {
 			continue
 		}
 		out = append(out, kv)

@@ -120,8 +120,14 @@ func validDefs(ds []*Definition) (kept []*Definition, dropped []string) {
 			dropped = append(dropped, fmt.Sprintf("callback %q: id %q is not CB<n>", d.Name, d.ID))
 		case ids[d.ID] || names[d.Name]:
 			dropped = append(dropped, fmt.Sprintf("callback %q (%s) is defined twice", d.Name, d.ID))
+		case checkOnBusy(d.OnBusy) != nil && d.OnBusy != "":
+			dropped = append(dropped, fmt.Sprintf("callback %q: %v", d.Name, checkOnBusy(d.OnBusy)))
+		case checkPassFiles(d.PassFiles) != nil && d.PassFiles != "":
+			dropped = append(dropped, fmt.Sprintf("callback %q: %v", d.Name, checkPassFiles(d.PassFiles)))
 		default:
 			ids[d.ID], names[d.Name] = true, true
+			d.Configured = false // only the configuration declares those
+			d.normalize()
 			kept = append(kept, d)
 		}
 	}
@@ -339,6 +345,10 @@ func scriptText(d *Definition, content string) []byte {
 #   CLARA_PROJECT_ROOT        the project root, absolute
 #   CLARA_CALLBACK_NAME       this callback's name
 #   CLARA_CALLBACK_ID         this callback's id
+#   CP_CHANGED_FILES, CP_PROJECT_ROOT, CP_CALLBACK_NAME: the same, by the
+#                             names of the design Clara's callbacks come from
+# With pass_files = "args" the files are also the script's arguments; with
+# "stdin", a JSON object on its standard input holds them.
 # Exit 0 for success; output (stdout and stderr) goes to a log kept on failure.
 `)
 	b.WriteString(scriptMarker)

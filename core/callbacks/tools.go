@@ -45,6 +45,8 @@ type upsertArgs struct {
 	Cwd            *string         `json:"cwd"`
 	OneAtATime     *bool           `json:"one_at_a_time"`
 	OncePerBatch   *bool           `json:"once_per_batch"`
+	OnBusy         *string         `json:"on_busy"`
+	PassFiles      *string         `json:"pass_files"`
 	ScriptContent  *string         `json:"script_content"`
 	OldString      *string         `json:"old_string"`
 	NewString      *string         `json:"new_string"`
@@ -196,6 +198,10 @@ func (m *Manager) Upsert(session string, args []byte) ([]byte, error) {
 
 // apply copies the fields given in a onto d and checks the result.
 func (m *Manager) apply(d *Definition, a *upsertArgs, creating bool) error {
+	return applyArgs(m.options().ProjectRoot, d, a, creating)
+}
+
+func applyArgs(root string, d *Definition, a *upsertArgs, creating bool) error {
 	if a.Name != nil {
 		if !nameRE.MatchString(*a.Name) {
 			return invalid("callback_upsert: name %q must match ^[a-z0-9][a-z0-9_-]{0,63}$", *a.Name)
@@ -231,7 +237,7 @@ func (m *Manager) apply(d *Definition, a *upsertArgs, creating bool) error {
 		d.SuccessMessage = *a.SuccessMessage
 	}
 	if a.Cwd != nil {
-		cwd, err := checkCwd(m.options().ProjectRoot, *a.Cwd)
+		cwd, err := checkCwd(root, *a.Cwd)
 		if err != nil {
 			return invalid("callback_upsert: %v", err)
 		}
@@ -243,6 +249,19 @@ func (m *Manager) apply(d *Definition, a *upsertArgs, creating bool) error {
 	if a.OncePerBatch != nil {
 		d.OncePerBatch = *a.OncePerBatch
 	}
+	if a.OnBusy != nil {
+		if err := checkOnBusy(*a.OnBusy); err != nil {
+			return invalid("callback_upsert: %v", err)
+		}
+		d.OnBusy = *a.OnBusy
+	}
+	if a.PassFiles != nil {
+		if err := checkPassFiles(*a.PassFiles); err != nil {
+			return invalid("callback_upsert: %v", err)
+		}
+		d.PassFiles = *a.PassFiles
+	}
+	d.normalize()
 	if creating && d.Name == "" {
 		return invalid("callback_upsert: name is required to create a callback")
 	}
@@ -277,6 +296,9 @@ func (m *Manager) create(worker string, a *upsertArgs) ([]byte, error) {
 		return nil, err
 	}
 	defer t.end()
+	if m.configured(d.Name) != nil {
+		return nil, invalid("callback_upsert: the configuration declares a callback named %q ([[callbacks]]); choose another name", d.Name)
+	}
 	if _, old := t.find(d.Name); old != nil && old.Name == d.Name {
 		return nil, invalid("callback_upsert: a callback named %q exists (%s); update it", d.Name, old.ID)
 	}
@@ -332,6 +354,9 @@ func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
 		key = *a.Name
 	default:
 		return nil, invalid("callback_upsert: update needs the id (or name) of the callback")
+	}
+	if err := m.notConfigured("callback_upsert", key); err != nil {
+		return nil, err
 	}
 	if a.ScriptContent != nil && (a.OldString != nil || a.NewString != nil) {
 		return nil, invalid("callback_upsert: give script_content or old_string/new_string, not both")
@@ -426,6 +451,9 @@ func (m *Manager) delete(worker string, a *upsertArgs) ([]byte, error) {
 	default:
 		return nil, invalid("callback_upsert: delete needs the id (or name) of the callback")
 	}
+	if err := m.notConfigured("callback_upsert", key); err != nil {
+		return nil, err
+	}
 	t, err := m.begin()
 	if err != nil {
 		return nil, err
@@ -468,6 +496,9 @@ func (m *Manager) Toggle(session string, args []byte) ([]byte, error) {
 	}
 	if a.ID == nil || a.Active == nil {
 		return nil, invalid("callback_toggle: id and active are required")
+	}
+	if err := m.notConfigured("callback_toggle", *a.ID); err != nil {
+		return nil, err
 	}
 	worker := workerOf(session)
 	t, err := m.begin()
@@ -513,7 +544,7 @@ func (m *Manager) List(session string, args []byte) ([]byte, error) {
 		Callbacks []listed `json:"callbacks"`
 	}{worker, make([]listed, 0, len(s.list))}
 	for _, e := range s.list {
-		out.Callbacks = append(out.Callbacks, listed{*e.def, w.active[e.def.ID]})
+		out.Callbacks = append(out.Callbacks, listed{*e.def, w.isActive(e.def)})
 	}
 	return json.Marshal(out)
 }
@@ -547,14 +578,26 @@ func (m *Manager) Get(session string, args []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("callback_get: %w", err)
 	}
+	type got struct {
+		listed
+		Script     string `json:"script"`
+		ScriptPath string `json:"script_path"`
+	}
+	if e.def.Configured {
+		return json.Marshal(got{listed{*e.def, true}, e.def.run, ""})
+	}
 	path := filepath.Join(s.dir, scriptsDir, e.def.Name+".sh")
 	file, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("callback_get: read the script: %w", err)
 	}
-	return json.Marshal(struct {
-		listed
-		Script     string `json:"script"`
-		ScriptPath string `json:"script_path"`
-	}{listed{*e.def, w.active[e.def.ID]}, strings.ToValidUTF8(scriptContent(file), "\uFFFD"), path})
+	return json.Marshal(got{listed{*e.def, w.isActive(e.def)}, strings.ToValidUTF8(scriptContent(file), "\uFFFD"), path})
+}
+
+// notConfigured refuses to change a callback the configuration declares.
+func (m *Manager) notConfigured(tool, key string) error {
+	if d := m.configured(key); d != nil {
+		return invalid("%s: callback %q is declared in the configuration ([[callbacks]]): change it there", tool, d.Name)
+	}
+	return nil
 }

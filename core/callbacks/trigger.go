@@ -71,13 +71,15 @@ type Outcome struct {
 	Matches    []Match     // dry run: what would fire
 	Runs       []RunResult // blocking runs (and runs test mode skipped), in firing order
 	Background []Match     // background jobs started (or merged into a pending one)
+	Skipped    []Match     // one_at_a_time callbacks already running, on_busy = "skip"
 	Notices    []string    // the §9.5 lines, in order
 }
 
 // JSON is the callback_trigger result. A dry run:
 // {"dry_run":true,"callbacks":[{"id","name","files"}...]}; otherwise
 // {"callbacks":[RunResult...],"background":[{"id","name","files"}...],
-// "notices":["..."]}.
+// "notices":["..."]}, with "skipped":[{"id","name","files"}...] when
+// on_busy = "skip" dropped triggers.
 func (o *Outcome) JSON() []byte {
 	var v any
 	if o.DryRun {
@@ -89,8 +91,9 @@ func (o *Outcome) JSON() []byte {
 		v = struct {
 			Callbacks  []RunResult `json:"callbacks"`
 			Background []Match     `json:"background"`
+			Skipped    []Match     `json:"skipped,omitempty"`
 			Notices    []string    `json:"notices"`
-		}{nonNil(o.Runs), nonNil(o.Background), nonNil(o.Notices)}
+		}{nonNil(o.Runs), nonNil(o.Background), o.Skipped, nonNil(o.Notices)}
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -158,8 +161,11 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	if o.TestMode != nil && o.TestMode() {
 		for i, mt := range matches {
 			n := 1
-			if !defs[i].OncePerBatch {
+			switch {
+			case !defs[i].OncePerBatch:
 				n = len(mt.Files)
+			case defs[i].PassFiles == PassFilesArgs:
+				n = len(splitArgs(mt.Files)) // the runs there would have been
 			}
 			for range n {
 				r := RunResult{ID: mt.ID, Name: mt.Name, OK: true, TestMode: true, Skipped: mt.Name}
@@ -179,16 +185,20 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	var waits []wait
 	for i, mt := range matches {
 		d := defs[i]
+		j, w, err := m.submit(env, d, mt.Files, worker, d.Blocking)
+		if errors.Is(err, errBusy) {
+			// on_busy = "skip": a run is going; this trigger is dropped.
+			m.logf("info", "%s (%s) is running; on_busy = skip drops this trigger of %d files", d.Name, d.ID, len(mt.Files))
+			out.Skipped = append(out.Skipped, mt)
+			out.Notices = append(out.Notices, fmt.Sprintf("Callback '%s' skipped: a run is already going (on_busy = skip)", d.Name))
+			continue
+		}
+		if err != nil {
+			return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
+		}
 		if d.Blocking {
-			j, w, err := m.submit(env, d, mt.Files, worker, true)
-			if err != nil {
-				return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
-			}
 			waits = append(waits, wait{j, w, d.ID, d.Name})
 		} else {
-			if _, _, err := m.submit(env, d, mt.Files, worker, false); err != nil {
-				return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
-			}
 			out.Background = append(out.Background, mt)
 			out.Notices = append(out.Notices, fmt.Sprintf("Callback '%s' activated in background", d.Name))
 		}
@@ -246,7 +256,7 @@ func (m *Manager) match(ctx context.Context, o *Options, worker string, files []
 	}
 	var active []*entry
 	for _, e := range s.list {
-		if w.active[e.def.ID] && e.set != nil {
+		if w.isActive(e.def) && e.set != nil {
 			active = append(active, e)
 		}
 	}
@@ -433,6 +443,9 @@ func (m *Manager) submit(env runEnv, d *Definition, files []string, worker strin
 	}
 	if d.OneAtATime {
 		if sl := m.slots[d.ID]; sl != nil {
+			if d.OnBusy == OnBusySkip {
+				return nil, nil, errBusy
+			}
 			if sl.pending == nil {
 				sl.pending = newJob(env, d)
 			}
@@ -497,7 +510,19 @@ func (m *Manager) runJob(j *job) {
 		results = append(results, m.run(m.baseCtx, j.env, d, files))
 	}
 	if j.def.OncePerBatch {
-		runOnce(j.files)
+		batches := [][]string{j.files}
+		if j.def.PassFiles == PassFilesArgs {
+			if batches = splitArgs(j.files); len(batches) > 1 {
+				m.logf("info", "%s (%s): %d files passed as arguments in %d runs, each under %d KiB of arguments",
+					j.def.Name, j.def.ID, len(j.files), len(batches), argsMax>>10)
+			}
+		}
+		for _, b := range batches {
+			runOnce(b)
+			if m.baseCtx.Err() != nil {
+				break
+			}
+		}
 	} else {
 		for _, f := range j.files {
 			runOnce([]string{f})

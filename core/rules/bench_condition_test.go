@@ -26,15 +26,23 @@ func (benchHost) StateGet(string, string) (any, bool, error)                    
 // already built (as simpleeval's SimpleNamespace is). The condition is two
 // comparisons joined by `and`, which Fire evaluates without expr's VM;
 // BenchmarkFire_conditionVM times the same rule through the VM.
-func BenchmarkFire_condition(b *testing.B)   { benchFireCondition(b, true) }
-func BenchmarkFire_conditionVM(b *testing.B) { benchFireCondition(b, false) }
+// BenchmarkFire_conditionPython times the same condition written in
+// Python (syntax = "python"), translated at load: the same cost.
+func BenchmarkFire_condition(b *testing.B)       { benchFireCondition(b, true, "") }
+func BenchmarkFire_conditionVM(b *testing.B)     { benchFireCondition(b, false, "") }
+func BenchmarkFire_conditionPython(b *testing.B) { benchFireCondition(b, true, "python") }
 
-func benchFireCondition(b *testing.B, fast bool) {
+func benchFireCondition(b *testing.B, fast bool, syntax string) {
+	cond := benchCondition
+	if syntax == "python" {
+		cond = `context.tool.result_bytes > thresholds.large_result_bytes and context.tool.name != "echo"`
+	}
 	set, err := Load([]Source{{Name: "bench.toml", Text: []byte(`[rule]
 id = "big"
 trigger = "on_tool_complete"
 [condition]
-expression = '` + benchCondition + `'
+syntax = "` + map[string]string{"": "expr"}[syntax] + syntax + `"
+expression = '` + cond + `'
 [action]
 type = "notify_self"
 message = "big result"

@@ -146,6 +146,7 @@ func newCompiler() *compiler {
 		expr.Function("__get", get, new(func(any, string) any)),
 	}
 	c.opts = append(c.opts, boundedOptions()...)
+	c.opts = append(c.opts, pythonOptions()...)
 	for name, fn := range helpers {
 		fn, name := fn, name
 		c.opts = append(c.opts, expr.Function("__"+name, func(args ...any) (any, error) {

@@ -3,6 +3,12 @@
 // events a caller emits), test a condition in expr-lang or Lua, and act:
 // notify, log, store state, chain events, deny a tool call, call a tool.
 //
+// Conditions are expr, or Python as the seed writes them (simpleeval's
+// subset, translated into expr at load: pycond.go), or semantic: a text of
+// the event compared with a concept by their embeddings, which the engine
+// computes (the concepts' through Set.Concepts and BindConcepts before the
+// set is used, the texts' through a Host that is an Embedder).
+//
 // Load compiles a whole rule set once (conditions and templates included)
 // with the configuration's thresholds bound into an immutable *Set, or
 // reports every problem of every file as protocol.Problems (file, line,

@@ -291,7 +291,7 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	}
 	e.outcome()
 	entry := TraceEntry{Rule: rule.ID, Event: e.ev.Name, Matched: v.matched}
-	if rule.cond != nil || rule.luaCond != nil {
+	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil {
 		entry.Value = v.value
 	}
 	if v.err != nil {
@@ -340,6 +340,8 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v 
 		res, v.err = e.runner().runLua(e.ctx, rule.luaCond, e.ev.Session, e.host)
 		v.value, v.actions = res.Value, res.Actions
 		v.matched = v.err == nil && luaTruthy(v.value)
+	case rule.semantic != nil:
+		v.value, v.matched, v.err = e.semantic(rule.semantic)
 	case !decided && rule.cond != nil:
 		v.value, v.err = e.runner().fresh().run(rule.cond)
 		b, _ := v.value.(bool)

@@ -40,6 +40,9 @@ type Source struct {
 // [condition] and [action] or [[actions]], or many in [[rules]], each with
 // its own condition and action(s).
 type fileDoc struct {
+	// Syntax is how the file's conditions are written: "expr" or "python"
+	// (as in the seed, pycond.go); a condition's own syntax wins.
+	Syntax    *string     `toml:"syntax" json:"syntax"`
 	Rule      *ruleDoc    `toml:"rule" json:"rule"`
 	Condition *condDoc    `toml:"condition" json:"condition"`
 	Action    *actionDoc  `toml:"action" json:"action"`
@@ -59,9 +62,32 @@ type ruleDoc struct {
 }
 
 type condDoc struct {
+	Syntax     *string `toml:"syntax" json:"syntax"`
 	Expression *string `toml:"expression" json:"expression"`
 	Lua        *string `toml:"lua" json:"lua"`
 	Script     *string `toml:"script" json:"script"`
+	// Semantic is a semantic condition (semantic.go).
+	Semantic *semanticDoc `toml:"semantic" json:"semantic"`
+}
+
+// UnmarshalText reads a condition given as a string (`condition = "..."`,
+// as the seed's examples write it): the expression.
+func (d *condDoc) UnmarshalText(text []byte) error {
+	s := string(text)
+	*d = condDoc{Expression: &s}
+	return nil
+}
+
+// UnmarshalJSON reads a condition given as a string or as an object.
+func (d *condDoc) UnmarshalJSON(data []byte) error {
+	var s string
+	if json.Unmarshal(data, &s) == nil {
+		return d.UnmarshalText([]byte(s))
+	}
+	type plain condDoc // without these methods
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(d))
 }
 
 type actionDoc struct {
@@ -139,6 +165,13 @@ func (c *compiler) loadSource(src Source) ([]*Rule, protocol.Problems) {
 		return shape(1, "[condition] and [action] belong to a rule: give [rule] (or [[rules]])")
 	default:
 		return nil, nil // an empty file holds no rules
+	}
+	if doc.Syntax != nil {
+		for i := range docs {
+			if c := docs[i].Condition; c != nil && c.Syntax == nil {
+				c.Syntax = doc.Syntax
+			}
+		}
 	}
 	var out []*Rule
 	var problems protocol.Problems
@@ -289,8 +322,8 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, protocol.Problems
 		c.compileCondition(src, d.Condition, r, problems)
 	}
 	c.compileActions(src, d, r, problems)
-	if r.CondSource != "" && !r.lua {
-		r.sources = append(r.sources, r.CondSource)
+	if r.condExpr != "" && !r.lua {
+		r.sources = append(r.sources, r.condExpr)
 	}
 	if len(problems.list) > 0 {
 		return nil, problems.list
@@ -307,9 +340,21 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 			n++
 		}
 	}
+	if cd.Semantic != nil {
+		n++
+	}
 	switch {
 	case n != 1:
-		problems.add(r.Line, "condition: give one of expression, lua or script")
+		problems.add(r.Line, "condition: give one of expression, lua, script or semantic")
+	case cd.Semantic != nil:
+		sem, field, err := compileSemantic(cd.Semantic)
+		if err != nil {
+			problems.add(locate(src.Text, "semantic"), "semantic condition: %v", err)
+			return
+		}
+		r.semantic = sem
+		r.CondSource = fmt.Sprintf("semantic(%q, %s) >= %v", sem.concept, field, sem.threshold)
+		r.sources = append(r.sources, field)
 	case cd.Lua != nil || cd.Script != nil:
 		script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
 		if err != nil {
@@ -320,14 +365,23 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 		r.lua = true
 	case cd.Expression != nil:
 		r.CondSource = *cd.Expression
-		prog, err := c.condition(*cd.Expression)
+		text, ok := c.conditionText(src, cd, r, problems)
+		if !ok {
+			return
+		}
+		r.condExpr = text
+		prog, err := c.condition(text)
 		if err != nil {
-			problems.add(locate(src.Text, *cd.Expression), "condition: %v", err)
+			what := "condition"
+			if text != *cd.Expression {
+				what = fmt.Sprintf("condition (python, read as %s)", text)
+			}
+			problems.add(locate(src.Text, *cd.Expression), "%s: %v", what, err)
 		}
 		r.cond = prog
-		r.simple = parseSimple(*cd.Expression)
+		r.simple = parseSimple(text)
 		if r.simple == nil {
-			r.guards = parseGuards(*cd.Expression)
+			r.guards = parseGuards(text)
 		}
 	}
 }

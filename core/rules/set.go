@@ -22,6 +22,7 @@ type Rule struct {
 	CondSource  string // "" when the rule has no condition (it always matches)
 
 	cond         *vm.Program
+	condExpr     string       // the condition as expr reads it (a Python one translated)
 	simple       *simpleCond  // the condition's fast form, when it has one
 	folded       *simpleCond  // simple with the Set's thresholds read in
 	guards       []comparison // when not simple: comparisons that can rule it out
@@ -30,7 +31,8 @@ type Rule struct {
 	order        int      // load order, the tie-break of equal priorities
 	sources      []string // condition and template texts, to find what they read
 	luaCond      *rulelua.Script
-	lua          bool // a Lua condition or action: reads context whole
+	semantic     *semanticCond // a semantic condition (semantic.go)
+	lua          bool          // a Lua condition or action: reads context whole
 }
 
 // Set is a compiled, immutable rule set.

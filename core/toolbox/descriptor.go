@@ -75,6 +75,11 @@ type Descriptor struct {
 	// of the call that asked for it, with no handoff to a worker thread;
 	// its timeout then cannot cut the call short (docs/tools.md).
 	OnCallerThread bool `json:"on_caller_thread,omitempty"`
+	// ChangesFiles names the arguments that hold paths the tool changes
+	// (an argument's name, or a JSON pointer such as "/edits/0/path"):
+	// after a successful call the session's file-change callbacks fire
+	// for them (SPEC §9.6), as for a result's changed_files.
+	ChangesFiles []string `json:"changes_files,omitempty"`
 }
 
 // Hints are what a tool's capabilities say of it to MCP clients
@@ -123,6 +128,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		OutputSchema json.RawMessage `json:"output_schema"`
 		Idempotent   *bool           `json:"idempotent"`
 		OnCaller     *bool           `json:"on_caller_thread"`
+		ChangesFiles []string        `json:"changes_files"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -162,6 +168,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	if raw.OnCaller != nil {
 		d.OnCallerThread = *raw.OnCaller
 	}
+	d.ChangesFiles = raw.ChangesFiles
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw.OutputSchema); err != nil || buf.Bytes()[0] != '{' {
@@ -241,6 +248,9 @@ func (d *Descriptor) check() error {
 		seen[c] = true
 	}
 	sort.Strings(d.Capabilities)
+	if _, err := compileChangesFiles(d.ChangesFiles); err != nil {
+		return fmt.Errorf("tool %q: %v", d.Name, err)
+	}
 	l := &d.Limits
 	for _, c := range []struct {
 		name string

@@ -46,9 +46,10 @@ type Tool struct {
 	// (see Builtin.KeepsNothing).
 	KeepsNothing bool
 
-	schema *jsonschema.Schema
-	slots  chan struct{} // max_concurrency; nil when unlimited
-	rate   *rateLimiter  // nil when no rate_per_min
+	schema  *jsonschema.Schema
+	changes [][]string    // ChangesFiles as pointer tokens
+	slots   chan struct{} // max_concurrency; nil when unlimited
+	rate    *rateLimiter  // nil when no rate_per_min
 
 	// refs counts the registry's reference plus one per call running the
 	// tool. When it drops to zero the tool is gone for good and onRelease
@@ -91,15 +92,17 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	// The tool keeps its own copies: check sorts the capabilities.
 	d.Capabilities = append([]string(nil), d.Capabilities...)
 	d.InputSchema = bytes.Clone(d.InputSchema)
+	d.ChangesFiles = append([]string(nil), d.ChangesFiles...)
 	if err := d.check(); err != nil {
 		return nil, err
 	}
+	changes, _ := compileChangesFiles(d.ChangesFiles) // check accepted them
 	s, err := compileSchema(d.Name, d.InputSchema)
 	if err != nil {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, readsDeadline: o.ReadsDeadline, schema: s,
-		onRelease: o.OnRelease}
+		changes: changes, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}

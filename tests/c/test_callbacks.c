@@ -128,7 +128,7 @@ static const char check_script[] =
 #define CHECK_DEF(active)                                                                                          \
     "{\"id\":\"CB1\",\"name\":\"check\",\"description\":\"\",\"pattern\":[\"*.rs\",\"!target/**\"],\"blocking\":true," \
     "\"timeout_secs\":10,\"success_message\":\"Build passed\",\"cwd\":\"\",\"one_at_a_time\":false,"                 \
-    "\"once_per_batch\":false,\"active\":" active "}"
+    "\"once_per_batch\":false,\"on_busy\":\"queue\",\"pass_files\":\"env\",\"active\":" active "}"
 
 static void test_callbacks_off_without_state_dir(void) {
     clara_free_string(clara_reset());

@@ -8,6 +8,7 @@ scripts' environment, failures, timeouts, test mode and persistence."""
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 import unittest
@@ -85,7 +86,8 @@ class TestBlocking(CallbackTestCase):
             "action": "created",
             "callback": {"id": "CB1", "name": "check", "description": "", "pattern": ["*.rs", "!target/**"],
                          "blocking": True, "timeout_secs": 10, "success_message": "Build passed", "cwd": "",
-                         "one_at_a_time": False, "once_per_batch": False, "active": True},
+                         "one_at_a_time": False, "once_per_batch": False, "on_busy": "queue",
+                         "pass_files": "env", "active": True},
             "script_path": self.path(".clara", "scripts", "check.sh")})
         mode = os.stat(created["script_path"]).st_mode
         self.assertEqual(stat.S_IMODE(mode), 0o755)
@@ -336,3 +338,78 @@ lua = '''notify("failed: " .. ctx.callback.name .. " exit " .. ctx.callback.exit
 
 if __name__ == "__main__":
     unittest.main()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = os.environ.get("CLARA_LLMSERVER", os.path.join(ROOT, "build", "llmserver"))
+
+
+class TestSeedTrigger(CallbackTestCase):
+    """Seed 001's trigger through the built library: a Python tool whose
+    descriptor names the argument holding the path (changes_files), a
+    callback declared in the configuration, and a model's turn of three
+    Edit/Write calls (tests/llm/seed_callbacks.toml) firing once."""
+
+    def register_seed_tools(self):
+        for name in ("Edit", "Write"):
+            self.lib.register_tool({"name": name, "changes_files": ["file_path"], "input_schema": {
+                "type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}},
+                lambda args: {"ok": True})
+
+    def test_changes_files_and_a_configured_callback(self):
+        self.register_seed_tools()
+        self.configure({"callbacks": [{
+            "name": "record", "pattern": ["*.py", "!build/**"], "blocking": True, "timeout_secs": 10,
+            "once_per_batch": True, "pass_files": "args",
+            "run": 'printf "%s\\n" "$@" > "$CP_PROJECT_ROOT/args.txt"\necho "$CP_CALLBACK_NAME got $#"'}]})
+        listed = self.ok("callback_list")["callbacks"]
+        self.assertEqual([(c["id"], c["configured"], c["active"]) for c in listed], [("config:record", True, True)])
+
+        env = self.call("Write", "anyone", file_path="pkg/mod.py", content="x = 1\n")
+        self.assertEqual(env["result"], {"ok": True})
+        [run] = env["callbacks"]
+        self.assertEqual((run["name"], run["ok"], run["output_tail"]), ("record", True, "record got 1"))
+        with open(self.path("args.txt")) as f:
+            self.assertEqual(f.read(), self.path("pkg", "mod.py") + "\n")
+        # Outside the project root, or excluded: nothing fires.
+        for path in ("../elsewhere.py", "/tmp/x.py", "build/gen.py"):
+            self.assertNotIn("callbacks", self.call("Edit", "anyone", file_path=path), path)
+        # The configuration's callbacks are changed there, not by the tools.
+        env = self.call("callback_upsert", action="delete", id="record")
+        self.assertEqual(env["error"], "invalid_args", env)
+
+    def test_a_chat_turn_fires_once(self):
+        if not os.path.exists(SERVER):
+            raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
+        srv = subprocess.Popen([SERVER, "-complete", os.path.join(ROOT, "tests", "llm", "seed_callbacks.toml")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        url = srv.stdout.readline().strip()
+        try:
+            self.register_seed_tools()
+            self.configure({"llm": {"base_url": url + "/seed_callbacks", "model": "m"}})
+            self.create("rust-check", 'echo $(echo "$CP_CHANGED_FILES" | tr "\\n" " ") >> "$CP_PROJECT_ROOT/runs.txt"',
+                        session="agent", blocking=True, timeout_secs=30, once_per_batch=True,
+                        success_message="Build passed")
+            self.create("file-length", 'echo "$CP_CHANGED_FILES" >> "$CP_PROJECT_ROOT/lengths.txt"', pattern="*",
+                        session="agent")
+            result = self.ok("chat", "agent", prompt="Rename foo to bar in the crate.", allow_tools=True,
+                             tools=["Edit", "Write"], max_tool_calls=5)
+            self.assertEqual(result["content"], "Renamed foo to bar; the build passes.")
+            with open(self.path("runs.txt")) as f:
+                self.assertEqual(f.read(), " ".join(self.path("src", n) for n in ("bar.rs", "lib.rs", "main.rs")) + "\n")
+            # file-length runs in the background, once per file.
+            deadline = time.monotonic() + 30
+            lines = []
+            while len(lines) < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)
+                if os.path.exists(self.path("lengths.txt")):
+                    with open(self.path("lengths.txt")) as f:
+                        lines = f.read().splitlines()
+            self.assertEqual(sorted(lines), [self.path("src", n) for n in ("bar.rs", "lib.rs", "main.rs")])
+        finally:
+            srv.stdin.close()
+            rc = srv.wait(30)
+            err = srv.stderr.read()
+            srv.stdout.close()
+            srv.stderr.close()
+        self.assertEqual(rc, 0, err)

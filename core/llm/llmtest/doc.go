@@ -57,6 +57,20 @@
 // that many bytes of the body, then drop the connection) and drop =
 // "close" | "reset" (no answer at all).
 //
+// # Embeddings
+//
+// A script with provider "openai" may also answer POST /NAME/embeddings
+// (OpenAI's embeddings format) with fixed vectors, outside its exchanges
+// (a script may have only these):
+//
+//	[embeddings]
+//	model = "emb-test"         # the model the request must name ("" any)
+//	vectors = { "authentication" = [1.0, 0.0], "reset my password" = [0.9, 0.1] }
+//
+// A text without a vector, another model, or a body of another shape is
+// refused (400) and recorded as a failure; Report.Embedded counts the
+// requests, so a test can tell a cached vector from a fetched one.
+//
 // # What the server checks
 //
 // Besides a script's expectations, every OpenAI or Anthropic request

@@ -41,6 +41,16 @@ type Script struct {
 	Order       string     `toml:"order"`
 	Repeat      bool       `toml:"repeat"` // Sequence: start over after the last exchange
 	Exchanges   []Exchange `toml:"exchange"`
+	// Embeddings, when given, answers POST /NAME/embeddings (OpenAI's
+	// embeddings API) with fixed vectors, outside the exchanges.
+	Embeddings *Embeddings `toml:"embeddings"`
+}
+
+// Embeddings are the fixed vectors of an OpenAI-compatible embeddings
+// endpoint: each input text must have one, or the request is refused.
+type Embeddings struct {
+	Model   string               `toml:"model"` // the model the request must name ("" any)
+	Vectors map[string][]float64 `toml:"vectors"`
 }
 
 // Exchange is one request and its answer.
@@ -198,8 +208,18 @@ func (s *Script) check() error {
 	default:
 		return fmt.Errorf("order must be %q or %q, not %q", Sequence, ByTurn, s.Order)
 	}
-	if len(s.Exchanges) == 0 {
-		return errors.New("no [[exchange]]")
+	if e := s.Embeddings; e != nil {
+		if s.Provider != OpenAI {
+			return errors.New("[embeddings] needs provider = \"openai\"")
+		}
+		for text, v := range e.Vectors {
+			if len(v) == 0 {
+				return fmt.Errorf("[embeddings] vector of %q is empty", text)
+			}
+		}
+	}
+	if len(s.Exchanges) == 0 && s.Embeddings == nil {
+		return errors.New("no [[exchange]] (nor [embeddings])")
 	}
 	for i := range s.Exchanges {
 		x := &s.Exchanges[i]

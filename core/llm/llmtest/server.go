@@ -39,7 +39,9 @@ type scriptState struct {
 	next   int // Sequence: the next exchange
 	served int
 	fails  []string
-	recv   []Received
+	// embedded counts the requests answered on /embeddings.
+	embedded int
+	recv     []Received
 }
 
 // Received is a request a script got.
@@ -57,6 +59,7 @@ type Report struct {
 	Exchanges int      `json:"exchanges"`
 	Served    int      `json:"served"`
 	Failures  []string `json:"failures"`
+	Embedded  int      `json:"embedded,omitempty"` // requests answered on /embeddings
 	// Complete: every exchange of a script that does not repeat was
 	// served (always true for repeating and by-turn scripts).
 	Complete bool `json:"complete"`
@@ -101,7 +104,7 @@ func (s *Server) Close() error { return s.srv.Close() }
 func (s *Server) Reset() {
 	for _, st := range s.scripts {
 		st.mu.Lock()
-		st.next, st.served, st.fails, st.recv = 0, 0, nil, nil
+		st.next, st.served, st.fails, st.recv, st.embedded = 0, 0, nil, nil, 0
 		st.mu.Unlock()
 	}
 }
@@ -112,7 +115,7 @@ func (s *Server) Reports() []Report {
 	for _, st := range s.scripts {
 		st.mu.Lock()
 		r := Report{Script: st.script.Name, Exchanges: len(st.script.Exchanges), Served: st.served,
-			Failures: append([]string{}, st.fails...)}
+			Failures: append([]string{}, st.fails...), Embedded: st.embedded}
 		r.Complete = st.script.Repeat || st.script.Order == ByTurn || st.served >= r.Exchanges
 		st.mu.Unlock()
 		out = append(out, r)
@@ -182,6 +185,10 @@ func (st *scriptState) serve(w http.ResponseWriter, r *http.Request, path string
 		return
 	}
 	sc := st.script
+	if sc.Embeddings != nil && path == "/embeddings" {
+		st.embed(w, r, body)
+		return
+	}
 	var v *view
 	var wireErr error
 	switch sc.Provider {
