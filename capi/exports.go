@@ -420,7 +420,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
 		return -C.CLARA_EINVAL
 	}
-	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, ReadsDeadline: true, OnRelease: release})
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, PollsDeadline: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

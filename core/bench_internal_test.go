@@ -97,3 +97,38 @@ func benchEchoParallel(b *testing.B, sessions bool) {
 		}
 	})
 }
+
+// BenchmarkEvaluate_luaTool calls a [[tools]] Lua tool that returns its
+// arguments, with the 5 arguments of the bench row "Lua tool"; beside it,
+// BenchmarkEvaluate_echo5 the built-in echo with the same arguments. The
+// difference is what the sandbox costs per call.
+func BenchmarkEvaluate_luaTool(b *testing.B) {
+	benchRequest(b, `{"tool":"lua_echo","arguments":`+args5+`}`, func(e *Engine) {
+		if out := e.Configure([]byte("[[tools]]\nname = \"lua_echo\"\nlua = \"return function(args) return args end\"\n")); !bytes.HasPrefix(out, []byte(`{"status":"success"`)) {
+			b.Fatal(string(out))
+		}
+	})
+}
+func BenchmarkEvaluate_echo5(b *testing.B) {
+	benchRequest(b, `{"tool":"echo","arguments":`+args5+`}`, nil)
+}
+
+const args5 = `{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}`
+
+func benchRequest(b *testing.B, request string, setup func(*Engine)) {
+	e := New(Options{})
+	if setup != nil {
+		setup(e)
+	}
+	req := []byte(request)
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+	b.StopTimer()
+	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
+		b.Fatal(string(buf))
+	}
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,12 +71,12 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			}
 			src = string(text)
 		}
-		script, err := rulelua.Compile(name, src)
+		script, err := rulelua.CompileWithLimits(name, src, rulelua.Limits{MaxMemoryBytes: int64(code.MemoryMB) << 20})
 		if err != nil {
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
@@ -150,33 +151,28 @@ func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
 // session's queue (notifications_drain), state writes commit, events fire.
 func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
-		var args map[string]any
-		if len(call.Arguments) > 0 {
-			if err := json.Unmarshal(call.Arguments, &args); err != nil {
-				return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: %v", err)
-			}
+		if args := bytes.TrimSpace(call.Arguments); len(args) > 0 && args[0] != '{' {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: a Lua tool takes a JSON object, not %s", protocol.KindOf(args[0]))
 		}
 		s := e.current.Load()
 		h := &toolScriptHost{e: e, s: s, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
-		res, err := script.Call(ctx, args, h)
+		res, err := script.CallJSON(ctx, call.Arguments, h)
 		if err != nil {
 			return nil, err
 		}
-		if err := e.applyToolScriptActions(ctx, s, call.Session, call.Tool.Name, res.Actions); err != nil {
-			return nil, err
+		if len(res.Actions) > 0 {
+			if err := e.applyToolScriptActions(ctx, s, call.Session, call.Tool.Name, res.Actions); err != nil {
+				return nil, err
+			}
 		}
 		if call.Tool.Returns == toolbox.ReturnsString {
 			text, ok := res.Value.(string)
 			if !ok {
-				return nil, fmt.Errorf("the tool returns a string (\"returns\": \"string\") but its function returned %s", luaTypeName(res.Value))
+				return nil, fmt.Errorf("the tool returns a string (\"returns\": \"string\") but its function returned %s", jsonTypeName(res.JSON))
 			}
 			return []byte(text), nil
 		}
-		out, err := rulelua.EncodeJSON(res.Value)
-		if err != nil {
-			return nil, fmt.Errorf("the tool's value: %v", err)
-		}
-		return out, nil
+		return res.JSON, nil
 	}
 }
 
@@ -221,17 +217,21 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 	return nil
 }
 
-// luaTypeName names a converted Lua value's type for messages.
-func luaTypeName(v any) string {
-	switch v.(type) {
-	case nil:
+// jsonTypeName names the type of a Lua tool's value, from its JSON, for
+// messages.
+func jsonTypeName(v []byte) string {
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case 'n':
 		return "nil"
-	case bool:
+	case 't', 'f':
 		return "a boolean"
-	case float64, int, int64:
-		return "a number"
-	case []any, map[string]any:
+	case '"':
+		return "a string"
+	case '{', '[':
 		return "a table"
 	}
-	return fmt.Sprintf("%T", v)
+	return "a number"
 }

@@ -331,3 +331,43 @@ func isStrNum(v lua.LValue) bool {
 	}
 	return false
 }
+
+// The seed's condition functions (SPEC §7.2), as expr conditions have them: they read the
+// run's ctx (in a Lua tool, where there is none, they are false).
+
+// context_above_threshold(t): ctx.turn.token_usage >= t.
+func (st *lstate) aboveThreshold(L *lua.LState) int {
+	t := checkNum(L, 1, "context_above_threshold")
+	usage, ok := number(dig(st.ctxUD.Value, "turn", "token_usage"))
+	L.Push(lua.LBool(ok && usage >= t))
+	return 1
+}
+
+// tool_completed(name): the event is on_tool_complete of the tool name.
+func (st *lstate) toolCompleted(L *lua.LState) int {
+	return st.toolEvent(L, "tool_completed", "on_tool_complete")
+}
+
+// tool_failed(name): the event is on_tool_failure of the tool name.
+func (st *lstate) toolFailed(L *lua.LState) int {
+	return st.toolEvent(L, "tool_failed", "on_tool_failure")
+}
+
+func (st *lstate) toolEvent(L *lua.LState, fname, event string) int {
+	name := checkStr(L, 1, fname)
+	ctx := st.ctxUD.Value
+	L.Push(lua.LBool(dig(ctx, "event", "name") == event && dig(ctx, "tool", "name") == name))
+	return 1
+}
+
+// dig reads a path of map keys from a ctx value.
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}

@@ -22,6 +22,7 @@ func newState() *lstate {
 		RegistryGrowStep: registryGrow,
 	})
 	st := &lstate{L: L}
+	st.dctx.st = st
 	// Open the gopher-lua libraries we borrow functions from; their tables stay in L.G.Global,
 	// which no script can reach (each run's globals are a fresh table, and getfenv is gone).
 	for _, open := range []lua.LGFunction{lua.OpenBase, lua.OpenMath, lua.OpenOs} {
@@ -58,6 +59,8 @@ func newState() *lstate {
 		"rawset": st.rawset, "setmetatable": st.setmetatable, "unpack": st.unpack,
 		"notify": st.notify, "log": st.log, "emit": st.emit, "deny": st.deny,
 		"call_tool": st.callTool, "progress": st.progress, concatName: st.concat,
+		"context_above_threshold": st.aboveThreshold, "tool_completed": st.toolCompleted,
+		"tool_failed": st.toolFailed,
 	}
 	for name, fn := range fns {
 		env.RawSetString(name, L.NewFunction(fn))
@@ -124,6 +127,7 @@ func newState() *lstate {
 	st.ctxUD = L.NewUserData()
 	st.ctxUD.Metatable = st.ctxMT
 	env.RawSetString("ctx", st.ctxUD)
+	env.RawSetString("context", st.ctxUD) // the seed's name for ctx
 	return st
 }
 

@@ -75,7 +75,7 @@ func BenchmarkRun_freshState(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		st := newState()
-		res, err := st.run(context.Background(), s, false, seedCtx, nil)
+		res, err := st.run(context.Background(), s, runInput{arg: seedCtx}, nil)
 		st.endRun()
 		st.close()
 		if err != nil || res.Value != true {
@@ -91,5 +91,24 @@ func BenchmarkConcat_loop(b *testing.B) {
 		if res, err := s.Run(context.Background(), nil, nil); err != nil || res.Value != 100.0 {
 			b.Fatalf("got %#v, %v", res.Value, err)
 		}
+	}
+}
+
+// BenchmarkCallJSON_echo5 is the Lua side of the bench row "Lua tool": a tool returning its five
+// arguments, JSON in and out.
+func BenchmarkCallJSON_echo5(b *testing.B) {
+	s := mustCompile(b, "lua_echo", `return function(args) return args end`)
+	args := []byte(`{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}`)
+	ctx := context.Background()
+	var res Result
+	var err error
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err = s.CallJSON(ctx, args, nil)
+	}
+	b.StopTimer()
+	if err != nil || string(res.JSON) != `{"city":"Lyon","country":"FR","days":3,"detailed":false,"units":"metric"}` {
+		b.Fatalf("got %s, %v", res.JSON, err)
 	}
 }

@@ -60,7 +60,12 @@ func compileSource(name, source string) (*lua.FunctionProto, error) {
 	if err := prescan(source); err != nil {
 		return nil, newError(KindSyntax, name, name+": "+err.Error(), nil)
 	}
-	chunk, err := parse.Parse(strings.NewReader(source), name)
+	// A source that is one expression (the seed's conditions, `context.turn.token_usage > 0.8`,
+	// written as lupa's eval takes them) is compiled as "return <expression>", on the same line.
+	chunk, err := parse.Parse(strings.NewReader("return "+source), name)
+	if err != nil {
+		chunk, err = parse.Parse(strings.NewReader(source), name)
+	}
 	if err != nil {
 		return nil, syntaxError(name, err)
 	}
@@ -335,4 +340,25 @@ func adjustOne(e ast.Expr) {
 	case *ast.Comma3Expr:
 		x.AdjustRet = true
 	}
+}
+
+// returnedFunction returns the prototype of the function a chunk does nothing but return
+// (`return function(...) ... end`, compiled to CLOSURE 0 0; RETURN 0 2) when that function has
+// no upvalues, else nil. Running such a chunk only makes a closure whose environment is the
+// run's globals, which the caller can do without a protected call.
+func returnedFunction(p *lua.FunctionProto) *lua.FunctionProto {
+	if len(p.Code) != 3 || len(p.FunctionPrototypes) != 1 {
+		return nil
+	}
+	c0, c1 := p.Code[0], p.Code[1]
+	if int(c0>>26) != lua.OP_CLOSURE || (c0>>18)&0xff != 0 || c0&0x3ffff != 0 {
+		return nil
+	}
+	if int(c1>>26) != lua.OP_RETURN || (c1>>18)&0xff != 0 || c1&0x1ff != 2 {
+		return nil
+	}
+	if f := p.FunctionPrototypes[0]; f.NumUpvalues == 0 {
+		return f
+	}
+	return nil
 }

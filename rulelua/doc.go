@@ -14,7 +14,10 @@
 // loadstring, dofile, loadfile, require, module, package, getfenv, setfenv, collectgarbage,
 // newproxy, io, debug, coroutine or channel. print goes to Host.Log at level "info".
 //
-// The script API is ctx (read-only, see below), state.get, state.set, notify, log, emit, deny,
+// Call runs a Lua tool on decoded arguments; CallJSON takes the arguments as JSON text and returns
+// the value as JSON, decoding into and encoding from Lua tables directly (no Go maps).
+//
+// The script API is ctx (read-only, see below; also named context), state.get, state.set, notify, log, emit, deny,
 // call_tool, progress, json.encode and json.decode. Actions (notify, state.set, emit, deny) are
 // collected and returned in Result; the host applies them only when the run returned no error.
 // progress is not an action: it reaches a Host that is a ProgressHost at once.
@@ -49,8 +52,16 @@
 // lstrlib) that polls the deadline and limits recursion to 200 levels. Sources are capped at
 // Limits.MaxSourceBytes and 200 levels of syntactic nesting before compiling.
 //
-// Not bounded except by the deadline: memory held by tables a script builds in a loop (at most what
-// the VM can allocate before the deadline, tens of MiB in 50 ms). See README.md.
+// What a run holds (tables, strings, functions reachable from its globals and its call frames) is
+// capped at Limits.MaxMemoryBytes (default 50 MiB): measured by a walk at the 1024th instruction and
+// then whenever the process allocated half of what the cap still allows since the last walk (the
+// Go runtime's allocation count, read every 1024 instructions). See memory.go and README.md.
+//
+// # Expressions and the seed's names
+//
+// A source that is one expression is compiled as "return <expression>" (the seed's conditions as
+// they stand); context is ctx; context_above_threshold, tool_completed and tool_failed read ctx as
+// the expr helpers do.
 //
 // # Errors
 //

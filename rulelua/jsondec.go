@@ -31,14 +31,22 @@ type jsonDecoder struct {
 	data string
 	pos  int
 	n    int // values decoded
+	// quiet: a limit or timeout is returned (and kept in st.fatal) rather than raised, for
+	// decoding outside a protected call (a Lua tool's arguments).
+	quiet bool
+	// pending values and keys of the arrays and objects being decoded: a table is made once
+	// its size is known (gopher-lua's first string key otherwise allocates a 32-slot map).
+	vals []lua.LValue
+	keys []string
 }
 
 var errJSONEnd = errors.New("unexpected end of JSON input")
 
 // decodeJSONLua decodes data. Syntax errors are returned; timeouts and limits are raised.
 func (st *lstate) decodeJSONLua(L *lua.LState, data string) (lua.LValue, error) {
-	d := &jsonDecoder{st: st, L: L, data: data}
+	d := jsonDecoder{st: st, L: L, data: data, vals: st.decVals, keys: st.decKeys}
 	v, err := d.value(0)
+	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
 	if err != nil {
 		return nil, err
 	}
@@ -72,24 +80,44 @@ func (d *jsonDecoder) skipSpace() {
 }
 
 // count accounts for one value costing cost bytes.
-func (d *jsonDecoder) count(cost int) {
+func (d *jsonDecoder) count(cost int) error {
 	d.n++
 	if d.n > maxValues {
-		d.L.RaiseError("value too large to convert (more than %d values)", maxValues)
+		return d.limit("value too large to convert (more than %d values)", maxValues)
 	}
-	d.charge(cost)
+	if err := d.charge(cost); err != nil {
+		return err
+	}
 	if d.n&1023 == 0 {
-		d.st.checkDeadline(d.L)
+		if d.quiet {
+			if d.st.dctx.expired() {
+				return d.st.fail(d.st.timeoutError())
+			}
+		} else {
+			d.st.checkDeadline(d.L)
+		}
 	}
+	return nil
 }
 
 // charge accounts for cost bytes of decoded values.
-func (d *jsonDecoder) charge(cost int) {
+func (d *jsonDecoder) charge(cost int) error {
 	st := d.st
 	st.bytes += int64(cost)
 	if st.bytes > st.lim.MaxAllocBytes {
-		st.raiseLimit(d.L, "run built more than %d bytes of strings and decoded values", st.lim.MaxAllocBytes)
+		return d.limit("run built more than %d bytes of strings and decoded values", st.lim.MaxAllocBytes)
 	}
+	return nil
+}
+
+// limit raises a limit error, or returns it when quiet.
+func (d *jsonDecoder) limit(format string, args ...any) error {
+	if d.quiet {
+		name := d.st.script.name
+		return d.st.fail(newError(KindLimit, name, name+": arguments: "+sprintf(format, args...), nil))
+	}
+	d.st.raiseLimit(d.L, format, args...)
+	return nil
 }
 
 func (d *jsonDecoder) value(depth int) (lua.LValue, error) {
@@ -103,14 +131,18 @@ func (d *jsonDecoder) value(depth int) (lua.LValue, error) {
 	case c == '[':
 		return d.array(depth)
 	case c == '"':
-		d.count(jsonSlotCost)
+		if err := d.count(jsonSlotCost); err != nil {
+			return nil, err
+		}
 		s, err := d.str()
 		if err != nil {
 			return nil, err
 		}
 		return lua.LString(s), nil
 	case c == '-' || c >= '0' && c <= '9':
-		d.count(jsonSlotCost)
+		if err := d.count(jsonSlotCost); err != nil {
+			return nil, err
+		}
 		return d.number()
 	case c == 't':
 		return d.literal("true", lua.LTrue)
@@ -124,7 +156,9 @@ func (d *jsonDecoder) value(depth int) (lua.LValue, error) {
 }
 
 func (d *jsonDecoder) literal(word string, v lua.LValue) (lua.LValue, error) {
-	d.count(jsonSlotCost)
+	if err := d.count(jsonSlotCost); err != nil {
+		return nil, err
+	}
 	for i := 0; i < len(word); i++ {
 		if d.pos+i >= len(d.data) {
 			return nil, errJSONEnd
@@ -137,31 +171,39 @@ func (d *jsonDecoder) literal(word string, v lua.LValue) (lua.LValue, error) {
 	return v, nil
 }
 
-func (d *jsonDecoder) enter(depth int) {
+func (d *jsonDecoder) enter(depth int) error {
 	if depth >= maxDepth {
+		if d.quiet {
+			return fmt.Errorf("value nested more than %d levels", maxDepth)
+		}
 		d.L.RaiseError("value nested more than %d levels", maxDepth)
 	}
-	d.count(jsonTableCost)
+	return d.count(jsonTableCost)
 }
 
 func (d *jsonDecoder) array(depth int) (lua.LValue, error) {
-	d.enter(depth)
+	if err := d.enter(depth); err != nil {
+		return nil, err
+	}
 	d.pos++ // [
-	t := d.L.CreateTable(0, 0)
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return t, nil
+		return d.L.CreateTable(0, 0), nil
 	}
+	mark := len(d.vals)
+	defer d.pop(mark)
 	for i := 1; ; i++ {
 		v, err := d.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
 		if i == 1 {
-			d.charge(jsonArrayCost)
+			if err := d.charge(jsonArrayCost); err != nil {
+				return nil, err
+			}
 		}
-		t.RawSetInt(i, v)
+		d.vals = append(d.vals, v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, errJSONEnd
@@ -171,6 +213,11 @@ func (d *jsonDecoder) array(depth int) (lua.LValue, error) {
 			d.pos++
 		case ']':
 			d.pos++
+			vals := d.vals[mark:]
+			t := d.L.CreateTable(len(vals), 0)
+			for j, v := range vals {
+				t.RawSetInt(j+1, v)
+			}
 			return t, nil
 		default:
 			return nil, fmt.Errorf("invalid character %s after array element", quoteChar(c))
@@ -178,15 +225,32 @@ func (d *jsonDecoder) array(depth int) (lua.LValue, error) {
 	}
 }
 
+// pop drops the pending values (and keys) of a finished array or object.
+func (d *jsonDecoder) pop(mark int) {
+	clear(d.vals[mark:])
+	d.vals = d.vals[:mark]
+	if len(d.keys) > mark {
+		clear(d.keys[mark:])
+		d.keys = d.keys[:mark]
+	}
+}
+
 func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
-	d.enter(depth)
+	if err := d.enter(depth); err != nil {
+		return nil, err
+	}
 	d.pos++ // {
-	t := d.L.CreateTable(0, 0)
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return t, nil
+		return d.L.CreateTable(0, 0), nil
 	}
+	// keys and vals grow together here: keys[i] is vals[i]'s key.
+	for len(d.keys) < len(d.vals) {
+		d.keys = append(d.keys, "")
+	}
+	mark := len(d.vals)
+	defer d.pop(mark)
 	for first := true; ; {
 		d.skipSpace()
 		if d.pos >= len(d.data) {
@@ -211,13 +275,15 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
+		cost := jsonKeyCost
 		if first {
-			d.charge(jsonHashCost)
-			first = false
-		} else {
-			d.charge(jsonKeyCost)
+			cost, first = jsonHashCost, false
 		}
-		t.RawSetString(k, v)
+		if err := d.charge(cost); err != nil {
+			return nil, err
+		}
+		d.keys = append(d.keys, k)
+		d.vals = append(d.vals, v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, errJSONEnd
@@ -227,6 +293,11 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 			d.pos++
 		case '}':
 			d.pos++
+			vals := d.vals[mark:]
+			t := d.L.CreateTable(0, len(vals))
+			for j, v := range vals {
+				t.RawSetString(d.keys[mark+j], v)
+			}
 			return t, nil
 		default:
 			return nil, fmt.Errorf("invalid character %s after object key:value pair", quoteChar(c))

@@ -16,25 +16,42 @@ const DefaultRuleDeadline = 50 * time.Millisecond
 
 // Limits bound one script's runs. A zero field means its default.
 type Limits struct {
-	// Deadline applies when the context passed to Run or Call has no deadline.
-	// Default DefaultRuleDeadline (50 ms).
+	// Deadline applies when the context passed to Run or Call has no deadline, or an earlier
+	// one than the context's when it was given (a rule's timeout_ms). Default
+	// DefaultRuleDeadline (50 ms).
 	Deadline time.Duration
+	// deadlineGiven: Deadline was set by the caller, not defaulted.
+	deadlineGiven bool
 	// MaxSourceBytes refuses larger sources before parsing. Default 256 KiB.
 	MaxSourceBytes int
 	// MaxStringBytes is the largest string a guarded function (.., string.rep, gsub, format,
 	// table.concat, json.encode, ...) may build. Default 1 MiB.
 	MaxStringBytes int
-	// MaxAllocBytes is the total of bytes guarded functions may build in one run. Default 32 MiB.
+	// MaxAllocBytes is the total of bytes guarded functions may build in one run. Default 32 MiB,
+	// or MaxMemoryBytes when that was given and is larger.
 	MaxAllocBytes int64
+	// MaxMemoryBytes caps what a run holds: the tables, strings and functions it can reach,
+	// measured as memory.go describes. Default DefaultMaxMemoryBytes (50 MiB, the seed's).
+	MaxMemoryBytes int64
 	// MaxLogLines and MaxLogBytes cap what log and print send to Host.Log in one run; lines past
 	// the cap are dropped after one warning. Defaults 100 lines and 64 KiB.
 	MaxLogLines int
 	MaxLogBytes int
 }
 
+// DefaultMaxMemoryBytes is the default of Limits.MaxMemoryBytes.
+const DefaultMaxMemoryBytes = 50 << 20
+
 func (l Limits) withDefaults() Limits {
+	l.deadlineGiven = l.Deadline > 0
+	if l.MaxAllocBytes <= 0 && l.MaxMemoryBytes > 32<<20 {
+		l.MaxAllocBytes = l.MaxMemoryBytes // a script allowed to hold more may build more
+	}
 	if l.Deadline <= 0 {
 		l.Deadline = DefaultRuleDeadline
+	}
+	if l.MaxMemoryBytes <= 0 {
+		l.MaxMemoryBytes = DefaultMaxMemoryBytes
 	}
 	if l.MaxSourceBytes <= 0 {
 		l.MaxSourceBytes = 256 << 10
@@ -96,7 +113,9 @@ type Result struct {
 	// Value is the first value returned, as a JSON-like Go value: Lua tables become []any when
 	// their keys are exactly 1..n, map[string]any otherwise (number keys formatted as strings, an
 	// empty table is an empty map); nil stays nil.
-	Value   any
+	Value any
+	// JSON is the first value returned, encoded as EncodeJSON would; set by CallJSON only.
+	JSON    []byte
 	Actions []Action
 }
 
@@ -184,7 +203,10 @@ func lineOf(script, msg string) int {
 type Script struct {
 	name  string
 	proto *lua.FunctionProto
-	lim   Limits
+	// toolProto: the chunk does nothing but return a function without upvalues (the usual Lua
+	// tool); a tool run makes that function directly instead of running the chunk.
+	toolProto *lua.FunctionProto
+	lim       Limits
 }
 
 // Name returns the chunk name given to Compile.
@@ -213,28 +235,47 @@ func CompileWithLimits(name, source string, lim Limits) (s *Script, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Script{name: name, proto: proto, lim: lim}, nil
+	return &Script{name: name, proto: proto, toolProto: returnedFunction(proto), lim: lim}, nil
 }
 
 // Run runs a rule condition or rule script. ctxValue is what the script sees as the global ctx
-// (read-only). If the chunk returns a function, that function is called with ctx and its first
-// result is the Value. The deadline comes from ctx; without one, Limits.Deadline applies.
+// (read-only; context is the same value). If the chunk returns a function, that function is
+// called with ctx and its first result is the Value. The deadline comes from ctx; without one,
+// Limits.Deadline applies.
 func (s *Script) Run(ctx context.Context, ctxValue map[string]any, host Host) (Result, error) {
-	return s.exec(ctx, false, ctxValue, host)
+	return s.exec(ctx, runInput{arg: ctxValue}, host)
 }
 
 // Call runs a Lua tool: the chunk must return a function, which is called with args (the tool's
 // decoded JSON arguments, as a fresh Lua table); its first result is the Value (encode it with
-// EncodeJSON). The global ctx is nil. The deadline comes from ctx; without one, Limits.Deadline
-// applies.
+// EncodeJSON). The globals ctx and context are nil. The deadline comes from ctx; without one,
+// Limits.Deadline applies.
 func (s *Script) Call(ctx context.Context, args map[string]any, host Host) (Result, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	return s.exec(ctx, true, args, host)
+	return s.exec(ctx, runInput{tool: true, arg: args}, host)
 }
 
-func (s *Script) exec(ctx context.Context, tool bool, arg map[string]any, host Host) (res Result, err error) {
+// CallJSON is Call with the arguments as JSON text (an object, or empty for none), decoded
+// straight into Lua tables, and the function's first result encoded straight to JSON in
+// Result.JSON (the text EncodeJSON would give for Result.Value). Result.Value holds the result
+// only when it is not a table (nil, a boolean, a number or a string). No Go maps are built on
+// the way, which makes it the cheaper door for Lua tools. Nothing of args is kept after it
+// returns.
+func (s *Script) CallJSON(ctx context.Context, args []byte, host Host) (Result, error) {
+	return s.exec(ctx, runInput{tool: true, json: true, argJSON: args}, host)
+}
+
+// runInput is what one run is given.
+type runInput struct {
+	tool    bool           // a tool call: the chunk returns the function to call
+	arg     map[string]any // ctx of a rule run, the arguments of Call
+	json    bool           // CallJSON: arguments from argJSON, the result as JSON
+	argJSON []byte
+}
+
+func (s *Script) exec(ctx context.Context, in runInput, host Host) (res Result, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -254,7 +295,7 @@ func (s *Script) exec(ctx context.Context, tool bool, arg map[string]any, host H
 			st.close()
 		}
 	}()
-	res, err = st.run(ctx, s, tool, arg, host)
+	res, err = st.run(ctx, s, in, host)
 	ok = err == nil
 	return res, err
 }

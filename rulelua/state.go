@@ -1,8 +1,10 @@
 package rulelua
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -40,6 +42,7 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 // at the clock only every pollEvery calls. It is used by one goroutine only and never handed to
 // code outside this package.
 type runCtx struct {
+	st         *lstate
 	n          uint32
 	deadline   time.Time
 	parent     context.Context
@@ -55,6 +58,10 @@ func (c *runCtx) Value(any) any               { return nil }
 func (c *runCtx) Done() <-chan struct{} {
 	c.n++
 	if c.n%pollEvery != 0 || c.done != nil {
+		return c.done
+	}
+	if c.n%memCheckEvery == 0 && !c.st.checkMemory() {
+		c.err, c.done = ErrLimit, closedCh
 		return c.done
 	}
 	return c.poll()
@@ -118,10 +125,17 @@ type lstate struct {
 	ctxUD   *lua.LUserData   // the top-level ctx, reused; Value is set per run
 	next    *lua.LFunction   // the guarded next, also what pairs returns
 	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
+	toolFn  *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
 	uds     []*lua.LUserData // ctx userdata recycled from run to run
 	nuds    int
 
-	dctx runCtx
+	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
+	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
+	decKeys  []string
+
+	dctx      runCtx
+	mem       memWatch
+	ctxHidden bool // ctx and context are nil in env (a tool run)
 
 	// the run in progress
 	script    *Script
@@ -159,10 +173,17 @@ func (st *lstate) endRun() {
 			st.uds[i].Value = nil
 		}
 		st.nuds = 0
-		st.env.RawSetString("ctx", st.ctxUD)
+		if st.ctxHidden { // a tool run hid them
+			st.env.RawSetString("ctx", st.ctxUD)
+			st.env.RawSetString("context", st.ctxUD)
+			st.ctxHidden = false
+		}
 		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
+		}
+		if st.toolFn != nil {
+			st.toolFn.Env = st.env
 		}
 		st.L.SetTop(0)
 	}
@@ -173,9 +194,10 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.bytes, st.logLines, st.logBytes, st.logCapped, st.workDone = 0, 0, 0, false, 0
 	d, ok := ctx.Deadline()
 	now := time.Now()
-	if !ok {
-		d = now.Add(s.lim.Deadline)
+	if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
+		d = own
 	}
+	st.mem.begin(s.lim.MaxMemoryBytes)
 	st.budget = d.Sub(now)
 	c := &st.dctx
 	c.deadline, c.parent, c.parentDone = d, ctx, ctx.Done()
@@ -185,8 +207,8 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.L.SetContext(c)
 }
 
-// run executes one Run or Call on this state.
-func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]any, host Host) (Result, error) {
+// run executes one Run, Call or CallJSON on this state.
+func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (Result, error) {
 	st.begin(ctx, s, host)
 	L := st.L
 	// Fresh globals, every run: a table that "looks empty" may still hold the keys an earlier
@@ -196,8 +218,16 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 	G.Metatable = st.envMT
 	st.env.RawSetString("_G", G)
 	var argv lua.LValue
-	if tool {
-		v, err := st.toLua(arg)
+	switch {
+	case in.json:
+		v, err := st.argsFromJSON(in.argJSON)
+		if err != nil {
+			return Result{}, err
+		}
+		argv = v
+		st.hideCtx()
+	case in.tool:
+		v, err := st.toLua(in.arg)
 		if err != nil {
 			if derr := st.deadError(); derr != nil {
 				return Result{}, derr
@@ -205,25 +235,38 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
 		}
 		argv = v
-		st.env.RawSetString("ctx", lua.LNil)
-	} else {
-		st.ctxUD.Value = arg
+		st.hideCtx()
+	default:
+		st.ctxUD.Value = in.arg
 		argv = st.ctxUD
 	}
 	// The chunk's function object is reused while the same script runs on this state: it has no
 	// upvalues and scripts cannot change a function.
-	fn := st.chunkFn
-	if fn == nil || fn.Proto != s.proto {
-		fn = L.NewFunctionFromProto(s.proto)
-		st.chunkFn = fn
+	var v lua.LValue
+	if in.tool && s.toolProto != nil {
+		// The chunk would only make this function: make it here (one function object per
+		// state, as for the chunk; it has no upvalues and scripts cannot change a function).
+		f := st.toolFn
+		if f == nil || f.Proto != s.toolProto {
+			f = L.NewFunctionFromProto(s.toolProto)
+			st.toolFn = f
+		}
+		f.Env = G
+		v = f
+	} else {
+		fn := st.chunkFn
+		if fn == nil || fn.Proto != s.proto {
+			fn = L.NewFunctionFromProto(s.proto)
+			st.chunkFn = fn
+		}
+		fn.Env = G
+		L.Push(fn)
+		if err := L.PCall(0, 1, nil); err != nil {
+			return Result{}, st.runError(err)
+		}
+		v = L.Get(-1)
+		L.Pop(1)
 	}
-	fn.Env = G
-	L.Push(fn)
-	if err := L.PCall(0, 1, nil); err != nil {
-		return Result{}, st.runError(err)
-	}
-	v := L.Get(-1)
-	L.Pop(1)
 	if f, ok := v.(*lua.LFunction); ok {
 		L.Push(f)
 		L.Push(argv)
@@ -232,13 +275,27 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 		}
 		v = L.Get(-1)
 		L.Pop(1)
-	} else if tool {
+	} else if in.tool {
 		return Result{}, newError(KindRuntime, s.name, s.name+": a Lua tool must return a function, got "+v.Type().String(), nil)
 	}
 	if err := st.deadError(); err != nil {
 		return Result{}, err
 	}
-	value, err := st.toGo(v)
+	var res Result
+	var err error
+	if in.json {
+		res.JSON, err = st.appendJSON(make([]byte, 0, 128), v)
+		switch x := v.(type) {
+		case lua.LBool:
+			res.Value = bool(x)
+		case lua.LNumber:
+			res.Value = float64(x)
+		case lua.LString:
+			res.Value = string(x)
+		}
+	} else {
+		res.Value, err = st.toGo(v)
+	}
 	if err != nil {
 		if derr := st.deadError(); derr != nil {
 			return Result{}, derr
@@ -253,7 +310,53 @@ func (st *lstate) run(ctx context.Context, s *Script, tool bool, arg map[string]
 	if err := st.deadError(); err != nil {
 		return Result{}, err
 	}
-	return Result{Value: value, Actions: st.actions}, nil
+	res.Actions = st.actions
+	return res, nil
+}
+
+// hideCtx makes ctx and context nil for a tool run; endRun restores them.
+func (st *lstate) hideCtx() {
+	st.env.RawSetString("ctx", lua.LNil)
+	st.env.RawSetString("context", lua.LNil)
+	st.ctxHidden = true
+}
+
+// argsFromJSON decodes a Lua tool's JSON arguments into a fresh table, charged to the run as
+// json.decode's values are. The text is copied once: no Lua string points into the caller's
+// bytes.
+func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
+	name := st.script.name
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return st.L.CreateTable(0, 0), nil
+	}
+	if data[0] != '{' {
+		return nil, newError(KindRuntime, name, name+": cannot convert arguments: not a JSON object", nil)
+	}
+	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys}
+	v, err := d.value(0)
+	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
+	if err == nil {
+		d.skipSpace()
+		if d.pos < len(d.data) {
+			err = fmt.Errorf("invalid character %s after top-level value", quoteChar(d.data[d.pos]))
+		}
+	}
+	if err != nil {
+		if derr := st.deadError(); derr != nil {
+			return nil, derr
+		}
+		return nil, newError(KindRuntime, name, name+": cannot convert arguments: "+err.Error(), nil)
+	}
+	return v, nil
+}
+
+// fail records err as what ended the run (pcall cannot catch it) and returns it.
+func (st *lstate) fail(err *Error) error {
+	if st.fatal == nil {
+		st.fatal = err
+	}
+	return st.fatal
 }
 
 // deadError reports a timeout or a limit that ended the run, whatever the script did after

@@ -14,6 +14,44 @@ type ToolCode struct {
 	Lua     *string   // lua: the script, inline
 	LuaFile *string   // lua_file: a file relative to project_root
 	HTTP    *HTTPCode // http: one HTTP request
+
+	// A Lua tool's own limits (SPEC §8, the seed's per-script limits):
+	// timeout_ms, 1 to MaxLuaTimeoutMS, sets the tool's deadline (0: the
+	// descriptor's limits.timeout_ms or [limits] timeout_ms, as before);
+	// memory_mb, 1 to MaxLuaMemoryMB, what the script may hold (0: the
+	// default, DefaultLuaMemoryMB).
+	TimeoutMS int
+	MemoryMB  int
+}
+
+// Bounds of the Lua limits a [[tools]] table or a rule may ask for: the
+// seed's 5 s is the ceiling, its 50 MB the default memory cap.
+const (
+	MaxLuaTimeoutMS    = 5000
+	MaxLuaMemoryMB     = 1024
+	DefaultLuaMemoryMB = 50
+)
+
+// LuaLimit reads a timeout_ms or memory_mb value: an integer from 1 to max.
+func LuaLimit(key string, v any, max int) (int, error) {
+	var n int64
+	switch x := v.(type) {
+	case int64:
+		n = x
+	case int:
+		n = int64(x)
+	case float64:
+		if x != float64(int64(x)) {
+			return 0, fmt.Errorf("%s must be a whole number from 1 to %d, not %v", key, max, x)
+		}
+		n = int64(x)
+	default:
+		return 0, fmt.Errorf("%s must be a whole number from 1 to %d", key, max)
+	}
+	if n < 1 || n > int64(max) {
+		return 0, fmt.Errorf("%s must be from 1 to %d, not %d", key, max, n)
+	}
+	return int(n), nil
 }
 
 // HTTPCode is a [[tools]] table's http = {url, method, timeout_ms,
@@ -27,7 +65,7 @@ type HTTPCode struct {
 }
 
 // codeKeys are the keys of a [[tools]] table that are not descriptor keys.
-var codeKeys = map[string]bool{"lua": true, "lua_file": true, "http": true}
+var codeKeys = map[string]bool{"lua": true, "lua_file": true, "http": true, "timeout_ms": true, "memory_mb": true}
 
 // oneCode is the error of a table with no code or more than one.
 const oneCode = "give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"
@@ -97,6 +135,22 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 			code.HTTP = h
 			continue
 		}
+		if k == "timeout_ms" || k == "memory_mb" {
+			max := MaxLuaTimeoutMS
+			if k == "memory_mb" {
+				max = MaxLuaMemoryMB
+			}
+			n, err := LuaLimit(k, v, max)
+			if err != nil {
+				return toolbox.Descriptor{}, code, err
+			}
+			if k == "timeout_ms" {
+				code.TimeoutMS = n
+			} else {
+				code.MemoryMB = n
+			}
+			continue
+		}
 		s, ok := v.(string)
 		if !ok {
 			return toolbox.Descriptor{}, code, fmt.Errorf("%s must be a string", k)
@@ -117,6 +171,9 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 	if given != 1 {
 		return toolbox.Descriptor{}, code, errors.New(oneCode)
 	}
+	if (code.TimeoutMS != 0 || code.MemoryMB != 0) && code.HTTP != nil {
+		return toolbox.Descriptor{}, code, errors.New("timeout_ms and memory_mb are a Lua tool's limits; an http tool's deadline is limits.timeout_ms or http.timeout_ms")
+	}
 	text, err := json.Marshal(desc)
 	if err != nil {
 		return toolbox.Descriptor{}, code, err
@@ -124,6 +181,12 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 	d, err := toolbox.ParseDescriptor(text)
 	if err == nil && d.OnCallerThread {
 		err = errors.New("on_caller_thread applies to tools registered with clara_register_tool, not to [[tools]]")
+	}
+	if err == nil && code.TimeoutMS != 0 {
+		if d.Limits.TimeoutMS != 0 {
+			return d, code, errors.New("give timeout_ms or limits.timeout_ms, not both")
+		}
+		d.Limits.TimeoutMS = code.TimeoutMS
 	}
 	return d, code, err
 }

@@ -88,6 +88,7 @@ func number(v any) (float64, bool) {
 
 type compiler struct {
 	opts []expr.Option
+	lua  rulelua.Limits // of the rule being compiled: its timeout_ms and memory_mb
 }
 
 // helperCalls rewrites helper(x) into __helper(context, x): helpers read
@@ -665,7 +666,7 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 		if (d.Lua == nil) == (d.Script == nil) {
 			return a, fmt.Errorf("give one of lua (inline) or script (a file)")
 		}
-		a.script, _, err = luaSource(src, d.Lua, d.Script, "action")
+		a.script, _, err = luaSource(src, d.Lua, d.Script, "action", c.lua)
 	}
 	return a, err
 }

@@ -56,6 +56,8 @@ type ruleDoc struct {
 	Trigger     string      `toml:"trigger" json:"trigger"`
 	Priority    int         `toml:"priority" json:"priority"`
 	Stop        bool        `toml:"stop" json:"stop"`
+	TimeoutMS   any         `toml:"timeout_ms" json:"timeout_ms"` // the rule's Lua: deadline, 1 to 5000
+	MemoryMB    any         `toml:"memory_mb" json:"memory_mb"`   // the rule's Lua: memory cap, 1 to 1024
 	Condition   *condDoc    `toml:"condition" json:"condition"`
 	Action      *actionDoc  `toml:"action" json:"action"`
 	Actions     []actionDoc `toml:"actions" json:"actions"`
@@ -318,12 +320,16 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, protocol.Problems
 	}
 	r := &Rule{ID: d.ID, Description: d.Description, Trigger: d.Trigger, Priority: d.Priority, Stop: d.Stop,
 		File: src.Name, Line: line}
+	c.lua = luaLimits(src, d, line, problems)
 	if d.Condition != nil {
 		c.compileCondition(src, d.Condition, r, problems)
 	}
 	c.compileActions(src, d, r, problems)
 	if r.condExpr != "" && !r.lua {
 		r.sources = append(r.sources, r.condExpr)
+	}
+	if (d.TimeoutMS != nil || d.MemoryMB != nil) && !r.lua && !hasLuaAction(r) {
+		problems.add(locateKey(src.Text, "timeout_ms", "memory_mb", line), "timeout_ms and memory_mb apply to a rule's Lua, and this rule has none")
 	}
 	if len(problems.list) > 0 {
 		return nil, problems.list
@@ -356,7 +362,7 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 		r.CondSource = fmt.Sprintf("semantic(%q, %s) >= %v", sem.concept, field, sem.threshold)
 		r.sources = append(r.sources, field)
 	case cd.Lua != nil || cd.Script != nil:
-		script, text, err := luaSource(src, cd.Lua, cd.Script, "condition")
+		script, text, err := luaSource(src, cd.Lua, cd.Script, "condition", c.lua)
 		if err != nil {
 			problems.addErr(r.Line, "condition", err)
 		}

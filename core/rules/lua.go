@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/rulelua"
@@ -29,9 +30,9 @@ const maxScriptFile = 4 << 20
 // to the rule file's directory (Source.Dir). A compile error is *located:
 // at the script file's line, or for inline Lua at the rule file's line
 // where the error is.
-func luaSource(src Source, inline, file *string, what string) (*rulelua.Script, string, error) {
+func luaSource(src Source, inline, file *string, what string, lim rulelua.Limits) (*rulelua.Script, string, error) {
 	if inline != nil {
-		s, err := rulelua.Compile(fmt.Sprintf("%s (%s)", src.Name, what), *inline)
+		s, err := rulelua.CompileWithLimits(fmt.Sprintf("%s (%s)", src.Name, what), *inline, lim)
 		if err != nil {
 			return nil, *inline, &located{file: src.Name, line: inlineLine(src.Text, *inline, luaLine(err, *inline)), msg: luaMessage(err)}
 		}
@@ -63,7 +64,7 @@ func luaSource(src Source, inline, file *string, what string) (*rulelua.Script, 
 	if err != nil {
 		return nil, "", at(fmt.Errorf("script: %v", err))
 	}
-	s, err := rulelua.Compile(path, string(text))
+	s, err := rulelua.CompileWithLimits(path, string(text), lim)
 	if err != nil {
 		return nil, string(text), &located{file: path, line: luaLine(err, string(text)), msg: luaMessage(err)}
 	}
@@ -209,4 +210,69 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// Bounds of a rule's timeout_ms and memory_mb (SPEC §8; the seed's 5 s
+// is the ceiling a file may ask, its 50 MB the default memory).
+const (
+	maxLuaTimeoutMS = 5000
+	maxLuaMemoryMB  = 1024
+)
+
+// luaLimits reads a rule's timeout_ms and memory_mb (absent: the
+// defaults, 50 ms and 50 MiB); a bad value is a problem at its line.
+func luaLimits(src Source, d *ruleDoc, line int, problems *ruleProblems) rulelua.Limits {
+	var lim rulelua.Limits
+	for _, f := range []struct {
+		key string
+		v   any
+		max int64
+		set func(int64)
+	}{
+		{"timeout_ms", d.TimeoutMS, maxLuaTimeoutMS, func(n int64) { lim.Deadline = time.Duration(n) * time.Millisecond }},
+		{"memory_mb", d.MemoryMB, maxLuaMemoryMB, func(n int64) { lim.MaxMemoryBytes = n << 20 }},
+	} {
+		if f.v == nil {
+			continue
+		}
+		n, ok := f.v.(int64)
+		if x, isFloat := f.v.(float64); isFloat && x == float64(int64(x)) {
+			n, ok = int64(x), true
+		}
+		if !ok || n < 1 || n > f.max {
+			problems.add(locateKey(src.Text, f.key, f.key, line), "%s must be a whole number from 1 to %d, not %v", f.key, f.max, f.v)
+			continue
+		}
+		f.set(n)
+	}
+	return lim
+}
+
+// locateKey is the line of the first of two keys in text at or after
+// line (the rule's), or line.
+func locateKey(text []byte, a, b string, line int) int {
+	start := 0
+	for l := 1; l < line && start < len(text); l++ {
+		nl := bytes.IndexByte(text[start:], '\n')
+		if nl < 0 {
+			break
+		}
+		start += nl + 1
+	}
+	for _, k := range []string{a, b} {
+		if i := bytes.Index(text[start:], []byte(k)); i >= 0 {
+			return lineAt(text, start+i)
+		}
+	}
+	return line
+}
+
+// hasLuaAction tells whether one of r's actions runs Lua.
+func hasLuaAction(r *Rule) bool {
+	for _, a := range r.actions {
+		if a.script != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -82,16 +82,7 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 // runSelfTimed calls a tool that keeps its own deadline (a C tool) on the
 // caller's goroutine, with the concurrency slot taken here.
 func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []byte, perr *protocol.Error) {
-	var cancel context.CancelFunc
-	var timeout int
-	if t.slots == nil && t.readsDeadline {
-		// Nothing waits on the deadline (Run keeps its own time): a
-		// context that only carries it spares a timer per call.
-		ctx, timeout = t.withDeadlineOnly(ctx, d)
-		cancel = func() {}
-	} else {
-		ctx, cancel, timeout = t.withDeadline(ctx, d)
-	}
+	ctx, cancel, timeout := t.withDeadline(ctx, d)
 	defer cancel()
 	if perr := t.takeSlot(ctx, timeout); perr != nil {
 		return nil, perr
@@ -128,6 +119,13 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 	if timeout == 0 {
 		timeout = d.TimeoutMS
 	}
+	if timeout > 0 && t.pollsDeadline && t.slots == nil {
+		d := time.Now().Add(time.Duration(timeout) * time.Millisecond)
+		if pd, ok := ctx.Deadline(); !ok || d.Before(pd) {
+			return &polledDeadline{Context: ctx, deadline: d}, func() {}, timeout
+		}
+		return ctx, func() {}, timeout
+	}
 	if timeout > 0 {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
 		return ctx, cancel, timeout
@@ -136,37 +134,19 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 	return ctx, cancel, timeout
 }
 
-// withDeadlineOnly is withDeadline for a self-timed tool with no
-// concurrency slot to wait for: the context's Deadline and Err tell the
-// call's timeout, but its Done closes only with the caller's (see
-// deadlineContext).
-func (t *Tool) withDeadlineOnly(ctx context.Context, d Defaults) (context.Context, int) {
-	timeout := t.Limits.TimeoutMS
-	if timeout == 0 {
-		timeout = d.TimeoutMS
-	}
-	if timeout <= 0 {
-		return ctx, timeout
-	}
-	deadline := time.Now().Add(time.Duration(timeout) * time.Millisecond)
-	if parent, ok := ctx.Deadline(); ok && parent.Before(deadline) {
-		return ctx, timeout
-	}
-	return &deadlineContext{Context: ctx, deadline: deadline}, timeout
-}
-
-// deadlineContext carries a deadline without a timer: Deadline reports it
-// and Err is DeadlineExceeded once it has passed, but Done is the parent's
-// (it does not close at the deadline). Only self-timed tools, which wait
-// for their deadline themselves, get one.
-type deadlineContext struct {
+// polledDeadline is the context of a tool that watches its deadline itself
+// (ToolOptions.PollsDeadline): the caller's context with an earlier
+// deadline and no timer. Done is the caller's (a nested WithDeadline finds
+// the caller's cancelCtx through Value and arms its own timer); Err reads
+// the clock.
+type polledDeadline struct {
 	context.Context
 	deadline time.Time
 }
 
-func (c *deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *polledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 
-func (c *deadlineContext) Err() error {
+func (c *polledDeadline) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}

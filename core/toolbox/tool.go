@@ -39,7 +39,7 @@ type Tool struct {
 	// timeout_ms holds at the deadline whatever they do.
 	Inline        bool
 	SelfTimed     bool
-	readsDeadline bool // see ToolOptions.ReadsDeadline
+	pollsDeadline bool // see ToolOptions.PollsDeadline
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
 	// KeepsNothing: an inline built-in that keeps nothing of its call
@@ -71,11 +71,12 @@ type ToolOptions struct {
 	// its concurrency slot) stays held until then. This is how C tools
 	// run: on a thread of their own, handed over without the Go scheduler.
 	SelfTimed bool
-	// ReadsDeadline: a self-timed Run that only reads its context's
-	// deadline and never waits on Done (the C tools, which wait in C). It
-	// gets a context without a timer, whose Done does not close at the
-	// deadline (see deadlineContext).
-	ReadsDeadline bool
+	// PollsDeadline (with SelfTimed): Run watches its context's Deadline
+	// itself (a Lua tool's VM looks at the clock as it runs), so no timer
+	// is armed for the call unless it may wait for a concurrency slot:
+	// its context's Done closes only when the caller's does, and Err
+	// reports the deadline once it has passed.
+	PollsDeadline bool
 	OnRelease     func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
@@ -101,8 +102,8 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, readsDeadline: o.ReadsDeadline, schema: s,
-		changes: changes, onRelease: o.OnRelease}
+	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
+		pollsDeadline: o.PollsDeadline, changes: changes, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}

@@ -55,6 +55,7 @@ static void fresh(void) {
 static const char word_count_toml[] =
     "[[tools]]\n"
     "name = \"word_count\"\n"
+    "timeout_ms = 5000\n"
     "description = \"Count words\"\n"
     "input_schema = { type = \"object\", properties = { text = { type = \"string\" } }, required = [\"text\"] }\n"
     "lua = \"\"\"\n"
@@ -277,7 +278,7 @@ static void test_lua_rule_denies_c_tool(void) {
                                   sensor, NULL, NULL),
               CLARA_OK);
     /* A Lua condition that denies. */
-    LOAD_RULES("\"[rule]\\nid = \\\"maintenance\\\"\\ntrigger = \\\"on_tool_call\\\"\\n[condition]\\n"
+    LOAD_RULES("\"[rule]\\nid = \\\"maintenance\\\"\\ntrigger = \\\"on_tool_call\\\"\\ntimeout_ms = 5000\\n[condition]\\n"
                "lua = '''if ctx.tool.name == \\\"sensor\\\" and ctx.tool.arguments.id == 9 then "
                "deny(\\\"sensor \\\" .. ctx.tool.arguments.id .. \\\" is in maintenance\\\") return true end "
                "return false'''\\n[action]\\ntype = \\\"log\\\"\\nmessage = \\\"x\\\"\\n\"");
@@ -293,7 +294,7 @@ static void test_lua_rule_denies_c_tool(void) {
                    "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{\"id\":9}}");
 
     /* A Lua action that denies (no condition: it decides itself). */
-    LOAD_RULES("\"[rule]\\nid = \\\"lua_gate\\\"\\ntrigger = \\\"on_tool_call\\\"\\n[action]\\ntype = \\\"lua\\\"\\n"
+    LOAD_RULES("\"[rule]\\nid = \\\"lua_gate\\\"\\ntrigger = \\\"on_tool_call\\\"\\ntimeout_ms = 5000\\n[action]\\ntype = \\\"lua\\\"\\n"
                "lua = '''if ctx.tool.name == \\\"sensor\\\" then deny(\\\"maintenance\\\") end'''\\n\"");
     CHECK_ENVELOPE("{\"tool\":\"sensor\",\"arguments\":{\"id\":1}}",
                    "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"sensor\\\" denied by rule "
@@ -313,7 +314,7 @@ static void test_lua_rule_denies_c_tool(void) {
 
 static void test_lua_rule_action_state_and_notice(void) {
     fresh();
-    LOAD_RULES("\"[rule]\\nid = \\\"count\\\"\\ntrigger = \\\"order.placed\\\"\\n[condition]\\n"
+    LOAD_RULES("\"[rule]\\nid = \\\"count\\\"\\ntrigger = \\\"order.placed\\\"\\ntimeout_ms = 5000\\n[condition]\\n"
                "lua = \\\"return ctx.order.total > 100\\\"\\n[action]\\ntype = \\\"lua\\\"\\n"
                "lua = '''local n = (state.get(\\\"big\\\") or 0) + 1\\nstate.set(\\\"big\\\", n)\\n"
                "notify(\\\"big order #\\\" .. n .. \\\": \\\" .. ctx.order.total, \\\"high\\\")'''\\n\"");

@@ -1,0 +1,249 @@
+package rulelua
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// jsonEncoder writes a Lua value as JSON straight into bytes: the same text toGo followed by
+// EncodeJSON would give (the same table shapes, sorted keys, encoding/json's numbers and string
+// escapes without HTML escaping), without building Go maps on the way. A Lua tool's value goes
+// out this way (Script.CallJSON).
+type jsonEncoder struct {
+	st   *lstate
+	c    toGoConv // counts values and polls the deadline as toGo does
+	buf  []byte
+	keys []jsonKey // scratch for object keys, reused by nested tables
+}
+
+type jsonKey struct {
+	key   lua.LValue
+	val   lua.LValue
+	idx   int    // the index of an entry of the array part (key is nil)
+	name  string // the key as JSON writes it
+	class int    // 0 array part, 1 string key, 2 other key: of equal names the higher class wins, as in toGo (ForEach's order)
+}
+
+func (st *lstate) appendJSON(buf []byte, v lua.LValue) ([]byte, error) {
+	e := jsonEncoder{st: st, c: toGoConv{st: st}, buf: buf, keys: st.jsonKeys}
+	err := e.value(v, 0)
+	clear(e.keys[:cap(e.keys)])
+	st.jsonKeys = e.keys[:0]
+	return e.buf, err
+}
+
+func (e *jsonEncoder) value(v lua.LValue, depth int) error {
+	switch x := v.(type) {
+	case *lua.LNilType:
+		e.buf = append(e.buf, "null"...)
+	case lua.LBool:
+		e.buf = strconv.AppendBool(e.buf, bool(x))
+	case lua.LNumber:
+		return e.number(float64(x))
+	case lua.LString:
+		e.buf = appendJSONString(e.buf, string(x))
+	case *lua.LTable:
+		return e.table(x, depth)
+	case *lua.LUserData:
+		m, ok := x.Value.(map[string]any)
+		if !ok {
+			return fmt.Errorf("cannot convert a %s value", v.Type().String())
+		}
+		g, err := e.c.normalize(m, depth)
+		if err != nil {
+			return err
+		}
+		data, err := EncodeJSON(g)
+		if err != nil {
+			return err
+		}
+		e.buf = append(e.buf, data...)
+	default:
+		return fmt.Errorf("cannot convert a %s value", v.Type().String())
+	}
+	return nil
+}
+
+// number writes f as encoding/json does.
+func (e *jsonEncoder) number(f float64) error {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b := strconv.AppendFloat(e.buf, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	e.buf = b
+	return nil
+}
+
+func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
+	if depth >= maxDepth {
+		return fmt.Errorf("table nested more than %d levels (or cyclic)", maxDepth)
+	}
+	// The entries, without ForEach (which boxes every key it hands out): the array part by
+	// index, then Next from its end through the keys gopher-lua keeps boxed.
+	mark := len(e.keys)
+	defer func() {
+		clear(e.keys[mark:])
+		e.keys = e.keys[:mark]
+	}()
+	maxN := t.MaxN()
+	for i := 1; i <= maxN; i++ {
+		if v := t.RawGetInt(i); v != lua.LNil {
+			e.keys = append(e.keys, jsonKey{val: v, idx: i})
+		}
+	}
+	var k, v lua.LValue = lua.LNil, lua.LNil
+	if maxN > 0 {
+		k = lua.LNumber(maxN)
+	}
+	for {
+		k, v = t.Next(k)
+		if k == lua.LNil {
+			break
+		}
+		class := 2
+		if _, ok := k.(lua.LString); ok {
+			class = 1
+		}
+		e.keys = append(e.keys, jsonKey{key: k, val: v, class: class})
+	}
+	entries := e.keys[mark:]
+	n := len(entries)
+	// A sequence: every key a positive integer, the largest the count (toGo's rule).
+	maxK, seq := 0, true
+	for _, en := range entries {
+		if en.class == 0 {
+			maxK = max(maxK, en.idx)
+		} else if f, ok := en.key.(lua.LNumber); ok && f >= 1 && f <= 1<<31 && float64(f) == math.Trunc(float64(f)) {
+			maxK = max(maxK, int(f))
+		} else {
+			seq = false
+			break
+		}
+	}
+	seq = seq && maxK == n
+	if err := e.c.count(n + 1); err != nil {
+		return err
+	}
+	if n > 0 && seq {
+		e.buf = append(e.buf, '[')
+		for i := 1; i <= n; i++ {
+			if i > 1 {
+				e.buf = append(e.buf, ',')
+			}
+			if err := e.value(t.RawGetInt(i), depth+1); err != nil {
+				return err
+			}
+		}
+		e.buf = append(e.buf, ']')
+		return nil
+	}
+	for i := range entries {
+		en := &entries[i]
+		switch kk := en.key.(type) {
+		case nil:
+			en.name = strconv.Itoa(en.idx)
+		case lua.LString:
+			en.name = string(kk)
+		case lua.LNumber:
+			en.name = formatNumber(float64(kk))
+		default:
+			return fmt.Errorf("cannot convert a table with a %s key", en.key.Type().String())
+		}
+	}
+	slices.SortFunc(entries, func(a, b jsonKey) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return a.class - b.class
+	})
+	e.buf = append(e.buf, '{')
+	first := true
+	for i := range entries {
+		if i+1 < len(entries) && entries[i+1].name == entries[i].name {
+			continue // a value under the same name replaced this one in toGo's map
+		}
+		if !first {
+			e.buf = append(e.buf, ',')
+		}
+		first = false
+		e.buf = appendJSONString(e.buf, entries[i].name)
+		e.buf = append(e.buf, ':')
+		if err := e.value(entries[i].val, depth+1); err != nil {
+			return err
+		}
+	}
+	e.buf = append(e.buf, '}')
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s as encoding/json does with HTML escaping off: invalid UTF-8 becomes
+// U+FFFD, U+2028 and U+2029 are escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

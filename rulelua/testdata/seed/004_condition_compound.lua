@@ -1,0 +1,1 @@
+context.turn.token_usage > 0.8 and context.history.tool_count > 5

@@ -1,0 +1,1 @@
+context_above_threshold(0.8) or tool_completed('vault_search')
