@@ -222,7 +222,7 @@ build/clips_bridge_check: tests/clips/bridge_check.c $(BRIDGE) include/clara.h l
 	$(CC) $(ALL_CFLAGS) $(CLIPS_CFLAGS) tests/clips/bridge_check.c clips_bridge/clara_clips.c -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib' $(CLIPS_LIBS)
 
-test-clips: bin/clara-clips build/clips_tool_driver build/clips_bridge_check ## CLIPS programs against their expected output (CLIPS_SRC=DIR: CLIPS 6.4x from source)
+test-clips: bin/clara-clips build/clips_tool_driver build/clips_bridge_check build/llmserver ## CLIPS programs against their expected output (CLIPS_SRC=DIR: CLIPS 6.4x from source)
 	bash tests/clips/run.sh bin/clara-clips tests/clips build/clips_tool_driver build/clips_bridge_check
 
 rules-test: lib/libclara.so ## the rule test files of the built-in rules and of rules/ (through rules_test)

@@ -215,6 +215,33 @@ func claraGoSetEventHandler(fn C.clara_event_fn, userdata C.uintptr_t) {
 	})
 }
 
+// claraGoSetInputHandler installs fn as the engine's input handler. The
+// request is handed over in C memory and the answer, malloc'd by the host,
+// is copied into Go memory and freed at once, so nothing is left behind
+// when the call stopped waiting for it.
+//
+//export claraGoSetInputHandler
+func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_input_handler", nil)
+	if fn == nil {
+		engine.SetInputHandler(nil)
+		return
+	}
+	engine.SetInputHandler(func(request []byte) (string, bool) {
+		req := copyOut(request)
+		if req == nil {
+			return "", false
+		}
+		defer C.shim_free(unsafe.Pointer(req))
+		answer := C.shim_call_input(fn, userdata, req)
+		if answer == nil {
+			return "", false
+		}
+		defer C.shim_free(unsafe.Pointer(answer))
+		return C.GoString(answer), true
+	})
+}
+
 // ---- C tools --------------------------------------------------------------
 
 // toolCall collects what a running C tool reports through its clara_call.
@@ -228,6 +255,8 @@ type toolCall struct {
 	tool   *toolbox.Tool // released when an abandoned job ends
 	// progress reports to the MCP client that asked (nil: nobody listens).
 	progress core.ProgressFunc
+	// caller is the call's scope, which clara_call_evaluate's requests inherit.
+	caller *core.Caller
 }
 
 var (
@@ -249,7 +278,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 				timeout = 1
 			}
 		}
-		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx)}
+		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx), caller: core.CallerOf(ctx, call)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
 		if call.Tool != nil && call.Tool.OnCallerThread {
@@ -388,6 +417,30 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 		}
 		tc.mu.Unlock()
 	}
+}
+
+// claraGoCallEvaluate answers req, a request made by a running C tool,
+// inside that tool's call (core.Engine.AppendEvaluateWithin), into dst
+// when it fits. A handle whose tool has returned (or that never was one)
+// gets an error envelope.
+//
+//export claraGoCallEvaluate
+func claraGoCallEvaluate(id C.uintptr_t, req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
+	defer guard("clara_call_evaluate", func() { out = internalEnvelope() })
+	var caller *core.Caller
+	if v, ok := toolCalls.Load(uintptr(id)); ok {
+		tc := v.(*toolCall)
+		tc.mu.Lock()
+		if !tc.done {
+			caller = tc.caller
+		}
+		tc.mu.Unlock()
+	}
+	if caller == nil {
+		return copyOut(protocol.AppendError(nil, nil, protocol.Errorf(protocol.InvalidRequest,
+			"clara_call_evaluate: the clara_call is not running (a handle is valid only until its tool returns)")))
+	}
+	return answerInto(dst, dstCap, func(b []byte) []byte { return engine.AppendEvaluateWithin(caller, b, bytesOf(req, n)) })
 }
 
 //export claraGoCallProgress

@@ -77,6 +77,16 @@ char *clara_evaluate(const char *request_json) {
     return out;
 }
 
+char *clara_call_evaluate(clara_call *call, const char *request_json) {
+    size_t n = request_json ? strlen(request_json) : 0;
+    size_t guess = n < ENVELOPE_GUESS_MAX - ENVELOPE_SLACK ? n + ENVELOPE_SLACK : ENVELOPE_GUESS_MAX;
+    char *buf = malloc(guess);
+    char *out = claraGoCallEvaluate((uintptr_t)call, (char *)request_json, n, buf, buf ? guess : 0);
+    if (out != buf) free(buf);
+    else if (out != NULL) DEFINED(out, guess);
+    return out;
+}
+
 void clara_free_string(char *s) { free(s); }
 
 char *clara_configure(const char *config) {
@@ -156,6 +166,10 @@ void clara_set_event_handler(clara_event_fn fn, void *userdata) {
     claraGoSetEventHandler(fn, (uintptr_t)userdata);
 }
 
+void clara_set_input_handler(clara_input_fn fn, void *userdata) {
+    claraGoSetInputHandler(fn, (uintptr_t)userdata);
+}
+
 int64_t clara_submit(const char *request_json) {
     return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
 }
@@ -199,6 +213,10 @@ void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *m
 
 void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json) {
     fn((void *)userdata, event_json);
+}
+
+char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json) {
+    return fn((void *)userdata, request_json);
 }
 
 void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {

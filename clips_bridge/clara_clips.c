@@ -930,6 +930,176 @@ done:
     free(keys);
 }
 
+/* ---- Questions of ask_user ---------------------------------------------- */
+
+/*
+ * The bridge is the input handler of Clara (clara_set_input_handler) while
+ * an environment owns the facts tools. A question arrives on a Clara
+ * thread, which waits here until the program answers with (clara-answer
+ * ?id "text"), or until the question can no longer be answered: its call
+ * finished (clara-poll collected it) or was cancelled, or the environment
+ * goes. (clara-poll) asserts a (clara-input-required ...) fact for each
+ * new question. A question of a call the program cannot answer because it
+ * waits for that very call is declined at once: a synchronous chat
+ * (clara-evaluate, no handle) and the call (clara-eval-result ?h) waits
+ * for.
+ */
+struct input_question {
+    struct input_question *next;
+    long long id, handle;
+    char *prompt, *session;
+    int announced, done;
+    char *answer; /* malloc'd, handed to Clara; NULL declines */
+};
+
+static pthread_mutex_t input_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t input_cv = PTHREAD_COND_INITIALIZER;
+static struct input_question *input_open; /* the questions waiting */
+static long long input_awaited;           /* the handle clara-eval-result waits for; 0: none */
+static int input_installed;
+
+/* Reads a field of the handler's request; NULL when missing. */
+static char *request_field(const char *request, const char *path) {
+    char *text = NULL;
+    if (clara_json_get(request, path, &text, NULL) <= 0) return NULL;
+    return text;
+}
+
+/* Marks the questions of handle (every one when 0) declined. Under input_mu. */
+static void release_locked(long long handle) {
+    struct input_question *q;
+    for (q = input_open; q != NULL; q = q->next) {
+        if (!q->done && (handle == 0 || q->handle == handle)) q->done = 1;
+    }
+    pthread_cond_broadcast(&input_cv);
+}
+
+static void input_release(long long handle) {
+    pthread_mutex_lock(&input_mu);
+    release_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+}
+
+static void input_waiting_on(long long handle) {
+    pthread_mutex_lock(&input_mu);
+    input_awaited = handle;
+    if (handle != 0) release_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+}
+
+static char *clips_input_handler(void *userdata, const char *request) {
+    struct input_question q, **p;
+    char *id = request_field(request, "id"), *handle = request_field(request, "handle");
+    char *answer = NULL;
+    (void)userdata;
+    memset(&q, 0, sizeof q);
+    q.id = id != NULL ? strtoll(id, NULL, 10) : 0;
+    q.handle = handle != NULL ? strtoll(handle, NULL, 10) : 0;
+    clara_free_string(id);
+    clara_free_string(handle);
+    if (q.handle == 0) return NULL; /* a synchronous call: the program waits for it and cannot answer */
+    q.prompt = request_field(request, "prompt");
+    q.session = request_field(request, "session");
+    pthread_mutex_lock(&input_mu);
+    if (input_installed && q.prompt != NULL && q.handle != input_awaited) {
+        q.next = input_open;
+        input_open = &q;
+        while (!q.done) pthread_cond_wait(&input_cv, &input_mu);
+        for (p = &input_open; *p != &q; p = &(*p)->next) {
+        }
+        *p = q.next;
+        answer = q.answer;
+    }
+    pthread_mutex_unlock(&input_mu);
+    clara_free_string(q.prompt);
+    clara_free_string(q.session);
+    return answer;
+}
+
+static void input_install(void) {
+    pthread_mutex_lock(&input_mu);
+    input_installed = 1;
+    pthread_mutex_unlock(&input_mu);
+    clara_set_input_handler(clips_input_handler, NULL);
+}
+
+/* The environment goes: no question can be answered any more. */
+static void input_uninstall(void) {
+    clara_set_input_handler(NULL, NULL);
+    pthread_mutex_lock(&input_mu);
+    input_installed = 0;
+    release_locked(0);
+    pthread_mutex_unlock(&input_mu);
+}
+
+static void buf_clips_string(struct buf *b, const char *s);
+
+/* Asserts (clara-input-required ...) for each question not yet announced;
+ * returns how many. */
+static long long input_announce(struct udf_call *c) {
+    struct input_question *q;
+    long long n = 0;
+    pthread_mutex_lock(&input_mu);
+    for (q = input_open; q != NULL; q = q->next) {
+        struct buf fact = {0};
+        char num[64];
+        if (q->announced || q->done) continue;
+        q->announced = 1;
+        snprintf(num, sizeof num, "%lld) (handle %lld", q->id, q->handle);
+        buf_str(&fact, "(clara-input-required (id ");
+        buf_str(&fact, num);
+        buf_str(&fact, ") (session ");
+        buf_clips_string(&fact, q->session != NULL ? q->session : "");
+        buf_str(&fact, ") (prompt ");
+        buf_clips_string(&fact, q->prompt);
+        buf_str(&fact, "))");
+        if (!fact.failed && assert_text(c, fact.data)) n++;
+        free(fact.data);
+    }
+    pthread_mutex_unlock(&input_mu);
+    return n;
+}
+
+/* (clara-answer ?id "text") -> TRUE: answers the question ?id of a
+ * (clara-input-required) fact; (clara-answer ?id FALSE) declines it. FALSE
+ * with an error when no such question is open (answered already, or its
+ * call ended). */
+static void clara_answer_fn(struct udf_call *c) {
+    struct cvalue idv, text;
+    struct input_question *q;
+    char *answer = NULL;
+    if (!arg_value(c, 1, &idv)) return;
+    if (idv.kind != V_INTEGER) {
+        fail_type(c, 1, "integer");
+        return;
+    }
+    if (!arg_value(c, 2, &text)) return;
+    if (text.kind == V_STRING) {
+        if ((answer = strdup(text.text)) == NULL) {
+            fail(c, "out of memory");
+            return;
+        }
+    } else if (!(text.kind == V_SYMBOL && strcmp(text.text, "FALSE") == 0)) {
+        fail_type(c, 2, "string, or FALSE to decline");
+        return;
+    }
+    pthread_mutex_lock(&input_mu);
+    for (q = input_open; q != NULL && (q->id != idv.integer || q->done); q = q->next) {
+    }
+    if (q != NULL) {
+        q->answer = answer;
+        q->done = 1;
+        pthread_cond_broadcast(&input_cv);
+    }
+    pthread_mutex_unlock(&input_mu);
+    if (q == NULL) {
+        free(answer);
+        failf(c, "no open question %lld: answered already, or its call ended", idv.integer);
+        return;
+    }
+    ret_symbol(c, "TRUE");
+}
+
 /* ---- Asynchronous calls ------------------------------------------------- */
 
 /* The template of the facts (clara-poll) asserts, one per finished call. */
@@ -942,8 +1112,15 @@ static int constructs_ready(void *env) {
     return GetEnvironmentData(ENV(env), CONSTRUCT_DATA) != NULL && GetEnvironmentData(ENV(env), DEFTEMPLATE_DATA) != NULL;
 }
 
+/* The template of the questions of ask_user that (clara-poll) asserts. */
+#define CLARA_INPUT_TEMPLATE                                                                               \
+    "(deftemplate clara-input-required \"A question of ask_user: answer with (clara-answer ?id \\\"text\\\").\""  \
+    " (slot id (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"                  \
+    " (slot prompt (type STRING)))"
+
 static int define_reply_template(void *env) {
-    return template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE);
+    return (template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE)) &&
+           (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE));
 }
 
 /* (clear) removes every construct: the template comes back after it. */
@@ -1001,9 +1178,11 @@ static void clara_eval_result_fn(struct udf_call *c) {
     int64_t h;
     if (arg_handle(c, 1, &h)) {
         char *r;
+        input_waiting_on(h);
         enter_clara(c->state);
         r = clara_wait(h, -1);
         leave_clara(c->state);
+        input_waiting_on(0);
         ret_envelope(c, r);
     }
 }
@@ -1017,6 +1196,7 @@ static void clara_eval_cancel_fn(struct udf_call *c) {
         failf(c, "no call %lld: never submitted, or already collected", (long long)h);
         return;
     }
+    input_release(h);
     ret_symbol(c, "TRUE");
 }
 
@@ -1082,12 +1262,15 @@ static void clara_poll_fn(struct udf_call *c) {
     }
     for (i = 0; (handle = take_field(list, i, "handle")) != NULL; i++) {
         char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
-        if (assert_reply(c, strtoll(handle, NULL, 10), tool ? tool : "", status ? status : "error")) asserted++;
+        int64_t h = strtoll(handle, NULL, 10);
+        input_release(h); /* the call ended: nothing waits for its questions */
+        if (assert_reply(c, h, tool ? tool : "", status ? status : "error")) asserted++;
         clara_free_string(handle);
         clara_free_string(tool);
         clara_free_string(status);
     }
     clara_free_string(list);
+    asserted += input_announce(c);
     ret_integer(c, asserted);
 }
 
@@ -1426,7 +1609,10 @@ static int register_facts_tools(struct clara_env *st) {
     pthread_mutex_lock(&facts_owner_mu);
     ok = clara_register_tool(facts_desc, clips_facts_tool, st, NULL) == CLARA_OK &&
          clara_register_tool(assert_desc, clips_assert_tool, st, NULL) == CLARA_OK;
-    if (ok) facts_owner = st;
+    if (ok) {
+        facts_owner = st;
+        input_install();
+    }
     pthread_mutex_unlock(&facts_owner_mu);
     return ok;
 }
@@ -1438,6 +1624,7 @@ static void unregister_facts_tools(struct clara_env *st) {
         clara_unregister_tool("clips_facts");
         clara_unregister_tool("clips_assert");
         if (st->exposed_eval) clara_unregister_tool("clips_eval");
+        input_uninstall();
         facts_owner = NULL;
     }
     pthread_mutex_unlock(&facts_owner_mu);
@@ -1479,6 +1666,7 @@ static void clara_expose_fn(struct udf_call *c) {
     X(clara_eval_result, "clara-eval-result", 1, 1, "bs", "l", "11i")                 \
     X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
     X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")                               \
+    X(clara_answer, "clara-answer", 2, 2, "b", "*;l;sy", "22uik")                     \
     X(clara_mcp_listen, "clara-mcp-listen", 1, 1, "bs", "s", "11s")                  \
     X(clara_mcp_stop, "clara-mcp-stop", 0, 0, "b", NULL, "00")                         \
     X(clara_expose, "clara-expose", 1, 1, "b", "s", "11s")

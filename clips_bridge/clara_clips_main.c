@@ -8,7 +8,8 @@
  *   --evaluator NAME  the tool of simple-form requests, e.g. echo
  *   --test-mode       Clara's test mode (test_mode = true): tools that reach
  *                     the network, write files or run programs are skipped
- *   --verbose         a status line on stderr for each tool a model calls:
+ *   --verbose         a status line on stderr for each tool a model calls
+ *                     and each question it asks the user:
  *                     "↪ tool: NAME(ARGS…)", "✔ tool result received (34ms)",
  *                     "✗ tool NAME failed: CODE (34ms)"
  *   -f FILE.clp       run the commands in FILE (batch), as clips -f does
@@ -193,6 +194,10 @@ static void status_line(void *userdata, const char *event) {
             fprintf(stderr, "\xe2\x9c\x97 tool %s failed: %s (%.0fms)\n", tool, status ? status : "", d);
         clara_free_string(status);
         clara_free_string(ms);
+    } else if (kind != NULL && strcmp(kind, "input_required") == 0) {
+        char *prompt = event_field(event, "prompt");
+        fprintf(stderr, "? the user is asked: %s\n", prompt ? prompt : "");
+        clara_free_string(prompt);
     }
     fflush(stderr);
     clara_free_string(kind);

@@ -152,7 +152,7 @@ reason = "weather lookups are closed today"
 func TestChat_without_a_model_and_in_test_mode(t *testing.T) {
 	e := rulesEngine(t, "")
 	expectEq(t, "no model", evalString(t, e, `{"tool":"chat","arguments":{"prompt":"hi"}}`),
-		`{"status":"error","error":"tool_failed","message":"chat: no model is configured (set llm.base_url and llm.model)"}`)
+		`{"status":"error","error":"tool_failed","message":"chat: no model is configured (set llm.model, and llm.base_url for a server other than OpenAI's or Anthropic's)"}`)
 	expectEq(t, "no evaluator", evalString(t, e, `{"tool":"evaluate","arguments":{"question":"hi"}}`),
 		`{"status":"error","error":"tool_failed","message":"evaluate: no evaluator is configured (set evaluator.url)"}`)
 	mustConfigure(t, e, "test_mode = true\n")
@@ -193,5 +193,22 @@ func TestChat_hosts_off_the_allowlist_are_denied(t *testing.T) {
 	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"hi"}}`)
 	if !strings.Contains(out, `"error":"denied"`) {
 		t.Fatalf("%s", out)
+	}
+}
+
+// With llm.provider and llm.base_url empty, a known model's name picks its
+// provider's own endpoint; with network.allow_hosts naming only loopback,
+// the call is denied before any connection, naming the host it chose.
+func TestChat_the_provider_and_endpoint_come_from_the_model_name(t *testing.T) {
+	e := rulesEngine(t, `{"network":{"allow_hosts":["127.0.0.1"]},"llm":{"model":"gpt-4o-mini","max_retries":0}}`)
+	for model, host := range map[string]string{"gpt-4o-mini": "api.openai.com", "o3-mini": "api.openai.com", "claude-3-5-haiku-latest": "api.anthropic.com"} {
+		out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"hi","model":`+jsonText(model)+`}}`)
+		if !strings.Contains(out, `"error":"denied"`) || !strings.Contains(out, host) {
+			t.Errorf("%s: %s", model, out)
+		}
+	}
+	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"hi","model":"llama3.1"}}`)
+	if !strings.Contains(out, `"error":"tool_failed"`) || !strings.Contains(out, "set llm.base_url") {
+		t.Errorf("llama3.1: %s", out)
 	}
 }

@@ -21,14 +21,17 @@ type chatHost struct {
 	s       *snapshot
 	session string
 	scope   toolbox.Scope
-	handle  int64 // the async call the chat runs in, 0 when synchronous
+	stack   *callFrame // the tools running above the chat: never offered
+	handle  int64      // the async call the chat runs in, 0 when synchronous
 	// batch gathers the files the tool calls of one turn change; the next
 	// turn's start (or the chat's end) fires their callbacks at once.
 	batch callbackBatch
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
-// chat tool itself, nor the administrative tools).
+// chat tool itself, the administrative tools, the tools on the call stack
+// (a chat run by a tool does not offer that tool), nor ask_user while no
+// input handler is installed).
 func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	var only map[string]bool
 	if names != nil {
@@ -39,8 +42,11 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	}
 	var out []llm.ToolSpec
 	for _, t := range h.e.tools.List() {
-		if !t.LLMVisible || t.Admin || t.Name == "chat" || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
+		if !t.LLMVisible || t.Admin || t.Name == chatTool || h.stack.has(t.Name) || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
 			continue
+		}
+		if t.Name == "ask_user" && h.e.input.load() == nil {
+			continue // nobody to ask: the model is not offered what must fail
 		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
 	}

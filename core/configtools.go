@@ -155,7 +155,7 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: a Lua tool takes a JSON object, not %s", protocol.KindOf(args[0]))
 		}
 		s := e.current.Load()
-		h := &toolScriptHost{e: e, s: s, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
+		h := &toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
 		res, err := script.CallJSON(ctx, call.Arguments, h)
 		if err != nil {
 			return nil, err

@@ -44,6 +44,7 @@ type Engine struct {
 	async    *async.Table  // calls submitted with clara_submit or "async": true
 	out      outbound      // the HTTP client and the conversations of chats
 	events   eventSink     // the host's event handler (chat progress)
+	input    inputHost     // the host's input handler (ask_user)
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
 	env      Options       // TestMode and TestAllow from the environment
@@ -104,7 +105,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

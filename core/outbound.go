@@ -38,7 +38,7 @@ func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
 // models is what a configuration decides of the outbound side.
 type models struct {
 	clientOptions llm.ClientOptions
-	chat          *llm.Chat       // nil: no llm.base_url
+	chat          *llm.Chat       // nil: neither llm.base_url nor llm.model
 	evaluate      toolbox.Func    // nil: no evaluator.url
 	embed         *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
 }
@@ -60,7 +60,12 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 	if len(c.Network.AllowHosts) > 0 {
 		m.clientOptions.AllowHosts = c.Network.AllowHosts
 	} else {
-		for _, u := range append([]string{c.LLM.BaseURL, c.Evaluator.URL}, httpURLs...) {
+		// Without a base_url, the endpoint of llm.model's provider.
+		modelURL := c.LLM.BaseURL
+		if modelURL == "" {
+			modelURL = llm.DefaultBaseURL(c.LLM.Provider, c.LLM.Model)
+		}
+		for _, u := range append([]string{modelURL, c.Evaluator.URL}, httpURLs...) {
 			if u != "" {
 				m.clientOptions.ImplicitHosts = append(m.clientOptions.ImplicitHosts, u)
 			}
@@ -72,7 +77,7 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 	} else {
 		probe.Close()
 	}
-	if c.LLM.BaseURL != "" {
+	if c.LLM.BaseURL != "" || c.LLM.Model != "" {
 		chat, err := llm.NewChat(e.out.client, llm.Config{Provider: c.LLM.Provider, BaseURL: c.LLM.BaseURL,
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
@@ -117,9 +122,9 @@ type modelTools struct{ e *Engine }
 func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error) {
 	s := m.e.current.Load()
 	if s.models.chat == nil {
-		return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.base_url and llm.model)")
+		return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.model, and llm.base_url for a server other than OpenAI's or Anthropic's)")
 	}
-	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, handle: AsyncHandle(ctx)}
+	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx)}
 	// A request that names no session is in "default", shared by every
 	// such caller: its chats start afresh rather than continue each other.
 	conversation := call.Session

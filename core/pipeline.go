@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -84,6 +85,14 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 	}
 	if perr := c.scope.Check(t.Name); perr != nil {
 		return perr
+	}
+	if c.nested {
+		if perr := onCallStack(ctx, t.Name); perr != nil {
+			if c.rep.wantTrace {
+				c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: callStackLayer, Reason: "it is already running above this call"})
+			}
+			return perr
+		}
 	}
 	if t.Admin && c.nested && !s.config.Policy.AdminInNestedCalls {
 		if c.rep.wantTrace {
@@ -218,12 +227,47 @@ func durationMS(d time.Duration) float64 { return float64(d.Microseconds()) / 10
 func toolError(perr *protocol.Error) string { return string(perr.Code) + ": " + perr.Message }
 
 // callScope is what a call passes down to the calls made inside it (a
-// rule's call_tool, a script's, a chat's): the request's policy layer,
-// which narrows "this call and everything it calls" (SPEC §2), and the
-// depth of nesting.
+// rule's call_tool, a script's, a chat's, a C tool's clara_call_evaluate):
+// the request's policy layer, which narrows "this call and everything it
+// calls" (SPEC §2), the depth of nesting, and the tools running above.
 type callScope struct {
 	request *toolbox.Policy
 	depth   int
+	stack   *callFrame // the innermost running tool that made a nested call; nil at the top
+}
+
+// callFrame is one tool on the call stack: a tool that is running and made
+// a nested call. The chat tool is never on it: it is the loop that offers
+// tools, not a tool a model could recurse into by itself (the depth bounds
+// chats inside chats).
+type callFrame struct {
+	tool string
+	up   *callFrame
+}
+
+// has reports whether tool is on the stack from f up.
+func (f *callFrame) has(tool string) bool {
+	for ; f != nil; f = f.up {
+		if f.tool == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// path writes the stack outermost first, then tool: "a → b → a".
+func (f *callFrame) path(tool string) string {
+	var names []string
+	for ; f != nil; f = f.up {
+		names = append(names, f.tool)
+	}
+	var b strings.Builder
+	for i := len(names) - 1; i >= 0; i-- {
+		b.WriteString(names[i])
+		b.WriteString(" → ")
+	}
+	b.WriteString(tool)
+	return b.String()
 }
 
 type callScopeKey struct{}
@@ -236,7 +280,7 @@ func withCallScope(ctx context.Context, c *toolCall) context.Context {
 	}
 	next := &callScope{request: c.scope.Request}
 	if cur != nil {
-		next.depth = cur.depth
+		next.depth, next.stack = cur.depth, cur.stack
 	}
 	return context.WithValue(ctx, callScopeKey{}, next)
 }
@@ -248,3 +292,36 @@ func scopeOf(ctx context.Context) callScope {
 	}
 	return callScope{}
 }
+
+// enterNested is the way into every call made from inside another (a
+// rule's or a script's call_tool, clara_call_evaluate): one level deeper,
+// at most rules.MaxChainDepth, with caller, the running tool that makes
+// the call ("" for a rule), pushed on the call stack.
+func enterNested(ctx context.Context, caller string) (context.Context, error) {
+	cs := scopeOf(ctx)
+	if cs.depth+1 >= rules.MaxChainDepth {
+		return nil, fmt.Errorf("calls nested deeper than %d", rules.MaxChainDepth)
+	}
+	cs.depth++
+	if caller != "" && caller != chatTool {
+		cs.stack = &callFrame{tool: caller, up: cs.stack}
+	}
+	return context.WithValue(ctx, callScopeKey{}, &cs), nil
+}
+
+// chatTool is the built-in chat tool's name.
+const chatTool = "chat"
+
+// onCallStack refuses a nested call of a tool that is running above it
+// (seed 003: a nested loop reaches every tool "except the calling tool"):
+// a tool that calls itself, directly or through others, stops at once.
+func onCallStack(ctx context.Context, tool string) *protocol.Error {
+	stack := scopeOf(ctx).stack
+	if !stack.has(tool) {
+		return nil
+	}
+	return protocol.Errorf(protocol.Denied, "tool %q denied: it is already running on this call stack (%s); a tool never calls itself, directly or through other tools",
+		tool, stack.path(tool))
+}
+
+const callStackLayer = "the call stack"

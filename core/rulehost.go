@@ -57,7 +57,7 @@ func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map
 // narrows "this call and everything it calls").
 func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []byte) ([]byte, error) {
 	scope := toolbox.Scope{Config: h.s.policy, Session: h.e.sessions.Policy(session), Request: scopeOf(ctx).request}
-	return h.e.nestedCall(ctx, h.s, tool, session, args, scope)
+	return h.e.nestedCall(ctx, h.s, "", tool, session, args, scope)
 }
 
 func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
@@ -82,6 +82,7 @@ func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
 type toolScriptHost struct {
 	e        *Engine
 	s        *snapshot
+	tool     string // the Lua tool's name: on the call stack of what it calls
 	session  string
 	scope    toolbox.Scope
 	progress ProgressFunc // the MCP client's, when it asked for progress
@@ -103,9 +104,11 @@ func (h *toolScriptHost) StateGet(key string) (any, bool, error) {
 	return h.s.host.StateGet(h.session, key)
 }
 
-// CallTool runs a tool under the calling tool's policy, one level deeper.
+// CallTool runs a tool under the calling tool's policy, one level deeper,
+// with the calling tool on the call stack. call_tool("chat", ...) runs a
+// nested chat in that scope.
 func (h *toolScriptHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
-	return h.e.nestedCall(ctx, h.s, name, h.session, args, h.scope)
+	return h.e.nestedCall(ctx, h.s, h.tool, name, h.session, args, h.scope)
 }
 
 func (h *toolScriptHost) Log(level, message string) {
@@ -114,18 +117,17 @@ func (h *toolScriptHost) Log(level, message string) {
 
 // nestedCall is a call made by a rule or a script (call_tool): through the
 // whole pipeline under scope, one level deeper (at most MaxChainDepth), as a
-// nested call (the administrative tools are out of reach unless the
-// configuration says otherwise), drawing on the event tree's budget.
-func (e *Engine) nestedCall(ctx context.Context, s *snapshot, tool, session string, args []byte, scope toolbox.Scope) ([]byte, error) {
-	cs := scopeOf(ctx)
-	if cs.depth+1 >= rules.MaxChainDepth {
-		return nil, fmt.Errorf("call_tool: calls nested deeper than %d", rules.MaxChainDepth)
+// nested call (the administrative tools and the tools on the call stack are
+// out of reach), drawing on the event tree's budget. caller is the running
+// tool that makes it ("" for a rule).
+func (e *Engine) nestedCall(ctx context.Context, s *snapshot, caller, tool, session string, args []byte, scope toolbox.Scope) ([]byte, error) {
+	ctx, err := enterNested(ctx, caller)
+	if err != nil {
+		return nil, fmt.Errorf("call_tool: %v", err)
 	}
 	if err := spend(ctx, "call_tool "+strconv.Quote(tool)); err != nil {
 		return nil, err
 	}
-	cs.depth++
-	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
 	c := &toolCall{name: tool, session: session, args: args, scope: scope, nested: true, rep: &report{}}
 	result, _, perr := e.callTool(ctx, s, c)
 	if perr != nil {

@@ -172,8 +172,9 @@ typedef struct clara_call clara_call;
  *
  * Threads: called on a thread of Clara's (on the caller's own thread when
  *          the descriptor sets "on_caller_thread"), possibly several calls
- *          at once (unless the descriptor sets "max_concurrency": 1). It may call
- *          clara_evaluate() and the other functions of this header.
+ *          at once (unless the descriptor sets "max_concurrency": 1). It may
+ *          call the functions of this header; to call tools in its own
+ *          call's scope (policy, session, depth), use clara_call_evaluate().
  * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
  *          at the deadline; the function keeps running until it returns, and
  *          what it reports then is discarded. Clara cannot stop C code.
@@ -262,6 +263,29 @@ void clara_call_error(clara_call *call, const char *message);
  *            tool returned are ignored.
  */
 void clara_call_progress(clara_call *call, double done, double total, const char *message);
+
+/*
+ * clara_call_evaluate - run a request from inside a tool, in the tool's scope.
+ *
+ * As clara_evaluate(), but the request runs inside the calling tool's call
+ * instead of as a new request of the host: in the tool's session (naming
+ * another session is invalid_request), under the policy the tool's call runs
+ * under (the request's own "policy" can narrow it, never widen it), one
+ * level deeper (calls nest at most 8 deep), as a nested call (the
+ * administrative tools are out of reach unless policy.admin_in_nested_calls),
+ * and never reaching a tool on the call stack: the calling tool, or a tool
+ * that called it, is denied at once. {"tool": "chat", ...} runs a nested
+ * chat whose model is never offered those tools. "async": true is refused.
+ * A tool that calls clara_evaluate() instead escapes all of this.
+ *
+ * Ownership: request_json is borrowed for the call. Returns a malloc'd
+ *            envelope; free it with clara_free_string(). NULL only if malloc
+ *            fails.
+ * Threads:   from the tool, while it runs (any thread). A call whose tool has
+ *            returned, or a handle that is not a running call, gets an
+ *            invalid_request envelope.
+ */
+char *clara_call_evaluate(clara_call *call, const char *request_json);
 
 /* ---- Reading JSON ------------------------------------------------------- */
 
@@ -366,6 +390,51 @@ typedef void (*clara_event_fn)(void *userdata, const char *event_json);
  *            be freed. Do not call it from inside a handler.
  */
 void clara_set_event_handler(clara_event_fn fn, void *userdata);
+
+/* ---- Asking the user ---------------------------------------------------- */
+
+/*
+ * clara_input_fn - answers the ask_user tool: shows the user a question and
+ * returns what they answered (docs/llm.md).
+ *
+ * request_json is one JSON object, NUL-terminated, borrowed for the
+ * duration of the call: {"id":N,"prompt":"...","session":"s"}, with
+ * "handle":H when the call runs asynchronously (clara_submit). id is the
+ * id of the "input_required" event sent to the event handler just before.
+ *
+ * Returns:   the answer, NUL-terminated UTF-8 allocated with malloc()
+ *            (strdup() will do): Clara frees it with free(); the tool then
+ *            answers {"answer":"..."}. NULL means the user declined: the
+ *            tool answers {"declined":true}. Invalid UTF-8 is replaced by
+ *            U+FFFD.
+ * Threads:   called on a thread of Clara's, never the caller's of
+ *            clara_evaluate(), possibly for several requests at once; it
+ *            may block as long as the user takes, and may call clara_*
+ *            functions. If the call ends first (clara_cancel(), its
+ *            deadline), Clara stops waiting: the tool fails at once, and
+ *            the answer returned later is freed and dropped. It must return
+ *            normally: no longjmp and no C++ exception may cross Clara's
+ *            frames.
+ */
+typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
+
+/*
+ * clara_set_input_handler - let the ask_user tool ask the user through fn.
+ *
+ * Passing fn == NULL removes it (the default): ask_user then fails with
+ * tool_failed ("no input handler is installed") and chats do not offer it
+ * to the model. A handler makes ask_user one of the tools a chat with
+ * allow_tools offers, under the call's policy like any other.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, new requests go to the
+ *            new handler; requests already handed to the previous one go on
+ *            there, so free its userdata only once they have returned.
+ *            clara-clips and the CLIPS bridge's registration install one
+ *            (docs/clips.md); a host that has its own handler
+ *            installs it after registering the bridge.
+ */
+void clara_set_input_handler(clara_input_fn fn, void *userdata);
 
 /* ---- MCP ------------------------------------------------------------------ */
 

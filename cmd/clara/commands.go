@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 // runChat asks the model: clara chat PROMPT [flags].
 func runChat(env *environment, args []string) int {
 	arguments := map[string]any{}
-	session, verbose, stream := "", false, false
+	session, verbose, stream, ask, typed := "", false, false, false, false
 	var prompt []string
 	for i := 0; i < len(args); {
 		a := args[i]
@@ -25,6 +26,16 @@ func runChat(env *environment, args []string) int {
 			arguments["allow_tools"] = true
 		case a == "--verbose" || a == "-v":
 			verbose = true
+		case a == "--ask":
+			ask = true
+		case strings.HasPrefix(a, "--result-schema"):
+			if v, n, err = flagValue(args, i, "--result-schema"); err == nil {
+				var schema map[string]any
+				if err = json.Unmarshal([]byte(v), &schema); err != nil {
+					err = fmt.Errorf("chat: --result-schema must be a JSON Schema object: %v", err)
+				}
+				arguments["result_schema"], typed = schema, true
+			}
 		case a == "--stream":
 			stream = true
 			arguments["stream"] = true
@@ -66,6 +77,10 @@ func runChat(env *environment, args []string) int {
 		env.engine.SetEventSink(progressPrinter(env, verbose, stream))
 		defer env.engine.SetEventSink(nil)
 	}
+	if ask {
+		env.engine.SetInputHandler(terminalInput(env))
+		defer env.engine.SetInputHandler(nil)
+	}
 	request := map[string]any{"tool": "chat", "arguments": arguments}
 	if session != "" {
 		request["session"] = session
@@ -75,6 +90,11 @@ func runChat(env *environment, args []string) int {
 		return env.failed(out, raw)
 	}
 	result, _ := out["result"].(map[string]any)
+	if typed {
+		b, _ := json.Marshal(result["result"])
+		fmt.Fprintln(env.stdout, string(b))
+		return 0
+	}
 	if !stream {
 		fmt.Fprintln(env.stdout, result["content"])
 	} else {
@@ -109,6 +129,29 @@ func progressPrinter(env *environment, verbose, stream bool) func([]byte) {
 		case ev.Event == "tool_result" && verbose:
 			fmt.Fprintf(env.stderr, "✗ tool %s failed: %s (%s)\n", ev.Tool, ev.Status, time.Duration(ev.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
 		}
+	}
+}
+
+// terminalInput answers ask_user from the terminal: the question on
+// stderr, the answer one line of stdin; end of input declines. Questions
+// asked at once are put one after the other.
+func terminalInput(env *environment) core.InputHandler {
+	var mu sync.Mutex
+	lines := bufio.NewReader(env.stdin)
+	return func(request []byte) (string, bool) {
+		var q struct{ Prompt string }
+		if json.Unmarshal(request, &q) != nil {
+			return "", false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(env.stderr, "? %s\n> ", q.Prompt)
+		line, err := lines.ReadString('\n')
+		if err != nil && line == "" {
+			fmt.Fprintln(env.stderr)
+			return "", false
+		}
+		return strings.TrimRight(line, "\r\n"), true
 	}
 }
 

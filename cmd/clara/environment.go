@@ -17,6 +17,7 @@ type environment struct {
 	engine         *core.Engine
 	configPath     string
 	stdout, stderr io.Writer
+	stdin          io.Reader // chat --ask reads answers here
 }
 
 // globalFlags takes --config FILE (anywhere before the command's own

@@ -3,7 +3,7 @@
 // cgo), reading the same configuration as the library: the embedded
 // defaults, then CLARA_CONFIG, then --config.
 //
-//	clara chat "What time is it?" [--allow-tools] [--max-tool-calls N] [--tools a,b] [--session S] [--verbose] [--stream]
+//	clara chat "What time is it?" [--allow-tools] [--max-tool-calls N] [--tools a,b] [--session S] [--verbose] [--stream] [--ask] [--result-schema JSON]
 //	clara call TOOL ['{"key":"value"}'] [--session S]
 //	clara tools [--format clara|openai|anthropic|mcp]
 //	clara rules test [FILE...]
@@ -28,7 +28,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"chat", `chat PROMPT [--allow-tools] [--max-tool-calls N] [--tools a,b] [--session S] [--model M] [--verbose] [--stream]`, runChat},
+	{"chat", `chat PROMPT [--allow-tools] [--max-tool-calls N] [--tools a,b] [--session S] [--model M] [--verbose] [--stream] [--ask] [--result-schema JSON]`, runChat},
 	{"call", `call TOOL ['{"key":"value"}'] [--session S]`, runCall},
 	{"tools", `tools [--format clara|openai|anthropic|mcp]`, runTools},
 	{"rules", `rules test [FILE...]`, runRules},
@@ -40,8 +40,11 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// stdin is where chat --ask reads the user's answers (tests replace it).
+var stdin io.Reader = os.Stdin
+
 func run(args []string, stdout, stderr io.Writer) int {
-	env := &environment{stdout: stdout, stderr: stderr}
+	env := &environment{stdout: stdout, stderr: stderr, stdin: stdin}
 	args, err := env.globalFlags(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "clara: %v\n", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +76,33 @@ lua = 'return function(args) return { temperature = "22", location = args.locati
 	}
 	if strings.Contains(out+errs, "sk-cli-secret") {
 		t.Fatal("the key leaked")
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestChat_ask_reads_the_user_from_stdin(t *testing.T) {
+	t.Setenv("CLARA_CONFIG", "")
+	sc, err := llmtest.LoadScript(filepath.Join("..", "..", "tests", "llm", "ask_user_answer.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := llmtest.NewServer("", sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cfg := filepath.Join(t.TempDir(), "clara.toml")
+	if err := os.WriteFile(cfg, []byte("state_dir = \"\"\n[llm]\nbase_url = \""+srv.BaseURL("ask_user_answer")+"\"\nmodel = \"test-model\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(r io.Reader) { stdin = r }(stdin)
+	stdin = strings.NewReader("Boston\n")
+	code, out, errs := runClara(t, "--config", cfg, "chat", "Find out which city the user means.", "--allow-tools", "--tools", "ask_user",
+		"--ask", "--result-schema", `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)
+	if code != 0 || out != `{"city":"Boston"}`+"\n" || errs != "? Which city?\n> " {
+		t.Fatalf("%d %q %q", code, out, errs)
 	}
 	if err := srv.Err(); err != nil {
 		t.Fatal(err)

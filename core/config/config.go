@@ -51,8 +51,8 @@ type Evaluator struct {
 
 // LLM is the [llm] table.
 type LLM struct {
-	Provider           string `key:"provider" default:"'openai'" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages)."`
-	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: chat fails, saying so."`
+	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages). Empty: read from each chat's model, \"claude-*\" anthropic, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
+	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, the key then in OPENAI_API_KEY or ANTHROPIC_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so."`
 	Model              string `key:"model" default:"''" doc:"The model a chat uses unless it names one."`
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`

@@ -149,7 +149,8 @@ const ChatInputSchema = `{"type":"object","properties":{` +
 	`"max_tool_calls":{"type":"integer","minimum":0,"maximum":256},` +
 	`"temperature":{"type":"number","minimum":0,"maximum":2},` +
 	`"max_tokens":{"type":"integer","minimum":1},` +
-	`"stream":{"type":"boolean","description":"Call the model with server-sent events and report progress."}},` +
+	`"stream":{"type":"boolean","description":"Call the model with server-sent events and report progress."},` +
+	`"result_schema":{"type":"object","description":"A JSON Schema: the model is given set_result and finish, and the chat's result carries the value it set."}},` +
 	`"anyOf":[{"required":["prompt"]},{"required":["messages"]}],"additionalProperties":false}`
 
 // Chat runs the chat tool's loop (SPEC §10.2, issue 11 §4) against one
@@ -157,10 +158,9 @@ const ChatInputSchema = `{"type":"object","properties":{` +
 // the engine builds a new one when the configuration changes, sharing
 // the Client and the Conversations.
 type Chat struct {
-	client   *Client
-	cfg      Config
-	provider provider
-	convs    *Conversations
+	client *Client
+	cfg    Config
+	convs  *Conversations
 }
 
 // NewChat checks cfg and returns a Chat calling the model through client.
@@ -170,11 +170,10 @@ func NewChat(client *Client, cfg Config, convs *Conversations) (*Chat, error) {
 		return nil, errors.New("llm: NewChat needs a Client")
 	}
 	cfg.HeadersEnv = cloneMap(cfg.HeadersEnv)
-	p, err := cfg.check()
-	if err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	return &Chat{client: client, cfg: cfg, provider: p, convs: convs}, nil
+	return &Chat{client: client, cfg: cfg, convs: convs}, nil
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -200,6 +199,7 @@ type chatArgs struct {
 	Temperature  *float64     `json:"temperature"`
 	MaxTokens    *int         `json:"max_tokens"`
 	Stream       bool         `json:"stream"`
+	ResultSchema []byte       `json:"result_schema"` // nil when absent
 }
 
 type argMessage struct {
@@ -279,6 +279,10 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 				t := r.float()
 				a.Temperature = &t
 			}
+		case "result_schema":
+			if is('{', "result_schema", "a JSON Schema object") {
+				a.ResultSchema = r.raw()
+			}
 		case "tools":
 			if !is('[', "tools", "an array of tool names") {
 				return
@@ -352,18 +356,23 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 
 // chatResult is the chat tool's result.
 type chatResult struct {
-	Content      string       `json:"content"`
-	ToolCalls    []toolRecord `json:"tool_calls"`
-	FinishReason string       `json:"finish_reason"`
-	Usage        Usage        `json:"usage"`
-	Turns        int          `json:"turns"`
+	Content      string          `json:"content"`
+	Result       json.RawMessage `json:"result,omitempty"` // what set_result set, when the chat gave a result_schema
+	ToolCalls    []toolRecord    `json:"tool_calls"`
+	FinishReason string          `json:"finish_reason"`
+	Usage        Usage           `json:"usage"`
+	Turns        int             `json:"turns"`
 }
 
 // appendJSON writes the result:
-// {"content","tool_calls":[{"name","arguments","status","error"?,"duration_ms"}],"finish_reason","usage","turns"}.
+// {"content","result"?,"tool_calls":[{"name","arguments","status","error"?,"duration_ms"}],"finish_reason","usage","turns"}.
 func (res *chatResult) appendJSON(b []byte) []byte {
 	b = append(b, `{"content":`...)
 	b = protocol.AppendString(b, res.Content)
+	if res.Result != nil {
+		b = append(b, `,"result":`...)
+		b = append(b, res.Result...)
+	}
 	b = append(b, `,"tool_calls":[`...)
 	for i := range res.ToolCalls {
 		t := &res.ToolCalls[i]
@@ -411,11 +420,13 @@ type chatRun struct {
 	ch      *Chat
 	host    Host
 	offered map[string]bool
+	own     *ownTools // set_result and finish; nil without a result_schema
 	req     modelRequest
 
 	progressMu sync.Mutex
 
 	turns      int // model calls of the conversation so far
+	toolCalls  int // calls of the catalog's tools the model asked for: max_tool_calls bounds them
 	lastTokens int
 	used       Usage
 	records    []toolRecord
@@ -440,11 +451,16 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if r.req.Model == "" {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: no model: set llm.model or give model")
 	}
-	if a.Temperature != nil && *a.Temperature > 1 && ch.cfg.Provider == ProviderAnthropic {
+	ep, err := ch.endpointFor(r.req.Model)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
+	}
+	r.req.endpoint = ep
+	if a.Temperature != nil && *a.Temperature > 1 && ep.cfg.Provider == ProviderAnthropic {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: temperature must be between 0 and 1 for Anthropic")
 	}
 	r.req.Temperature = a.Temperature
-	r.req.MaxTokens = ch.cfg.MaxTokens
+	r.req.MaxTokens = ep.cfg.MaxTokens
 	if a.MaxTokens != nil {
 		r.req.MaxTokens = *a.MaxTokens
 	}
@@ -480,11 +496,20 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 		r.req.Messages = append(r.req.Messages, message{Role: roleUser, Content: *a.Prompt})
 	}
 
+	var ownSpecs []ToolSpec
+	if a.ResultSchema != nil {
+		own, specs, perr := newOwnTools(a.ResultSchema)
+		if perr != nil {
+			return nil, perr
+		}
+		r.own, ownSpecs = own, specs
+	}
 	toolsOn := a.AllowTools && maxCalls > 0 && (a.Tools == nil || len(a.Tools) > 0)
 	if toolsOn {
 		r.offer(host.Catalog(a.Tools), a.Tools)
-		toolsOn = len(r.req.Tools) > 0
 	}
+	r.req.Tools = append(r.req.Tools, ownSpecs...)
+	toolsOn = len(r.req.Tools) > 0 && (maxCalls > 0 || r.own != nil)
 
 	result, err := r.loop(ctx, toolsOn, maxCalls)
 	if conv != nil {
@@ -514,7 +539,7 @@ func (r *chatRun) offer(specs []ToolSpec, names []string) {
 	}
 	r.offered = map[string]bool{}
 	for _, s := range specs {
-		if (want == nil || want[s.Name]) && !r.offered[s.Name] {
+		if (want == nil || want[s.Name]) && !r.offered[s.Name] && !(r.own != nil && ownsName(s.Name)) {
 			if len(s.InputSchema) > 0 && !json.Valid(s.InputSchema) {
 				s.InputSchema = nil // it goes into the request as it is: never let it break the request
 			}
@@ -554,20 +579,48 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 
 		if final || len(reply.ToolCalls) == 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content})
-			res.Content = reply.Content
-			res.FinishReason = reply.FinishReason
-			res.Usage = r.used
-			res.ToolCalls = append(res.ToolCalls, r.records...)
-			r.progress(ProgressEvent{Kind: ProgressAnswer, Text: reply.Content})
-			return res, nil
+			if r.own != nil && r.own.result == nil && !final && !r.own.reminded {
+				// The model answered without setting the result: tell it
+				// once, while it can still call set_result.
+				r.own.reminded = true
+				r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: reminder})
+				continue
+			}
+			return r.end(res, reply, reply.FinishReason)
 		}
 		r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
-		budget := maxCalls - len(r.records)
-		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, budget)...)
-		if len(r.records) >= maxCalls {
-			final = true
+		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, maxCalls)...)
+		if r.own != nil && r.own.finished {
+			return r.end(res, reply, FinishReasonFinish)
+		}
+		// The last call goes without tools once max_tool_calls is spent
+		// (and, with a result_schema, the result is set), or once the
+		// own calls are: every turn spends one or the other.
+		spent := r.toolCalls >= maxCalls
+		if r.own != nil {
+			final = r.own.calls >= ownCallsCap || spent && r.own.result != nil
+		} else {
+			final = spent
 		}
 	}
+}
+
+// end fills in the chat's result after the model's last reply. A chat
+// that gave a result_schema fails when the model never set a valid
+// result: its caller asked for a typed value and must not get none.
+func (r *chatRun) end(res *chatResult, reply modelReply, finishReason string) (*chatResult, error) {
+	if r.own != nil {
+		if r.own.result == nil {
+			return nil, protocol.Errorf(protocol.ToolFailed, "chat: the model ended without setting a result that matches result_schema (set_result)")
+		}
+		res.Result = r.own.result
+	}
+	res.Content = reply.Content
+	res.FinishReason = finishReason
+	res.Usage = r.used
+	res.ToolCalls = append(res.ToolCalls, r.records...)
+	r.progress(ProgressEvent{Kind: ProgressAnswer, Text: reply.Content})
+	return res, nil
 }
 
 func (r *chatRun) turn() Turn {
@@ -595,9 +648,9 @@ func (r *chatRun) progress(ev ProgressEvent) {
 
 // runTools answers the tool calls of one model message: each runs on its
 // own goroutine through Host.CallTool; the answers come back in the order
-// the model asked. Calls past the budget, to tools not offered, or with
+// the model asked. Calls past max_tool_calls, to tools not offered, or with
 // arguments that are not a JSON object are answered without running.
-func (r *chatRun) runTools(ctx context.Context, calls []toolCall, budget int) []message {
+func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) []message {
 	answers := make([]message, len(calls))
 	records := make([]toolRecord, len(calls))
 	var wg sync.WaitGroup
@@ -611,15 +664,34 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, budget int) []
 		} else {
 			rec.Arguments = protocol.AppendString(nil, tc.Arguments)
 		}
+		own := r.own != nil && ownsName(tc.Name)
+		if own {
+			r.own.calls++
+		} else {
+			r.toolCalls++
+		}
 		switch {
-		case i >= budget:
+		case own && r.own.calls > ownCallsCap:
+			perr = protocol.Errorf(protocol.Denied, "the chat's %d calls of set_result and finish are spent", ownCallsCap)
+		case own:
+		case r.toolCalls > maxCalls:
 			perr = protocol.Errorf(protocol.Denied, "the chat's max_tool_calls is spent; answer without more tool calls")
+			if r.own != nil {
+				r.own.calls++ // a turn the model spends past its budget: bounded like the own calls
+			}
 		case !r.offered[tc.Name]:
 			perr = protocol.Errorf(protocol.UnknownTool, "no tool named %q is available; continue without it", tc.Name)
 		}
 		r.progress(ProgressEvent{Kind: ProgressToolCall, Tool: tc.Name, Arguments: rec.Arguments})
 		if perr != nil {
 			answers[i] = r.answer(tc, rec, nil, perr, 0)
+			continue
+		}
+		if own {
+			// The loop's own tools: answered here, in the model's order.
+			start := time.Now()
+			result, perr := r.own.call(tc.Name, args)
+			answers[i] = r.answer(tc, rec, result, perr, time.Since(start))
 			continue
 		}
 		wg.Add(1)

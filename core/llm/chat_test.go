@@ -741,3 +741,136 @@ func TestSSEReader(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+func TestChat_resultSchemaSetResultAndFinish(t *testing.T) {
+	srv := serveScripts(t, "openai_result")
+	ch := chatFor(t, srv, "openai_result", Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 6}, nil, nil)
+	// A tool of the catalog named like an own tool is not offered beside it.
+	h := newFakeHost("get_current_weather", "echo")
+	h.specs[0].Name = "finish"
+	out, err := ch.Run(context.Background(), h, "", []byte(`{"prompt":"Weather in Boston?","allow_tools":true,`+
+		`"tools":["get_current_weather","finish"],`+
+		`"result_schema":{"type":"object","properties":{"city":{"type":"string"},"temp":{"type":"integer"}},"required":["city","temp"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decodeResult(t, out)
+	if string(r.Result) != `{"city":"Boston","temp":22}` || r.FinishReason != "finish" || r.Content != "Boston: 22 degrees." || r.Turns != 4 {
+		t.Fatalf("%s", out)
+	}
+	want := `get_current_weather {"location":"Boston, MA"} success
+set_result {"value":{"city":"Boston","temp":"22"}} invalid_args (the value does not match result_schema: at /temp: got string, want integer)
+finish {} invalid_args (the result is not set: call set_result with a value that matches its schema, then finish)
+set_result {"value":{"city":"Boston","temp":22}} success
+finish {} success
+`
+	if got := recordsString(r.ToolCalls); got != want {
+		t.Fatalf("tool calls:\n%s", got)
+	}
+	if strings.Join(h.called, "|") != `get_current_weather {"location":"Boston, MA"}` {
+		t.Fatalf("the host ran %v: the own tools are the loop's", h.called)
+	}
+	if !strings.Contains(string(out), `"result":{"city":"Boston","temp":22},"tool_calls"`) {
+		t.Fatalf("the envelope's shape: %s", out)
+	}
+	lines := h.eventLines()
+	if lines[len(lines)-1] != `{"event":"answer","text":"Boston: 22 degrees."}` ||
+		!strings.Contains(strings.Join(lines, "\n"), `{"event":"tool_result","tool":"set_result","status":"invalid_args","duration_ms":0}`) {
+		t.Fatalf("events:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+func TestChat_resultSchemaReminderAnthropic(t *testing.T) {
+	srv := serveScripts(t, "anthropic_result")
+	ch := chatFor(t, srv, "anthropic_result", Config{Provider: ProviderAnthropic, Model: "claude-test", MaxToolCalls: 3}, nil, nil)
+	h := newFakeHost("get_time")
+	// allow_tools is off: the model gets the own tools only.
+	out, err := ch.Run(context.Background(), h, "", []byte(`{"prompt":"Pick a prime number below 10.","result_schema":{"enum":[2,3,5,7]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decodeResult(t, out)
+	if string(r.Result) != `7` || r.FinishReason != "stop" || r.Content != "Seven." || r.Turns != 3 {
+		t.Fatalf("%s", out)
+	}
+	if len(h.called) != 0 {
+		t.Fatalf("host called: %v", h.called)
+	}
+}
+
+func TestChat_resultSchemaNoResultFails(t *testing.T) {
+	srv := serveScripts(t, "openai_no_result")
+	ch := chatFor(t, srv, "openai_no_result", Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 3}, nil, nil)
+	_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"A prime below 10?","max_tool_calls":1,"result_schema":{"enum":[2,3,5,7]}}`))
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.ToolFailed || !strings.Contains(perr.Message, "without setting a result that matches result_schema") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestChat_resultSchemaBadSchemas(t *testing.T) {
+	ch, err := NewChat(&Client{}, Config{Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:9", Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string]string{
+		`{"prompt":"x","result_schema":"string"}`:                   "result_schema must be a JSON Schema object",
+		`{"prompt":"x","result_schema":{"type":"wat"}}`:             "invalid result_schema: at /type",
+		`{"prompt":"x","result_schema":{"$ref":"http://x.test/s"}}`: "external $ref",
+		`{"prompt":"x","result_schema":{"minimum":"three"}}`:        "invalid result_schema",
+		`{"prompt":"x","result_schema":{},"result_schema":{}}`:      `"result_schema" is given twice`,
+	} {
+		_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(args))
+		var perr *protocol.Error
+		if !errors.As(err, &perr) || perr.Code != protocol.InvalidArgs || !strings.Contains(perr.Message, want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+}
+
+func TestOwnTools_setResult(t *testing.T) {
+	o, specs, perr := newOwnTools([]byte(`{"$defs":{"n":{"type":"integer"}},"type":"array","items":{"$ref":"#/$defs/n"}}`))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	// $defs are lifted so that the model's schema still resolves.
+	if got := string(specs[1].InputSchema); got != `{"$defs":{"n":{"type":"integer"}},"additionalProperties":false,"properties":{"value":{"items":{"$ref":"#/$defs/n"},"type":"array"}},"required":["value"],"type":"object"}` {
+		t.Fatalf("set_result schema %s", got)
+	}
+	for args, want := range map[string]string{
+		`{"value":[1,"2"]}`:          "at /1: got string, want integer",
+		`{}`:                         "set_result takes one argument, value",
+		`{"value":[1],"extra":true}`: "set_result takes one argument, value; not extra",
+		`{"value":[1],"value":[2]}`:  "duplicate key",
+	} {
+		if _, perr := o.call(ToolSetResult, []byte(args)); perr == nil || perr.Code != protocol.InvalidArgs || !strings.Contains(perr.Message, want) {
+			t.Errorf("%s: %v, want %q", args, perr, want)
+		}
+	}
+	if o.result != nil {
+		t.Fatalf("a bad value was kept: %s", o.result)
+	}
+	if _, perr := o.call(ToolSetResult, []byte(`{"value":[1, 2]}`)); perr != nil || string(o.result) != `[1,2]` {
+		t.Fatalf("%v %s", perr, o.result)
+	}
+	if _, perr := o.call(ToolFinish, []byte(`{}`)); perr != nil || !o.finished {
+		t.Fatalf("%v", perr)
+	}
+}
+
+func TestChat_resultSchemaOwnCallsAreCapped(t *testing.T) {
+	srv := serveScripts(t, "openai_result_cap")
+	ch := chatFor(t, srv, "openai_result_cap", Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 1}, nil, nil)
+	_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"A prime?","result_schema":{"type":"integer"}}`))
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.ToolFailed {
+		t.Fatalf("%v", err)
+	}
+	rec := srv.Received("openai_result_cap")
+	if len(rec) != ownCallsCap+1 {
+		t.Fatalf("%d model calls, want %d", len(rec), ownCallsCap+1)
+	}
+	if last := string(rec[len(rec)-1].Body); strings.Contains(last, `"tools"`) {
+		t.Fatalf("the last call offers tools: %s", last)
+	}
+}

@@ -18,6 +18,8 @@
 //     results or seed 002's error objects, fires turn events, hands rules'
 //     notices to the model, streams, and keeps conversations per session
 //     (Conversations).
+//     With a result_schema, the model also gets the loop's own tools
+//     set_result and finish (owntools.go), which never reach the Host.
 //
 // # What it may import
 //

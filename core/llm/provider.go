@@ -19,6 +19,97 @@ const (
 	ProviderAnthropic = "anthropic" // POST {base_url}/v1/messages
 )
 
+// The providers' own endpoints and the variables their keys are
+// conventionally in: a chat goes there when llm.base_url is empty and the
+// provider is known (set, or read from the model's name).
+const (
+	OpenAIBaseURL      = "https://api.openai.com/v1"
+	AnthropicBaseURL   = "https://api.anthropic.com"
+	OpenAIAPIKeyEnv    = "OPENAI_API_KEY"
+	AnthropicAPIKeyEnv = "ANTHROPIC_API_KEY"
+)
+
+// ProviderOfModel reads the provider from a model's name, as seed 003's
+// SDK does: "claude-*" is Anthropic's, "gpt-*" and "o1", "o3-mini", ...
+// OpenAI's; any other name is "" (a server speaking OpenAI's format at
+// llm.base_url: vLLM, llama.cpp, Ollama, OpenRouter).
+func ProviderOfModel(model string) string {
+	switch {
+	case strings.HasPrefix(model, "claude-"):
+		return ProviderAnthropic
+	case strings.HasPrefix(model, "gpt-"), len(model) >= 2 && model[0] == 'o' && model[1] >= '0' && model[1] <= '9':
+		return ProviderOpenAI
+	}
+	return ""
+}
+
+// DefaultBaseURL is where a chat of model goes when llm.base_url is
+// empty: the provider's own endpoint, provider being llm.provider or, when
+// empty, read from the model's name; "" when neither says.
+func DefaultBaseURL(provider, model string) string {
+	if provider == "" {
+		provider = ProviderOfModel(model)
+	}
+	switch provider {
+	case ProviderOpenAI:
+		return OpenAIBaseURL
+	case ProviderAnthropic:
+		return AnthropicBaseURL
+	}
+	return ""
+}
+
+// endpoint is where and how one chat calls its model: the Config with
+// the provider, base URL, key variable and max_tokens resolved for the
+// chat's model.
+type endpoint struct {
+	cfg      Config
+	provider provider
+}
+
+// endpointFor resolves the provider (llm.provider, else the model's
+// name, else OpenAI's format) and the base URL (llm.base_url, else the
+// provider's own, with its conventional key variable when api_key_env is
+// empty) of a chat of model.
+func (ch *Chat) endpointFor(model string) (*endpoint, error) {
+	ep := &endpoint{cfg: ch.cfg}
+	known := ep.cfg.Provider
+	if known == "" {
+		known = ProviderOfModel(model)
+	}
+	ep.cfg.Provider = known
+	if ep.cfg.Provider == "" {
+		ep.cfg.Provider = ProviderOpenAI
+	}
+	if ep.cfg.BaseURL == "" {
+		ep.cfg.BaseURL = DefaultBaseURL(known, model)
+		switch known {
+		case ProviderOpenAI:
+			ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, OpenAIAPIKeyEnv)
+		case ProviderAnthropic:
+			ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, AnthropicAPIKeyEnv)
+		default:
+			return nil, fmt.Errorf("chat: the provider of model %q is not known from its name and llm.base_url is empty: set llm.base_url (and llm.provider)", model)
+		}
+	}
+	if ep.cfg.Provider == ProviderAnthropic {
+		ep.provider = anthropic{}
+		if ep.cfg.MaxTokens == 0 {
+			ep.cfg.MaxTokens = DefaultMaxTokens
+		}
+	} else {
+		ep.provider = openAI{}
+	}
+	return ep, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // Defaults of Config fields left at zero.
 const (
 	DefaultModelTimeout     = 120 * time.Second
@@ -61,6 +152,8 @@ type modelRequest struct {
 	System   string
 	Messages []message
 	Tools    []ToolSpec
+	// endpoint is where the request goes (resolved once per chat).
+	endpoint *endpoint
 	// ToolsOff: Tools are described (the history holds tool calls) but
 	// none may be called: the last call once max_tool_calls is spent.
 	ToolsOff    bool
@@ -105,8 +198,13 @@ type provider interface {
 
 // Config is the [llm] section of the configuration.
 type Config struct {
-	Provider  string // ProviderOpenAI (the default) or ProviderAnthropic
-	BaseURL   string // e.g. "https://api.openai.com/v1", "http://localhost:11434/v1", "https://api.anthropic.com"
+	// Provider is ProviderOpenAI or ProviderAnthropic; "" reads it from
+	// each chat's model (ProviderOfModel), OpenAI's format when unknown.
+	Provider string
+	// BaseURL is e.g. "http://localhost:11434/v1", "https://api.anthropic.com";
+	// "" is the provider's own endpoint (OpenAIBaseURL, AnthropicBaseURL)
+	// when the provider is known.
+	BaseURL   string
 	Model     string // the default model; a chat may name another
 	APIKeyEnv string // the environment variable holding the API key; "" sends none
 	// HeadersEnv adds headers whose values come from the environment.
@@ -128,32 +226,26 @@ type Config struct {
 	MaxToolCalls int
 }
 
-// check validates c and fills in its defaults.
-func (c *Config) check() (provider, error) {
-	if c.Provider == "" {
-		c.Provider = ProviderOpenAI
-	}
-	var p provider
+// check validates c and fills in its defaults. The provider and the base
+// URL may stay empty: each chat resolves them from its model
+// (Chat.endpointFor).
+func (c *Config) check() error {
 	switch c.Provider {
-	case ProviderOpenAI:
-		p = openAI{}
-	case ProviderAnthropic:
-		p = anthropic{}
+	case "", ProviderOpenAI, ProviderAnthropic:
 	default:
-		return nil, fmt.Errorf("llm.provider must be %q or %q, not %q", ProviderOpenAI, ProviderAnthropic, c.Provider)
+		return fmt.Errorf("llm.provider must be %q, %q or empty (read from the model's name), not %q", ProviderOpenAI, ProviderAnthropic, c.Provider)
 	}
-	if _, err := urlHost(c.BaseURL); err != nil || !(strings.HasPrefix(c.BaseURL, "http://") || strings.HasPrefix(c.BaseURL, "https://")) {
-		return nil, fmt.Errorf("llm.base_url %q is not an http:// or https:// URL", c.BaseURL)
+	if c.BaseURL != "" {
+		if _, err := urlHost(c.BaseURL); err != nil || !(strings.HasPrefix(c.BaseURL, "http://") || strings.HasPrefix(c.BaseURL, "https://")) {
+			return fmt.Errorf("llm.base_url %q is not an http:// or https:// URL", c.BaseURL)
+		}
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 {
-		return nil, errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls and max_response_bytes must not be negative")
+		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls and max_response_bytes must not be negative")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultModelTimeout
-	}
-	if c.MaxTokens == 0 && c.Provider == ProviderAnthropic {
-		c.MaxTokens = DefaultMaxTokens
 	}
 	if c.AnthropicVersion == "" {
 		c.AnthropicVersion = DefaultAnthropicVersion
@@ -161,29 +253,30 @@ func (c *Config) check() (provider, error) {
 	if c.MaxToolCalls == 0 {
 		c.MaxToolCalls = 1
 	}
-	return p, nil
+	return nil
 }
 
 // callModel sends one request to the model and decodes its answer,
 // streaming when r.Stream (token gets each text delta).
 func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
-	path, body, err := ch.provider.encode(r)
+	ep := r.endpoint
+	path, body, err := ep.provider.encode(r)
 	if err != nil {
 		return modelReply{}, protocol.InternalError(err)
 	}
 	h := http.Header{}
-	secrets := ch.provider.headers(h, &ch.cfg)
+	secrets := ep.provider.headers(h, &ep.cfg)
 	for name, env := range ch.cfg.HeadersEnv {
 		secrets = append(secrets, SecretHeader{Name: name, Env: env, Key: "llm.headers_env." + name})
 	}
-	req := &Request{Method: http.MethodPost, URL: ch.cfg.BaseURL + path, Header: h, Secrets: secrets, Body: body,
+	req := &Request{Method: http.MethodPost, URL: ep.cfg.BaseURL + path, Header: h, Secrets: secrets, Body: body,
 		Timeout: ch.cfg.Timeout, MaxRetries: ch.cfg.MaxRetries, MaxResponseBytes: ch.cfg.MaxResponseBytes}
 	if !r.Stream {
 		resp, err := ch.client.Do(ctx, req)
 		if err != nil {
 			return modelReply{}, modelError(err)
 		}
-		reply, err := ch.provider.decode(resp.Body)
+		reply, err := ep.provider.decode(resp.Body)
 		if err != nil {
 			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", err)
 		}
@@ -201,7 +294,7 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 		if err != nil {
 			return modelReply{}, modelError(st.Fail(err))
 		}
-		reply, err := ch.provider.decode([]byte(st.Redact(string(body))))
+		reply, err := ep.provider.decode([]byte(st.Redact(string(body))))
 		if err != nil {
 			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", err)
 		}
@@ -214,7 +307,7 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 	if maxLine == 0 {
 		maxLine = DefaultMaxResponseBytes
 	}
-	reply, err := ch.provider.decodeStream(newSSEReader(st.Body, maxLine), token)
+	reply, err := ep.provider.decodeStream(newSSEReader(st.Body, maxLine), token)
 	if err != nil {
 		var se *streamError
 		if errors.As(err, &se) {

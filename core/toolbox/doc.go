@@ -6,5 +6,8 @@
 // registered, so a call that looked a tool up keeps using it even if it is
 // unregistered or replaced meanwhile.
 //
+// Schemas are compiled here too: a tool's input_schema, and ValueSchema
+// for values that are not arguments (a chat's result_schema).
+//
 // toolbox imports only core/protocol and core/logging.
 package toolbox

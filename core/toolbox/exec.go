@@ -64,6 +64,7 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 	if !t.acquire() {
 		return nil, false, protocol.Errorf(protocol.UnknownTool, "Tool not found: %s (unregistered while the call started)", t.Name)
 	}
+	call.Tool = t
 	var out []byte
 	switch {
 	case t.Inline:

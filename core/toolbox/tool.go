@@ -18,7 +18,7 @@ type Call struct {
 	Session   string // owned; may be kept
 	Arguments []byte // a compact JSON object; borrowed
 	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
-	Tool      *Tool  // the tool being called, for self-timed runners (see ToolOptions.SelfTimed)
+	Tool      *Tool  // the tool being called (its name for nested calls; self-timed runners release it, see ToolOptions.SelfTimed)
 }
 
 // Func runs a tool. It returns a JSON value (or text, for ReturnsString)

@@ -19,6 +19,15 @@ type Deps struct {
 	Callbacks Callbacks         // callback_*
 	Async     Async             // async_result, async_cancel
 	Models    Models            // chat, evaluate, chat_reset
+	Input     Input             // ask_user
+}
+
+// Input is what ask_user reaches: the host's input handler.
+type Input interface {
+	// Ask asks the user prompt for a call of session and returns
+	// {"answer":"..."} or {"declined":true}; it returns early, with ctx's
+	// error, when ctx ends.
+	Ask(ctx context.Context, session, prompt string) ([]byte, error)
 }
 
 // Models is what the model tools reach (issue 11): the chat loop, the
@@ -96,6 +105,9 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Models != nil {
 		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))
+	}
+	if d.Input != nil {
+		list = append(list, askUser(d.Input))
 	}
 	if d.Async != nil {
 		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))

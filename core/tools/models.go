@@ -44,3 +44,16 @@ func chatReset(m Models) toolbox.Builtin {
 			return append(protocol.AppendString([]byte(`{"session":`), session), `,"forgotten":true}`...), nil
 		}}
 }
+
+// askUserSchema bounds the question: a prompt is for a person to read.
+const askUserSchema = `{"type":"object","properties":{"prompt":{"type":"string","minLength":1,"maxLength":8192,` +
+	`"description":"The question for the user."}},"required":["prompt"],"additionalProperties":false}`
+
+func askUser(in Input) toolbox.Builtin {
+	return toolbox.Builtin{Name: "ask_user",
+		Description: "Asks the user a question and waits for the answer. Result: {answer} with the user's text, or {declined: true}.",
+		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true,
+		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+			return in.Ask(ctx, call.Session, gjson.GetBytes(call.Arguments, "prompt").Str)
+		}}
+}

@@ -38,7 +38,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union, overload
 
 from . import _binding
-from ._binding import MISSING, Clara, LogHandler, Text
+from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
 from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
                       OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
                       UnknownTool, check)
@@ -56,9 +56,10 @@ __all__ = [
     # calls
     "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
     # tools
-    "tool", "tools", "register_tool", "unregister_tool",
+    "tool", "tools", "register_tool", "unregister_tool", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
+    "set_input_handler",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
@@ -207,6 +208,13 @@ def set_event_handler(handler: Optional[Callable[[Dict[str, Any]], None]]) -> No
     """Send the progress events of chats (token, tool_call, tool_result,
     answer) to handler(event); None stops them (see Clara.set_event_handler)."""
     _get().set_event_handler(handler)
+
+
+def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]]]) -> None:
+    """Let the ask_user tool ask the user: handler(request) returns the
+    answer (str) or None to decline; None removes it (see
+    Clara.set_input_handler)."""
+    _get().set_input_handler(handler)
 
 
 def mcp_listen(addr: str = "127.0.0.1:0") -> str:

@@ -22,7 +22,9 @@ Ownership (what this module guarantees):
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import contextvars
 import ctypes
 import json
 import logging
@@ -38,7 +40,7 @@ from ._errors import ClaraError, InternalError, RegistrationError
 from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_FALSE, CLARA_JSON_FLOAT,
                        CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL, CLARA_JSON_OBJECT,
                        CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_OK, FREE_FN,
-                       EVENT_FN, LOG_FN, TOOL_FN, declare, load_library)
+                       EVENT_FN, INPUT_FN, LOG_FN, TOOL_FN, declare, load_library)
 
 if TYPE_CHECKING:
     from ._tools import AnyFunction
@@ -195,6 +197,53 @@ def _make_event_trampoline(handler: EventHandler) -> Any:
     return EVENT_FN(trampoline)
 
 
+# ---- Input handler (ask_user) -------------------------------------------------
+
+# Process-wide like the event handler. Clara may still enter a replaced
+# trampoline (a question that found it just before the replacement), and a
+# user may take minutes inside it, so every trampoline stays alive for the
+# life of the process: a small object. What a replaced one holds of the
+# user's handler is dropped at once (its box is emptied; a question that
+# enters it afterwards is declined).
+InputHandler = Callable[[Dict[str, Any]], Optional[str]]
+_input_lock = threading.Lock()
+_input_current: Any = None
+_input_box: List[Optional[InputHandler]] = [None]   # the current trampoline's handler
+_input_kept: List[Any] = []                          # every trampoline ever installed
+_input_lib: Any = None
+
+_libc = ctypes.CDLL(None)
+_libc.strdup.argtypes = [ctypes.c_char_p]
+_libc.strdup.restype = ctypes.c_void_p
+
+
+def _make_input_trampoline(box: List[Optional[InputHandler]]) -> Any:
+    def trampoline(_userdata: Any, request: Optional[bytes]) -> Optional[int]:
+        # Runs on a Clara (Go-owned) thread. Nothing may escape into C: an
+        # exception or an answer that is not str declines.
+        handler = box[0]
+        if handler is None:
+            return None   # replaced meanwhile
+        try:
+            req = _json.loads(request.decode("utf-8")) if request is not None else {}
+            answer = handler(req)
+            if answer is None:
+                return None
+            if not isinstance(answer, str):
+                raise TypeError("an input handler must return str or None, not %s" % type(answer).__name__)
+            # malloc'd by the C library: Clara frees it with free().
+            ptr = _libc.strdup(answer.encode("utf-8", "replace").replace(b"\0", b""))
+            return int(ptr) if ptr else None
+        except BaseException:  # noqa: B036 - swallow everything, by design
+            try:
+                _log.warning("the input handler failed; the question counts as declined", exc_info=True)
+            except BaseException:  # noqa: B036
+                pass
+            return None
+
+    return INPUT_FN(trampoline)
+
+
 # ---- Tools ----------------------------------------------------------------------
 
 class _ToolEntry:
@@ -247,6 +296,72 @@ def _free_userdata(userdata: Optional[int]) -> None:
 _FREE_USERDATA = FREE_FN(_free_userdata)
 
 
+class ToolCall:
+    """The call of a Python tool that is running: clara.current_call()
+    inside the tool returns it. Requests made through it run inside the
+    call (clara_call_evaluate): in the tool's session, under the policy of
+    the request that called the tool (their own "policy" narrows it, never
+    widens it), one level deeper, and never reaching the tool itself or a
+    tool that called it. Calls made with clara.call() instead escape all of
+    that. It is valid only while the tool runs: afterwards every request
+    answers invalid_request."""
+
+    __slots__ = ("_lib", "_handle", "name")
+
+    def __init__(self, lib: Any, handle: Optional[int], name: Optional[str]) -> None:
+        self._lib = lib
+        self._handle = handle
+        #: the tool's name, as registered
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "<clara.ToolCall of %r>" % (self.name,)
+
+    def _evaluate_bytes(self, request: bytes) -> bytes:
+        ptr = self._lib.clara_call_evaluate(self._handle, request)
+        if not ptr:
+            raise MemoryError("clara_call_evaluate returned NULL (malloc failed)")
+        try:
+            return ctypes.string_at(ptr)
+        finally:
+            self._lib.clara_free_string(ptr)
+
+    def evaluate(self, request: Union[Mapping[str, Any], List[Any], Text]) -> Dict[str, Any]:
+        """Serve request inside this call and return the envelope as a dict
+        (errors as error envelopes, as Clara.evaluate does)."""
+        if isinstance(request, Mapping) and not isinstance(request, dict):
+            request = dict(request)
+        data = _json_bytes(request, "request")
+        if data is None:
+            raise TypeError("request must be a dict, a list, str or bytes, not None")
+        return _json.loads(self._evaluate_bytes(data).decode("utf-8"))  # type: ignore[no-any-return]
+
+    def call(self, tool: str, /, **arguments: Any) -> Any:
+        """Call a tool inside this call: its result, or the ClaraError
+        subclass of the error code. call("chat", prompt=...) runs a nested
+        chat, whose model is never offered this tool."""
+        return Clara._result(self._evaluate_bytes(Clara._request(tool, arguments, None)))
+
+    async def call_async(self, tool: str, /, **arguments: Any) -> Any:
+        """call() for async tools: the request runs on a thread of its own,
+        so the event loop goes on meanwhile."""
+        request = Clara._request(tool, arguments, None)
+        return Clara._result(await asyncio.get_running_loop().run_in_executor(None, self._evaluate_bytes, request))
+
+
+#: The call of the tool running in this context (a thread running a
+#: synchronous tool, the task running an async one).
+_current_call: contextvars.ContextVar[Optional[ToolCall]] = contextvars.ContextVar("clara_current_call", default=None)
+
+
+def current_call() -> ToolCall:
+    """The call of the Python tool running here; RuntimeError outside a tool."""
+    call = _current_call.get()
+    if call is None:
+        raise RuntimeError("clara.current_call() is only meaningful inside a tool, while it runs")
+    return call
+
+
 def _make_tool_trampoline(lib: Any, invoke: Callable[[Dict[str, Any]], Any], returns: str,
                           name: Optional[str]) -> Any:
     """The TOOL_FN that runs invoke(arguments) for Clara. It returns 0 after
@@ -258,7 +373,11 @@ def _make_tool_trampoline(lib: Any, invoke: Callable[[Dict[str, Any]], Any], ret
         # Nothing may escape into C: every exception becomes a tool error.
         try:
             args = _json.loads(arguments.decode("utf-8")) if arguments is not None else {}
-            result = invoke(args)
+            token = _current_call.set(ToolCall(lib, call, name))
+            try:
+                result = invoke(args)
+            finally:
+                _current_call.reset(token)
             if returns == "string":
                 if not isinstance(result, str):
                     raise TypeError('a "returns": "string" tool must return str, not %s'
@@ -286,7 +405,7 @@ _shutdown_hooks: List[Callable[[], None]] = []
 
 @atexit.register
 def _at_exit() -> None:
-    global _log_keepalive, _log_lib, _event_keepalive, _event_lib
+    global _log_keepalive, _log_lib, _event_keepalive, _event_lib, _input_current, _input_lib
     if _forked:
         return   # the child of a fork() must not call the library, even now
     # No new call may enter the interpreter while it shuts down. (Calls that
@@ -305,6 +424,14 @@ def _at_exit() -> None:
             hook()
         except Exception:
             pass
+    with _input_lock:
+        if _input_current is not None and _input_lib is not None:
+            try:
+                _input_lib.clara_set_input_handler(INPUT_FN(), None)
+            except Exception:
+                pass
+            _input_current = None
+            _input_lib = None
     with _event_lock:
         if _event_keepalive is not None and _event_lib is not None:
             try:
@@ -638,6 +765,31 @@ class Clara:
             # Only now is the previous trampoline certainly idle.
             _event_keepalive = new
             _event_lib = self._lib if new is not None else None
+
+    def set_input_handler(self, handler: Optional[InputHandler]) -> None:
+        """Let the ask_user tool ask the user through handler(request: dict)
+        -> str or None: request is {"id", "prompt", "session", "handle"
+        (async calls)}; return the answer, or None when the user declines
+        (an exception declines too, logged as a warning). None removes the
+        handler: ask_user then fails and chats no longer offer it.
+
+        handler is called from Clara's threads, possibly for several
+        questions at once, and may take as long as the user does; it may
+        call Clara. If the call is cancelled or its deadline passes first,
+        the answer is dropped."""
+        global _input_current, _input_lib, _input_box
+        if handler is not None and not callable(handler):
+            raise TypeError("handler must be callable or None")
+        with _input_lock:
+            box: List[Optional[InputHandler]] = [handler]
+            new = None if handler is None else _make_input_trampoline(box)
+            if new is not None:
+                _input_kept.append(new)
+            self._lib.clara_set_input_handler(new if new is not None else INPUT_FN(), None)
+            _input_box[0] = None   # the old handler: questions already inside it go on
+            _input_box = box
+            _input_current = new
+            _input_lib = self._lib if new is not None else None
 
     # -- MCP --
 

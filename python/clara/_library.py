@@ -55,6 +55,11 @@ CLARA_LOG_OFF = 4
 LOG_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 
+# clara_input_fn: char *(*)(void *userdata, const char *request_json). The
+# answer is malloc'd (Clara frees it); c_void_p so that ctypes hands the
+# pointer over untouched. NULL declines.
+INPUT_FN: Any = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+
 # clara_tool_fn: int (*)(void *userdata, const char *arguments_json,
 # clara_call *call). clara_call is opaque: a c_void_p.
 TOOL_FN: Any = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
@@ -151,6 +156,9 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.clara_call_error.restype = None
     lib.clara_call_progress.argtypes = [c_void_p, ctypes.c_double, ctypes.c_double, c_char_p]
     lib.clara_call_progress.restype = None
+    # char *clara_call_evaluate(clara_call *call, const char *request_json);  malloc'd.
+    lib.clara_call_evaluate.argtypes = [c_void_p, c_char_p]
+    lib.clara_call_evaluate.restype = c_void_p
     # MCP (docs/mcp.md).
     lib.clara_mcp_serve_stdio.argtypes = [c_int, c_int]
     lib.clara_mcp_serve_stdio.restype = c_int
@@ -160,6 +168,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.clara_mcp_stop.restype = None
     lib.clara_set_event_handler.argtypes = [EVENT_FN, c_void_p]
     lib.clara_set_event_handler.restype = None
+    lib.clara_set_input_handler.argtypes = [INPUT_FN, c_void_p]
+    lib.clara_set_input_handler.restype = None
     # Asynchronous calls (docs/async.md).
     lib.clara_submit.argtypes = [c_char_p]
     lib.clara_submit.restype = ctypes.c_int64

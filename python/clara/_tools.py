@@ -105,7 +105,7 @@ def _invoker(fn: AnyFunction) -> Callable[[Dict[str, Any]], Any]:
 
     if is_async:
         def invoke_async(arguments: Dict[str, Any]) -> Any:
-            return LOOP.run(fn(**convert(arguments)))
+            return LOOP.run(_in_call(_binding._current_call.get(), fn(**convert(arguments))))
         return invoke_async
 
     def invoke(arguments: Dict[str, Any]) -> Any:
@@ -113,12 +113,15 @@ def _invoker(fn: AnyFunction) -> Callable[[Dict[str, Any]], Any]:
         if inspect.isawaitable(result):
             # A def returning an awaitable (a functools.partial of an async
             # function, say): run it on the loop too.
-            return LOOP.run(_await(result))
+            return LOOP.run(_in_call(_binding._current_call.get(), result))
         return result
     return invoke
 
 
-async def _await(awaitable: Awaitable[Any]) -> Any:
+async def _in_call(call: Optional[_binding.ToolCall], awaitable: Awaitable[Any]) -> Any:
+    """Awaits on the loop with clara.current_call() the tool's call: a task
+    runs in a context of its own, so setting it here reaches no other."""
+    _binding._current_call.set(call)
     return await awaitable
 
 

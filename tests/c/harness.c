@@ -73,6 +73,7 @@ int main(void) {
     tests_ownership();
     tests_async();
     tests_chat();
+    tests_nested();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -42,5 +42,6 @@ void tests_callbacks(void);
 void tests_ownership(void);
 void tests_async(void);
 void tests_chat(void);
+void tests_nested(void);
 
 #endif

@@ -15,6 +15,11 @@
 # tree), made afresh before it runs and removed when it passes; programs
 # that need files on disk (callbacks.clp's project root) point their
 # configuration there.
+# A program with a NAME.llm file (one line: the name of a script of
+# tests/llm) talks to the scripted model: build/llmserver serves that script,
+# and the program runs with --config pointing at an [llm] table for it
+# (model "test-model"), after the options of NAME.args. The script must be
+# served to its end.
 # Usage: run.sh CLARA_CLIPS DIR [TOOL_DRIVER [BRIDGE_CHECK]]
 # Set UPDATE=1 to rewrite the .out files (then read the diff before committing).
 set -uo pipefail
@@ -32,12 +37,27 @@ for clp in "$dir"/*.clp; do
   rm -rf "${scratch:?}/$name" && mkdir -p "$scratch/$name"
   args=()
   [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
+  llm_pid=
+  if [[ -f "$dir/$name.llm" ]]; then
+    read -r llm_script < "$dir/$name.llm"
+    coproc LLM { exec "$dir/../../build/llmserver" -complete "$dir/../llm/$llm_script.toml" 2> "$scratch/$name/llmserver.log"; }
+    llm_pid=$LLM_PID
+    read -r llm_url <&"${LLM[0]}"
+    printf '[llm]\nbase_url = "%s/%s"\nmodel = "test-model"\n' "$llm_url" "$llm_script" > "$scratch/$name/llm.toml"
+    args+=(--config "../../build/clips-scratch/$name/llm.toml")
+  fi
   if [[ $name == tool_* ]]; then
     [[ -n "$driver" ]] || { echo "FAIL tests/clips/$name.clp: no TOOL_DRIVER given"; fail=$((fail + 1)); continue; }
     got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$driver" "$name.clp" < /dev/null 2>&1)
   else
     got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
           | grep -a -v '^ *CLIPS ([0-9.]* ' )
+  fi
+  if [[ -n "$llm_pid" ]]; then
+    eval "exec ${LLM[1]}>&-"
+    if ! wait "$llm_pid"; then
+      got+=$'\n'"llmserver: the script $llm_script was not followed: $(cat "$scratch/$name/llmserver.log")"
+    fi
   fi
   n=$((n + 1))
   if [[ "${UPDATE:-}" == 1 ]]; then

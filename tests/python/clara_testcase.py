@@ -58,7 +58,7 @@ DEFAULT_CONFIG = {
     "llm": {"api_key_env": "", "base_url": "", "context_window": 0, "embedding_model": "",
             "max_history_messages": 100,
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
-            "provider": "openai", "timeout_ms": 60000},
+            "provider": "", "timeout_ms": 60000},
     "mcp": {"allow_remote": False, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},

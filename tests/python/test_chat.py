@@ -5,6 +5,7 @@ started as a process. The API key never appears in what comes back."""
 import json
 import os
 import subprocess
+import threading
 import unittest
 import urllib.request
 
@@ -90,6 +91,69 @@ class TestChat(ClaraTestCase):
         with self.assertRaises(clara.ToolFailed) as cm:
             clara.call("evaluate", question="again")
         self.assertIn("500", cm.exception.message)
+
+
+    # ask_user answered by a Python input handler (issue 14).
+
+    def test_the_handler_answers_and_the_chat_result_is_typed(self):
+        clara.configure({"llm": {"base_url": self.url + "/ask_user_answer", "model": "test-model"}})
+        asked, events = [], []
+        clara.set_event_handler(events.append)
+        clara.set_input_handler(lambda request: asked.append(request) or "Boston")
+        try:
+            result = clara.Session("py-ask").call(
+                "chat", prompt="Find out which city the user means.", allow_tools=True, tools=["ask_user"],
+                result_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+        finally:
+            clara.set_input_handler(None)
+            clara.set_event_handler(None)
+        self.assertEqual(result["result"], {"city": "Boston"})
+        self.assertEqual(result["finish_reason"], "finish")
+        self.assertEqual([c["name"] for c in result["tool_calls"]], ["ask_user", "set_result", "finish"])
+        (request,) = asked
+        self.assertEqual((request["prompt"], request["session"]), ("Which city?", "py-ask"))
+        (required,) = [e for e in events if e["event"] == "input_required"]
+        self.assertEqual(required["id"], request["id"])
+        self.assertEqual(self.report("ask_user_answer")["failures"], [])
+
+    def test_none_and_exceptions_decline(self):
+        clara.set_input_handler(lambda request: None)
+        try:
+            self.assertEqual(clara.call("ask_user", prompt="Sure?"), {"declined": True})
+
+            def broken(request):
+                raise RuntimeError("no terminal")
+            clara.set_input_handler(broken)
+            with self.assertLogs("clara", "WARNING"):
+                self.assertEqual(clara.call("ask_user", prompt="Sure?"), {"declined": True})
+            clara.set_input_handler(lambda request: "ja, gerne – 👍")
+            self.assertEqual(clara.call("ask_user", prompt="Sure?"), {"answer": "ja, gerne – 👍"})
+        finally:
+            clara.set_input_handler(None)
+        with self.assertRaises(clara.ClaraError) as cm:
+            clara.call("ask_user", prompt="Anyone?")
+        self.assertIn("no input handler is installed", str(cm.exception))
+
+    def test_a_replaced_handler_finishes_its_open_question(self):
+        entered, release = threading.Event(), threading.Event()
+
+        def slow(request):
+            entered.set()
+            release.wait(60)
+            return "from the old handler"
+        clara.set_input_handler(slow)
+        results = []
+        t = threading.Thread(target=lambda: results.append(clara.call("ask_user", prompt="Slow?")))
+        t.start()
+        try:
+            self.assertTrue(entered.wait(60))
+            clara.set_input_handler(lambda request: "from the new handler")
+            self.assertEqual(clara.call("ask_user", prompt="Quick?"), {"answer": "from the new handler"})
+        finally:
+            release.set()
+            t.join(60)
+            clara.set_input_handler(None)
+        self.assertEqual(results, [{"answer": "from the old handler"}])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,141 @@
+package core_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clara-lib/clara/core"
+)
+
+// ask_user and the model's own tools through the engine (issue 14), against
+// the scripted provider: the host's input handler, the input_required
+// event, declining, a chat cancelled while the question is open.
+
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+	cond   *sync.Cond
+}
+
+func logEvents(e *core.Engine) *eventLog {
+	l := &eventLog{}
+	l.cond = sync.NewCond(&l.mu)
+	e.SetEventSink(func(ev []byte) {
+		l.mu.Lock()
+		l.events = append(l.events, string(ev))
+		l.cond.Broadcast()
+		l.mu.Unlock()
+	})
+	return l
+}
+
+// waitFor waits until an event contains sub, and returns it.
+func (l *eventLog) waitFor(sub string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		for _, ev := range l.events {
+			if strings.Contains(ev, sub) {
+				return ev
+			}
+		}
+		l.cond.Wait()
+	}
+}
+
+func chatEngine(t *testing.T, script string) *core.Engine {
+	srv := scriptServer(t, loadScript(t, script))
+	return rulesEngine(t, `{"llm":{"base_url":`+jsonText(srv.BaseURL(script))+`,"model":"test-model"}}`)
+}
+
+func TestAskUser_without_a_handler_fails_clearly(t *testing.T) {
+	e := rulesEngine(t, "")
+	out := evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"Which city?"}}`)
+	if !strings.HasPrefix(out, `{"status":"error","error":"tool_failed","message":"ask_user: no input handler is installed`) {
+		t.Fatal(out)
+	}
+	out = evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":""}}`)
+	if !strings.Contains(out, `"error":"invalid_args"`) {
+		t.Fatal(out)
+	}
+}
+
+func TestAskUser_answered_in_a_chat_with_a_typed_result(t *testing.T) {
+	e := chatEngine(t, "ask_user_answer")
+	events := logEvents(e)
+	defer e.SetEventSink(nil)
+	var requests []string
+	e.SetInputHandler(func(req []byte) (string, bool) {
+		requests = append(requests, string(req))
+		return "Boston", true
+	})
+	defer e.SetInputHandler(nil)
+	out := evalString(t, e, `{"tool":"chat","session":"u1","arguments":{"prompt":"Find out which city the user means.",`+
+		`"allow_tools":true,"tools":["ask_user"],"result_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`)
+	if !strings.HasPrefix(out, `{"status":"success","tool":"chat","result":{"content":"The user means Boston.","result":{"city":"Boston"},"tool_calls":[{"name":"ask_user","arguments":{"prompt":"Which city?"},"status":"success"`) ||
+		!strings.Contains(out, `"finish_reason":"finish"`) {
+		t.Fatal(out)
+	}
+	if len(requests) != 1 || !strings.HasPrefix(requests[0], `{"id":`) || !strings.HasSuffix(requests[0], `,"prompt":"Which city?","session":"u1"}`) {
+		t.Fatalf("the handler got %q", requests)
+	}
+	ev := events.waitFor(`"input_required"`)
+	if ev != `{"event":"input_required",`+requests[0][1:] {
+		t.Fatalf("event %s for request %s", ev, requests[0])
+	}
+}
+
+func TestAskUser_declined(t *testing.T) {
+	e := chatEngine(t, "ask_user_declined")
+	e.SetInputHandler(func([]byte) (string, bool) { return "", false })
+	defer e.SetInputHandler(nil)
+	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"Book it.","allow_tools":true,"tools":["ask_user"]}}`)
+	if !strings.HasPrefix(out, `{"status":"success","tool":"chat","result":{"content":"Understood: nothing booked."`) {
+		t.Fatal(out)
+	}
+	// Directly, too.
+	out = evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"Sure?"}}`)
+	if out != `{"status":"success","tool":"ask_user","result":{"declined":true}}` {
+		t.Fatal(out)
+	}
+}
+
+func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
+	e := chatEngine(t, "ask_user_cancel")
+	events := logEvents(e)
+	defer e.SetEventSink(nil)
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	var once sync.Once
+	e.SetInputHandler(func([]byte) (string, bool) {
+		<-release // the user never answers in time
+		defer once.Do(func() { close(returned) })
+		return "too late", true
+	})
+	defer e.SetInputHandler(nil)
+	h, perr := e.Submit([]byte(`{"tool":"chat","session":"u2","arguments":{"prompt":"Hello?","allow_tools":true,"tools":["ask_user"]}}`))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	ev := events.waitFor(`"input_required"`)
+	if !strings.Contains(ev, `"prompt":"Still there?","session":"u2","handle":`) {
+		t.Fatal(ev)
+	}
+	if perr := e.Cancel(h); perr != nil {
+		t.Fatal(perr)
+	}
+	out := string(e.Wait(context.Background(), h, time.Duration(-1)))
+	if !strings.HasPrefix(out, `{"status":"error","error":"tool_failed"`) || !strings.Contains(out, "cancelled") {
+		t.Fatal(out)
+	}
+	// The handler answers long after: nothing is waiting, nothing breaks.
+	close(release)
+	<-returned
+	out = evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"Again?"}}`)
+	if out != `{"status":"success","tool":"ask_user","result":{"answer":"too late"}}` {
+		t.Fatal(out) // the handler is still installed and answers the next question
+	}
+}
