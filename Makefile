@@ -1,6 +1,8 @@
 # Clara - build, test and benchmark.
 #
 #   make              build lib/libclara.so (+ links), bin/clara-clips, bin/clara, run the header and symbol checks
+#                     (the library is stripped: no symbol table, no DWARF)
+#   make debug        the same with the library's symbols and DWARF kept (perf, gdb)
 #   make CLIPS_SRC=DIR  the same with clara-clips built against CLIPS 6.4x sources (docs/clips.md)
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
@@ -66,7 +68,7 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
               $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
-.PHONY: print-version demo-agent all lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
+.PHONY: print-version demo-agent all debug lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
         test-python test-clips test-examples test-mcp rules-test bench install uninstall clean help wheel
 
 all: lib clips bin/clara check-header check-symbols ## build the library, clara-clips and clara, check header and exports
@@ -87,10 +89,21 @@ setup-bench: ## install missing Debian packages needed by the bench references
 
 lib: lib/libclara.so ## build lib/libclara.so with its soname links
 
-lib/$(LIBFILE): $(GO_SOURCES)
+# A release library is stripped (Go's -s -w: no symbol table, no DWARF);
+# `make debug` builds it with both, for perf and gdb. Which kind lib/ holds
+# is kept in build/lib-kind, so that switching rebuilds it.
+STRIP_LDFLAGS ?= -s -w
+LIB_KIND  := $(if $(strip $(STRIP_LDFLAGS)),release,debug)
+LIB_STAMP := build/lib-kind
+$(shell mkdir -p build && { echo '$(LIB_KIND)' | cmp -s - $(LIB_STAMP) || echo '$(LIB_KIND)' > $(LIB_STAMP); })
+
+debug: ## everything `make` builds, with the library's symbols and DWARF kept
+	@$(MAKE) --no-print-directory all STRIP_LDFLAGS=
+
+lib/$(LIBFILE): $(GO_SOURCES) $(LIB_STAMP)
 	@mkdir -p lib build
 	$(GO) build -buildmode=c-shared -trimpath -o build/libclara.so \
-	  -ldflags "-extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/clara.map'" ./capi
+	  -ldflags "$(STRIP_LDFLAGS) -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/clara.map'" ./capi
 	rm -f build/libclara.h   # cgo's own header; include/clara.h is the real one
 	cp build/libclara.so $@.tmp && mv -f $@.tmp $@   # a new inode: running programs keep the old file
 

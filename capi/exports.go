@@ -267,7 +267,9 @@ var (
 // cTool wraps a C function as a self-timed toolbox.Func: the function runs
 // on a worker thread of workers.c while the caller waits there, in C, until
 // the call's deadline. A call past its deadline is abandoned: the worker
-// finishes it later and claraGoJobAbandoned releases the tool then.
+// finishes it later and claraGoJobAbandoned releases the tool then. A tool
+// whose descriptor says "on_caller_thread" is called right here instead,
+// on the caller's thread: no handoff, and no way to stop waiting for it.
 func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 		var timeout C.longlong
@@ -279,6 +281,26 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx), caller: core.CallerOf(ctx, call)}
 		id := nextCallID.Add(1)
 		toolCalls.Store(id, tc)
+		if call.Tool != nil && call.Tool.OnCallerThread {
+			// One crossing into C: the arguments are copied there, the
+			// tool runs, and its reports stay in res (shim.h).
+			var res C.struct_shim_result
+			res.call = C.uintptr_t(id)
+			var argp *C.char
+			if len(call.Arguments) > 0 {
+				argp = (*C.char)(unsafe.Pointer(&call.Arguments[0]))
+			}
+			rc := C.shim_call_here(fn, userdata, argp, C.size_t(len(call.Arguments)), &res)
+			if res.ran == 0 {
+				toolCalls.Delete(id)
+				return nil, errors.New("out of memory copying the arguments")
+			}
+			out, err := finishCall(ctx, tc, id, rc, &res, true)
+			if res.result != nil || res.error != nil {
+				C.shim_result_clear(&res)
+			}
+			return out, err
+		}
 		args := copyOut(call.Arguments) // owned by the job from here
 		if args == nil {
 			toolCalls.Delete(id)
@@ -299,20 +321,49 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			toolCalls.Delete(id)
 			return nil, errors.New("no thread could be started for the call")
 		}
-		rc := C.shim_job_status(job)
-		C.shim_job_free(job)
-		toolCalls.Delete(id)
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		tc.done = true
-		switch {
-		case tc.hasErr && tc.errMsg != "":
-			return nil, errors.New(tc.errMsg)
-		case tc.hasErr || rc != 0:
-			return nil, fmt.Errorf("tool failed (code %d)", int(rc))
-		}
-		return tc.result, nil
+		defer C.shim_job_free(job)
+		return finishCall(ctx, tc, id, C.shim_job_status(job), C.shim_job_result(job), false)
 	}
+}
+
+// finishCall ends a call whose tool has returned rc: what it reported is
+// the answer, from res (its own thread's reports, kept in C) or else from
+// tc (reports from other threads, through Go). A tool that ran on the
+// caller's thread (onCaller) is checked against its deadline afterwards:
+// past it, its answer is dropped and the call is a timeout, as it would
+// have been on a worker thread.
+func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, onCaller bool) ([]byte, error) {
+	toolCalls.Delete(id)
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	tc.done = true
+	if res.has_error != 0 {
+		tc.hasErr = true
+		tc.errMsg = ""
+		if res.error != nil {
+			tc.errMsg = C.GoString(res.error)
+		}
+	}
+	if res.has_result != 0 {
+		tc.result = nil // null
+		if res.result != nil {
+			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
+		}
+	}
+	if onCaller && ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, &protocol.Error{Code: protocol.Timeout, Message: fmt.Sprintf(
+				"tool %q ran past its timeout (on the caller's thread, where it cannot be cut short; its answer was dropped)", tc.tool.Name)}
+		}
+		return nil, ctx.Err()
+	}
+	switch {
+	case tc.hasErr && tc.errMsg != "":
+		return nil, errors.New(tc.errMsg)
+	case tc.hasErr || rc != 0:
+		return nil, fmt.Errorf("tool failed (code %d)", int(rc))
+	}
+	return tc.result, nil
 }
 
 // claraGoJobAbandoned: the job of a call that timed out has ended (its
@@ -422,7 +473,7 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
 		return -C.CLARA_EINVAL
 	}
-	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, OnRelease: release})
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, PollsDeadline: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

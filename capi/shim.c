@@ -25,6 +25,34 @@
 #define DEFINED(p, n) ((void)(p), (void)(n))
 #endif
 
+/* The report of the tool running on this thread, if any: a tool may call
+ * clara_evaluate, which may run a tool on this same thread, so the outer
+ * report is saved and restored around each call. */
+static _Thread_local struct shim_result *reporting;
+
+int shim_run_reporting(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res) {
+    struct shim_result *outer = reporting;
+    int rc;
+    reporting = res;
+    rc = fn((void *)userdata, args, (clara_call *)res->call);
+    reporting = outer;
+    return rc;
+}
+
+/* A copy of s (n bytes) into *dst, replacing what was there; 0 when
+ * malloc failed (the old value is kept). */
+static int replace_copy(char **dst, const char *s, size_t n) {
+    char *copy = NULL;
+    if (s != NULL) {
+        copy = malloc(n + 1);
+        if (copy == NULL) return 0;
+        memcpy(copy, s, n + 1);
+    }
+    free(*dst);
+    *dst = copy;
+    return 1;
+}
+
 /* The version of the library itself (its Go core), which a program built
  * against another clara.h compares with the macros it saw. */
 const char *clara_version(void) { return claraGoVersion(); }
@@ -96,12 +124,28 @@ int clara_unregister_tool(const char *name) {
     return claraGoUnregisterTool((char *)name, name ? strlen(name) : 0);
 }
 
+/* From the tool's own thread the report stays in C (see struct
+ * shim_result); from anywhere else it goes to Go by the call's id, which
+ * also ignores calls whose tool has returned. */
 void clara_call_result(clara_call *call, const char *result_json) {
-    claraGoCallResult((uintptr_t)call, (char *)result_json, result_json ? strlen(result_json) : 0);
+    struct shim_result *r = reporting;
+    size_t n = result_json ? strlen(result_json) : 0;
+    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_copy(&r->result, result_json, n)) {
+        r->result_len = n;
+        r->has_result = 1;
+        return;
+    }
+    claraGoCallResult((uintptr_t)call, (char *)result_json, n);
 }
 
 void clara_call_error(clara_call *call, const char *message) {
-    claraGoCallError((uintptr_t)call, (char *)message, message ? strlen(message) : 0);
+    struct shim_result *r = reporting;
+    size_t n = message ? strlen(message) : 0;
+    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_copy(&r->error, message, n)) {
+        r->has_error = 1;
+        return;
+    }
+    claraGoCallError((uintptr_t)call, (char *)message, n);
 }
 
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
@@ -180,3 +224,30 @@ void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {
 }
 
 void shim_free(void *p) { free(p); }
+
+/* Arguments up to this size are copied onto the stack for the call. */
+#define HERE_ARGS_ON_STACK 1024
+
+int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, struct shim_result *res) {
+    char small[HERE_ARGS_ON_STACK];
+    char *copy = n < sizeof small ? small : malloc(n + 1);
+    int rc;
+    if (copy == NULL) return 0;
+    if (n > 0) memcpy(copy, args, n);
+    copy[n] = '\0';
+    DEFINED(copy, n + 1);
+    rc = shim_run_reporting(fn, userdata, copy, res);
+    res->ran = 1;
+    if (copy != small) free(copy);
+    return rc;
+}
+
+void shim_result_clear(struct shim_result *r) {
+    free(r->result);
+    free(r->error);
+    r->result = r->error = NULL;
+    r->result_len = 0;
+    r->has_result = r->has_error = 0;
+}
+
+

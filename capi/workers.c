@@ -37,7 +37,7 @@ struct shim_job {
     clara_tool_fn fn;
     uintptr_t userdata;
     char *args; /* malloc'd; freed with the job */
-    uintptr_t call;
+    struct shim_result res; /* res.call: the call's id, the tool's clara_call */
     int rc;
     _Atomic int state;
     pthread_mutex_t mu; /* with cv: the caller sleeping until the job is done */
@@ -107,6 +107,7 @@ static void unref_job(struct shim_job *job) {
     pthread_cond_destroy(&job->cv);
     pthread_mutex_destroy(&job->mu);
     free(job->args);
+    shim_result_clear(&job->res);
     free(job);
 }
 
@@ -150,7 +151,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&pool_mu);
 
         if (atomic_compare_exchange_strong(&job->state, &expected, JOB_RUNNING)) {
-            job->rc = job->fn((void *)job->userdata, job->args, (clara_call *)job->call);
+            job->rc = shim_run_reporting(job->fn, job->userdata, job->args, &job->res);
             expected = JOB_RUNNING;
             if (atomic_compare_exchange_strong(&job->state, &expected, JOB_DONE)) {
                 pthread_mutex_lock(&job->mu);
@@ -158,11 +159,11 @@ static void *worker_main(void *arg) {
                 pthread_mutex_unlock(&job->mu);
             } else {
                 /* Abandoned by its caller while running: finish for it. */
-                claraGoJobAbandoned(job->call);
+                claraGoJobAbandoned(job->res.call);
             }
         } else {
             /* Abandoned while still queued: never run. */
-            claraGoJobAbandoned(job->call);
+            claraGoJobAbandoned(job->res.call);
         }
         unref_job(job);
 
@@ -180,7 +181,7 @@ struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, 
     job->fn = fn;
     job->userdata = userdata;
     job->args = args;
-    job->call = call;
+    job->res.call = call;
     atomic_init(&job->state, JOB_QUEUED);
     atomic_init(&job->refs, 1);
     pthread_mutex_init(&job->mu, NULL);
@@ -268,5 +269,7 @@ int shim_job_run(struct shim_job *job, long long timeout_ns) {
 }
 
 int shim_job_status(const struct shim_job *job) { return job->rc; }
+
+struct shim_result *shim_job_result(struct shim_job *job) { return &job->res; }
 
 void shim_job_free(struct shim_job *job) { unref_job(job); }

@@ -3,6 +3,8 @@ package core
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/clara-lib/clara/core/toolbox"
@@ -73,15 +75,25 @@ func benchEcho(b *testing.B, setup func(*Engine)) {
 
 // BenchmarkEvaluate_echo_parallel calls from every processor at once (run
 // with -cpu 1,2 to see how the call path scales).
-func BenchmarkEvaluate_echo_parallel(b *testing.B) { benchEchoParallel(b) }
+// _sessions does the same with a session of its own per goroutine.
+func BenchmarkEvaluate_echo_parallel(b *testing.B)         { benchEchoParallel(b, false) }
+func BenchmarkEvaluate_echo_parallelSessions(b *testing.B) { benchEchoParallel(b, true) }
 
-func benchEchoParallel(b *testing.B) {
+func benchEchoParallel(b *testing.B, sessions bool) {
 	e := New(Options{})
-	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	var next atomic.Int32
+	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+		if sessions {
+			req = fmt.Appendf(nil, `{"tool":"echo","session":"s%d","arguments":{"message":"hello","n":42}}`, next.Add(1))
+		}
 		buf := make([]byte, 0, 256)
 		for pb.Next() {
 			buf = e.AppendEvaluate(buf[:0], req)
+		}
+		if len(buf) > 0 && !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) { // a goroutine may get no call
+			b.Error(string(buf))
 		}
 	})
 }

@@ -28,6 +28,15 @@ type toolCall struct {
 	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
 	nested  bool          // made by a rule, a script or a tool, not by the host
 	rep     *report       // what the rules and callbacks say, for the envelope
+	state   *requestState // the host's request this call answers; nil for nested calls
+}
+
+// handOn notes that the call's context or report goes where it may outlive
+// the request, so that the request's state is not reused (requestState).
+func (c *toolCall) handOn() {
+	if c.state != nil {
+		c.state.handedOn = true
+	}
 }
 
 // report collects what rules and callbacks said around one request, for its
@@ -75,6 +84,7 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 // administrative tools' reach, then the on_tool_call rules.
 func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall) *protocol.Error {
 	if c.rep.wantTrace {
+		c.handOn()
 		c.rep.policy = append(c.rep.policy, c.scope.Explain(t.Name)...)
 	}
 	if perr := c.scope.Check(t.Name); perr != nil {
@@ -97,6 +107,7 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 	if s.onToolCall == nil || (t.Admin && !s.config.Rules.WatchAdminTools) {
 		return nil // no rule watches calls, or none may deny this one
 	}
+	c.handOn()
 	src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", c, &rules.ToolFacts{Name: t.Name})
 	out := e.fire(ctx, s, c.rep, src)
 	src.release()
@@ -119,6 +130,9 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 	}
 	if e.skippedByTestMode(s, t) {
 		return testModeResult(t.Name), false, nil
+	}
+	if !t.KeepsNothing {
+		c.handOn()
 	}
 	return t.Execute(ctx, toolbox.Call{Session: c.session, Arguments: c.args, Scope: c.scope}, s.defaults)
 }
@@ -143,6 +157,7 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 			facts.Error = toolError(perr)
 		}
 		if c.rep.wantTrace || !trigger.RuledOut(&facts) {
+			c.handOn()
 			src := e.newToolEventSource(s, trigger, event, c, &facts)
 			e.fire(ctx, s, c.rep, src)
 			src.release()
@@ -154,6 +169,7 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 			files = append(files, t.ChangedPaths(c.args)...)
 		}
 		if len(files) > 0 {
+			c.handOn()
 			if b := callbackBatchOf(ctx); b != nil {
 				b.add(c.session, files) // fired once for the whole batch (a chat's turn)
 			} else {

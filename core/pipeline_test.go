@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,5 +173,31 @@ func TestPipeline_large_result_notice(t *testing.T) {
 	big := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"` + strings.Repeat("x", 40000) + `"}}`)))
 	if !strings.Contains(big, `"notices":[{"rule":"large_result","message":"Tool echo returned 40008 bytes (more than 32768); consider narrowing the request.","priority":"normal","event":"on_tool_complete"}]`) {
 		t.Fatalf("no large_result notice: %.200s ... %s", big, big[len(big)-300:])
+	}
+}
+
+// The echo reuses its request's state and a live session's name: a call
+// allocates nothing on the Go heap, with or without a session. (An
+// allocation per call made the collector run tens of times a second on the
+// callers' cores.)
+func TestEvaluate_echo_allocates_nothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under -race")
+	}
+	e := core.New(core.Options{})
+	buf := make([]byte, 0, 512)
+	for _, req := range [][]byte{
+		[]byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`),
+		[]byte(`{"tool":"echo","session":"s1","arguments":{"message":"hello","n":42}}`),
+	} {
+		buf = e.AppendEvaluate(buf[:0], req) // creates the session
+		// A collection may empty the pool once in a while: well under one
+		// allocation per call on average.
+		if n := testing.AllocsPerRun(2000, func() { buf = e.AppendEvaluate(buf[:0], req) }); n >= 0.5 {
+			t.Errorf("%s: %.2f allocations per call", req, n)
+		}
+		if !bytes.HasPrefix(buf, []byte(`{"status":"success","tool":"echo"`)) {
+			t.Fatalf("%s: %s", req, buf)
+		}
 	}
 }

@@ -27,12 +27,28 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	}
 	// One allocation for the request: its event tree's budget (as its
 	// context) and the report the rules and callbacks fill.
-	st := newRequestState(ctx, s)
-	c := toolCall{rep: &st.rep}
+	st := newRequestState(ctx, s, e.mayReuseState(s, &r))
+	c := toolCall{rep: &st.rep, state: st}
 	if perr := e.newToolCall(s, &r, &c); perr != nil {
+		st.done()
 		return e.fail(dst, r.ID, c.name, perr)
 	}
-	return e.answerCall(st, dst, s, &c)
+	dst = e.answerCall(st, dst, s, &c)
+	st.done()
+	return dst
+}
+
+// mayReuseState: the request's state may come from the pool (see
+// requestState), its tool being one that keeps nothing. Other requests
+// allocate theirs: their state is handed on, so the pool would be empty
+// for them and asking it would cost more than allocating.
+func (e *Engine) mayReuseState(s *snapshot, r *protocol.Request) bool {
+	name := r.Tool
+	if r.Simple {
+		name = s.config.DefaultEvaluator
+	}
+	t, ok := e.tools.Lookup(name)
+	return ok && t.KeepsNothing && !r.Trace
 }
 
 // newToolCall fills c (whose rep is set) with the call a parsed request

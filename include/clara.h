@@ -170,10 +170,11 @@ typedef struct clara_call clara_call;
  *            clara_call_error(), or "tool failed (code N)".
  * Calling clara_call_error() makes the call a failure whatever is returned.
  *
- * Threads: called on a thread of Clara's, possibly several calls at once
- *          (unless the descriptor sets "max_concurrency": 1). It may call
- *          the functions of this header; to call tools in its own call's
- *          scope (policy, session, depth), use clara_call_evaluate().
+ * Threads: called on a thread of Clara's (on the caller's own thread when
+ *          the descriptor sets "on_caller_thread"), possibly several calls
+ *          at once (unless the descriptor sets "max_concurrency": 1). It may
+ *          call the functions of this header; to call tools in its own
+ *          call's scope (policy, session, depth), use clara_call_evaluate().
  * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
  *          at the deadline; the function keeps running until it returns, and
  *          what it reports then is discarded. Clara cannot stop C code.
@@ -189,8 +190,12 @@ typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_c
  *    "returns": "json" | "string", "capabilities": ["network", ...],
  *    "limits": {"timeout_ms": 1000, "rate_per_min": 20, "rate_scope": "tool",
  *               "max_output_bytes": 65536, "max_concurrency": 4},
- *    "llm_visible": true}
- * Only "name" is required. The schema is compiled once, here. A tool of the
+ *    "llm_visible": true, "on_caller_thread": false}
+ * Only "name" is required. "on_caller_thread": true runs the tool on the
+ * thread of the call that asked for it, with no handoff to a worker thread
+ * (for tools that return quickly): its timeout then cannot cut the call
+ * short; the caller waits for the function to return, and a call that went
+ * past timeout_ms is answered timeout, its result dropped. The schema is compiled once, here. A tool of the
  * same name registered earlier through this function is replaced; calls
  * already running finish with the old one.
  *

@@ -94,6 +94,9 @@ func TestParse_problems_are_positioned(t *testing.T) {
 		{"toml tools", "[[tools]]\nname = \"a\"\nlua = \"x\"\n[[tools]]\nname = \"a\"\n", protocol.Problems{
 			{File: "src", Line: 4, Col: 3, Message: "tools[1]: give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"},
 		}},
+		{"toml tool on the caller's thread", "[[tools]]\nname = \"a\"\nlua = \"x\"\non_caller_thread = true\n", protocol.Problems{
+			{File: "src", Line: 1, Col: 3, Message: "tools[0]: on_caller_thread applies to tools registered with clara_register_tool, not to [[tools]]"},
+		}},
 		{"json", "{\"limits\": {\"max_depth\": 0,\n  \"typo\": 1},\n \"policy\": {\"allow\": [\"ok\", \"no way\"]}}", protocol.Problems{
 			{File: "src", Line: 1, Col: 13, Message: "limits.max_depth must be an integer from 1 to 1048576"},
 			{File: "src", Line: 2, Col: 3, Message: `unknown key "limits.typo"`},

@@ -179,6 +179,9 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 		return toolbox.Descriptor{}, code, err
 	}
 	d, err := toolbox.ParseDescriptor(text)
+	if err == nil && d.OnCallerThread {
+		err = errors.New("on_caller_thread applies to tools registered with clara_register_tool, not to [[tools]]")
+	}
 	if err == nil && code.TimeoutMS != 0 {
 		if d.Limits.TimeoutMS != 0 {
 			return d, code, errors.New("give timeout_ms or limits.timeout_ms, not both")

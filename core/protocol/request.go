@@ -33,6 +33,11 @@ func SessionName(name string) (string, *Error) {
 type Limits struct {
 	MaxRequestBytes int // larger requests are invalid_request (config limits.max_request_bytes)
 	MaxDepth        int // deeper nesting is invalid_request (config limits.max_depth)
+	// OwnSession, when set, turns a valid session name borrowed from the
+	// request into Clara's own string (the engine returns the name its
+	// session table already keeps, so that calls naming a live session
+	// allocate nothing); nil: a fresh copy.
+	OwnSession func(borrowed string) string
 }
 
 // Request is one parsed request. What is borrowed and what is owned is
@@ -116,7 +121,7 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 			return Request{}, scratch, InternalError(fmt.Errorf("compacting a valid request broke it: %v", serr))
 		}
 	}
-	req, err := fields(doc, &s.members)
+	req, err := fields(doc, &s.members, lim.OwnSession)
 	return req, scratch, err
 }
 
@@ -142,7 +147,7 @@ func KindOf(first byte) string {
 
 // fields reads the top-level members of a compact, valid JSON object, found
 // by the scan; string values are decoded with gjson.
-func fields(doc []byte, ms *members) (Request, *Error) {
+func fields(doc []byte, ms *members, ownSession func(string) string) (Request, *Error) {
 	req := Request{Session: DefaultSession}
 	var seen int
 	var unknown string
@@ -215,9 +220,14 @@ func fields(doc []byte, ms *members) (Request, *Error) {
 	case unknown != "":
 		return Request{}, Errorf(InvalidRequest, "unknown field %q in request (known: %s)", unknown, knownFields)
 	}
-	var err *Error
-	if req.Session, err = SessionName(req.Session); err != nil {
+	switch {
+	case len(req.Session) > MaxSessionBytes:
+		_, err := SessionName(req.Session)
 		return Request{}, err
+	case ownSession != nil:
+		req.Session = ownSession(req.Session)
+	default:
+		req.Session, _ = SessionName(req.Session)
 	}
 	if req.Arguments == nil {
 		req.Arguments = emptyObject

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -16,22 +17,44 @@ const (
 
 // Table holds the sessions of one engine.
 type Table struct {
-	byName    sync.Map // name -> *Session; the default session is not in it
-	fallback  Session  // the default session
-	anyPolicy atomic.Bool
+	byName       sync.Map // name -> *Session; the default session is not in it
+	fallback     Session  // the default session
+	fallbackOnce sync.Once
+	anyPolicy    atomic.Bool
+}
+
+// defaultSession returns the default session, its history spread over
+// processors (see spreadHistory) from the first use on.
+func (t *Table) defaultSession() *Session {
+	t.fallbackOnce.Do(func() { t.fallback.spread.Store(newSpreadHistory()) })
+	return &t.fallback
 }
 
 // Get returns the session named name, creating it. name must be Clara's
 // own string (protocol.SessionName), as the table keeps it.
 func (t *Table) Get(name string) *Session {
 	if name == protocol.DefaultSession {
-		return &t.fallback
+		return t.defaultSession()
 	}
 	if s, ok := t.byName.Load(name); ok {
 		return s.(*Session)
 	}
-	s, _ := t.byName.LoadOrStore(name, &Session{})
+	s, _ := t.byName.LoadOrStore(name, &Session{name: name})
 	return s.(*Session)
+}
+
+// Own returns Clara's own copy of a session name the caller lent (it may
+// point into a request's bytes): the name the table already keeps when
+// the session exists, so that calls naming a live session allocate
+// nothing; a fresh copy otherwise.
+func (t *Table) Own(borrowed string) string {
+	if borrowed == protocol.DefaultSession {
+		return protocol.DefaultSession
+	}
+	if s, ok := t.byName.Load(borrowed); ok {
+		return s.(*Session).name
+	}
+	return strings.Clone(borrowed)
 }
 
 // Policy is the session's layer of policy, nil when it has none, without
@@ -53,7 +76,7 @@ func (t *Table) Policy(name string) *toolbox.Policy {
 // End forgets what the session holds in memory: history, notices, policy.
 func (t *Table) End(name string) {
 	if name == protocol.DefaultSession {
-		t.fallback.clear()
+		t.defaultSession().clear()
 		return
 	}
 	t.byName.Delete(name)
@@ -62,7 +85,7 @@ func (t *Table) End(name string) {
 // Reset forgets every session.
 func (t *Table) Reset() {
 	t.byName.Range(func(k, _ any) bool { t.byName.Delete(k); return true })
-	t.fallback.clear()
+	t.defaultSession().clear()
 	t.anyPolicy.Store(false)
 }
 
@@ -76,7 +99,8 @@ func (t *Table) DropPolicies() {
 
 // Session is what Clara keeps in memory for one session.
 type Session struct {
-	mu sync.Mutex
+	name string // as the table keeps it ("" for the default session)
+	mu   sync.Mutex
 	// history
 	toolCount    int
 	failureCount int
@@ -84,6 +108,10 @@ type Session struct {
 	recentNext   int
 	recentLen    int
 	consecutive  map[string]int
+	// spread, when set, keeps toolCount, failureCount and recent instead
+	// of the fields above (the default session: see spreadHistory);
+	// consecutive stays here, under mu.
+	spread atomic.Pointer[spreadHistory]
 	// notices not yet drained
 	notices []protocol.Notice
 	dropped int // notices dropped because the queue was full, reported by the next drain
@@ -96,12 +124,27 @@ func (s *Session) clear() {
 	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
 	s.recent, s.recentNext, s.recentLen = [RecentToolsKept]string{}, 0, 0
 	s.policy.Store(nil)
+	if sp := s.spread.Load(); sp != nil {
+		sp.clear()
+	}
 	s.mu.Unlock()
 }
 
 // RecordCall updates the history after a tool call. tool must be a string
 // Clara owns (a registered tool's name).
 func (s *Session) RecordCall(tool string, failed bool) {
+	if sp := s.spread.Load(); sp != nil {
+		sp.record(tool, failed)
+		// Consecutive failures need the session's lock only when there is
+		// a failure to count or a count to end.
+		if failed || sp.failing.Load() {
+			s.mu.Lock()
+			s.countConsecutive(tool, failed)
+			sp.failing.Store(len(s.consecutive) > 0)
+			s.mu.Unlock()
+		}
+		return
+	}
 	s.mu.Lock()
 	s.toolCount++
 	// A ring, not a slice shifted on every call: this runs on every call.
@@ -112,6 +155,14 @@ func (s *Session) RecordCall(tool string, failed bool) {
 	}
 	if failed {
 		s.failureCount++
+	}
+	s.countConsecutive(tool, failed)
+	s.mu.Unlock()
+}
+
+// countConsecutive keeps consecutive_failures; under s.mu.
+func (s *Session) countConsecutive(tool string, failed bool) {
+	if failed {
 		if s.consecutive == nil {
 			s.consecutive = map[string]int{}
 		}
@@ -119,7 +170,6 @@ func (s *Session) RecordCall(tool string, failed bool) {
 	} else if s.consecutive[tool] != 0 {
 		delete(s.consecutive, tool)
 	}
-	s.mu.Unlock()
 }
 
 // History is context.history: {tool_count, failure_count, recent_tools,
@@ -127,18 +177,24 @@ func (s *Session) RecordCall(tool string, failed bool) {
 func (s *Session) History() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	recent := make([]any, s.recentLen)
-	first := (s.recentNext - s.recentLen + RecentToolsKept) % RecentToolsKept
-	for i := range recent {
-		recent[i] = s.recent[(first+i)%RecentToolsKept]
+	toolCount, failureCount := s.toolCount, s.failureCount
+	var recent []any
+	if sp := s.spread.Load(); sp != nil {
+		toolCount, failureCount, recent = sp.read()
+	} else {
+		recent = make([]any, s.recentLen)
+		first := (s.recentNext - s.recentLen + RecentToolsKept) % RecentToolsKept
+		for i := range recent {
+			recent[i] = s.recent[(first+i)%RecentToolsKept]
+		}
 	}
 	consecutive := make(map[string]any, len(s.consecutive))
 	for t, n := range s.consecutive {
 		consecutive[t] = float64(n)
 	}
 	return map[string]any{
-		"tool_count":           float64(s.toolCount),
-		"failure_count":        float64(s.failureCount),
+		"tool_count":           float64(toolCount),
+		"failure_count":        float64(failureCount),
 		"recent_tools":         recent,
 		"consecutive_failures": consecutive,
 	}

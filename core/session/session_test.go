@@ -2,6 +2,8 @@ package session
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/clara-lib/clara/core/protocol"
@@ -82,5 +84,77 @@ func TestTable_policy_narrows_and_drops(t *testing.T) {
 	tab.End("s1")
 	if tab.Policy("s1") != nil {
 		t.Fatal("End kept the session's policy")
+	}
+}
+
+// The default session's history is kept per processor; read back, it is
+// the same history: every call counted, the last 20 tools oldest first,
+// each goroutine's calls in the order it made them, and consecutive
+// failures counted and ended across processors.
+func TestTable_default_session_history_from_many_goroutines(t *testing.T) {
+	var tab Table
+	s := tab.Get(protocol.DefaultSession)
+	const goroutines, calls = 4, 500
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				s.RecordCall(fmt.Sprintf("g%d_%04d", g, i), i%10 == 0)
+			}
+		}()
+	}
+	wg.Wait()
+	h := s.History()
+	if h["tool_count"] != float64(goroutines*calls) || h["failure_count"] != float64(goroutines*calls/10) {
+		t.Fatalf("counts: %v %v", h["tool_count"], h["failure_count"])
+	}
+	recent := h["recent_tools"].([]any)
+	if len(recent) != RecentToolsKept {
+		t.Fatalf("recent_tools has %d names: %v", len(recent), recent)
+	}
+	last := map[byte]string{}
+	for _, name := range recent {
+		n := name.(string)
+		if prev, ok := last[n[1]]; ok && prev >= n {
+			t.Fatalf("recent_tools out of order for one goroutine: %v", recent)
+		}
+		last[n[1]] = n
+	}
+	// After all goroutines, the most recent names are the last of some goroutine.
+	found := false
+	for _, n := range last {
+		if n[3:] == fmt.Sprintf("%04d", calls-1) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no goroutine's last call among recent_tools: %v", recent)
+	}
+
+	// Sequential calls keep their order exactly, whatever processor runs them.
+	tab.End(protocol.DefaultSession)
+	for i := 0; i < 30; i++ {
+		s.RecordCall(fmt.Sprint("t", i), false)
+		runtime.Gosched()
+	}
+	got := s.History()["recent_tools"].([]any)
+	if fmt.Sprint(got) != fmt.Sprint([]any{"t10", "t11", "t12", "t13", "t14", "t15", "t16", "t17", "t18", "t19",
+		"t20", "t21", "t22", "t23", "t24", "t25", "t26", "t27", "t28", "t29"}) {
+		t.Fatalf("after End and 30 calls: %v", got)
+	}
+
+	// Two failures of x count 2; a success of x (from any goroutine) ends it.
+	s.RecordCall("x", true)
+	s.RecordCall("x", true)
+	if c := s.History()["consecutive_failures"].(map[string]any); c["x"] != float64(2) {
+		t.Fatalf("consecutive failures: %v", c)
+	}
+	done := make(chan struct{})
+	go func() { s.RecordCall("x", false); close(done) }()
+	<-done
+	if c := s.History()["consecutive_failures"].(map[string]any); len(c) != 0 {
+		t.Fatalf("consecutive failures after a success: %v", c)
 	}
 }

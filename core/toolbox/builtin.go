@@ -24,7 +24,12 @@ type Builtin struct {
 	// (they may wait on the network); the others are trusted Go functions
 	// that return promptly and run inline.
 	Timed bool
-	Run   Func
+	// KeepsNothing: Run neither keeps nor passes on its context, its
+	// arguments or anything reached through them once it returns, and
+	// makes no nested call. The engine may then reuse the call's state for
+	// the next request (see core's requestState): the echo.
+	KeepsNothing bool
+	Run          Func
 }
 
 // Tool builds the registered tool.
@@ -39,5 +44,6 @@ func (b Builtin) Tool() (*Tool, error) {
 		return nil, err
 	}
 	t.Admin = b.Admin
+	t.KeepsNothing = b.KeepsNothing && !b.Timed
 	return t, nil
 }

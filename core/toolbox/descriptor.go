@@ -71,6 +71,10 @@ type Descriptor struct {
 	Title        string          `json:"title,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 	Idempotent   bool            `json:"idempotent,omitempty"`
+	// OnCallerThread: a host tool that returns quickly runs on the thread
+	// of the call that asked for it, with no handoff to a worker thread;
+	// its timeout then cannot cut the call short (docs/tools.md).
+	OnCallerThread bool `json:"on_caller_thread,omitempty"`
 	// ChangesFiles names the arguments that hold paths the tool changes
 	// (an argument's name, or a JSON pointer such as "/edits/0/path"):
 	// after a successful call the session's file-change callbacks fire
@@ -123,6 +127,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Title        *string         `json:"title"`
 		OutputSchema json.RawMessage `json:"output_schema"`
 		Idempotent   *bool           `json:"idempotent"`
+		OnCaller     *bool           `json:"on_caller_thread"`
 		ChangesFiles []string        `json:"changes_files"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
@@ -159,6 +164,9 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	}
 	if raw.Idempotent != nil {
 		d.Idempotent = *raw.Idempotent
+	}
+	if raw.OnCaller != nil {
+		d.OnCallerThread = *raw.OnCaller
 	}
 	d.ChangesFiles = raw.ChangesFiles
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {

@@ -42,6 +42,9 @@ type Tool struct {
 	pollsDeadline bool // see ToolOptions.PollsDeadline
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
+	// KeepsNothing: an inline built-in that keeps nothing of its call
+	// (see Builtin.KeepsNothing).
+	KeepsNothing bool
 
 	schema  *jsonschema.Schema
 	simple  *simpleSchema // the direct check of schema; nil when it uses more

@@ -16,6 +16,7 @@ import (
 // out of the box, and the cheapest path through the pipeline.
 func echo() toolbox.Builtin {
 	return toolbox.Builtin{Name: "echo", Description: "Returns its arguments unchanged.", LLMVisible: true,
+		KeepsNothing: true,
 		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 			return call.Arguments, nil
 		}}

@@ -7,11 +7,15 @@
  *                    (bench_jansson_echo), the two alternating block by block.
  * C echo, 2 threads: two threads calling clara_evaluate at once (wall time of
  *                    the block divided by the calls of both threads) against
- *                    one thread, alternating. Both run on the same two
+ *                    one thread, alternating. Both run on the same
  *                    long-lived worker threads, warmed up before timing, so
  *                    thread creation and Go's first-call set-up stay out.
  *                    The jansson echo is run the same way (1 vs 2 threads):
  *                    it shows how well this machine scales at that moment.
+ * ..., a session per thread: the same, each thread naming a session of its
+ *                    own in its requests (1 thread: its session too).
+ * ..., 4 threads:    4 threads against 1, and the jansson echo the same way
+ *                    (on a 2-core machine, 2x is the most either can reach).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -36,6 +40,22 @@ static void run_clara(void *ctx, long n) {
     sink = sum;
 }
 
+/* The echo request naming the calling worker's own session. */
+static _Thread_local char session_request[128];
+
+static void run_clara_session(void *ctx, long n) {
+    unsigned long sum = 0;
+    long i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        char *s = clara_evaluate(session_request);
+        if (s == NULL || strncmp(s, "{\"status\":\"success\"", 19) != 0) abort();
+        sum += (unsigned char)s[2];
+        clara_free_string(s);
+    }
+    sink = sum;
+}
+
 static void run_jansson(void *ctx, long n) {
     unsigned long sum = 0;
     long i;
@@ -49,11 +69,12 @@ static void run_jansson(void *ctx, long n) {
     sink = sum;
 }
 
-/* ---- Two threads ---------------------------------------------------------- */
+/* ---- Threads --------------------------------------------------------------- */
 
-/* Two long-lived workers; main hands them one phase at a time: run phase_fn
+/* Long-lived workers; main hands them one phase at a time: run phase_fn
  * phase_n times on the first phase_threads workers. Barriers (main takes
  * part) start and end each phase and publish the variables. */
+#define WORKERS 4
 struct worker {
     pthread_t thread;
     int id;
@@ -61,14 +82,17 @@ struct worker {
 };
 
 static pthread_barrier_t barrier;
-static struct worker workers[2];
+static struct worker workers[WORKERS];
 static bench_run_fn phase_fn;
 static long phase_n;
 static int phase_threads, quit;
 
 static void *worker_main(void *arg) {
     struct worker *w = arg;
+    snprintf(session_request, sizeof session_request,
+             "{\"tool\":\"echo\",\"session\":\"bench%d\",\"arguments\":{\"message\":\"hello\",\"n\":42}}", w->id);
     run_clara(NULL, 20000); /* warm-up: Go's per-thread set-up happens here */
+    run_clara_session(NULL, 20000);
     run_jansson(NULL, 5000);
     pthread_barrier_wait(&barrier);
     for (;;) {
@@ -87,6 +111,7 @@ static void *worker_main(void *arg) {
 /* Runs one phase; returns wall ns per call, over the calls of all threads. */
 static double phase(bench_run_fn fn, long n, int threads) {
     uint64_t s, e;
+    int i;
     phase_fn = fn;
     phase_n = n;
     phase_threads = threads;
@@ -94,9 +119,9 @@ static double phase(bench_run_fn fn, long n, int threads) {
     pthread_barrier_wait(&barrier);
     s = workers[0].start;
     e = workers[0].end;
-    if (threads == 2) {
-        if (workers[1].start < s) s = workers[1].start;
-        if (workers[1].end > e) e = workers[1].end;
+    for (i = 1; i < threads; i++) {
+        if (workers[i].start < s) s = workers[i].start;
+        if (workers[i].end > e) e = workers[i].end;
     }
     return (double)(e - s) / (double)(n * threads);
 }
@@ -139,8 +164,8 @@ int main(void) {
      * gets the same treatment: pure C with no shared state, it shows how far
      * two threads can scale on this machine right now (the cores are shared
      * with whatever else runs). */
-    if (pthread_barrier_init(&barrier, NULL, 3) != 0) return 1;
-    for (i = 0; i < 2; i++) {
+    if (pthread_barrier_init(&barrier, NULL, WORKERS + 1) != 0) return 1;
+    for (i = 0; i < WORKERS; i++) {
         workers[i].id = i;
         if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]) != 0) {
             fprintf(stderr, "bench_echo: pthread_create failed\n");
@@ -153,10 +178,16 @@ int main(void) {
         bench_sample("c_threads", "clara", phase(run_clara, n_clara / 2 + 1, 2));
         bench_sample("c_threads_jansson", "ref", phase(run_jansson, n_jansson, 1));
         bench_sample("c_threads_jansson", "clara", phase(run_jansson, n_jansson / 2 + 1, 2));
+        bench_sample("c_threads_sessions", "ref", phase(run_clara_session, n_clara, 1));
+        bench_sample("c_threads_sessions", "clara", phase(run_clara_session, n_clara / 2 + 1, 2));
+        bench_sample("c_threads4", "ref", phase(run_clara, n_clara, 1));
+        bench_sample("c_threads4", "clara", phase(run_clara, n_clara / 4 + 1, 4));
+        bench_sample("c_threads4_jansson", "ref", phase(run_jansson, n_jansson, 1));
+        bench_sample("c_threads4_jansson", "clara", phase(run_jansson, n_jansson / 4 + 1, 4));
     }
     quit = 1;
     pthread_barrier_wait(&barrier);
-    for (i = 0; i < 2; i++) pthread_join(workers[i].thread, NULL);
+    for (i = 0; i < WORKERS; i++) pthread_join(workers[i].thread, NULL);
     pthread_barrier_destroy(&barrier);
     return 0;
 }

@@ -15,9 +15,13 @@ python_tool: a Python tool (@clara.tool, one str parameter, returns a dict)
              called through clara_evaluate from ctypes, raw text in and out.
              Reference: the same Python function called directly. The
              difference is what calling Python code through Clara costs.
+python_tool_c: the same Python tool through clara_evaluate from ctypes.
+             Reference: a C tool (bench_ctool.c, a shared object given as
+             the second argument) answering the same, called the same way.
+             The difference is what a Python tool costs over a C one.
 
 The two alternate block by block; each block is timed with
-clock_gettime(CLOCK_MONOTONIC). Usage: bench_python.py PATH/TO/libclara.so
+clock_gettime(CLOCK_MONOTONIC). Usage: bench_python.py PATH/TO/libclara.so [PATH/TO/bench_ctool.so]
 Prints "sample ROW SIDE NS_PER_OP" lines (see bench_common.h).
 """
 import ctypes
@@ -134,10 +138,32 @@ def main():
         for _ in range(n):
             f(message="hello")
 
+    # python_tool_c: the Python tool against a C tool answering the same.
+    rows_c = []
+    if len(sys.argv) > 2:
+        ctool = ctypes.CDLL(sys.argv[2])
+        lib.clara_register_tool.restype = ctypes.c_int
+        lib.clara_register_tool.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn = ctypes.cast(ctool.bench_c_echo, ctypes.c_void_p)
+        assert lib.clara_register_tool(b'{"name":"c_echo"}', fn, None, None) == 0
+        c_request = b'{"tool":"c_echo","arguments":{"message":"hello"}}'
+        p = lib.clara_evaluate(c_request)
+        assert ctypes.string_at(p) == b'{"status":"success","tool":"c_echo","result":{"message":"hello"}}'
+        lib.clara_free_string(p)
+
+        def run_c_tool(n):
+            evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, c_request
+            for _ in range(n):
+                p = evaluate(request)
+                string_at(p)
+                free_string(p)
+
+        rows_c = [("python_tool_c", run_tool, run_c_tool)]
+
     reps = env_int("CLARA_BENCH_REPS", 7)
     block_ns = env_int("CLARA_BENCH_BLOCK_MS", 150) * 1_000_000
     rows = [("python", run_clara, run_ref), ("python_call", run_call, run_call_ref),
-            ("python_tool", run_tool, run_tool_ref)]
+            ("python_tool", run_tool, run_tool_ref)] + rows_c
     counts = [(row, a, calibrate(a, block_ns), b, calibrate(b, block_ns)) for row, a, b in rows]
     print("info python %s" % sys.version.split()[0])
     for _ in range(reps):

@@ -7,6 +7,9 @@
  *             the same arguments. The difference is what a host tool costs
  *             over a built-in one: copying the arguments to C, handing the
  *             call to a worker thread and back, checking the JSON it returns.
+ * C tool, on_caller_thread: the same C tool registered with
+ *             "on_caller_thread": true: it runs on the calling thread, with
+ *             no handoff to a worker thread.
  * Lua tool:   clara_evaluate of a tool written in Lua (configuration
  *             [[tools]], SPEC §8) that returns its arguments, against the
  *             built-in echo with the same arguments: what the sandbox costs
@@ -24,6 +27,7 @@
 
 static const char *echo_request = "{\"tool\":\"echo\",\"arguments\":" TOOL_ARGS "}";
 static const char *tool_request = "{\"tool\":\"c_echo\",\"arguments\":" TOOL_ARGS "}";
+static const char *caller_request = "{\"tool\":\"c_echo_here\",\"arguments\":" TOOL_ARGS "}";
 static const char *lua_request = "{\"tool\":\"lua_echo\",\"arguments\":" TOOL_ARGS "}";
 
 static volatile unsigned long sink;
@@ -53,9 +57,10 @@ static void run_request(void *ctx, long n) {
 int main(void) {
     uint64_t block = bench_block_ns();
     int reps = bench_reps(), r;
-    long n_echo, n_tool, n_lua;
+    long n_echo, n_tool, n_caller, n_lua;
     char *conf;
-    if (clara_register_tool("{\"name\":\"c_echo\"}", c_echo, NULL, NULL) != CLARA_OK) {
+    if (clara_register_tool("{\"name\":\"c_echo\"}", c_echo, NULL, NULL) != CLARA_OK ||
+        clara_register_tool("{\"name\":\"c_echo_here\",\"on_caller_thread\":true}", c_echo, NULL, NULL) != CLARA_OK) {
         fprintf(stderr, "bench_tools: registration failed\n");
         return 1;
     }
@@ -67,10 +72,13 @@ int main(void) {
     clara_free_string(conf);
     n_echo = bench_calibrate(run_request, (void *)echo_request, block);
     n_tool = bench_calibrate(run_request, (void *)tool_request, block);
+    n_caller = bench_calibrate(run_request, (void *)caller_request, block);
     n_lua = bench_calibrate(run_request, (void *)lua_request, block);
     for (r = 0; r < reps; r++) {
         bench_sample("c_tool", "clara", bench_time(run_request, (void *)tool_request, n_tool));
         bench_sample("c_tool", "ref", bench_time(run_request, (void *)echo_request, n_echo));
+        bench_sample("c_tool_caller", "clara", bench_time(run_request, (void *)caller_request, n_caller));
+        bench_sample("c_tool_caller", "ref", bench_time(run_request, (void *)echo_request, n_echo));
         bench_sample("lua_tool", "clara", bench_time(run_request, (void *)lua_request, n_lua));
         bench_sample("lua_tool", "ref", bench_time(run_request, (void *)echo_request, n_echo));
     }

@@ -74,6 +74,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_mem.c -o "$out/bench_mem" "${ldclar
 build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ldclara[@]}" -ljansson
 build "$cc" "${cflags[@]}" tests/bench/bench_emit.c -o "$out/bench_emit" "${ldclara[@]}"
 build "$cc" "${cflags[@]}" tests/bench/bench_async.c -o "$out/bench_async" "${ldclara[@]}" -ljansson
+build "$cc" "${cflags[@]}" -shared -fPIC tests/bench/bench_ctool.c -o "$out/bench_ctool.so" "${ldclara[@]}"
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -98,7 +99,7 @@ run() { # name command...: appends the program's lines to the samples
   fi
 }
 run echo "$out/bench_echo"
-run python "$python" tests/bench/bench_python.py "$root/$libdir/libclara.so.0"
+run python "$python" tests/bench/bench_python.py "$root/$libdir/libclara.so.0" "$root/$out/bench_ctool.so"
 run clips "$out/bench_clips"
 run memory "$out/bench_mem"
 run tools "$out/bench_tools"

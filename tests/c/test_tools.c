@@ -449,12 +449,131 @@ static void test_finaliser_may_call_clara(void) {
     free(clara_reset());
 }
 
+/* on_caller_thread: the tool runs on the thread that called clara_evaluate
+ * (no handoff); results and errors as usual; a call past its timeout_ms is a
+ * timeout once the tool returns, its answer dropped. Without the flag the
+ * tool runs on a worker thread. */
+static pthread_t seen_thread;
+
+static int where_am_i(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    seen_thread = pthread_self();
+    clara_call_result(call, args);
+    return 0;
+}
+
+static void test_on_caller_thread(void) {
+    int before_finished = finished_count();
+    char *r;
+    CHECK_INT(clara_register_tool("{\"name\":\"here\",\"on_caller_thread\":true}", where_am_i, NULL, NULL), CLARA_OK);
+    CHECK_INT(clara_register_tool("{\"name\":\"there\"}", where_am_i, NULL, NULL), CLARA_OK);
+    CHECK_ENVELOPE("{\"tool\":\"here\",\"arguments\":{\"a\":1}}", "{\"status\":\"success\",\"tool\":\"here\",\"result\":{\"a\":1}}");
+    CHECK(pthread_equal(seen_thread, pthread_self()));
+    {
+        /* Arguments too large for the copy on the stack. */
+        char req[3000], want[3100];
+        char big[2049];
+        memset(big, 'x', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        snprintf(req, sizeof req, "{\"tool\":\"here\",\"arguments\":{\"s\":\"%s\"}}", big);
+        snprintf(want, sizeof want, "{\"status\":\"success\",\"tool\":\"here\",\"result\":{\"s\":\"%s\"}}", big);
+        CHECK_ENVELOPE(req, want);
+    }
+    CHECK_ENVELOPE("{\"tool\":\"there\",\"arguments\":{\"a\":1}}", "{\"status\":\"success\",\"tool\":\"there\",\"result\":{\"a\":1}}");
+    CHECK(!pthread_equal(seen_thread, pthread_self()));
+    reg("{\"name\":\"here_msg\",\"on_caller_thread\":true}", "message");
+    CHECK_ENVELOPE("{\"tool\":\"here_msg\"}", "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"the disk is full\"}");
+    reg("{\"name\":\"here_twice\",\"on_caller_thread\":true}", "twice");
+    CHECK_ENVELOPE("{\"tool\":\"here_twice\"}", "{\"status\":\"success\",\"tool\":\"here_twice\",\"result\":[2,3]}");
+    reg("{\"name\":\"here_bad\",\"on_caller_thread\":true}", "badjson");
+    r = clara_evaluate("{\"tool\":\"here_bad\"}");
+    CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"tool_failed\"");
+    clara_free_string(r);
+    CHECK_INT(clara_register_tool("{\"name\":\"here_slow\",\"on_caller_thread\":true,\"limits\":{\"timeout_ms\":20}}", sleeper,
+                                  (void *)200, NULL),
+              CLARA_OK);
+    CHECK_ENVELOPE("{\"tool\":\"here_slow\"}",
+                   "{\"status\":\"error\",\"error\":\"timeout\",\"message\":\"tool \\\"here_slow\\\" ran past its timeout (on the "
+                   "caller's thread, where it cannot be cut short; its answer was dropped)\"}");
+    /* The tool ran to its end before the answer came back. */
+    CHECK_INT(finished_count(), before_finished + 1);
+    CHECK_INT(clara_register_tool("{\"name\":\"here_bool\",\"on_caller_thread\":1}", where_am_i, NULL, NULL), -CLARA_EINVAL);
+    free(clara_reset());
+}
+
+/* Reports kept in C on the tool's own thread, and the ones that go
+ * through Go: from a thread the tool starts (and joins), and after the tool
+ * returned (ignored). A tool that calls clara_evaluate of another tool on
+ * its own thread keeps its own report. */
+struct report_job {
+    clara_call *call;
+};
+
+static void *report_from_thread(void *arg) {
+    struct report_job *j = arg;
+    clara_call_result(j->call, "{\"from\":\"helper thread\"}");
+    return NULL;
+}
+
+static clara_call *kept_call;
+
+static int reporter(void *userdata, const char *args, clara_call *call) {
+    const char *mode = userdata;
+    (void)args;
+    if (strcmp(mode, "helper") == 0) {
+        struct report_job j = {call};
+        pthread_t t;
+        if (pthread_create(&t, NULL, report_from_thread, &j) != 0) return 1;
+        pthread_join(t, NULL);
+        return 0;
+    }
+    if (strcmp(mode, "keep") == 0) {
+        kept_call = call;
+        clara_call_result(call, "\"kept\"");
+        return 0;
+    }
+    if (strcmp(mode, "nested") == 0) {
+        char *inner;
+        clara_call_result(call, "\"outer before\"");
+        inner = clara_evaluate("{\"tool\":\"rep_keep_here\"}");
+        clara_free_string(inner);
+        clara_call_error(call, NULL); /* then replaced by nothing: the default message */
+        return 0;
+    }
+    return 1;
+}
+
+static void test_reports_from_other_threads(void) {
+    int i;
+    for (i = 0; i < 2; i++) {
+        const char *here = i ? ",\"on_caller_thread\":true" : "";
+        char desc[128];
+        snprintf(desc, sizeof desc, "{\"name\":\"rep_helper\"%s}", here);
+        CHECK_INT(clara_register_tool(desc, reporter, (void *)"helper", NULL), CLARA_OK);
+        CHECK_ENVELOPE("{\"tool\":\"rep_helper\"}", "{\"status\":\"success\",\"tool\":\"rep_helper\",\"result\":{\"from\":\"helper thread\"}}");
+        snprintf(desc, sizeof desc, "{\"name\":\"rep_keep\"%s}", here);
+        CHECK_INT(clara_register_tool(desc, reporter, (void *)"keep", NULL), CLARA_OK);
+        CHECK_ENVELOPE("{\"tool\":\"rep_keep\"}", "{\"status\":\"success\",\"tool\":\"rep_keep\",\"result\":\"kept\"}");
+        /* The tool returned: a report with its call now is ignored. */
+        clara_call_result(kept_call, "\"late\"");
+        clara_call_error(kept_call, "late");
+        CHECK_ENVELOPE("{\"tool\":\"rep_keep\"}", "{\"status\":\"success\",\"tool\":\"rep_keep\",\"result\":\"kept\"}");
+    }
+    CHECK_INT(clara_register_tool("{\"name\":\"rep_keep_here\",\"on_caller_thread\":true}", reporter, (void *)"keep", NULL),
+              CLARA_OK);
+    CHECK_INT(clara_register_tool("{\"name\":\"rep_nested\"}", reporter, (void *)"nested", NULL), CLARA_OK);
+    CHECK_ENVELOPE("{\"tool\":\"rep_nested\"}", "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"tool failed (code 0)\"}");
+    free(clara_reset());
+}
+
 void tests_tools(void) {
     test_register_call_unregister();
     test_replace_releases_the_old_tool();
     test_registration_errors_release_userdata();
     test_results_and_errors();
     test_timeout();
+    test_on_caller_thread();
+    test_reports_from_other_threads();
     test_userdata_outlives_an_abandoned_call();
     test_max_concurrency_one();
     test_rate_limit();
