@@ -5,15 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/pelletier/go-toml/v2"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
@@ -254,26 +251,7 @@ func decodeManifest(name string, text []byte, v any) protocol.Problems {
 	if len(text) > maxManifest {
 		return protocol.Problems{{File: name, Message: fmt.Sprintf("%d bytes, over the %d-byte limit", len(text), maxManifest)}}
 	}
-	dec := toml.NewDecoder(bytes.NewReader(text))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	var sm *toml.StrictMissingError
-	var de *toml.DecodeError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &sm) && len(sm.Errors) > 0:
-		var ps protocol.Problems
-		for _, e := range sm.Errors {
-			row, col := e.Position()
-			ps = append(ps, protocol.Problem{File: name, Line: row, Col: col, Message: fmt.Sprintf("unknown key %q", strings.Join(e.Key(), "."))})
-		}
-		return ps
-	case errors.As(err, &de):
-		row, col := de.Position()
-		return protocol.Problems{{File: name, Line: row, Col: col, Message: strings.TrimPrefix(de.Error(), "toml: ")}}
-	}
-	return protocol.Problems{{File: name, Line: 1, Message: err.Error()}}
+	return rules.DecodeTOML(name, text, v)
 }
 
 // lineOf is the line where key is first written, 1 when it is not.

@@ -206,6 +206,13 @@ func decode(name string, text []byte, isJSON bool, v any) protocol.Problems {
 	if isJSON {
 		return decodeJSON(name, text, v)
 	}
+	return DecodeTOML(name, text, v)
+}
+
+// DecodeTOML decodes text strictly into v: an unknown key or a value of the
+// wrong type is a problem at its line and column (plugin manifests use it
+// too, so both read alike).
+func DecodeTOML(name string, text []byte, v any) protocol.Problems {
 	dec := toml.NewDecoder(bytes.NewReader(text))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
