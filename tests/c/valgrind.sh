@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 harness=$1
 vg=(valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
-    --error-exitcode=99 --suppressions="$here/go-runtime.supp")
+    --error-exitcode=99 --suppressions="$here/go-runtime.supp" --fair-sched=yes)
 log=$(mktemp)
 trap 'rm -f "$log" "$root/build/leak_canary" "$root/build/stress_workers_vg"' EXIT
 
@@ -22,10 +22,10 @@ if ! env -u CLARA_CONFIG -u CLARA_LOG CLARA_HARNESS_SCALE=0.05 "${vg[@]}" "$harn
 fi
 grep -v -e '^--' -e '^==.*Warning' -e 'get_Form' "$log" || true
 
-echo "valgrind: C tools called back to back from 1 then 4 threads (stress_workers, --fair-sched=yes)"
+echo "valgrind: C tools called back to back from 1 then 4 threads (stress_workers)"
 ${CC:-cc} -O2 -g -Wall -Wextra -Werror -I"$root/include" -pthread "$here/stress_workers.c" -o "$root/build/stress_workers_vg" \
   -L"$root/lib" -lclara -Wl,-rpath,"$root/lib"
-if ! "${vg[@]}" --fair-sched=yes "$root/build/stress_workers_vg" 1500 4 >"$log" 2>&1; then
+if ! "${vg[@]}" "$root/build/stress_workers_vg" 1500 4 >"$log" 2>&1; then
   cat "$log"
   echo "valgrind: FAILED: the worker pool touched memory it does not own (log above)" >&2
   exit 1

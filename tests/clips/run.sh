@@ -112,7 +112,7 @@ if [[ -n "$bridge_check" ]]; then
   if command -v valgrind > /dev/null; then
     echo "clips: $bridge_check under valgrind"
     run=(valgrind --quiet --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
-         --error-exitcode=99 --suppressions="$dir/../c/go-runtime.supp" "$bridge_check")
+         --error-exitcode=99 --suppressions="$dir/../c/go-runtime.supp" --fair-sched=yes "$bridge_check")
   else
     echo "clips: $bridge_check (valgrind is not installed: no leak check)"
     run=("$bridge_check")
