@@ -27,6 +27,7 @@ type toolCall struct {
 	id      []byte        // the request's id, for the audit; borrowed
 	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
 	nested  bool          // made by a rule, a script or a tool, not by the host
+	scanned bool          // args come from a request protocol.Parse scanned strictly
 	rep     *report       // what the rules and callbacks say, for the envelope
 	state   *requestState // the host's request this call answers; nil for nested calls
 }
@@ -122,7 +123,13 @@ const adminOutOfReach = "it is an administrative tool, which calls made by rules
 // execute validates, rate-limits and runs the call (or answers for it in
 // test mode).
 func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, start time.Time) ([]byte, bool, *protocol.Error) {
-	if perr := t.Validate(c.args); perr != nil {
+	var perr *protocol.Error
+	if c.scanned {
+		perr = t.ValidateScanned(c.args)
+	} else {
+		perr = t.Validate(c.args)
+	}
+	if perr != nil {
 		return nil, false, perr
 	}
 	if perr := t.Admit(c.session, start); perr != nil {

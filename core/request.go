@@ -60,6 +60,7 @@ func (e *Engine) newToolCall(s *snapshot, r *protocol.Request, c *toolCall) *pro
 		name = s.config.DefaultEvaluator
 	}
 	c.name, c.session, c.args, c.id, c.meta = name, r.Session, r.Arguments, r.ID, r.Meta
+	c.scanned = true // protocol.Parse refused duplicate keys in the arguments too
 	c.scope = toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)}
 	c.rep.wantTrace = r.Trace
 	if r.Policy != nil {

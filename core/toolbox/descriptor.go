@@ -348,19 +348,21 @@ type Violation struct {
 // listing every violation, or nil. simple, when the schema compiled to
 // one, answers for valid arguments without decoding them; everything else
 // goes to s.
-func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []byte) *protocol.Error {
+func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []byte, scanned bool) *protocol.Error {
 	if s == nil {
 		return nil
 	}
 	// The validator reads a repeated key's last value, gjson (and so most
 	// tools) its first: with duplicates, the tool could see arguments that
-	// were never validated. Requests are already scanned strictly; this
-	// also covers callers of the toolbox that skip the protocol.
-	if _, serr := protocol.ScanStrict(args, maxResultDepth); serr != nil {
-		if strings.HasPrefix(serr.Reason, "duplicate key") {
-			return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments: %v", name, serr)
+	// were never validated. Requests are already scanned strictly (scanned);
+	// this covers the arguments of chats, rules and scripts.
+	if !scanned {
+		if _, serr := protocol.ScanStrict(args, maxResultDepth); serr != nil {
+			if strings.HasPrefix(serr.Reason, "duplicate key") {
+				return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments: %v", name, serr)
+			}
+			return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, serr)
 		}
-		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, serr)
 	}
 	if simple != nil && simple.check(args) == verdictValid {
 		return nil

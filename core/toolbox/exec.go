@@ -29,7 +29,13 @@ type Defaults struct {
 // Validate checks arguments against the tool's input_schema; the error
 // lists every violation with its JSON pointer.
 func (t *Tool) Validate(args []byte) *protocol.Error {
-	return validate(t.Name, t.schema, t.simple, args)
+	return validate(t.Name, t.schema, t.simple, args, false)
+}
+
+// ValidateScanned is Validate for arguments that protocol.Parse already
+// scanned strictly (duplicate keys refused): the scan is not done twice.
+func (t *Tool) ValidateScanned(args []byte) *protocol.Error {
+	return validate(t.Name, t.schema, t.simple, args, true)
 }
 
 // Admit applies rate_per_min at now: nil, or rate_limited with

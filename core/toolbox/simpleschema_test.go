@@ -87,7 +87,7 @@ func TestSimpleSchema_suite(t *testing.T) {
 				}
 				// Whatever the direct check says, the call's answer is
 				// the expected one.
-				if perr := validate("suite", full, simple, data.Bytes()); (perr == nil) != tc.Valid {
+				if perr := validate("suite", full, simple, data.Bytes(), false); (perr == nil) != tc.Valid {
 					t.Errorf("%s: validate says %v, want valid=%v", what, perr, tc.Valid)
 				}
 			}
@@ -203,7 +203,7 @@ func TestSimpleSchema_agrees(t *testing.T) {
 		if got := simple.check([]byte(tc.args)); got != tc.verdict {
 			t.Errorf("%s: direct check %d, want %d", tc.args, got, tc.verdict)
 		}
-		with, without := validate("g", full, simple, []byte(tc.args)), validate("g", full, nil, []byte(tc.args))
+		with, without := validate("g", full, simple, []byte(tc.args), false), validate("g", full, nil, []byte(tc.args), false)
 		if errText(with) != errText(without) {
 			t.Errorf("%s:\n with the direct check: %s\n without:               %s", tc.args, errText(with), errText(without))
 		}
@@ -236,7 +236,7 @@ func BenchmarkValidate_schema5(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				if perr := validate("g", full, bc.simple, args); perr != nil {
+				if perr := validate("g", full, bc.simple, args, true); perr != nil {
 					b.Fatal(perr)
 				}
 			}
