@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type Server struct {
 	ln      net.Listener
 	srv     *http.Server
 	scripts map[string]*scriptState
+	// servePanic is what the accept loop panicked with, if it did: Err
+	// reports it instead of the panic taking the test process down.
+	servePanic atomic.Pointer[string]
 }
 
 type scriptState struct {
@@ -85,7 +89,15 @@ func NewServer(addr string, scripts ...*Script) (*Server, error) {
 	s.ln = ln
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ErrorLog: discardLog}
-	go func() { _ = s.srv.Serve(ln) }()
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				msg := fmt.Sprintf("the server stopped: panic: %v", v)
+				s.servePanic.Store(&msg)
+			}
+		}()
+		_ = s.srv.Serve(ln)
+	}()
 	return s, nil
 }
 
@@ -128,6 +140,9 @@ func (s *Server) Reports() []Report {
 // served to its end; otherwise it lists what went wrong.
 func (s *Server) Err() error {
 	var msgs []string
+	if p := s.servePanic.Load(); p != nil {
+		msgs = append(msgs, *p)
+	}
 	for _, r := range s.Reports() {
 		for _, f := range r.Failures {
 			msgs = append(msgs, r.Script+": "+f)
