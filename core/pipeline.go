@@ -28,6 +28,7 @@ type toolCall struct {
 	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
 	nested  bool          // made by a rule, a script or a tool, not by the host
 	scanned bool          // args come from a request protocol.Parse scanned strictly
+	tool    *toolbox.Tool // looked up already (a host's request), or nil
 	rep     *report       // what the rules and callbacks say, for the envelope
 	state   *requestState // the host's request this call answers; nil for nested calls
 }
@@ -57,7 +58,10 @@ type report struct {
 // callTool runs one call through the pipeline.
 func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.clock.now()
-	t, ok := e.tools.Lookup(c.name)
+	t, ok := c.tool, c.tool != nil
+	if !ok {
+		t, ok = e.tools.Lookup(c.name)
+	}
 	if !ok {
 		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + c.name}
 		e.record(start, e.clock.since(start), c, strings.Clone(c.name), perr)

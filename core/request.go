@@ -27,8 +27,9 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 	}
 	// One allocation for the request: its event tree's budget (as its
 	// context) and the report the rules and callbacks fill.
-	st := newRequestState(ctx, s, e.mayReuseState(s, &r))
-	c := toolCall{rep: &st.rep, state: st}
+	t, _ := e.tools.Lookup(toolName(s, &r)) // once: callTool uses it too
+	st := newRequestState(ctx, s, mayReuseState(t, &r))
+	c := toolCall{rep: &st.rep, state: st, tool: t}
 	if perr := e.newToolCall(s, &r, &c); perr != nil {
 		st.done()
 		return e.fail(dst, r.ID, c.name, perr)
@@ -42,23 +43,24 @@ func (e *Engine) serveRequest(ctx context.Context, dst, req []byte) []byte {
 // requestState), its tool being one that keeps nothing. Other requests
 // allocate theirs: their state is handed on, so the pool would be empty
 // for them and asking it would cost more than allocating.
-func (e *Engine) mayReuseState(s *snapshot, r *protocol.Request) bool {
-	name := r.Tool
+func mayReuseState(t *toolbox.Tool, r *protocol.Request) bool {
+	return t != nil && t.KeepsNothing && !r.Trace
+}
+
+// toolName is the tool a parsed request calls: the default evaluator for
+// the simple form.
+func toolName(s *snapshot, r *protocol.Request) string {
 	if r.Simple {
-		name = s.config.DefaultEvaluator
+		return s.config.DefaultEvaluator
 	}
-	t, ok := e.tools.Lookup(name)
-	return ok && t.KeepsNothing && !r.Trace
+	return r.Tool
 }
 
 // newToolCall fills c (whose rep is set) with the call a parsed request
 // asks for: the tool (the default evaluator for the simple form) and its
 // policy layers. c.name is set even on failure, so that it can be named.
 func (e *Engine) newToolCall(s *snapshot, r *protocol.Request, c *toolCall) *protocol.Error {
-	name := r.Tool
-	if r.Simple {
-		name = s.config.DefaultEvaluator
-	}
+	name := toolName(s, r)
 	c.name, c.session, c.args, c.id, c.meta = name, r.Session, r.Arguments, r.ID, r.Meta
 	c.scanned = true // protocol.Parse refused duplicate keys in the arguments too
 	c.scope = toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)}
