@@ -253,12 +253,16 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 		return e.ev.Context.Lookup(o.path)
 	}
 	before := s.beforeEval && ev.Name != BeforeRuleEval
-	for _, rule := range candidates {
-		if before {
-			e.beforeRuleEval(rule)
-		}
-		if e.fireRule(rule, resolve) {
-			break
+	if idx := trigger.index; idx != nil && !before && !ev.Trace {
+		e.fireIndexed(idx, candidates, resolve)
+	} else {
+		for _, rule := range candidates {
+			if before {
+				e.beforeRuleEval(rule)
+			}
+			if e.fireRule(rule, resolve) {
+				break
+			}
 		}
 	}
 	if e.out == nil {
@@ -273,6 +277,33 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 	}
 	e.applyState()
 	return e.out
+}
+
+// fireIndexed tries the rules of candidates that the value of idx's path
+// leaves possible, in order (all of them when the value is not a scalar:
+// then no comparison on it is decided).
+func (e *emission) fireIndexed(idx *ruleIndex, candidates []*Rule, resolve func(*operand) (Value, bool)) {
+	v, ok := resolve(&idx.key)
+	if !ok || v.kind == 0 {
+		for _, rule := range candidates {
+			if e.fireRule(rule, resolve) {
+				return
+			}
+		}
+		return
+	}
+	rest, keyed := idx.candidates(v)
+	for i, j := 0, 0; i < len(rest) || j < len(keyed); {
+		var at int32
+		if j == len(keyed) || (i < len(rest) && rest[i] < keyed[j]) {
+			at, i = rest[i], i+1
+		} else {
+			at, j = keyed[j], j+1
+		}
+		if e.fireRule(candidates[at], resolve) {
+			return
+		}
+	}
 }
 
 // emission is one Fire at work: its event, what its rules did so far, and

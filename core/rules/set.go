@@ -70,6 +70,9 @@ func bindSet(rules []*Rule, thresholds map[string]any) *Set {
 	set.thresholds = thresholds
 	set.slots = assignSlots(rules)
 	markToolFields(rules)
+	for _, t := range set.triggers {
+		t.index = buildIndex(t.rules) // after assignSlots: the key keeps its slot
+	}
 	return set
 }
 
@@ -192,6 +195,7 @@ type Trigger struct {
 	rules []*Rule
 	needs Needs
 	set   *Set
+	index *ruleIndex // nil when too few rules test one path (index.go)
 	// lastFired is how many rules the last emission of the event fired:
 	// the next one makes room for as many at once (an event's emissions
 	// tend to fire alike) instead of regrowing its outcome as rules fire.

@@ -1,0 +1,119 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// indexedRules are rules on one trigger, most keyed on context.group, with
+// every way a key can be decided, undecided or not a key at all.
+func indexedRules() []string {
+	var texts []string
+	add := func(id, extra, cond string) {
+		texts = append(texts, rule(id, "on_x", extra, cond, notify(id+" {{ context.level }}")))
+	}
+	for g := 0; g < 4; g++ {
+		add(fmt.Sprintf("simple%d", g), "", fmt.Sprintf("context.group == %d and context.level >= 0", g))
+		add(fmt.Sprintf("guarded%d", g), "", fmt.Sprintf("len(context.tags) > 0 and context.group == %d", g))
+		add(fmt.Sprintf("literalLeft%d", g), "priority = 5", fmt.Sprintf("%d == context.group", g))
+	}
+	// A guard whose condition fails in expr when it is tried.
+	add("erring", "", "context.group == 2 and context.missing.x > 1")
+	// Keys of other kinds on the same path.
+	add("str", "", `context.group == "2"`)
+	add("bool", "", "context.group == true")
+	// Not keys: the key is not the first term, or not equality, or in an or.
+	add("second", "", "context.level >= 0 and context.group == 1")
+	add("notEq", "", "context.group != 1")
+	add("either", "", "context.group == 1 or context.level > 100")
+	add("always", "priority = 1", "")
+	// A threshold folded into a key, and one that is not there.
+	add("threshold", "", "context.group == thresholds.g and context.level > 0")
+	add("noThreshold", "", "context.group == thresholds.absent")
+	// Stop after a keyed rule of high priority.
+	add("stopper", "priority = 50\nstop = true", "context.group == 3 and context.level == 99")
+	return texts
+}
+
+// TestIndex_sameAsTryingEveryRule fires events of every kind of key value
+// through a set with its index and the same set without it: the same
+// rules fire, in the same order, with the same notices and the same log.
+func TestIndex_sameAsTryingEveryRule(t *testing.T) {
+	thresholds := map[string]any{"g": 2.0}
+	indexed := mustLoad(t, thresholds, indexedRules()...)
+	plain := mustLoad(t, thresholds, indexedRules()...)
+	if indexed.triggers["on_x"].index == nil {
+		t.Fatal("on_x is not indexed")
+	}
+	for _, tr := range plain.triggers {
+		tr.index = nil
+	}
+	values := []any{0.0, 1.0, 2.0, 3.0, -0.0, 7.0, "2", "x", true, false, nil, []any{1.0},
+		map[string]any{"a": 1.0}, math.NaN(), math.Inf(1), "absent"}
+	for _, group := range values {
+		for _, level := range []any{7.0, 99.0, "high", nil} {
+			c := map[string]any{"level": level, "tags": []any{"a"}}
+			if group != "absent" {
+				c["group"] = group
+			}
+			name := fmt.Sprintf("group=%v level=%v", group, level)
+			hi, hp := &recHost{t: t}, &recHost{t: t}
+			oi, op := fire(indexed, hi, "on_x", c, false), fire(plain, hp, "on_x", c, false)
+			if !reflect.DeepEqual(firedIDs(oi), firedIDs(op)) || !reflect.DeepEqual(messages(oi), messages(op)) {
+				t.Errorf("%s: fired %v %v with the index, %v %v without", name, firedIDs(oi), messages(oi), firedIDs(op), messages(op))
+			}
+			if !reflect.DeepEqual(hi.logs, hp.logs) {
+				t.Errorf("%s: logged %v with the index, %v without", name, hi.logs, hp.logs)
+			}
+		}
+	}
+}
+
+// TestIndex_leavesOutDecidedRules: a value of the key's kind leaves out
+// the rules keyed on another value of that kind, and only those.
+func TestIndex_leavesOutDecidedRules(t *testing.T) {
+	set := mustLoad(t, map[string]any{"g": 2.0}, indexedRules()...)
+	tr := set.triggers["on_x"]
+	ids := func(v Value) (out []string) {
+		rest, keyed := tr.index.candidates(v)
+		for _, at := range append(append([]int32(nil), rest...), keyed...) {
+			out = append(out, tr.rules[at].ID)
+		}
+		return out
+	}
+	got := map[string]bool{}
+	for _, id := range ids(Number(2)) {
+		got[id] = true
+	}
+	for _, want := range []string{"simple2", "guarded2", "literalLeft2", "erring", "threshold", "str", "bool",
+		"second", "notEq", "either", "always", "noThreshold"} {
+		if !got[want] {
+			t.Errorf("group 2 leaves out %s", want)
+		}
+	}
+	for _, out := range []string{"simple1", "guarded3", "literalLeft0", "stopper"} {
+		if got[out] {
+			t.Errorf("group 2 tries %s", out)
+		}
+	}
+	if n := len(ids(String("x"))); n != len(tr.rules)-1 { // only "str" is keyed on a string, not "x"
+		t.Errorf("group \"x\": %d candidates of %d, want all but one", n, len(tr.rules))
+	}
+}
+
+// TestIndex_notWithTraceOrTooFewKeys: too few keyed rules make no index;
+// with trace, every rule is tried and explained.
+func TestIndex_notWithTraceOrTooFewKeys(t *testing.T) {
+	few := mustLoad(t, nil, rule("a", "on_x", "", "context.group == 1", notify("a")),
+		rule("b", "on_x", "", "context.group == 2", notify("b")))
+	if few.triggers["on_x"].index != nil {
+		t.Error("two keyed rules are indexed")
+	}
+	set := mustLoad(t, map[string]any{"g": 2.0}, indexedRules()...)
+	out := fire(set, &recHost{t: t}, "on_x", map[string]any{"group": 1.0, "level": 7.0, "tags": []any{"a"}}, true)
+	if len(out.Trace) != len(set.triggers["on_x"].rules) {
+		t.Errorf("trace explains %d rules of %d", len(out.Trace), len(set.triggers["on_x"].rules))
+	}
+}
