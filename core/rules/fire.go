@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr/vm"
 
@@ -238,6 +239,9 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 		if o.literal {
 			return o.value, true
 		}
+		if o.count {
+			return e.count(o.path)
+		}
 		if o.slot > 0 {
 			sv := &e.slots[o.slot-1]
 			if !sv.looked {
@@ -439,6 +443,12 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v 
 		v.value = v.matched
 	} else if rule.foldedGuards != nil && !e.ev.Trace && ruledOut(rule.foldedGuards, resolve) {
 		v.matched, decided = false, true
+	} else if rule.foldedCounted != nil {
+		// Decided, it is what expr would say (the condition is simple but
+		// for len(), which count reads as expr's len does).
+		if m, ok := rule.foldedCounted.eval(resolve); ok {
+			v.matched, decided, v.value = m, true, m
+		}
 	}
 	switch {
 	case rule.luaCond != nil:
@@ -456,6 +466,25 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v 
 	if v.err != nil {
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d): condition: %v", rule.ID, rule.File, rule.Line, v.err))
 	}
+}
+
+// count is len() of what a context path holds, as expr's len counts it:
+// a list's elements, an object's keys, a string's characters. ok is false
+// for anything else, absent included: expr decides (and fails).
+func (e *emission) count(path []string) (Value, bool) {
+	v, ok := walk(e.contextIn(e.ns), path)
+	if !ok {
+		return Value{}, false
+	}
+	switch x := v.(type) {
+	case string:
+		return Number(float64(utf8.RuneCountInString(x))), true
+	case []any:
+		return Number(float64(len(x))), true
+	case map[string]any:
+		return Number(float64(len(x))), true
+	}
+	return Value{}, false
 }
 
 // outcome makes the emission's Outcome, once, with room for the rules

@@ -408,6 +408,7 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 		r.simple = parseSimple(text)
 		if r.simple == nil {
 			r.guards = parseGuards(text)
+			r.counted = parseCounted(text)
 		}
 	}
 }

@@ -30,12 +30,16 @@ type Rule struct {
 	folded       *simpleCond  // simple with the Set's thresholds read in
 	guards       []comparison // when not simple: comparisons that can rule it out
 	foldedGuards []comparison
-	actions      []action
-	order        int      // load order, the tie-break of equal priorities
-	sources      []string // condition and template texts, to find what they read
-	luaCond      *rulelua.Script
-	semantic     *semanticCond // a semantic condition (semantic.go)
-	lua          bool          // a Lua condition or action: reads context whole
+	// counted is, for a condition that is simple but for len() of context
+	// paths, its fast form (tried after the guards); foldedCounted has the
+	// Set's thresholds read in.
+	counted, foldedCounted *simpleCond
+	actions                []action
+	order                  int      // load order, the tie-break of equal priorities
+	sources                []string // condition and template texts, to find what they read
+	luaCond                *rulelua.Script
+	semantic               *semanticCond // a semantic condition (semantic.go)
+	lua                    bool          // a Lua condition or action: reads context whole
 }
 
 // Set is a compiled, immutable rule set.
@@ -58,9 +62,12 @@ type Set struct {
 // and the context paths they read their slots.
 func bindSet(rules []*Rule, thresholds map[string]any) *Set {
 	for _, r := range rules {
-		r.folded, r.foldedGuards = nil, nil
+		r.folded, r.foldedGuards, r.foldedCounted = nil, nil, nil
 		if r.simple != nil {
 			r.folded = r.simple.fold(thresholds)
+		}
+		if r.counted != nil {
+			r.foldedCounted = r.counted.fold(thresholds)
 		}
 		if r.guards != nil {
 			r.foldedGuards = (&simpleCond{terms: r.guards}).fold(thresholds).terms

@@ -111,6 +111,7 @@ type operand struct {
 	root    string    // "context" or "thresholds"
 	path    []string  // after the root
 	slot    int       // context paths: 1 + the path's number in its Set (assignSlots)
+	count   bool      // len(context.path): what the path holds, counted as expr's len counts
 	tool    toolField // context.tool.<field>, for Trigger.RuledOut (markToolFields)
 }
 
@@ -273,7 +274,19 @@ var simpleOr = regexp.MustCompile(`\s+(?:or|\|\|)\s+`)
 // parseSimple returns the simple form of a condition, or nil. A string
 // literal holding " and " splits into pieces that are not comparisons, so
 // such conditions are simply left to expr.
-func parseSimple(src string) *simpleCond {
+func parseSimple(src string) *simpleCond { return parseSimpleWith(src, false) }
+
+// parseCounted is parseSimple also taking len(context.path) as an
+// operand: the form a condition that is not simple only because it
+// counts is evaluated in (Rule.counted), after its guards.
+func parseCounted(src string) *simpleCond {
+	if !strings.Contains(src, "len(") {
+		return nil
+	}
+	return parseSimpleWith(src, true)
+}
+
+func parseSimpleWith(src string, counts bool) *simpleCond {
 	ands, ors := simpleAnd.Split(src, -1), simpleOr.Split(src, -1)
 	if len(ands) > 1 && len(ors) > 1 {
 		return nil // mixed: precedence is expr's business
@@ -284,7 +297,7 @@ func parseSimple(src string) *simpleCond {
 		pieces, c.or = ors, true
 	}
 	for _, p := range pieces {
-		cmp, ok := parseComparison(p)
+		cmp, ok := parseComparisonWith(p, counts)
 		if !ok {
 			return nil
 		}
@@ -293,20 +306,29 @@ func parseSimple(src string) *simpleCond {
 	return c
 }
 
-func parseComparison(src string) (comparison, bool) {
+func parseComparison(src string) (comparison, bool) { return parseComparisonWith(src, false) }
+
+func parseComparisonWith(src string, counts bool) (comparison, bool) {
 	m := simpleShape.FindStringSubmatch(src)
 	if m == nil {
 		return comparison{}, false
 	}
-	l, ok1 := parseOperand(m[1])
-	r, ok2 := parseOperand(m[3])
+	l, ok1 := parseOperand(m[1], counts)
+	r, ok2 := parseOperand(m[3], counts)
 	if !ok1 || !ok2 || (l.literal && r.literal) {
 		return comparison{}, false
 	}
 	return comparison{op: m[2], left: l, right: r}, true
 }
 
-func parseOperand(s string) (operand, bool) {
+func parseOperand(s string, counts bool) (operand, bool) {
+	if inner, ok := strings.CutPrefix(s, "len("); ok && counts && strings.HasSuffix(inner, ")") {
+		inner = inner[:len(inner)-1]
+		if !simplePath.MatchString(inner) || !strings.HasPrefix(inner, "context.") {
+			return operand{}, false
+		}
+		return operand{root: "context", path: strings.Split(inner, ".")[1:], count: true}, true
+	}
 	switch {
 	case simplePath.MatchString(s):
 		parts := strings.Split(s, ".")
