@@ -62,8 +62,15 @@ func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, p
 	defer src.release()
 	out := e.fire(ctx, s, rep, src)
 	body := rules.Outcome{Fired: out.Fired, Notices: out.Notices, Denied: out.Denied, Trace: rep.trace}
-	// Room for a typical answer: a rule fired with its actions is ~150 bytes.
-	if need := len(dst) + 64 + 192*(len(out.Fired)+len(out.Notices)); cap(dst) < need {
+	// Room for a typical answer: a fired rule or a notice is ~80 bytes
+	// besides its message, which a notify_self writes twice (its record,
+	// its notice). A close guess matters: the host's buffer takes an
+	// answer that fits, and one guessed larger than it goes through Go.
+	need := len(dst) + 64 + 96*(len(out.Fired)+len(out.Notices))
+	for i := range out.Notices {
+		need += 2 * len(out.Notices[i].Message)
+	}
+	if cap(dst) < need {
 		dst = append(make([]byte, 0, need), dst...)
 	}
 	return body.AppendJSON(dst, trace), nil // "trace" present, if empty, when asked for

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"unsafe"
 
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -52,9 +53,47 @@ func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 	return append(dst, ']')
 }
 
+// written remembers where strings were written as JSON in the answer
+// being built, by the address and length of their bytes: the same string
+// (a rule's ID, a notice's message in its record and in Notices, the
+// priority, the event's name) is escaped once, then copied. An answer
+// writes each of these several times; escaping is what its encoding
+// spent most on.
+type written struct {
+	at [1 << writtenBits]struct {
+		p          *byte
+		n          int
+		start, end int
+	}
+}
+
+const writtenBits = 6
+
+// appendString is protocol.AppendString(dst, s), copied from where s was
+// written before when it was (dst is the buffer it was written to).
+func (w *written) appendString(dst []byte, s string) []byte {
+	if w == nil || len(s) == 0 {
+		return protocol.AppendString(dst, s)
+	}
+	p := unsafe.StringData(s)
+	// Fibonacci hashing: strings made one after the other lie a size
+	// class apart, which the low bits of their addresses alone would
+	// crowd into a few entries.
+	h := uint64(uintptr(unsafe.Pointer(p))^uintptr(len(s))<<48) * 0x9E3779B97F4A7C15
+	e := &w.at[h>>(64-writtenBits)]
+	if e.p == p && e.n == len(s) {
+		return append(dst, dst[e.start:e.end]...)
+	}
+	start := len(dst)
+	dst = protocol.AppendString(dst, s)
+	e.p, e.n, e.start, e.end = p, len(s), start, len(dst)
+	return dst
+}
+
 // AppendJSON appends the outcome as the result object of an emission:
 // {"fired":[...],"notices":[...],"denied":...}, with "trace" when withTrace.
 func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
+	var w written
 	dst = append(dst, `{"fired":[`...)
 	for i := range o.Fired {
 		if i > 0 {
@@ -62,17 +101,17 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 		}
 		f := &o.Fired[i]
 		dst = append(dst, `{"rule":`...)
-		dst = protocol.AppendString(dst, f.Rule)
+		dst = w.appendString(dst, f.Rule)
 		if f.Event != "" {
 			dst = append(dst, `,"event":`...)
-			dst = protocol.AppendString(dst, f.Event)
+			dst = w.appendString(dst, f.Event)
 		}
 		dst = append(dst, `,"actions":`...)
-		dst = appendRecords(dst, f.Actions)
+		dst = appendRecordsWith(dst, f.Actions, &w)
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"notices":`...)
-	dst = protocol.AppendNotices(dst, o.Notices)
+	dst = appendNotices(dst, o.Notices, &w)
 	dst = append(dst, `,"denied":`...)
 	if o.Denied == nil {
 		dst = append(dst, "null"...)
@@ -91,6 +130,10 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 }
 
 func appendRecords(dst []byte, records []ActionRecord) []byte {
+	return appendRecordsWith(dst, records, nil)
+}
+
+func appendRecordsWith(dst []byte, records []ActionRecord, w *written) []byte {
 	if records == nil {
 		return append(dst, "null"...)
 	}
@@ -99,7 +142,35 @@ func appendRecords(dst []byte, records []ActionRecord) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendRecord(dst, &records[i])
+		dst = appendRecordWith(dst, &records[i], w)
+	}
+	return append(dst, ']')
+}
+
+// appendNotices is protocol.AppendNotices, its strings written through w.
+func appendNotices(dst []byte, ns []protocol.Notice, w *written) []byte {
+	dst = append(dst, '[')
+	for i := range ns {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		n := &ns[i]
+		if n.Callback != "" {
+			dst = append(dst, `{"callback":`...)
+			dst = w.appendString(dst, n.Callback)
+		} else {
+			dst = append(dst, `{"rule":`...)
+			dst = w.appendString(dst, n.Rule)
+		}
+		dst = append(dst, `,"message":`...)
+		dst = w.appendString(dst, n.Message)
+		dst = append(dst, `,"priority":`...)
+		dst = w.appendString(dst, n.Priority)
+		if n.Event != "" {
+			dst = append(dst, `,"event":`...)
+			dst = w.appendString(dst, n.Event)
+		}
+		dst = append(dst, '}')
 	}
 	return append(dst, ']')
 }

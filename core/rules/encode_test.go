@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"github.com/clara-lib/clara/core/protocol"
 	"math"
 	"reflect"
@@ -207,5 +208,53 @@ func TestAppendCase(t *testing.T) {
 		if got := string(appendCase([]byte("x"), s, false)); got != "x"+strings.ToLower(s) {
 			t.Errorf("lower %q: %q", s, got)
 		}
+	}
+}
+
+// TestAppendJSON_sharedStrings: strings written again (the same string in
+// a record and its notice, a priority, an event's name) are copied from
+// where they were first written, byte for byte what escaping them again
+// writes; so are strings of equal bytes held apart, and substrings.
+func TestAppendJSON_sharedStrings(t *testing.T) {
+	msg := "a \"quoted\" <message>\n\u0001é"
+	long := strings.Repeat("x\"", 40)
+	var fired []Fired
+	var notices []protocol.Notice
+	for i := 0; i < 70; i++ { // more strings than the table has room for
+		id := fmt.Sprintf("r%d", i)
+		m := msg
+		switch i % 3 {
+		case 1:
+			m = string([]byte(msg)) // the same bytes elsewhere
+		case 2:
+			m = long[i%7 : 40+i%5] // substrings of one string
+		}
+		if i%10 == 0 { // substrings of one start, their lengths apart by powers of two
+			m = long[:1<<(i/10)]
+		}
+		fired = append(fired, Fired{Rule: id, Actions: []ActionRecord{{Type: ActNotify, Message: m, Priority: "high"},
+			{Type: ActLog, Level: "warn", Message: id}}})
+		notices = append(notices, protocol.Notice{Rule: id, Message: m, Priority: "high", Event: "on_x"})
+	}
+	notices = append(notices, protocol.Notice{Callback: "cb", Message: msg, Priority: "low"})
+	out := &Outcome{Fired: fired, Notices: notices}
+	got := out.AppendJSON(nil, false)
+	// The reference: every string escaped where it is written.
+	want := []byte(`{"fired":[`)
+	for i := range fired {
+		if i > 0 {
+			want = append(want, ',')
+		}
+		want = append(want, `{"rule":`...)
+		want = protocol.AppendString(want, fired[i].Rule)
+		want = append(want, `,"actions":`...)
+		want = appendRecords(want, fired[i].Actions)
+		want = append(want, '}')
+	}
+	want = append(want, `],"notices":`...)
+	want = protocol.AppendNotices(want, notices)
+	want = append(want, `,"denied":null}`...)
+	if !bytes.Equal(got, want) {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

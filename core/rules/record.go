@@ -3,8 +3,6 @@ package rules
 import (
 	"encoding/json"
 	"strconv"
-
-	"github.com/clara-lib/clara/core/protocol"
 )
 
 // ActionRecord is what one action of a fired rule did, as listed in Fired
@@ -88,7 +86,11 @@ func (r ActionRecord) MarshalJSON() ([]byte, error) { return appendRecord(nil, &
 // appendRecord writes the record as appendValue would write a map of its
 // keys (those fields says it has, "type" and "error"), sorted, without
 // building the map. It is the one serializer of records.
-func appendRecord(dst []byte, r *ActionRecord) []byte {
+func appendRecord(dst []byte, r *ActionRecord) []byte { return appendRecordWith(dst, r, nil) }
+
+// appendRecordWith is appendRecord writing its strings through w (nil:
+// each escaped where it is written).
+func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
 	f := r.fields()
 	dst = append(dst, '{')
 	// Keys in sorted order: error, event, fired, key, level, message,
@@ -96,12 +98,12 @@ func appendRecord(dst []byte, r *ActionRecord) []byte {
 	// so every key before it is followed by a comma.
 	if r.Error != "" {
 		dst = append(dst, `"error":`...)
-		dst = protocol.AppendString(dst, r.Error)
+		dst = w.appendString(dst, r.Error)
 		dst = append(dst, ',')
 	}
 	if f&recEvent != 0 {
 		dst = append(dst, `"event":`...)
-		dst = protocol.AppendString(dst, r.Event)
+		dst = w.appendString(dst, r.Event)
 		dst = append(dst, ',')
 	}
 	if f&recFired != 0 {
@@ -111,27 +113,27 @@ func appendRecord(dst []byte, r *ActionRecord) []byte {
 	}
 	if f&recKey != 0 {
 		dst = append(dst, `"key":`...)
-		dst = protocol.AppendString(dst, r.Key)
+		dst = w.appendString(dst, r.Key)
 		dst = append(dst, ',')
 	}
 	if f&recLevel != 0 {
 		dst = append(dst, `"level":`...)
-		dst = protocol.AppendString(dst, r.Level)
+		dst = w.appendString(dst, r.Level)
 		dst = append(dst, ',')
 	}
 	if f&recMessage != 0 {
 		dst = append(dst, `"message":`...)
-		dst = protocol.AppendString(dst, r.Message)
+		dst = w.appendString(dst, r.Message)
 		dst = append(dst, ',')
 	}
 	if f&recPriority != 0 {
 		dst = append(dst, `"priority":`...)
-		dst = protocol.AppendString(dst, r.Priority)
+		dst = w.appendString(dst, r.Priority)
 		dst = append(dst, ',')
 	}
 	if f&recReason != 0 {
 		dst = append(dst, `"reason":`...)
-		dst = protocol.AppendString(dst, r.Reason)
+		dst = w.appendString(dst, r.Reason)
 		dst = append(dst, ',')
 	}
 	if f&recResult != 0 {
@@ -145,11 +147,11 @@ func appendRecord(dst []byte, r *ActionRecord) []byte {
 	}
 	if f&recTool != 0 {
 		dst = append(dst, `"tool":`...)
-		dst = protocol.AppendString(dst, r.Tool)
+		dst = w.appendString(dst, r.Tool)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"type":`...)
-	dst = protocol.AppendString(dst, r.Type)
+	dst = w.appendString(dst, r.Type)
 	if f&recValue != 0 {
 		dst = append(dst, `,"value":`...)
 		dst = appendValue(dst, r.Value)
