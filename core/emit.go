@@ -73,7 +73,11 @@ func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, p
 	if cap(dst) < need {
 		dst = append(make([]byte, 0, need), dst...)
 	}
-	return body.AppendJSON(dst, trace), nil // "trace" present, if empty, when asked for
+	dst = body.AppendJSON(dst, trace) // "trace" present, if empty, when asked for
+	// Written, the outcome is dropped: its memory serves the next
+	// emission (the session's queue holds copies of its notices).
+	out.Release()
+	return dst, nil
 }
 
 // emissionBudget bounds the work one event tree may set off: every event a

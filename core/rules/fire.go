@@ -104,7 +104,37 @@ type Outcome struct {
 	Notices []protocol.Notice `json:"notices"`
 	Denied  *Denial           `json:"denied"`
 	Trace   []TraceEntry      `json:"trace,omitempty"`
+
+	// Of an outcome Fire made: the block its action records were made in
+	// last, for Release to keep with Fired and Notices.
+	recs     []ActionRecord
+	fromFire bool
 }
+
+// released are outcomes given back by Release, their slices emptied with
+// their room kept: the next emission that fires makes its outcome there.
+var released sync.Pool
+
+// Release gives the outcome's memory (the Fired list, the action records,
+// the Notices list; not the strings they hold) to a coming emission. The
+// caller keeps nothing of it afterwards, nor of its Trace. An outcome
+// that Fire did not make (or too large to keep) is left to the collector.
+// An emission's answer, written once and dropped, is the caller this is
+// for: the memory of its outcome was most of what it allocated.
+func (o *Outcome) Release() {
+	if o == nil || !o.fromFire || cap(o.Fired) > maxReleased || cap(o.Notices) > maxReleased || cap(o.recs) > 4*maxReleased {
+		return
+	}
+	clear(o.Fired)
+	clear(o.Notices)
+	clear(o.recs)
+	*o = Outcome{Fired: o.Fired[:0], Notices: o.Notices[:0], recs: o.recs[:0], fromFire: true}
+	released.Put(o)
+}
+
+// maxReleased bounds the fired rules and notices a released outcome keeps
+// room for.
+const maxReleased = 64
 
 // ContextSource gives Fire an event's context. Lookup reads one scalar
 // without building the whole context (ok false: cannot tell, build it);
@@ -280,6 +310,7 @@ func (s *Set) Fire(ctx context.Context, ev Event, host Host) *Outcome {
 		trigger.lastFired.Store(n)
 	}
 	e.applyState()
+	e.out.recs = e.slab.recs
 	return e.out
 }
 
@@ -493,6 +524,18 @@ func (e *emission) outcome() {
 	if e.out != nil {
 		return
 	}
+	// A released outcome with room enough: its records' block too (zero,
+	// as the slab's room must be).
+	if o, _ := released.Get().(*Outcome); o != nil {
+		if cap(o.Fired) >= e.slab.room {
+			e.out, e.slab.recs = o, o.recs
+			if cap(o.Notices) == 0 {
+				o.Notices = noNotices
+			}
+			return
+		}
+		released.Put(o)
+	}
 	switch n := e.slab.room; {
 	case n == 1:
 		o := new(outcomeOne)
@@ -509,7 +552,7 @@ func (e *emission) outcome() {
 	default:
 		e.out = &Outcome{Fired: make([]Fired, 0, n)}
 	}
-	e.out.Notices = noNotices
+	e.out.Notices, e.out.fromFire = noNotices, true
 }
 
 // applyState commits the emission's set_state writes. When that fails, the

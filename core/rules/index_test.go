@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -115,5 +116,49 @@ func TestIndex_notWithTraceOrTooFewKeys(t *testing.T) {
 	out := fire(set, &recHost{t: t}, "on_x", map[string]any{"group": 1.0, "level": 7.0, "tags": []any{"a"}}, true)
 	if len(out.Trace) != len(set.triggers["on_x"].rules) {
 		t.Errorf("trace explains %d rules of %d", len(out.Trace), len(set.triggers["on_x"].rules))
+	}
+}
+
+// TestRelease_reusedClean: an outcome released after use makes the next
+// emission's, which holds nothing of the first (fewer rules, other
+// messages, no stale record or notice), as an outcome made afresh.
+func TestRelease_reusedClean(t *testing.T) {
+	// A failed action's record has an error, which the next emission's
+	// records, made where it was, must not show.
+	texts := append(indexedRules(), rule("failing", "on_x", "", `context.group == "x"`, "type = \"call_tool\"\ntool = \"t\""))
+	set := mustLoad(t, map[string]any{"g": 2.0}, texts...)
+	fresh := mustLoad(t, map[string]any{"g": 2.0}, texts...)
+	events := []map[string]any{
+		{"group": 2.0, "level": 7.0, "tags": []any{"a"}},
+		{"group": 1.0, "level": "high", "tags": []any{}},
+		{"group": 3.0, "level": 99.0, "tags": []any{"a"}},
+		{"group": "x"},
+	}
+	reused := false
+	var last *Fired
+	for i := 0; i < 40; i++ {
+		c := events[i%len(events)]
+		got := fire(set, &recHost{t: t, toolErr: errors.New("no such tool")}, "on_x", c, false)
+		if len(got.Fired) > 0 && last != nil && &got.Fired[0] == last {
+			reused = true
+		}
+		gotJSON := string(got.AppendJSON(nil, false))
+		want := fire(fresh, &recHost{t: t, toolErr: errors.New("no such tool")}, "on_x", c, false)
+		if wantJSON := string(want.AppendJSON(nil, false)); gotJSON != wantJSON {
+			t.Fatalf("emission %d: %s\nwant %s", i, gotJSON, wantJSON)
+		}
+		last = nil
+		if len(got.Fired) > 0 {
+			last = &got.Fired[0]
+		}
+		got.Release()
+	}
+	if !reused {
+		t.Error("no released outcome was reused")
+	}
+	noOutcome.Release() // shared: left alone
+	(&Outcome{}).Release()
+	if len(noOutcome.Fired) != 0 || noOutcome.Fired == nil || noOutcome.Notices == nil {
+		t.Errorf("noOutcome changed: %+v", noOutcome)
 	}
 }
