@@ -574,6 +574,16 @@ type action struct {
 	logLine   string
 }
 
+// canonical returns the one of names equal to s, else s.
+func canonical(s string, names ...string) string {
+	for _, n := range names {
+		if n == s {
+			return n
+		}
+	}
+	return s
+}
+
 // actionKeys are the keys each action type takes.
 var actionKeys = map[string][]string{
 	ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
@@ -606,6 +616,9 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 	if err := checkActionKeys(d); err != nil {
 		return a, err
 	}
+	// The kind, priority and level are the package's own strings, not
+	// the file's: an answer writes each once and copies it (written).
+	a.kind = canonical(d.Type, ActNotify, ActLog, ActSetState, ActEmit, ActDeny, ActCallTool, ActLua)
 	var err error
 	switch d.Type {
 	case ActNotify:
@@ -617,7 +630,7 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 			if !notifyPriorities[*d.Priority] {
 				return a, fmt.Errorf("priority %q: use low, normal, high or critical", *d.Priority)
 			}
-			a.priority = *d.Priority
+			a.priority = canonical(*d.Priority, "low", "normal", "high", "critical")
 		}
 		a.message, err = c.template(*d.Message)
 	case ActLog:
@@ -629,7 +642,7 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 			if !logLevels[*d.Level] {
 				return a, fmt.Errorf("level %q: use debug, info, warn or error", *d.Level)
 			}
-			a.level = *d.Level
+			a.level = canonical(*d.Level, "debug", "info", "warn", "error")
 		}
 		a.message, err = c.template(*d.Message)
 	case ActSetState:

@@ -58,35 +58,44 @@ func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 // (a rule's ID, a notice's message in its record and in Notices, the
 // priority, the event's name) is escaped once, then copied. An answer
 // writes each of these several times; escaping is what its encoding
-// spent most on.
+// spent most on. (Addresses as integers: the outcome being written keeps
+// its strings alive, and nothing is kept past it.)
 type written struct {
 	at [1 << writtenBits]struct {
-		p          *byte
+		p          uintptr
 		n          int
-		start, end int
+		start, end int32
 	}
 }
 
-const writtenBits = 6
+const writtenBits = 7
 
 // appendString is protocol.AppendString(dst, s), copied from where s was
 // written before when it was (dst is the buffer it was written to).
 func (w *written) appendString(dst []byte, s string) []byte {
-	if w == nil || len(s) == 0 {
+	if w == nil || len(s) == 0 || len(dst) >= math.MaxInt32-6*len(s) {
 		return protocol.AppendString(dst, s)
 	}
-	p := unsafe.StringData(s)
-	// Fibonacci hashing: strings made one after the other lie a size
-	// class apart, which the low bits of their addresses alone would
-	// crowd into a few entries.
-	h := uint64(uintptr(unsafe.Pointer(p))^uintptr(len(s))<<48) * 0x9E3779B97F4A7C15
-	e := &w.at[h>>(64-writtenBits)]
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	// Strings made one after the other lie a size class apart: their
+	// addresses are mixed (murmur3's finalizer) for the table's index.
+	h := uint64(p) ^ uint64(len(s))<<48
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	// Two entries may hold s: the one h names and the next.
+	e := &w.at[h%(1<<writtenBits)]
+	if e.p != p || e.n != len(s) {
+		if f := &w.at[(h+1)%(1<<writtenBits)]; f.p == p && f.n == len(s) || e.p != 0 && f.p == 0 {
+			e = f
+		}
+	}
 	if e.p == p && e.n == len(s) {
 		return append(dst, dst[e.start:e.end]...)
 	}
 	start := len(dst)
 	dst = protocol.AppendString(dst, s)
-	e.p, e.n, e.start, e.end = p, len(s), start, len(dst)
+	e.p, e.n, e.start, e.end = p, len(s), int32(start), int32(len(dst))
 	return dst
 }
 
