@@ -126,6 +126,16 @@ func length(v any) int {
 // fmt), counting a shared part every time it appears. It stops counting
 // past limit, so that it costs at most about limit/16 steps.
 func sizeOf(v any, limit int64) int64 {
+	// A scalar (what most template parts are), as walk counts it below,
+	// without making walk.
+	if limit >= 16 {
+		switch x := v.(type) {
+		case string:
+			return 16 + int64(len(x))
+		case nil, bool, float64, int, int64:
+			return 24
+		}
+	}
 	var n int64
 	var walk func(v any, depth int64)
 	walk = func(v any, depth int64) {

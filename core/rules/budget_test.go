@@ -217,3 +217,19 @@ func TestIterationBudget(t *testing.T) {
 		t.Errorf("ordinary predicates: %+v", out.Trace)
 	}
 }
+
+// TestSizeOf_scalars: a scalar counts as walk counts it (16 for the
+// element, 8 for a number, bool or null, its bytes for a string), whether
+// or not the limit lets it be counted whole.
+func TestSizeOf_scalars(t *testing.T) {
+	for _, c := range []struct {
+		v     any
+		limit int64
+		want  int64
+	}{{"abc", 1000, 19}, {"", 1000, 16}, {1.5, 1000, 24}, {nil, 1000, 24}, {true, 1000, 24}, {int64(3), 1000, 24},
+		{"abc", 10, 16}, {1.5, 10, 16}, {"abc", 16, 19}, {[]any{"abc"}, 1000, 16 + 17 + 3}} {
+		if got := sizeOf(c.v, c.limit); got != c.want {
+			t.Errorf("sizeOf(%#v, %d) = %d, want %d", c.v, c.limit, got, c.want)
+		}
+	}
+}

@@ -372,8 +372,10 @@ func (p *tmplPart) appendTo(dst []byte, r *runner) ([]byte, error) {
 // appendCase appends strings.ToUpper(s) (upper) or strings.ToLower(s).
 func appendCase(dst []byte, s string, upper bool) []byte {
 	start := len(dst)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	dst = append(dst, s...) // ASCII keeps its length: changed in place
+	out := dst[start:]
+	for i := 0; i < len(out); i++ {
+		c := out[i]
 		if c >= utf8.RuneSelf {
 			dst = dst[:start]
 			if upper {
@@ -382,11 +384,10 @@ func appendCase(dst []byte, s string, upper bool) []byte {
 			return append(dst, strings.ToLower(s)...)
 		}
 		if upper && 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
+			out[i] = c - ('a' - 'A')
 		} else if !upper && 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+			out[i] = c + ('a' - 'A')
 		}
-		dst = append(dst, c)
 	}
 	return dst
 }
