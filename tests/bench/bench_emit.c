@@ -5,9 +5,10 @@
  *
  * Rule i (0..99) watches "bench.tick" and belongs to group i / 10; the event
  * carries group 3, so rules 30..39 match. Even rules compare two fields
- * (`context.group == G and context.level >= 0`, which the rule engine
- * evaluates without expr's VM); odd rules call a function first
- * (`len(context.tags) > 0 and context.group == G`, which runs in the VM).
+ * (`context.group == G and context.level >= 0`); odd rules call a function
+ * first (`len(context.tags) > 0 and context.group == G`). The rule engine
+ * evaluates both without expr's VM, and tries only the rules of the
+ * event's group (the rules are indexed on context.group).
  * Each matching rule renders a notify_self message from a template. The
  * notices also go to the session's queue, which the bench never drains (the
  * queue keeps the newest 1000).

@@ -102,7 +102,7 @@ LEGEND = [
     "One blocking callback running `true`: a whole run (script written by Clara, bash started in its own process "
     "group, reaped, group checked) for orientation.",
     "emit: clara_emit + clara_free_string from C; 100 rules on the trigger, half with conditions of "
-    "comparisons only, half calling len() (expr's VM), 10 matching, each rendering a notice from a "
+    "comparisons only, half calling len() first, 10 matching, each rendering a notice from a "
     "two-part template; the answer lists the 10 rules fired and their notices.",
     "MCP: Go benchmark, the Go SDK's client calling echo over stdio on a child process: the engine (default "
     "configuration, built-in rules on) serving its built-in echo through the whole pipeline (policy, rules, "
