@@ -66,6 +66,30 @@ type written struct {
 		n          int
 		start, end int32
 	}
+	// notes are where the first notify_self records wrote
+	// `"message":…,"priority":…`, in order: the notices of an emission
+	// repeat them, in the same order.
+	notes  [16]notedSpan
+	nnotes int
+}
+
+type notedSpan struct {
+	msg, prio  string
+	start, end int32
+}
+
+// note records that dst[start:end] is `"message":msg,"priority":prio`.
+func (w *written) note(msg, prio string, start, end int) {
+	if w.nnotes < len(w.notes) && end < math.MaxInt32 {
+		w.notes[w.nnotes] = notedSpan{msg, prio, int32(start), int32(end)}
+		w.nnotes++
+	}
+}
+
+// same reports whether a and b are the same string: the same bytes at
+// the same address (what written keys on), not only equal ones.
+func same(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 const writtenBits = 7
@@ -158,6 +182,7 @@ func appendRecordsWith(dst []byte, records []ActionRecord, w *written) []byte {
 
 // appendNotices is protocol.AppendNotices, its strings written through w.
 func appendNotices(dst []byte, ns []protocol.Notice, w *written) []byte {
+	next := 0 // the next of w's notes a notice may repeat
 	dst = append(dst, '[')
 	for i := range ns {
 		if i > 0 {
@@ -171,10 +196,16 @@ func appendNotices(dst []byte, ns []protocol.Notice, w *written) []byte {
 			dst = append(dst, `{"rule":`...)
 			dst = w.appendString(dst, n.Rule)
 		}
-		dst = append(dst, `,"message":`...)
-		dst = w.appendString(dst, n.Message)
-		dst = append(dst, `,"priority":`...)
-		dst = w.appendString(dst, n.Priority)
+		if k := next; w != nil && k < w.nnotes && same(w.notes[k].msg, n.Message) && same(w.notes[k].prio, n.Priority) {
+			dst = append(dst, ',')
+			dst = append(dst, dst[w.notes[k].start:w.notes[k].end]...)
+			next++
+		} else {
+			dst = append(dst, `,"message":`...)
+			dst = w.appendString(dst, n.Message)
+			dst = append(dst, `,"priority":`...)
+			dst = w.appendString(dst, n.Priority)
+		}
 		if n.Event != "" {
 			dst = append(dst, `,"event":`...)
 			dst = w.appendString(dst, n.Event)

@@ -91,6 +91,18 @@ func appendRecord(dst []byte, r *ActionRecord) []byte { return appendRecordWith(
 // appendRecordWith is appendRecord writing its strings through w (nil:
 // each escaped where it is written).
 func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
+	if w != nil && r.Type == ActNotify && r.Error == "" {
+		// The commonest record; its notice repeats its message and
+		// priority, which w notes for appendNotices to copy.
+		dst = append(dst, '{')
+		start := len(dst)
+		dst = append(dst, `"message":`...)
+		dst = w.appendString(dst, r.Message)
+		dst = append(dst, `,"priority":`...)
+		dst = w.appendString(dst, r.Priority)
+		w.note(r.Message, r.Priority, start, len(dst))
+		return append(dst, `,"type":"notify_self"}`...)
+	}
 	f := r.fields()
 	dst = append(dst, '{')
 	// Keys in sorted order: error, event, fired, key, level, message,
