@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -374,7 +375,29 @@ func appendCase(dst []byte, s string, upper bool) []byte {
 	start := len(dst)
 	dst = append(dst, s...) // ASCII keeps its length: changed in place
 	out := dst[start:]
-	for i := 0; i < len(out); i++ {
+	// Eight ASCII bytes at a time: a byte in [lo, hi] gets its high bit
+	// from x+(0x80-lo) and not from x+(0x80-hi-1) (no carry crosses
+	// bytes below 0x80), which >>2 makes the case bit 0x20.
+	lo, hi := uint64('A'), uint64('Z')
+	if upper {
+		lo, hi = 'a', 'z'
+	}
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(out); i += 8 {
+		x := binary.LittleEndian.Uint64(out[i:])
+		if x&highs != 0 {
+			break // not ASCII: the loop below gives up on it
+		}
+		m := ((x + ones*(0x80-lo)) &^ (x + ones*(0x80-hi-1)) & highs) >> 2
+		if upper {
+			x -= m
+		} else {
+			x += m
+		}
+		binary.LittleEndian.PutUint64(out[i:], x)
+	}
+	for ; i < len(out); i++ {
 		c := out[i]
 		if c >= utf8.RuneSelf {
 			dst = dst[:start]

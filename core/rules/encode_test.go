@@ -201,7 +201,16 @@ func TestAppendTextNumbers(t *testing.T) {
 
 // upper and lower write into the buffer what strings.ToUpper and ToLower return.
 func TestAppendCase(t *testing.T) {
-	for _, s := range []string{"", "sensor-12", "MiXeD 123 _-", "héllo wörld", "ǅ", "ß", "İstanbul", "\xff\xfeab"} {
+	cases := []string{"", "sensor-12", "MiXeD 123 _-", "héllo wörld", "ǅ", "ß", "İstanbul", "\xff\xfeab",
+		"abcdefghé-xyz", "ABCDEFGHIJKLMNOPqrstuvwxyz@[`{", "12345678\xff"}
+	var ascii []byte // every ASCII byte at every place of an eight-byte word
+	for c := 0; c < 128; c++ {
+		ascii = append(ascii, byte(c))
+	}
+	for i := 0; i < 8; i++ {
+		cases = append(cases, string(ascii[i:]))
+	}
+	for _, s := range cases {
 		if got := string(appendCase([]byte("x"), s, true)); got != "x"+strings.ToUpper(s) {
 			t.Errorf("upper %q: %q", s, got)
 		}
