@@ -11,20 +11,6 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-/* Strings Clara returns are written by Go code, which valgrind's memcheck
- * cannot follow: it may believe some bytes never written. Tell it they are
- * (the macro costs a few instructions when not under valgrind, and nothing
- * when the header is absent). */
-#if defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define DEFINED(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
-#endif
-#endif
-#ifndef DEFINED
-#define DEFINED(p, n) ((void)(p), (void)(n))
-#endif
-
 /* The report of the tool running on this thread, if any: a tool may call
  * clara_evaluate, which may run a tool on this same thread, so the outer
  * report is saved and restored around each call. */
