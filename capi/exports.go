@@ -403,6 +403,10 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			toolCalls.delete(id)
 			tc.recycle()
 			return nil, errors.New("out of memory starting the call")
+		case C.SHIM_NO_MEMORY_RESULT:
+			toolCalls.delete(id)
+			tc.recycle()
+			return nil, errors.New("out of memory keeping the tool's result")
 		default:
 			toolCalls.delete(id)
 			tc.recycle()

@@ -48,6 +48,12 @@ struct shim_result {
     char *error; /* NULL with has_error: the default message */
     int has_result, has_error;
     int ran; /* shim_call_here: the tool was called (0: no memory for its arguments) */
+    /* Storage a result that fits is copied into instead of a malloc: a
+     * worker's job carries some, so that a tool's thread allocates nothing
+     * the caller's thread would free (glibc then locks the worker's arena
+     * against it). result == room: not malloc'd. */
+    char *room;
+    size_t room_cap;
 };
 void shim_result_clear(struct shim_result *r);
 
@@ -63,13 +69,15 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
 /* What shim_call_worker returns when it could not run the tool. */
 #define SHIM_NO_MEMORY (-1) /* no memory for the job */
 #define SHIM_NO_THREAD (-2) /* no worker free and none could be started */
+#define SHIM_NO_MEMORY_RESULT (-3) /* the tool ran; no memory to keep its result */
 /* Runs a C tool on a worker thread with a NUL-terminated copy of args (n
  * bytes, which may be Go memory) and waits at most timeout_ns (0: no
  * limit). Returns 1 when it finished: *status is what the tool returned and
  * *res holds what it reported from its own thread (the caller clears it);
  * 0 when the deadline passed (the job is abandoned: Go hears of its end
- * through claraGoJobAbandoned, with res->call); or SHIM_NO_MEMORY /
- * SHIM_NO_THREAD. res->call is the call's id, set by the caller. */
+ * through claraGoJobAbandoned, with res->call); or SHIM_NO_MEMORY,
+ * SHIM_NO_THREAD or SHIM_NO_MEMORY_RESULT. res->call is the call's id, set
+ * by the caller. */
 int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, long long timeout_ns,
                      struct shim_result *res, int *status);
 /* Runs fn with *res collecting what it reports from this thread. */

@@ -280,10 +280,20 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* Room in a job for the tool's result (struct shim_result): what a tool
+ * that answers about as much as it was given needs, within bounds. */
+#define RESULT_ROOM_MIN 256
+#define RESULT_ROOM_MAX 16384
+
 static struct shim_job *new_job(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, uintptr_t call) {
-    struct shim_job *job = malloc(sizeof *job + n + 1);
+    size_t room = n + 65 < RESULT_ROOM_MIN ? RESULT_ROOM_MIN : n + 65;
+    struct shim_job *job;
+    if (room > RESULT_ROOM_MAX) room = RESULT_ROOM_MAX;
+    job = malloc(sizeof *job + n + 1 + room);
     if (job == NULL) return NULL;
     memset(job, 0, sizeof *job);
+    job->res.room = job->args + n + 1;
+    job->res.room_cap = room;
     if (n > 0) memcpy(job->args, args, n);
     job->args[n] = '\0';
     DEFINED(job->args, n + 1);
@@ -300,7 +310,7 @@ static struct shim_job *new_job(clara_tool_fn fn, uintptr_t userdata, const char
  * starting a worker when none is free. Returns 0, or SHIM_NO_THREAD when
  * no thread could be started and none is free. */
 static int submit(struct shim_job *job) {
-    int i, n = spinner_slots(), rc = 0;
+    int i, n = spinner_slots(), rc = 0, awake;
     for (i = 0; i < n; i++) {
         struct worker *w;
         if (atomic_load_explicit(&spinners[i], memory_order_relaxed) == NULL) continue;
@@ -313,7 +323,12 @@ static int submit(struct shim_job *job) {
     }
 
     lock_pool();
-    if (queue_len >= sleeping_workers + atomic_load_explicit(&finishing, memory_order_relaxed)) {
+    /* Workers that will look at the queue without being woken: those
+     * finishing a job and those spinning. */
+    awake = atomic_load_explicit(&finishing, memory_order_relaxed);
+    for (i = 0; i < n; i++)
+        if (atomic_load_explicit(&spinners[i], memory_order_relaxed) != NULL) awake++;
+    if (queue_len >= sleeping_workers + awake) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -321,7 +336,7 @@ static int submit(struct shim_job *job) {
         atomic_fetch_add_explicit(&finishing, 1, memory_order_relaxed); /* the new worker, until it waits */
         if (pthread_create(&t, &attr, worker_main, NULL) != 0) {
             atomic_fetch_sub_explicit(&finishing, 1, memory_order_relaxed);
-            if (sleeping_workers + atomic_load_explicit(&finishing, memory_order_relaxed) == 0) rc = SHIM_NO_THREAD;
+            if (sleeping_workers + awake == 0) rc = SHIM_NO_THREAD;
         }
         pthread_attr_destroy(&attr);
     }
@@ -333,7 +348,9 @@ static int submit(struct shim_job *job) {
         queue_tail = job;
         queue_len++;
         atomic_fetch_add_explicit(&queued, 1, memory_order_release);
-        if (sleeping_workers > 0) pthread_cond_signal(&pool_cv);
+        /* A sleeper is woken only for a job the awake ones leave over: the
+         * wake-up costs more than waiting for a worker about to look. */
+        if (sleeping_workers > 0 && queue_len > awake) pthread_cond_signal(&pool_cv);
     }
     pthread_mutex_unlock(&pool_mu);
     return rc;
@@ -402,11 +419,30 @@ int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, siz
         return rc;
     }
     if (wait_job(job, deadline) == 0) return 0;
-    /* Done: the reports move to the caller's res; the job goes (it is
-     * freed here or by the worker, whichever lets go last). */
+    /* Done: the reports move to the caller's res (a result in the job's
+     * room copied out), and the job goes. The worker lets go of it just
+     * after marking it done; waiting for that keeps the free on this
+     * thread, whose arena the job came from. */
     *status = job->rc;
     *res = job->res;
+    res->room = NULL;
+    res->room_cap = 0;
+    if (res->result != NULL && res->result == job->res.room) {
+        char *copy = malloc(res->result_len + 1);
+        if (copy != NULL) memcpy(copy, res->result, res->result_len + 1);
+        res->result = copy;
+        if (copy == NULL) {
+            shim_result_clear(res);
+            rc = SHIM_NO_MEMORY_RESULT;
+        }
+    }
     memset(&job->res, 0, sizeof job->res);
+    {
+        struct spin s;
+        spin_start(&s, now_ns() + SPIN_NS);
+        while (atomic_load_explicit(&job->refs, memory_order_acquire) > 1 && spin_more(&s)) {
+        }
+    }
     unref_job(job);
-    return 1;
+    return rc == 0 ? 1 : rc;
 }
