@@ -60,7 +60,10 @@ struct shim_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct shim_job *next;
-    char args[]; /* NUL-terminated copy of the arguments, freed with the job */
+    /* The result's room, then a NUL-terminated copy of the arguments, in
+     * the job's own allocation. The arguments come last: a tool reading
+     * past their end leaves the block, where valgrind and ASan see it. */
+    char *args;
 };
 
 /* A worker's mailbox, on a cache line of its own: the caller that took the
@@ -289,11 +292,12 @@ static struct shim_job *new_job(clara_tool_fn fn, uintptr_t userdata, const char
     size_t room = n + 65 < RESULT_ROOM_MIN ? RESULT_ROOM_MIN : n + 65;
     struct shim_job *job;
     if (room > RESULT_ROOM_MAX) room = RESULT_ROOM_MAX;
-    job = malloc(sizeof *job + n + 1 + room);
+    job = malloc(sizeof *job + room + n + 1);
     if (job == NULL) return NULL;
     memset(job, 0, sizeof *job);
-    job->res.room = job->args + n + 1;
+    job->res.room = (char *)(job + 1);
     job->res.room_cap = room;
+    job->args = job->res.room + room;
     if (n > 0) memcpy(job->args, args, n);
     job->args[n] = '\0';
     DEFINED(job->args, n + 1);
