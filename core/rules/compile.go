@@ -202,6 +202,7 @@ type tmplPart struct {
 	text    string      // literal text, when prog is nil
 	prog    *vm.Program // an expression
 	path    []string    // when the expression is a plain path (context.a.b), read without the VM
+	key     string      // the path joined, which runner.lookupPart knows it by
 	filters []string
 }
 
@@ -268,7 +269,7 @@ func (c *compiler) template(src string) (*template, error) {
 		}
 		part := tmplPart{prog: prog, filters: fs}
 		if p := strings.TrimSpace(inner); simplePath.MatchString(p) {
-			part.path = strings.Split(p, ".")
+			part.path, part.key = strings.Split(p, "."), p
 		}
 		t.parts = append(t.parts, part)
 	}
@@ -330,7 +331,7 @@ func (p *tmplPart) eval(r *runner) (any, error) { return p.evalFilters(r, p.filt
 // filters of the part, to its value.
 func (p *tmplPart) evalFilters(r *runner, fs []string) (any, error) {
 	var err error
-	v, ok := r.lookup(p.path)
+	v, ok := r.lookupPart(p)
 	if !ok {
 		if v, err = r.run(p.prog); err != nil {
 			return nil, err

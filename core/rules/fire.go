@@ -194,6 +194,11 @@ type runner struct {
 	scratch []byte         // where templates render (template.render)
 	script  ruleScriptHost // what the emission's scripts reach, passed by pointer
 	ns      string         // the namespace env.Context was made for
+	// looked are the template paths read from env.Context and
+	// env.Thresholds (which stay as they are while env does), by path:
+	// the rules of an emission tend to render the same fields.
+	looked  [8]lookedPath
+	nlooked int
 }
 
 // exprEnv is what expressions see. A struct, not a map: expr reads its
@@ -205,6 +210,36 @@ type exprEnv struct {
 }
 
 var runners = sync.Pool{New: func() any { return new(runner) }}
+
+type lookedPath struct {
+	key string // the path, joined by dots
+	v   any
+	ok  bool
+}
+
+// forget empties looked, for another env.
+func (r *runner) forget() {
+	clear(r.looked[:r.nlooked])
+	r.nlooked = 0
+}
+
+// lookupPart is lookup(p.path), read once per env.
+func (r *runner) lookupPart(p *tmplPart) (any, bool) {
+	if p.path == nil {
+		return nil, false
+	}
+	for i := range r.looked[:r.nlooked] {
+		if l := &r.looked[i]; l.key == p.key {
+			return l.v, l.ok
+		}
+	}
+	v, ok := r.lookup(p.path)
+	if r.nlooked < len(r.looked) {
+		r.looked[r.nlooked] = lookedPath{p.key, v, ok}
+		r.nlooked++
+	}
+	return v, ok
+}
 
 // lookup reads a plain path (context.a.b, thresholds.x) the way expr would
 // when every step is a map holding the key; ok is false otherwise (and for
@@ -366,8 +401,10 @@ func (e *emission) runner() *runner {
 		e.r = runners.Get().(*runner)
 		e.r.env = exprEnv{Context: e.contextIn(e.ns), Thresholds: e.set.thresholds}
 		e.r.ns = e.ns
+		e.r.forget()
 	} else if e.r.ns != e.ns { // a rule of another plugin: its own state
 		e.r.env.Context, e.r.ns = e.contextIn(e.ns), e.ns
+		e.r.forget()
 	}
 	return e.r
 }
@@ -413,6 +450,7 @@ func (e *emission) beforeRuleEval(rule *Rule) {
 func (e *emission) release() {
 	if e.r != nil {
 		e.r.env, e.r.script, e.r.ns = exprEnv{}, ruleScriptHost{}, ""
+		e.r.forget()
 		runners.Put(e.r)
 	}
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -160,5 +161,42 @@ func TestRelease_reusedClean(t *testing.T) {
 	(&Outcome{}).Release()
 	if len(noOutcome.Fired) != 0 || noOutcome.Fired == nil || noOutcome.Notices == nil {
 		t.Errorf("noOutcome changed: %+v", noOutcome)
+	}
+}
+
+// nsSource is a context whose state differs by namespace, as a plugin's
+// rules see their own.
+type nsSource struct{ MapSource }
+
+func (s nsSource) ContextIn(namespace string) map[string]any {
+	c := map[string]any{}
+	for k, v := range s.MapSource {
+		c[k] = v
+	}
+	c["state"] = map[string]any{"owner": namespace}
+	return c
+}
+
+// TestTemplates_pathsReadPerNamespace: template paths are read once per
+// emission, and again for the rules of each plugin, whose context differs.
+func TestTemplates_pathsReadPerNamespace(t *testing.T) {
+	msg := notify("{{ context.state.owner }} {{ context.level }}")
+	set, err := Load([]Source{
+		{Name: "a.toml", Text: []byte(rule("a1", "on_x", "priority = 3", "", msg)), Namespace: "pa"},
+		{Name: "b.toml", Text: []byte(rule("b1", "on_x", "priority = 2", "", msg)), Namespace: "pb"},
+		{Name: "c.toml", Text: []byte(rule("c1", "on_x", "priority = 1", "", msg)), Namespace: "pa"},
+		{Name: "d.toml", Text: []byte(rule("d1", "on_x", "", "", msg))},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ { // pooled runners hold nothing of the last emission
+		c := nsSource{MapSource{"level": float64(i), "state": map[string]any{"owner": "none"}}}
+		out := set.Fire(context.Background(), Event{Name: "on_x", Session: "s", Context: c}, &recHost{t: t})
+		want := []string{fmt.Sprintf("pa %d", i), fmt.Sprintf("pb %d", i), fmt.Sprintf("pa %d", i), fmt.Sprintf("none %d", i)}
+		if got := messages(out); !reflect.DeepEqual(got, want) {
+			t.Errorf("emission %d: %q, want %q", i, got, want)
+		}
+		out.Release()
 	}
 }
