@@ -75,6 +75,11 @@ func (e *jsonEncoder) number(f float64) error {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		// An integer: the digits AppendFloat would write, without its shortest-form search.
+		e.buf = strconv.AppendInt(e.buf, int64(f), 10)
+		return nil
+	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -108,20 +113,25 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 			e.keys = append(e.keys, jsonKey{val: v, idx: i})
 		}
 	}
-	var k, v lua.LValue = lua.LNil, lua.LNil
-	if maxN > 0 {
-		k = lua.LNumber(maxN)
-	}
-	for {
-		k, v = t.Next(k)
-		if k == lua.LNil {
-			break
+	if keys, ok := hashKeys(t); ok {
+		// Next's order without its lookup of the previous key's position.
+		for _, k := range keys {
+			if v := t.RawGetH(k); v != lua.LNil {
+				e.keys = append(e.keys, hashEntry(k, v))
+			}
 		}
-		class := 2
-		if _, ok := k.(lua.LString); ok {
-			class = 1
+	} else {
+		var k, v lua.LValue = lua.LNil, lua.LNil
+		if maxN > 0 {
+			k = lua.LNumber(maxN)
 		}
-		e.keys = append(e.keys, jsonKey{key: k, val: v, class: class})
+		for {
+			k, v = t.Next(k)
+			if k == lua.LNil {
+				break
+			}
+			e.keys = append(e.keys, hashEntry(k, v))
+		}
 	}
 	entries := e.keys[mark:]
 	n := len(entries)
@@ -193,6 +203,15 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 	return nil
 }
 
+// hashEntry is the entry of key k of a table's hash part.
+func hashEntry(k, v lua.LValue) jsonKey {
+	class := 2
+	if _, ok := k.(lua.LString); ok {
+		class = 1
+	}
+	return jsonKey{key: k, val: v, class: class}
+}
+
 const hexDigits = "0123456789abcdef"
 
 // appendJSONString quotes s as encoding/json does with HTML escaping off: invalid UTF-8 becomes
@@ -201,6 +220,12 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && plainByte[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
 				i++

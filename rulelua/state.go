@@ -117,25 +117,28 @@ func putState(st *lstate) {
 
 // lstate is one pooled LState with its environment and the data of the run in progress.
 type lstate struct {
-	L       *lua.LState
-	env     *lua.LTable      // the state's environment: library proxies and API functions
-	envMT   *lua.LTable      // metatable of each run's fresh globals: {__index = env}
-	ctxMT   *lua.LTable      // metatable of ctx userdata
-	ro      *lua.LTable      // marker of read-only library proxies
-	ctxUD   *lua.LUserData   // the top-level ctx, reused; Value is set per run
-	next    *lua.LFunction   // the guarded next, also what pairs returns
-	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
-	toolFn  *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
-	uds     []*lua.LUserData // ctx userdata recycled from run to run
-	nuds    int
+	L         *lua.LState
+	env       *lua.LTable      // the state's environment: library proxies and API functions
+	envMT     *lua.LTable      // metatable of each run's fresh globals: {__index = env}
+	toolEnv   *lua.LTable      // env without ctx and context, for tool runs
+	toolEnvMT *lua.LTable      // {__index = toolEnv}
+	ctxMT     *lua.LTable      // metatable of ctx userdata
+	ro        *lua.LTable      // marker of read-only library proxies
+	ctxUD     *lua.LUserData   // the top-level ctx, reused; Value is set per run
+	next      *lua.LFunction   // the guarded next, also what pairs returns
+	chunkFn   *lua.LFunction   // the last script's chunk, reused while the script is the same
+	toolFn    *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
+	uds       []*lua.LUserData // ctx userdata recycled from run to run
+	nuds      int
 
 	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
 	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
 	decKeys  []string
 
-	dctx      runCtx
-	mem       memWatch
-	ctxHidden bool // ctx and context are nil in env (a tool run)
+	dctx   runCtx
+	mem    memWatch
+	G      *lua.LTable // the run's globals
+	runEnv *lua.LTable // env or toolEnv: the one whose _G is G
 
 	// the run in progress
 	script    *Script
@@ -173,12 +176,12 @@ func (st *lstate) endRun() {
 			st.uds[i].Value = nil
 		}
 		st.nuds = 0
-		if st.ctxHidden { // a tool run hid them
-			st.env.RawSetString("ctx", st.ctxUD)
-			st.env.RawSetString("context", st.ctxUD)
-			st.ctxHidden = false
+		if st.runEnv != nil {
+			// Not nil: that would delete the key, and the next run insert it again. No script
+			// runs in between to see it.
+			st.runEnv.RawSetString("_G", lua.LFalse)
+			st.runEnv, st.G = nil, nil
 		}
-		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
 		}
@@ -215,8 +218,13 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	// run set and cleared (gopher-lua never drops deleted keys from a table's key list), which
 	// next() would reveal in its iteration order, and whose memory would pile up run after run.
 	G := L.CreateTable(0, 0)
-	G.Metatable = st.envMT
-	st.env.RawSetString("_G", G)
+	if in.tool {
+		G.Metatable, st.runEnv = st.toolEnvMT, st.toolEnv
+	} else {
+		G.Metatable, st.runEnv = st.envMT, st.env
+	}
+	st.runEnv.RawSetString("_G", G)
+	st.G = G
 	var argv lua.LValue
 	switch {
 	case in.json:
@@ -225,7 +233,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, err
 		}
 		argv = v
-		st.hideCtx()
 	case in.tool:
 		v, err := st.toLua(in.arg)
 		if err != nil {
@@ -235,7 +242,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
 		}
 		argv = v
-		st.hideCtx()
 	default:
 		st.ctxUD.Value = in.arg
 		argv = st.ctxUD
@@ -278,8 +284,12 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	} else if in.tool {
 		return Result{}, newError(KindRuntime, s.name, s.name+": a Lua tool must return a function, got "+v.Type().String(), nil)
 	}
-	if err := st.deadError(); err != nil {
-		return Result{}, err
+	// A run that ended past its deadline or over a limit fails whatever it returned. CallJSON
+	// looks once, after encoding (which polls the deadline as it goes): one clock read less.
+	if !in.json {
+		if err := st.deadError(); err != nil {
+			return Result{}, err
+		}
 	}
 	var res Result
 	var err error
@@ -314,13 +324,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	return res, nil
 }
 
-// hideCtx makes ctx and context nil for a tool run; endRun restores them.
-func (st *lstate) hideCtx() {
-	st.env.RawSetString("ctx", lua.LNil)
-	st.env.RawSetString("context", lua.LNil)
-	st.ctxHidden = true
-}
-
 // argsFromJSON decodes a Lua tool's JSON arguments into a fresh table, charged to the run as
 // json.decode's values are. The text is copied once: no Lua string points into the caller's
 // bytes.
@@ -334,6 +337,8 @@ func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
 		return nil, newError(KindRuntime, name, name+": cannot convert arguments: not a JSON object", nil)
 	}
 	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys}
+	// Keys and string values: about one of each per two pairs of quotes.
+	d.boxes.next = min(max(bytes.Count(data, []byte{'"'})/2, 1), 64)
 	v, err := d.value(0)
 	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
 	if err == nil {

@@ -1,0 +1,133 @@
+package rulelua
+
+import (
+	"reflect"
+	"unsafe"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Direct access to gopher-lua's tables, for the two hot paths of a Lua tool: its arguments'
+// objects (decoded from JSON) and its value's tables (encoded to JSON). Through the public API,
+// an object of n string keys costs a 32-slot map (whatever the hint), a key list grown one
+// append at a time, each key boxed twice, and every Next of the encoder hashes a boxed key
+// (about 2 µs of the 5 µs a 5-argument tool took). tableLayout mirrors lua.LTable; init checks
+// that the mirror matches field for field (names, types, offsets) and, when it does not (another
+// gopher-lua version), everything goes through the public API as before.
+type tableLayout struct {
+	Metatable lua.LValue
+	array     []lua.LValue
+	dict      map[lua.LValue]lua.LValue
+	strdict   map[string]lua.LValue
+	keys      []lua.LValue
+	k2i       map[lua.LValue]int
+}
+
+// tableLayoutOK: lua.LTable is laid out as tableLayout.
+var tableLayoutOK = sameLayout(reflect.TypeFor[lua.LTable](), reflect.TypeFor[tableLayout]())
+
+func sameLayout(a, b reflect.Type) bool {
+	if a.Size() != b.Size() || a.NumField() != b.NumField() {
+		return false
+	}
+	for i := range a.NumField() {
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Name != fb.Name || fa.Type != fb.Type || fa.Offset != fb.Offset {
+			return false
+		}
+	}
+	return true
+}
+
+func layoutOf(t *lua.LTable) *tableLayout { return (*tableLayout)(unsafe.Pointer(t)) }
+
+// newObjectTable makes the table RawSetString would make from keys[i] = vals[i] in order, with
+// maps and key list of their final size and each key boxed once. It returns nil when it cannot
+// (the layout is unknown, a key repeats or a value is nil: the caller then sets the keys one by
+// one, for the same result).
+func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes) *lua.LTable {
+	if !tableLayoutOK {
+		return nil
+	}
+	n := len(vals)
+	strdict := make(map[string]lua.LValue, n)
+	for i, v := range vals {
+		if v == lua.LNil {
+			return nil
+		}
+		strdict[keys[i]] = v
+	}
+	if len(strdict) != n {
+		return nil
+	}
+	order := make([]lua.LValue, n)
+	k2i := make(map[lua.LValue]int, n)
+	for i, k := range keys[:n] {
+		lk := boxes.box(k)
+		order[i] = lk
+		k2i[lk] = i
+	}
+	t := &lua.LTable{Metatable: lua.LNil}
+	l := layoutOf(t)
+	l.strdict, l.keys, l.k2i = strdict, order, k2i
+	return t
+}
+
+// hashKeys returns the keys of t's hash part in the order Next gives them (deleted ones
+// included: their value is nil), and whether it could (the layout is known).
+func hashKeys(t *lua.LTable) ([]lua.LValue, bool) {
+	if !tableLayoutOK {
+		return nil, false
+	}
+	return layoutOf(t).keys, true
+}
+
+// ifaceWords is how Go lays out a non-empty interface value (runtime.iface): its itab and a
+// pointer to the value.
+type ifaceWords struct {
+	tab  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// lstringTab is the itab of lua.LString as a lua.LValue; nil when boxing in place is off.
+var lstringTab = func() unsafe.Pointer {
+	v := lua.LValue(lua.LString("probe"))
+	tab := (*ifaceWords)(unsafe.Pointer(&v)).tab
+	// Check the layout on a value boxed in place: it must be the string, equal to one Go boxed.
+	s := []lua.LString{"probe"}
+	var w lua.LValue
+	*(*ifaceWords)(unsafe.Pointer(&w)) = ifaceWords{tab: tab, data: unsafe.Pointer(&s[0])}
+	if x, ok := w.(lua.LString); !ok || x != "probe" || w != v || w.Type() != lua.LTString {
+		return nil
+	}
+	return tab
+}()
+
+// stringBoxes boxes the strings of one JSON decoding as lua.LValues several to an allocation:
+// converting a string to an interface allocates its 16-byte header alone, and a tool's
+// arguments are mostly strings (their keys and values). Each header is written once, before its
+// value is handed out, and never again; a chunk lives while any of its values does.
+type stringBoxes struct {
+	chunk []lua.LString // unused headers
+	next  int           // size of the next chunk
+}
+
+// box returns s as a lua.LValue.
+func (b *stringBoxes) box(s string) lua.LValue {
+	if lstringTab == nil {
+		return lua.LString(s)
+	}
+	if len(b.chunk) == 0 {
+		n := b.next
+		if n <= 0 {
+			n = 16
+		}
+		b.chunk, b.next = make([]lua.LString, n), 64
+	}
+	p := &b.chunk[0]
+	*p = lua.LString(s)
+	b.chunk = b.chunk[1:]
+	var v lua.LValue
+	*(*ifaceWords)(unsafe.Pointer(&v)) = ifaceWords{tab: lstringTab, data: unsafe.Pointer(p)}
+	return v
+}

@@ -1,0 +1,165 @@
+package rulelua
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// The direct paths are on with the gopher-lua of go.mod: a version whose LTable or interface
+// layout differs would silently take the slow paths, so this says so instead.
+func TestTableLayout_known(t *testing.T) {
+	if !tableLayoutOK {
+		t.Fatal("lua.LTable is not laid out as tableLayout: update ltable.go for this gopher-lua")
+	}
+	if lstringTab == nil {
+		t.Fatal("boxing strings in place is off: the interface layout check failed")
+	}
+}
+
+// entries lists what Next gives, in its order.
+func entries(tb *lua.LTable) []string {
+	var out []string
+	k, v := tb.Next(lua.LNil)
+	for k != lua.LNil {
+		out = append(out, fmt.Sprintf("%s=%s", k, v))
+		k, v = tb.Next(k)
+	}
+	return out
+}
+
+// A table made by newObjectTable is the one RawSetString makes from the same keys and values,
+// for Next (its order included), for lookups and for what is done to it afterwards.
+func TestNewObjectTable_sameAsRawSetString(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	var boxes stringBoxes
+	made := 0
+	for i := 0; i < 500; i++ {
+		n := 1 + r.Intn(12)
+		keys := make([]string, n)
+		vals := make([]lua.LValue, n)
+		for j := range keys {
+			keys[j] = string(rune('a' + r.Intn(14)))
+			switch r.Intn(4) {
+			case 0:
+				vals[j] = boxes.box(strings.Repeat("v", r.Intn(3)))
+			case 1:
+				vals[j] = lua.LNumber(r.Intn(100))
+			case 2:
+				vals[j] = lua.LTrue
+			default:
+				if r.Intn(5) == 0 {
+					vals[j] = lua.LNil
+				} else {
+					vals[j] = lua.LFalse
+				}
+			}
+		}
+		want := lua.LTable{Metatable: lua.LNil}
+		for j := range keys {
+			want.RawSetString(keys[j], vals[j])
+		}
+		got := newObjectTable(keys, vals, &boxes)
+		if got == nil {
+			dup := map[string]bool{}
+			for j, k := range keys {
+				if vals[j] == lua.LNil || dup[k] {
+					goto slow // a repeated key or a nil value: the caller sets them one by one
+				}
+				dup[k] = true
+			}
+			t.Fatalf("%v %v: no table", keys, vals)
+		slow:
+			continue
+		}
+		made++
+		if got.Metatable != lua.LNil {
+			t.Fatalf("metatable %v", got.Metatable)
+		}
+		same := func(when string) {
+			t.Helper()
+			if g, w := entries(got), entries(&want); !reflect.DeepEqual(g, w) {
+				t.Fatalf("%s: %v %v:\n got  %v\n want %v", when, keys, vals, g, w)
+			}
+			for c := 'a'; c <= 'q'; c++ {
+				k := string(c)
+				if g, w := got.RawGetString(k), want.RawGetString(k); g != w {
+					t.Fatalf("%s: [%s] = %v, want %v", when, k, g, w)
+				}
+				if g, w := got.RawGet(lua.LString(k)), want.RawGet(lua.LString(k)); g != w {
+					t.Fatalf("%s: RawGet(%s) = %v, want %v", when, k, g, w)
+				}
+			}
+		}
+		same("made")
+		// Deletions, new keys, a key set again, a number key: both tables alike.
+		for _, tb := range []*lua.LTable{got, &want} {
+			tb.RawSetString(keys[0], lua.LNil)
+			tb.RawSetString("p", lua.LNumber(1))
+			tb.RawSetString(keys[n-1], lua.LString("again"))
+			tb.RawSetString("q", lua.LNumber(2))
+			tb.RawSetString("p", lua.LNil)
+			tb.RawSetH(lua.LNumber(1.5), lua.LTrue)
+		}
+		same("changed")
+	}
+	if made < 100 {
+		t.Errorf("only %d of 500 tables made directly", made)
+	}
+}
+
+// Strings boxed in place are strings like any other: equal, usable as keys of tables made
+// either way, each its own value.
+func TestStringBoxes(t *testing.T) {
+	var b stringBoxes
+	var vals []lua.LValue
+	for i := 0; i < 200; i++ {
+		vals = append(vals, b.box(fmt.Sprint("s", i)))
+	}
+	tb := lua.LTable{Metatable: lua.LNil}
+	for i, v := range vals {
+		if v != lua.LValue(lua.LString(fmt.Sprint("s", i))) || v.String() != fmt.Sprint("s", i) || v.Type() != lua.LTString {
+			t.Fatalf("%d: %v", i, v)
+		}
+		tb.RawSet(v, lua.LNumber(i))
+	}
+	for i := range vals {
+		if got := tb.RawGetString(fmt.Sprint("s", i)); got != lua.LNumber(i) {
+			t.Fatalf("s%d: %v", i, got)
+		}
+	}
+}
+
+// A tool's arguments behave as any table: pairs sees each key once, keys can be removed, added
+// and set again, next resumes from a key given as a literal, and the value comes back encoded.
+func TestCallJSON_argumentsAreOrdinaryTables(t *testing.T) {
+	s := mustCompile(t, "args", `return function(args)
+  local seen = {}
+  for k, v in pairs(args) do seen[#seen + 1] = k end
+  table.sort(seen)
+  args.units = nil
+  args.extra = {n = #seen, keys = table.concat(seen, ",")}
+  args.city = args.city .. "!"
+  local k = next(args, "days")
+  args.after_days = k ~= nil
+  args.nested.b = nil
+  args.nested.c = 3
+  return args
+end`)
+	in := `{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false,"nested":{"a":1,"b":2},"list":["x","y"],"nothing":null}`
+	res, err := s.CallJSON(context.Background(), []byte(in), nil)
+	want := `{"after_days":true,"city":"Lyon!","country":"FR","days":3,"detailed":false,"extra":{"keys":"city,country,days,detailed,list,nested,units","n":7},"list":["x","y"],"nested":{"a":1,"c":3}}`
+	if err != nil || string(res.JSON) != want {
+		t.Fatalf("got %s, %v\nwant %s", res.JSON, err, want)
+	}
+	// A repeated key keeps the last value, as encoding/json does.
+	res, err = s.CallJSON(context.Background(), []byte(`{"city":"A","city":"B","nested":{"b":1,"b":null},"units":1}`), nil)
+	if err != nil || !strings.Contains(string(res.JSON), `"city":"B!"`) || !strings.Contains(string(res.JSON), `"nested":{"c":3}`) {
+		t.Fatalf("got %s, %v", res.JSON, err)
+	}
+}
