@@ -76,7 +76,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue

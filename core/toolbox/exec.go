@@ -282,7 +282,7 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 	if len(out) == 0 {
 		return []byte("null"), false, nil
 	}
-	if !t.Builtin {
+	if !t.Builtin && !t.compactJSON {
 		sc, serr := protocol.Scan(out, maxResultDepth)
 		if serr != nil {
 			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", t.Name, serr)
