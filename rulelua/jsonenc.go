@@ -103,10 +103,14 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 	// The entries, without ForEach (which boxes every key it hands out): the array part by
 	// index, then Next from its end through the keys gopher-lua keeps boxed.
 	mark := len(e.keys)
-	defer func() {
-		clear(e.keys[mark:])
-		e.keys = e.keys[:mark]
-	}()
+	err := e.entries(t, depth, mark)
+	clear(e.keys[mark:])
+	e.keys = e.keys[:mark]
+	return err
+}
+
+// entries writes table t, its entries gathered in e.keys[mark:].
+func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 	maxN := t.MaxN()
 	for i := 1; i <= maxN; i++ {
 		if v := t.RawGetInt(i); v != lua.LNil {
@@ -177,12 +181,21 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 			return fmt.Errorf("cannot convert a table with a %s key", en.key.Type().String())
 		}
 	}
-	slices.SortFunc(entries, func(a, b jsonKey) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
-			return c
+	if n <= 16 {
+		// Insertion sort: a tool's objects are small, and this spares SortFunc's calls.
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && keyLess(&entries[j], &entries[j-1]); j-- {
+				entries[j], entries[j-1] = entries[j-1], entries[j]
+			}
 		}
-		return a.class - b.class
-	})
+	} else {
+		slices.SortFunc(entries, func(a, b jsonKey) int {
+			if c := strings.Compare(a.name, b.name); c != 0 {
+				return c
+			}
+			return a.class - b.class
+		})
+	}
 	e.buf = append(e.buf, '{')
 	first := true
 	for i := range entries {
@@ -201,6 +214,14 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 	}
 	e.buf = append(e.buf, '}')
 	return nil
+}
+
+// keyLess orders entries by name, then class (no two entries share both).
+func keyLess(a, b *jsonKey) bool {
+	if a.name != b.name {
+		return a.name < b.name
+	}
+	return a.class < b.class
 }
 
 // hashEntry is the entry of key k of a table's hash part.

@@ -131,3 +131,28 @@ func (b *stringBoxes) box(s string) lua.LValue {
 	*(*ifaceWords)(unsafe.Pointer(&v)) = ifaceWords{tab: lstringTab, data: unsafe.Pointer(p)}
 	return v
 }
+
+// setExisting sets t[key] = v (v not nil) as RawSetString does; when key is already in t's
+// hash part, without RawSetString's lookup of its position in the key list (a hash of the
+// boxed key).
+func setExisting(t *lua.LTable, key string, v lua.LValue) {
+	if tableLayoutOK {
+		if l := layoutOf(t); l.strdict != nil {
+			if _, ok := l.strdict[key]; ok {
+				l.strdict[key] = v
+				return
+			}
+		}
+	}
+	t.RawSetString(key, v)
+}
+
+// untouched: t never held a key (its array part, maps and key list were never made), so it is
+// indistinguishable from a new table with the same metatable. False when the layout is unknown.
+func untouched(t *lua.LTable) bool {
+	if !tableLayoutOK || t == nil {
+		return false
+	}
+	l := layoutOf(t)
+	return l.array == nil && l.dict == nil && l.strdict == nil && l.keys == nil && l.k2i == nil
+}

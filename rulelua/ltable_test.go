@@ -163,3 +163,37 @@ end`)
 		t.Fatalf("got %s, %v", res.JSON, err)
 	}
 }
+
+// A run's globals table is reused by the next run on the state only when no run wrote to it:
+// a table that held keys, even deleted ones, is never seen again.
+func TestGlobals_reusedOnlyUntouched(t *testing.T) {
+	read := mustCompile(t, "read", `return next(_G) == nil and rawget(_G, "x") == nil`)
+	write := mustCompile(t, "write", `x = 1; x = nil; return next(_G) == nil`)
+	st := newState()
+	defer st.close()
+	run := func(s *Script) {
+		t.Helper()
+		res, err := st.run(context.Background(), s, runInput{}, nil)
+		st.endRun()
+		if err != nil || res.Value != true {
+			t.Fatalf("%s: %v, %v", s.Name(), res.Value, err)
+		}
+	}
+	run(read)
+	first := st.spareG
+	if first == nil {
+		t.Fatal("untouched globals not kept")
+	}
+	run(read)
+	if st.spareG != first {
+		t.Fatal("untouched globals not reused")
+	}
+	run(write) // runs on first, and writes to it
+	if st.spareG != nil {
+		t.Fatal("globals written to kept for reuse")
+	}
+	run(read)
+	if st.spareG == nil || st.spareG == first {
+		t.Fatalf("a run after a write had %p, the written table %p", st.spareG, first)
+	}
+}

@@ -138,6 +138,7 @@ type lstate struct {
 	dctx   runCtx
 	mem    memWatch
 	G      *lua.LTable // the run's globals
+	spareG *lua.LTable // the last run's globals, when that run set none: the next run's
 	runEnv *lua.LTable // env or toolEnv: the one whose _G is G
 
 	// the run in progress
@@ -179,7 +180,10 @@ func (st *lstate) endRun() {
 		if st.runEnv != nil {
 			// Not nil: that would delete the key, and the next run insert it again. No script
 			// runs in between to see it.
-			st.runEnv.RawSetString("_G", lua.LFalse)
+			setExisting(st.runEnv, "_G", lua.LFalse)
+			if untouched(st.G) {
+				st.spareG = st.G
+			}
 			st.runEnv, st.G = nil, nil
 		}
 		if st.chunkFn != nil {
@@ -217,13 +221,18 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	// Fresh globals, every run: a table that "looks empty" may still hold the keys an earlier
 	// run set and cleared (gopher-lua never drops deleted keys from a table's key list), which
 	// next() would reveal in its iteration order, and whose memory would pile up run after run.
-	G := L.CreateTable(0, 0)
+	// A globals table no run ever wrote to is as fresh as a new one (see endRun).
+	G := st.spareG
+	if G == nil {
+		G = L.CreateTable(0, 0)
+	}
+	st.spareG = nil
 	if in.tool {
 		G.Metatable, st.runEnv = st.toolEnvMT, st.toolEnv
 	} else {
 		G.Metatable, st.runEnv = st.envMT, st.env
 	}
-	st.runEnv.RawSetString("_G", G)
+	setExisting(st.runEnv, "_G", G)
 	st.G = G
 	var argv lua.LValue
 	switch {
