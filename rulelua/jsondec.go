@@ -40,6 +40,9 @@ type jsonDecoder struct {
 	keys []string
 	// boxes boxes the strings decoded.
 	boxes stringBoxes
+	// tables: where a tool's arguments take their objects from (nil: json.decode's values,
+	// which are made anew).
+	tables *tablePool
 }
 
 var errJSONEnd = errors.New("unexpected end of JSON input")
@@ -296,7 +299,7 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 		case '}':
 			d.pos++
 			vals := d.vals[mark:]
-			if t := newObjectTable(d.keys[mark:], vals, &d.boxes); t != nil {
+			if t := newObjectTable(d.keys[mark:], vals, &d.boxes, d.tables); t != nil {
 				return t, nil
 			}
 			t := d.L.CreateTable(0, len(vals))

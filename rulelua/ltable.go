@@ -42,35 +42,120 @@ func sameLayout(a, b reflect.Type) bool {
 func layoutOf(t *lua.LTable) *tableLayout { return (*tableLayout)(unsafe.Pointer(t)) }
 
 // newObjectTable makes the table RawSetString would make from keys[i] = vals[i] in order, with
-// maps and key list of their final size and each key boxed once. It returns nil when it cannot
-// (the layout is unknown, a key repeats or a value is nil: the caller then sets the keys one by
-// one, for the same result).
-func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes) *lua.LTable {
+// maps and key list of their final size and each key boxed once; with a pool, from a table of an
+// earlier run when one is free, and noted as made in this run. It returns nil when it cannot (the
+// layout is unknown, a key repeats or a value is nil: the caller then sets the keys one by one,
+// for the same result).
+func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes, pool *tablePool) *lua.LTable {
 	if !tableLayoutOK {
 		return nil
 	}
 	n := len(vals)
-	strdict := make(map[string]lua.LValue, n)
+	var t *lua.LTable
+	var strdict map[string]lua.LValue
+	var k2i map[lua.LValue]int
+	var order []lua.LValue
+	if pool != nil && n <= recycleMaxKeys && len(pool.free) > 0 {
+		t = pool.free[len(pool.free)-1]
+		pool.free = pool.free[:len(pool.free)-1]
+		l := layoutOf(t)
+		strdict, k2i, order = l.strdict, l.k2i, l.keys[:0]
+	} else {
+		t = &lua.LTable{Metatable: lua.LNil}
+		strdict = make(map[string]lua.LValue, n)
+		k2i = make(map[lua.LValue]int, n)
+		order = make([]lua.LValue, 0, n)
+	}
 	for i, v := range vals {
 		if v == lua.LNil {
+			clear(strdict)
+			pool.putBack(t)
 			return nil
 		}
 		strdict[keys[i]] = v
 	}
 	if len(strdict) != n {
+		clear(strdict)
+		pool.putBack(t)
 		return nil
 	}
-	order := make([]lua.LValue, n)
-	k2i := make(map[lua.LValue]int, n)
 	for i, k := range keys[:n] {
 		lk := boxes.box(k)
-		order[i] = lk
+		order = append(order, lk)
 		k2i[lk] = i
 	}
-	t := &lua.LTable{Metatable: lua.LNil}
 	l := layoutOf(t)
 	l.strdict, l.keys, l.k2i = strdict, order, k2i
+	if pool != nil {
+		pool.made = append(pool.made, t)
+	}
 	return t
+}
+
+// recycleMaxKeys: tables of at most this many keys (a tool's usual arguments) are recycled.
+const recycleMaxKeys = 8
+
+// tablePool recycles the objects of a tool's arguments from run to run on a state: their
+// table, maps and key list were most of what a call allocated. It relies on what every run
+// guarantees: nothing a run made is reachable once it returned successfully (its globals are
+// dropped, its value encoded or converted, its actions' values converted), so the tables
+// made for its arguments are free then, whatever the script did with them.
+type tablePool struct {
+	free []*lua.LTable // empty tables with their maps and key list, ready for reuse
+	made []*lua.LTable // tables made from the pool's in the run in progress
+	// boxes: the string headers the arguments' strings were boxed in (stringBoxes), while the
+	// run is in progress; spare: cleared, for the next run's.
+	boxes, spare []lua.LString
+}
+
+// putBack returns an empty table (never handed out) to the pool, or drops it.
+func (p *tablePool) putBack(t *lua.LTable) {
+	if p != nil && layoutOf(t).strdict != nil && len(p.free) < cap(p.free) {
+		p.free = append(p.free, t)
+	}
+}
+
+// recycle empties the tables made in the run that just succeeded and keeps those still small
+// and plain (no array part, no other keys than strings, at most recycleMaxKeys keys ever).
+func (p *tablePool) recycle() {
+	if p.free == nil {
+		p.free = make([]*lua.LTable, 0, 16)
+	}
+	for _, t := range p.made {
+		l := layoutOf(t)
+		if len(p.free) == cap(p.free) || l.array != nil || l.dict != nil || len(l.keys) > recycleMaxKeys {
+			continue
+		}
+		clear(l.strdict)
+		clear(l.k2i)
+		clear(l.keys)
+		l.keys = l.keys[:0]
+		t.Metatable = lua.LNil
+		p.free = append(p.free, t)
+	}
+	if p.boxes != nil {
+		clear(p.boxes)
+		p.spare, p.boxes = p.boxes, nil
+	}
+	p.forget()
+}
+
+// forget drops the list of tables made in the run (a failed run's state is closed).
+func (p *tablePool) forget() {
+	clear(p.made)
+	p.made = p.made[:0]
+	p.boxes = nil
+}
+
+// boxesFor gives the first chunk of a tool's arguments' string boxes: the spare one when it has
+// the n headers wanted, a new one otherwise.
+func (p *tablePool) boxesFor(n int) []lua.LString {
+	if len(p.spare) >= n {
+		p.boxes, p.spare = p.spare, nil
+	} else {
+		p.boxes = make([]lua.LString, n)
+	}
+	return p.boxes
 }
 
 // hashKeys returns the keys of t's hash part in the order Next gives them (deleted ones

@@ -64,7 +64,7 @@ func TestNewObjectTable_sameAsRawSetString(t *testing.T) {
 		for j := range keys {
 			want.RawSetString(keys[j], vals[j])
 		}
-		got := newObjectTable(keys, vals, &boxes)
+		got := newObjectTable(keys, vals, &boxes, nil)
 		if got == nil {
 			dup := map[string]bool{}
 			for j, k := range keys {
@@ -195,5 +195,42 @@ func TestGlobals_reusedOnlyUntouched(t *testing.T) {
 	run(read)
 	if st.spareG == nil || st.spareG == first {
 		t.Fatalf("a run after a write had %p, the written table %p", st.spareG, first)
+	}
+}
+
+// A tool's argument objects are recycled from run to run on a state, and nothing of a run shows
+// in the next: not its keys (set, added or deleted), not a metatable it set.
+func TestCallJSON_recycledArguments(t *testing.T) {
+	s := mustCompile(t, "recycle", `return function(args)
+  local ks = {}
+  for k in pairs(args) do ks[#ks + 1] = k end
+  table.sort(ks)
+  local out = {keys = table.concat(ks, ","), plain = getmetatable(args) == nil and args.zz == nil}
+  if args.o then out.o = next(args.o) or "empty"; args.o.added = 1; args.o.p = nil end
+  args.added = true
+  args.a = nil
+  setmetatable(args, {__index = function() return "leak" end})
+  return out
+end`)
+	drainPool()
+	for i, c := range []struct{ in, want string }{
+		{`{"a":1,"b":2,"o":{"p":1}}`, `{"keys":"a,b,o","o":"p","plain":true}`},
+		{`{"x":"y","o":{}}`, `{"keys":"o,x","o":"empty","plain":true}`},
+		{`{"b":1,"o":{"q":true}}`, `{"keys":"b,o","o":"q","plain":true}`},
+		{`{"b":1,"b":2}`, `{"keys":"b","plain":true}`},
+		{`{}`, `{"keys":"","plain":true}`},
+		{`{"n":null,"c":1}`, `{"keys":"c","plain":true}`},
+		{`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}`, `{"keys":"a,b,c,d,e,f,g,h,i","plain":true}`},
+		{`{"z":1}`, `{"keys":"z","plain":true}`},
+	} {
+		res, err := s.CallJSON(context.Background(), []byte(c.in), nil)
+		if err != nil || string(res.JSON) != c.want {
+			t.Fatalf("run %d %s: got %s, %v; want %s", i, c.in, res.JSON, err, c.want)
+		}
+	}
+	st := getState()
+	defer putState(st)
+	if len(st.tables.free) == 0 {
+		t.Error("no table recycled")
 	}
 }

@@ -137,6 +137,7 @@ type lstate struct {
 
 	dctx   runCtx
 	mem    memWatch
+	tables tablePool   // a tool's argument objects, recycled (see tablePool)
 	G      *lua.LTable // the run's globals
 	spareG *lua.LTable // the last run's globals, when that run set none: the next run's
 	runEnv *lua.LTable // env or toolEnv: the one whose _G is G
@@ -345,9 +346,12 @@ func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
 	if data[0] != '{' {
 		return nil, newError(KindRuntime, name, name+": cannot convert arguments: not a JSON object", nil)
 	}
-	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys}
-	// Keys and string values: about one of each per two pairs of quotes.
-	d.boxes.next = min(max(bytes.Count(data, []byte{'"'})/2, 1), 64)
+	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys, tables: &st.tables}
+	// Keys and string values: about one of each per two pairs of quotes. The first chunk is
+	// recycled with the arguments' tables.
+	if lstringTab != nil {
+		d.boxes.chunk, d.boxes.next = st.tables.boxesFor(min(max(bytes.Count(data, []byte{'"'})/2, 1), 64)), 64
+	}
 	v, err := d.value(0)
 	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
 	if err == nil {
