@@ -65,7 +65,7 @@ ALL_CFLAGS := $(CFLAGS) $(WARN) -Iinclude -Iclips_bridge
 LIB_LDFLAGS := -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
 GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name '*_test.go' 2>/dev/null) \
-              $(shell find core -name '*.toml' 2>/dev/null) capi/shim.c capi/shim.h capi/clara.map include/clara.h
+              $(shell find core -name '*.toml' 2>/dev/null) $(wildcard capi/*.c capi/*.h) capi/clara.map include/clara.h
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
 .PHONY: print-version demo-agent all debug lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \

@@ -248,6 +248,7 @@ func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
 // C sees the call as an integer id, never a Go pointer.
 type toolCall struct {
 	mu     sync.Mutex
+	id     uintptr // the call's id; a toolCall is reused for other calls once done
 	done   bool
 	result []byte
 	hasErr bool
@@ -255,12 +256,106 @@ type toolCall struct {
 	tool   *toolbox.Tool // released when an abandoned job ends
 	// progress reports to the MCP client that asked (nil: nobody listens).
 	progress core.ProgressFunc
-	// caller is the call's scope, which clara_call_evaluate's requests inherit.
+	// The call's scope, which clara_call_evaluate's requests inherit: made
+	// into caller on the first such request (most tools make none).
+	ctx    context.Context
+	call   toolbox.Call // without its arguments
 	caller *core.Caller
+	// What the tool reports from its own thread, written by C (shim.h);
+	// part of this allocation so that a call allocates once.
+	res    C.struct_shim_result
+	status C.int
 }
 
+// toolCalls of calls that ended in time are reused: a C tool call then
+// allocates no toolCall. Who looked one up by id checks the id again under
+// its lock (running), since it may have gone on to another call.
+var toolCallPool = sync.Pool{New: func() any { return new(toolCall) }}
+
+func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
+	tc := toolCallPool.Get().(*toolCall)
+	call.Arguments = nil // borrowed; the scope needs the rest
+	tc.mu.Lock()
+	tc.id, tc.done = id, false
+	tc.result, tc.hasErr, tc.errMsg = nil, false, ""
+	tc.tool, tc.progress = call.Tool, core.ProgressOf(ctx)
+	tc.ctx, tc.call, tc.caller = ctx, call, nil
+	tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
+	tc.status = 0
+	tc.mu.Unlock()
+	return tc
+}
+
+// recycle gives back a toolCall whose call has ended in time (never one
+// that a worker may still finish).
+func (tc *toolCall) recycle() {
+	tc.mu.Lock()
+	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.progress = nil, nil, toolbox.Call{}, nil, nil, nil
+	tc.mu.Unlock()
+	toolCallPool.Put(tc)
+}
+
+// running: tc is still the call id and its tool has not returned. tc.mu held.
+func (tc *toolCall) running(id C.uintptr_t) bool { return !tc.done && tc.id == uintptr(id) }
+
+// callerScope is the scope of the running call id, made once; nil when
+// the tool has returned. tc.mu held.
+func (tc *toolCall) callerScope(id C.uintptr_t) *core.Caller {
+	if !tc.running(id) {
+		return nil
+	}
+	if tc.caller == nil {
+		tc.caller = core.CallerOf(tc.ctx, tc.call)
+	}
+	return tc.caller
+}
+
+// callTable maps the ids C tools are given to their running calls. A map
+// per shard under a mutex: sync.Map allocated on every Store, and every C
+// tool call stores one id and deletes it.
+type callTable struct {
+	shards [16]callShard
+}
+
+type callShard struct {
+	mu sync.Mutex
+	m  map[uintptr]*toolCall
+	_  [40]byte // a cache line each: callers on other threads take other shards
+}
+
+func (t *callTable) shard(id uintptr) *callShard { return &t.shards[id%uintptr(len(t.shards))] }
+
+func (t *callTable) store(id uintptr, tc *toolCall) {
+	s := t.shard(id)
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[uintptr]*toolCall)
+	}
+	s.m[id] = tc
+	s.mu.Unlock()
+}
+
+func (t *callTable) load(id uintptr) *toolCall {
+	s := t.shard(id)
+	s.mu.Lock()
+	tc := s.m[id]
+	s.mu.Unlock()
+	return tc
+}
+
+func (t *callTable) loadAndDelete(id uintptr) *toolCall {
+	s := t.shard(id)
+	s.mu.Lock()
+	tc := s.m[id]
+	delete(s.m, id)
+	s.mu.Unlock()
+	return tc
+}
+
+func (t *callTable) delete(id uintptr) { t.loadAndDelete(id) }
+
 var (
-	toolCalls  sync.Map // uintptr id -> *toolCall
+	toolCalls  callTable
 	nextCallID atomic.Uintptr
 )
 
@@ -278,52 +373,57 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 				timeout = 1
 			}
 		}
-		tc := &toolCall{tool: call.Tool, progress: core.ProgressOf(ctx), caller: core.CallerOf(ctx, call)}
 		id := nextCallID.Add(1)
-		toolCalls.Store(id, tc)
+		tc := newToolCall(ctx, call, id)
+		toolCalls.store(id, tc)
+		// One crossing into C either way: the arguments are copied there,
+		// the tool runs, and its reports stay in tc.res (shim.h).
+		var argp *C.char
+		if len(call.Arguments) > 0 {
+			argp = (*C.char)(unsafe.Pointer(&call.Arguments[0]))
+		}
+		n := C.size_t(len(call.Arguments))
 		if call.Tool != nil && call.Tool.OnCallerThread {
-			// One crossing into C: the arguments are copied there, the
-			// tool runs, and its reports stay in res (shim.h).
-			var res C.struct_shim_result
-			res.call = C.uintptr_t(id)
-			var argp *C.char
-			if len(call.Arguments) > 0 {
-				argp = (*C.char)(unsafe.Pointer(&call.Arguments[0]))
-			}
-			rc := C.shim_call_here(fn, userdata, argp, C.size_t(len(call.Arguments)), &res)
-			if res.ran == 0 {
-				toolCalls.Delete(id)
+			// &tc.res written out in the call: cgo then checks that field
+			// alone for Go pointers, not all of tc.
+			rc := C.shim_call_here(fn, userdata, argp, n, &tc.res)
+			if tc.res.ran == 0 {
+				toolCalls.delete(id)
+				tc.recycle()
 				return nil, errors.New("out of memory copying the arguments")
 			}
-			out, err := finishCall(ctx, tc, id, rc, &res, true)
-			if res.result != nil || res.error != nil {
-				C.shim_result_clear(&res)
-			}
-			return out, err
+			return finishCleared(ctx, tc, id, rc, true)
 		}
-		args := copyOut(call.Arguments) // owned by the job from here
-		if args == nil {
-			toolCalls.Delete(id)
-			return nil, errors.New("out of memory copying the arguments")
-		}
-		job := C.shim_job_new(fn, userdata, args, C.uintptr_t(id))
-		if job == nil {
-			C.shim_free(unsafe.Pointer(args))
-			toolCalls.Delete(id)
-			return nil, errors.New("out of memory starting the call")
-		}
-		switch C.shim_job_run(job, timeout) {
+		switch C.shim_call_worker(fn, userdata, argp, n, timeout, &tc.res, &tc.status) {
+		case 1:
+			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
 			return nil, toolbox.ErrStillRunning
-		case 1:
+		case C.SHIM_NO_MEMORY:
+			toolCalls.delete(id)
+			tc.recycle()
+			return nil, errors.New("out of memory starting the call")
+		case C.SHIM_NO_MEMORY_RESULT:
+			toolCalls.delete(id)
+			tc.recycle()
+			return nil, errors.New("out of memory keeping the tool's result")
 		default:
-			C.shim_job_free(job)
-			toolCalls.Delete(id)
+			toolCalls.delete(id)
+			tc.recycle()
 			return nil, errors.New("no thread could be started for the call")
 		}
-		defer C.shim_job_free(job)
-		return finishCall(ctx, tc, id, C.shim_job_status(job), C.shim_job_result(job), false)
 	}
+}
+
+// finishCleared is finishCall on tc.res, then frees what tc.res holds and
+// gives tc back.
+func finishCleared(ctx context.Context, tc *toolCall, id uintptr, rc C.int, onCaller bool) ([]byte, error) {
+	out, err := finishCall(ctx, tc, id, rc, &tc.res, onCaller)
+	if tc.res.result != nil || tc.res.error != nil {
+		C.shim_result_clear(&tc.res)
+	}
+	tc.recycle()
+	return out, err
 }
 
 // finishCall ends a call whose tool has returned rc: what it reported is
@@ -333,7 +433,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 // past it, its answer is dropped and the call is a timeout, as it would
 // have been on a worker thread.
 func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, onCaller bool) ([]byte, error) {
-	toolCalls.Delete(id)
+	toolCalls.delete(id)
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.done = true
@@ -372,11 +472,10 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 //export claraGoJobAbandoned
 func claraGoJobAbandoned(id C.uintptr_t) {
 	defer guard("ending an abandoned tool call", nil)
-	v, ok := toolCalls.LoadAndDelete(uintptr(id))
-	if !ok {
+	tc := toolCalls.loadAndDelete(uintptr(id))
+	if tc == nil {
 		return
 	}
-	tc := v.(*toolCall)
 	tc.mu.Lock()
 	tc.done = true
 	tc.mu.Unlock()
@@ -386,12 +485,11 @@ func claraGoJobAbandoned(id C.uintptr_t) {
 }
 
 func lookupCall(id C.uintptr_t) *toolCall {
-	v, ok := toolCalls.Load(uintptr(id))
-	if !ok {
+	tc := toolCalls.load(uintptr(id))
+	if tc == nil {
 		engine.Logger().Logf(logging.Warn, "clara_call_result/clara_call_error with a call that is not running (ignored)")
-		return nil
 	}
-	return v.(*toolCall)
+	return tc
 }
 
 //export claraGoCallResult
@@ -399,7 +497,7 @@ func claraGoCallResult(id C.uintptr_t, p *C.char, n C.size_t) {
 	defer guard("clara_call_result", nil)
 	if tc := lookupCall(id); tc != nil {
 		tc.mu.Lock()
-		if !tc.done {
+		if tc.running(id) {
 			tc.result = bytes.Clone(bytesOf(p, n)) // nil for NULL: the result is null
 		}
 		tc.mu.Unlock()
@@ -411,7 +509,7 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 	defer guard("clara_call_error", nil)
 	if tc := lookupCall(id); tc != nil {
 		tc.mu.Lock()
-		if !tc.done {
+		if tc.running(id) {
 			tc.hasErr = true
 			tc.errMsg = string(bytesOf(p, n))
 		}
@@ -428,12 +526,9 @@ func claraGoCallError(id C.uintptr_t, p *C.char, n C.size_t) {
 func claraGoCallEvaluate(id C.uintptr_t, req *C.char, n C.size_t, dst *C.char, dstCap C.size_t) (out *C.char) {
 	defer guard("clara_call_evaluate", func() { out = internalEnvelope() })
 	var caller *core.Caller
-	if v, ok := toolCalls.Load(uintptr(id)); ok {
-		tc := v.(*toolCall)
+	if tc := toolCalls.load(uintptr(id)); tc != nil {
 		tc.mu.Lock()
-		if !tc.done {
-			caller = tc.caller
-		}
+		caller = tc.callerScope(id)
 		tc.mu.Unlock()
 	}
 	if caller == nil {
@@ -452,7 +547,7 @@ func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.si
 	}
 	tc.mu.Lock()
 	report := tc.progress
-	if tc.done {
+	if !tc.running(id) {
 		report = nil
 	}
 	tc.mu.Unlock()

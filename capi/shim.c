@@ -11,20 +11,6 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-/* Strings Clara returns are written by Go code, which valgrind's memcheck
- * cannot follow: it may believe some bytes never written. Tell it they are
- * (the macro costs a few instructions when not under valgrind, and nothing
- * when the header is absent). */
-#if defined(__has_include)
-#if __has_include(<valgrind/memcheck.h>)
-#include <valgrind/memcheck.h>
-#define DEFINED(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
-#endif
-#endif
-#ifndef DEFINED
-#define DEFINED(p, n) ((void)(p), (void)(n))
-#endif
-
 /* The report of the tool running on this thread, if any: a tool may call
  * clara_evaluate, which may run a tool on this same thread, so the outer
  * report is saved and restored around each call. */
@@ -51,6 +37,18 @@ static int replace_copy(char **dst, const char *s, size_t n) {
     free(*dst);
     *dst = copy;
     return 1;
+}
+
+/* The result into r, in its room when it fits (see struct shim_result). */
+static int replace_result(struct shim_result *r, const char *s, size_t n) {
+    if (s != NULL && r->room != NULL && n < r->room_cap) {
+        if (r->result != r->room) free(r->result);
+        memcpy(r->room, s, n + 1);
+        r->result = r->room;
+        return 1;
+    }
+    if (r->result == r->room) r->result = NULL; /* not malloc'd */
+    return replace_copy(&r->result, s, n);
 }
 
 /* The version of the library itself (its Go core), which a program built
@@ -130,7 +128,7 @@ int clara_unregister_tool(const char *name) {
 void clara_call_result(clara_call *call, const char *result_json) {
     struct shim_result *r = reporting;
     size_t n = result_json ? strlen(result_json) : 0;
-    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_copy(&r->result, result_json, n)) {
+    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_result(r, result_json, n)) {
         r->result_len = n;
         r->has_result = 1;
         return;
@@ -243,7 +241,7 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
 }
 
 void shim_result_clear(struct shim_result *r) {
-    free(r->result);
+    if (r->result != r->room) free(r->result);
     free(r->error);
     r->result = r->error = NULL;
     r->result_len = 0;

@@ -7,6 +7,20 @@
 #include <stdint.h>
 #include "clara.h"
 
+/* Memory Go wrote (strings Clara returns, arguments copied from Go) is
+ * written by code valgrind's memcheck cannot follow: it may believe some
+ * bytes never written. DEFINED tells it they are (a few instructions when
+ * not under valgrind, nothing when the header is absent). */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define DEFINED(p, n) VALGRIND_MAKE_MEM_DEFINED((p), (n))
+#endif
+#endif
+#ifndef DEFINED
+#define DEFINED(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Copies n bytes into a fresh malloc'd, NUL-terminated string; NULL if
  * malloc fails. Go's C.CString would abort the process instead. */
 char *shim_copy_out(const char *p, size_t n);
@@ -34,6 +48,12 @@ struct shim_result {
     char *error; /* NULL with has_error: the default message */
     int has_result, has_error;
     int ran; /* shim_call_here: the tool was called (0: no memory for its arguments) */
+    /* Storage a result that fits is copied into instead of a malloc: a
+     * worker's job carries some, so that a tool's thread allocates nothing
+     * the caller's thread would free (glibc then locks the worker's arena
+     * against it). result == room: not malloc'd. */
+    char *room;
+    size_t room_cap;
 };
 void shim_result_clear(struct shim_result *r);
 
@@ -46,22 +66,21 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
 /* The worker pool of workers.c: runs C tools on threads of their own so
  * that a caller can stop waiting at the deadline. */
 
-struct shim_job;
-/* A job owns args (malloc'd). NULL if malloc fails. */
-struct shim_job *shim_job_new(clara_tool_fn fn, uintptr_t userdata, char *args, uintptr_t call);
-/* Runs the job and waits at most timeout_ns (0: no limit). Returns 1 when it
- * finished (read shim_job_status, then shim_job_free it), 0 when the
- * deadline passed (the job is abandoned: never touch it again; Go hears of
- * its end through claraGoJobAbandoned), or -CLARA_ENOMEM when no thread
- * could run it (free it). */
-int shim_job_run(struct shim_job *job, long long timeout_ns);
-int shim_job_status(const struct shim_job *job);
-/* What the tool reported from its own thread (valid until shim_job_free). */
-struct shim_result *shim_job_result(struct shim_job *job);
+/* What shim_call_worker returns when it could not run the tool. */
+#define SHIM_NO_MEMORY (-1) /* no memory for the job */
+#define SHIM_NO_THREAD (-2) /* no worker free and none could be started */
+#define SHIM_NO_MEMORY_RESULT (-3) /* the tool ran; no memory to keep its result */
+/* Runs a C tool on a worker thread with a NUL-terminated copy of args (n
+ * bytes, which may be Go memory) and waits at most timeout_ns (0: no
+ * limit). Returns 1 when it finished: *status is what the tool returned and
+ * *res holds what it reported from its own thread (the caller clears it);
+ * 0 when the deadline passed (the job is abandoned: Go hears of its end
+ * through claraGoJobAbandoned, with res->call); or SHIM_NO_MEMORY,
+ * SHIM_NO_THREAD or SHIM_NO_MEMORY_RESULT. res->call is the call's id, set
+ * by the caller. */
+int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, long long timeout_ns,
+                     struct shim_result *res, int *status);
 /* Runs fn with *res collecting what it reports from this thread. */
 int shim_run_reporting(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res);
-/* Drops the caller's reference; the job is freed once the worker has let
- * go of it too. */
-void shim_job_free(struct shim_job *job);
 
 #endif

@@ -174,6 +174,22 @@ static int scripted(void *userdata, const char *args, clara_call *call) {
         clara_call_result(call, "[2, 3]");
         return 0;
     }
+    /* A result replaced by one larger or smaller than the room a worker's
+     * job keeps for it (256 bytes for these arguments), or by null. */
+    if (strcmp(mode, "grow") == 0 || strcmp(mode, "shrink") == 0) {
+        char large[1003];
+        memset(large, 'x', sizeof large);
+        large[0] = large[sizeof large - 2] = '"';
+        large[sizeof large - 1] = '\0';
+        clara_call_result(call, mode[0] == 'g' ? "[2, 3]" : large);
+        clara_call_result(call, mode[0] == 'g' ? large : "[2, 3]");
+        return 0;
+    }
+    if (strcmp(mode, "tonull") == 0) {
+        clara_call_result(call, "[2, 3]");
+        clara_call_result(call, NULL);
+        return 0;
+    }
     if (strcmp(mode, "big") == 0) {
         clara_call_result(call, "\"0123456789abcdef\"");
         return 0;
@@ -204,6 +220,19 @@ static void test_results_and_errors(void) {
                    "unexpected end of input at byte 5\"}");
     CHECK_ENVELOPE("{\"tool\":\"nothing\"}", "{\"status\":\"success\",\"tool\":\"nothing\",\"result\":null}");
     CHECK_ENVELOPE("{\"tool\":\"twice\"}", "{\"status\":\"success\",\"tool\":\"twice\",\"result\":[2,3]}");
+    reg("{\"name\":\"grow\"}", "grow");
+    reg("{\"name\":\"shrink\"}", "shrink");
+    reg("{\"name\":\"tonull\"}", "tonull");
+    {
+        char want[1100];
+        memset(want, 0, sizeof want);
+        strcpy(want, "{\"status\":\"success\",\"tool\":\"grow\",\"result\":\"");
+        memset(want + strlen(want), 'x', 1000);
+        strcat(want, "\"}");
+        CHECK_ENVELOPE("{\"tool\":\"grow\"}", want);
+    }
+    CHECK_ENVELOPE("{\"tool\":\"shrink\"}", "{\"status\":\"success\",\"tool\":\"shrink\",\"result\":[2,3]}");
+    CHECK_ENVELOPE("{\"tool\":\"tonull\"}", "{\"status\":\"success\",\"tool\":\"tonull\",\"result\":null}");
     CHECK_ENVELOPE("{\"tool\":\"big\"}",
                    "{\"status\":\"error\",\"error\":\"output_too_large\",\"message\":\"tool \\\"big\\\" returned 18 bytes of JSON, "
                    "more than its max_output_bytes (10)\",\"details\":{\"bytes\":18,\"max_output_bytes\":10}}");
