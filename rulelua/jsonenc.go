@@ -202,17 +202,17 @@ func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 			return a.class - b.class
 		})
 	}
-	at := func(i int) *jsonKey {
-		if order != nil {
-			return &entries[order[i]]
-		}
-		return &entries[i]
-	}
 	e.buf = append(e.buf, '{')
 	first := true
 	for i := 0; i < n; i++ {
-		en := at(i)
-		if i+1 < n && at(i+1).name == en.name {
+		en, next := &entries[i], i+1
+		if order != nil {
+			en = &entries[order[i]]
+			if next < n {
+				next = int(order[next])
+			}
+		}
+		if i+1 < n && entries[next].name == en.name {
 			continue // a value under the same name replaced this one in toGo's map
 		}
 		if !first {

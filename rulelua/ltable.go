@@ -217,16 +217,14 @@ func (b *stringBoxes) box(s string) lua.LValue {
 	return v
 }
 
-// setExisting sets t[key] = v (v not nil) as RawSetString does; when key is already in t's
-// hash part, without RawSetString's lookup of its position in the key list (a hash of the
-// boxed key).
+// setExisting sets t[key] = v (v not nil) when key is already in t's hash part (the caller
+// knows): as RawSetString does, without its lookup of the key's position in the key list (a
+// hash of the boxed key).
 func setExisting(t *lua.LTable, key string, v lua.LValue) {
 	if tableLayoutOK {
 		if l := layoutOf(t); l.strdict != nil {
-			if _, ok := l.strdict[key]; ok {
-				l.strdict[key] = v
-				return
-			}
+			l.strdict[key] = v
+			return
 		}
 	}
 	t.RawSetString(key, v)
