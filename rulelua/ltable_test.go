@@ -2,11 +2,13 @@ package rulelua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -232,5 +234,33 @@ end`)
 	defer putState(st)
 	if len(st.tables.free) == 0 {
 		t.Error("no table recycled")
+	}
+}
+
+// budgetCtx is a context that states its budget, as toolbox's does for a Lua tool.
+type budgetCtx struct {
+	context.Context
+	budget time.Duration
+}
+
+func (c budgetCtx) Budget() time.Duration { return c.budget }
+
+// A context that states its budget is taken at its word for the timeout's message (no clock
+// read at the start of the run); the deadline is still its own, and a runaway tool still stops.
+func TestCallJSON_budgetedContext(t *testing.T) {
+	s := mustCompile(t, "loop", `return function() while true do end end`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := s.CallJSON(budgetCtx{ctx, 7 * time.Second}, nil, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "lua: deadline of 7s exceeded" {
+		t.Fatalf("got %v", err)
+	}
+	// A script's own timeout (Limits.Deadline) still reads the clock and wins when earlier.
+	own, _ := CompileWithLimits("own", `return function() while true do end end`, Limits{Deadline: 10 * time.Millisecond})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	_, err = own.CallJSON(budgetCtx{ctx2, 5 * time.Second}, nil, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "lua: deadline of 10ms exceeded" {
+		t.Fatalf("own deadline: got %v", err)
 	}
 }

@@ -209,16 +209,24 @@ func (st *lstate) endRun() {
 	}
 }
 
+// budgeted is a context that knows the whole budget its deadline ends (toolbox gives a Lua tool
+// one: its timeout): a run given it reads no clock to state it in a timeout's message.
+type budgeted interface{ Budget() time.Duration }
+
 func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.script, st.lim, st.host, st.parent = s, &s.lim, host, ctx
 	st.bytes, st.logLines, st.logBytes, st.logCapped, st.workDone = 0, 0, 0, false, 0
 	d, ok := ctx.Deadline()
-	now := time.Now()
-	if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
-		d = own
+	if b, known := ctx.(budgeted); ok && known && !s.lim.deadlineGiven {
+		st.budget = b.Budget() // the context's deadline, as it is: no clock read
+	} else {
+		now := time.Now()
+		if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
+			d = own
+		}
+		st.budget = d.Sub(now)
 	}
 	st.mem.begin(s.lim.MaxMemoryBytes)
-	st.budget = d.Sub(now)
 	c := &st.dctx
 	c.deadline, c.parent, c.parentDone = d, ctx, ctx.Done()
 	if c.done != nil {

@@ -80,3 +80,26 @@ func TestExecute_compactJSON(t *testing.T) {
 		}
 	}
 }
+
+// The context of a tool that polls its deadline states its whole budget (the tool's timeout), so
+// that a Lua run need not read the clock to say it.
+func TestExecute_pollsDeadlineBudget(t *testing.T) {
+	var budget time.Duration
+	tl, err := toolbox.NewTool(toolbox.Descriptor{Name: "poller", Limits: toolbox.Limits{TimeoutMS: 250}}, toolbox.ToolOptions{
+		SelfTimed: true, PollsDeadline: true,
+		Run: func(ctx context.Context, c toolbox.Call) ([]byte, error) {
+			if b, ok := ctx.(interface{ Budget() time.Duration }); ok {
+				budget = b.Budget()
+			}
+			return []byte(`{}`), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{}); perr != nil {
+		t.Fatal(perr)
+	}
+	if budget != 250*time.Millisecond {
+		t.Errorf("budget %v, want 250ms", budget)
+	}
+}
