@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,5 +263,36 @@ func TestCallJSON_budgetedContext(t *testing.T) {
 	_, err = own.CallJSON(budgetCtx{ctx2, 5 * time.Second}, nil, nil)
 	if !errors.Is(err, context.DeadlineExceeded) || err.Error() != "lua: deadline of 10ms exceeded" {
 		t.Fatalf("own deadline: got %v", err)
+	}
+}
+
+// Tool runs on several goroutines at once, each with its own arguments, see only their own
+// (states and their recycled tables are never shared by two runs).
+func TestCallJSON_concurrentArguments(t *testing.T) {
+	s := mustCompile(t, "echo", `return function(args) args.n = args.n + 1 return args end`)
+	// Not about time: eight goroutines on two cores under -race may wait past the 50 ms default.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				in := fmt.Sprintf(`{"g":"g%d","n":%d}`, g, i)
+				want := fmt.Sprintf(`{"g":"g%d","n":%d}`, g, i+1)
+				res, err := s.CallJSON(ctx, []byte(in), nil)
+				if err != nil || string(res.JSON) != want {
+					errs <- fmt.Errorf("%s: got %s, %v", in, res.JSON, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
