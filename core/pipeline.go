@@ -152,14 +152,19 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 // on_tool_failure, then the callbacks for the files the tool says it
 // changed. It returns how long the call took, measured once.
 func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) time.Duration {
-	var took time.Duration
-	e.sessions.Get(c.session).RecordCall(t.Name, perr != nil)
+	// Measured here, once: the history, the rules and the audit see the
+	// same end of the call, and the clock is read once for all three.
+	took := e.clock.since(start)
+	var end time.Time // zero: the history reads the clock (a test's clock may stand still)
+	if e.clock.real {
+		end = start.Add(took)
+	}
+	e.sessions.Get(c.session).RecordCall(t.Name, perr != nil, end)
 	event, trigger := "on_tool_complete", s.onToolComplete
 	if perr != nil {
 		event, trigger = "on_tool_failure", s.onToolFailure
 	}
 	if trigger != nil {
-		took = e.clock.since(start)
 		// Most calls match no rule, and the rules watching every call
 		// usually say so from the call's own figures: test that first,
 		// without building an event.

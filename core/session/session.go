@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -130,11 +131,12 @@ func (s *Session) clear() {
 	s.mu.Unlock()
 }
 
-// RecordCall updates the history after a tool call. tool must be a string
-// Clara owns (a registered tool's name).
-func (s *Session) RecordCall(tool string, failed bool) {
+// RecordCall updates the history after a tool call that ended at end (a
+// time of the real clock; zero: now). tool must be a string Clara owns (a
+// registered tool's name).
+func (s *Session) RecordCall(tool string, failed bool, end time.Time) {
 	if sp := s.spread.Load(); sp != nil {
-		sp.record(tool, failed)
+		sp.record(tool, failed, end)
 		// Consecutive failures need the session's lock only when there is
 		// a failure to count or a count to end.
 		if failed || sp.failing.Load() {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -46,7 +47,7 @@ func TestSession_recent_tools_ring(t *testing.T) {
 	for _, n := range []int{0, 1, 19, 20, 21, 45} {
 		s := &Session{}
 		for i := 0; i < n; i++ {
-			s.RecordCall(fmt.Sprint("t", i), false)
+			s.RecordCall(fmt.Sprint("t", i), false, time.Time{})
 		}
 		got := s.History()["recent_tools"].([]any)
 		want := []any{}
@@ -101,7 +102,7 @@ func TestTable_default_session_history_from_many_goroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < calls; i++ {
-				s.RecordCall(fmt.Sprintf("g%d_%04d", g, i), i%10 == 0)
+				s.RecordCall(fmt.Sprintf("g%d_%04d", g, i), i%10 == 0, time.Time{})
 			}
 		}()
 	}
@@ -136,7 +137,7 @@ func TestTable_default_session_history_from_many_goroutines(t *testing.T) {
 	// Sequential calls keep their order exactly, whatever processor runs them.
 	tab.End(protocol.DefaultSession)
 	for i := 0; i < 30; i++ {
-		s.RecordCall(fmt.Sprint("t", i), false)
+		s.RecordCall(fmt.Sprint("t", i), false, time.Time{})
 		runtime.Gosched()
 	}
 	got := s.History()["recent_tools"].([]any)
@@ -146,13 +147,13 @@ func TestTable_default_session_history_from_many_goroutines(t *testing.T) {
 	}
 
 	// Two failures of x count 2; a success of x (from any goroutine) ends it.
-	s.RecordCall("x", true)
-	s.RecordCall("x", true)
+	s.RecordCall("x", true, time.Time{})
+	s.RecordCall("x", true, time.Time{})
 	if c := s.History()["consecutive_failures"].(map[string]any); c["x"] != float64(2) {
 		t.Fatalf("consecutive failures: %v", c)
 	}
 	done := make(chan struct{})
-	go func() { s.RecordCall("x", false); close(done) }()
+	go func() { s.RecordCall("x", false, time.Time{}); close(done) }()
 	<-done
 	if c := s.History()["consecutive_failures"].(map[string]any); len(c) != 0 {
 		t.Fatalf("consecutive failures after a success: %v", c)

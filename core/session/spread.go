@@ -54,8 +54,15 @@ func newSpreadHistory() *spreadHistory {
 	return h
 }
 
-func (h *spreadHistory) record(tool string, failed bool) {
-	at := time.Since(spreadEpoch)
+// record keeps a call that ended at end, a time from the real clock (with
+// its monotonic reading: no clock read here), or zero to read the clock now.
+func (h *spreadHistory) record(tool string, failed bool, end time.Time) {
+	var at time.Duration
+	if end.IsZero() {
+		at = time.Since(spreadEpoch)
+	} else {
+		at = end.Sub(spreadEpoch)
+	}
 	pick := h.picker.Get().(*int)
 	sh := &h.shards[*pick]
 	h.picker.Put(pick)

@@ -128,16 +128,27 @@ def tool(fn: F, /) -> F: ...
 @overload
 def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optional[str] = None,
          input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
-         capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None) -> Callable[[F], F]: ...
+         capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None,
+         on_caller_thread: Optional[bool] = None,
+         changes_files: Optional[List[str]] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
          description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
          limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
-         llm_visible: Optional[bool] = None) -> Any:
+         llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
+         changes_files: Optional[List[str]] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
-    input_schema=..., llm_visible=...). Returns the function unchanged.
+    input_schema=..., llm_visible=..., on_caller_thread=...,
+    changes_files=...). Returns the function unchanged.
+
+    on_caller_thread=True runs the function on the thread of the call that
+    asked for it instead of one of Clara's worker threads: no hand-over of
+    the call (nor of Python's GIL) between threads, but its timeout can no
+    longer cut it short (docs/tools.md). changes_files names the arguments
+    (or JSON pointers into them) that hold paths the tool changes, for the
+    file-change callbacks.
 
     The input schema is built from the signature and type hints (int, float,
     str, bool, list[T], dict[str, T], Optional, Union, Literal, TypedDict,
@@ -153,7 +164,8 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     Clara refuses the descriptor."""
     from ._tools import decorate
     return decorate(None, fn, name=name, description=description, input_schema=input_schema,
-                    limits=limits, capabilities=capabilities, llm_visible=llm_visible)
+                    limits=limits, capabilities=capabilities, llm_visible=llm_visible,
+                    on_caller_thread=on_caller_thread, changes_files=changes_files)
 
 
 def tools() -> List[Dict[str, Any]]:

@@ -895,16 +895,19 @@ class Clara:
     def tool(self, fn: None = None, /, *, name: Optional[str] = None, description: Optional[str] = None,
              input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
              capabilities: Optional[List[str]] = None,
-             llm_visible: Optional[bool] = None) -> Callable[[F], F]: ...
+             llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
+             changes_files: Optional[List[str]] = None) -> Callable[[F], F]: ...
 
     def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
              limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
-             llm_visible: Optional[bool] = None) -> Any:
+             llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
+             changes_files: Optional[List[str]] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
-                        limits=limits, capabilities=capabilities, llm_visible=llm_visible)
+                        limits=limits, capabilities=capabilities, llm_visible=llm_visible,
+                        on_caller_thread=on_caller_thread, changes_files=changes_files)
 
     def tools(self) -> List[Dict[str, Any]]:
         """The descriptors of every tool (built-in and registered), as the

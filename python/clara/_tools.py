@@ -127,7 +127,9 @@ async def _in_call(call: Optional[_binding.ToolCall], awaitable: Awaitable[Any])
 
 def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[str],
                input_schema: Optional[Mapping[str, Any]], limits: Optional[Mapping[str, Any]],
-               capabilities: Optional[List[str]], llm_visible: Optional[bool]) -> Dict[str, Any]:
+               capabilities: Optional[List[str]], llm_visible: Optional[bool],
+               on_caller_thread: Optional[bool] = None,
+               changes_files: Optional[List[str]] = None) -> Dict[str, Any]:
     """The descriptor @tool registers for fn."""
     tool_name = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(tool_name, str):
@@ -146,6 +148,12 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
         out["limits"] = dict(limits)
     if llm_visible is not None:
         out["llm_visible"] = bool(llm_visible)
+    if on_caller_thread is not None:
+        out["on_caller_thread"] = bool(on_caller_thread)
+    if changes_files is not None:
+        if isinstance(changes_files, (str, bytes)):
+            raise TypeError("clara.tool: changes_files is a list of argument names or JSON pointers, not a string")
+        out["changes_files"] = list(changes_files)
     return out
 
 

@@ -19,6 +19,9 @@ python_tool_c: the same Python tool through clara_evaluate from ctypes.
              Reference: a C tool (bench_ctool.c, a shared object given as
              the second argument) answering the same, called the same way.
              The difference is what a Python tool costs over a C one.
+python_tool_here: the same Python tool registered with
+             on_caller_thread=True (no hand-over of the call nor of the GIL
+             to a worker thread), against the same C tool.
 
 The two alternate block by block; each block is timed with
 clock_gettime(CLOCK_MONOTONIC). Usage: bench_python.py PATH/TO/libclara.so [PATH/TO/bench_ctool.so]
@@ -138,6 +141,22 @@ def main():
         for _ in range(n):
             f(message="hello")
 
+    @clara.tool(on_caller_thread=True)
+    def py_echo_here(message: str) -> dict:
+        return {"message": message}
+
+    here_request = b'{"tool":"py_echo_here","arguments":{"message":"hello"}}'
+    p = lib.clara_evaluate(here_request)
+    assert ctypes.string_at(p) == b'{"status":"success","tool":"py_echo_here","result":{"message":"hello"}}'
+    lib.clara_free_string(p)
+
+    def run_tool_here(n):
+        evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, here_request
+        for _ in range(n):
+            p = evaluate(request)
+            string_at(p)
+            free_string(p)
+
     # python_tool_c: the Python tool against a C tool answering the same.
     rows_c = []
     if len(sys.argv) > 2:
@@ -158,7 +177,7 @@ def main():
                 string_at(p)
                 free_string(p)
 
-        rows_c = [("python_tool_c", run_tool, run_c_tool)]
+        rows_c = [("python_tool_c", run_tool, run_c_tool), ("python_tool_here", run_tool_here, run_c_tool)]
 
     reps = env_int("CLARA_BENCH_REPS", 7)
     block_ns = env_int("CLARA_BENCH_BLOCK_MS", 150) * 1_000_000

@@ -30,6 +30,7 @@ ROWS = [
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("c_tool_caller", "C tool, on_caller_thread", "built-in echo", "time", None, None),
     ("python_tool_c", "Python tool (through clara_evaluate)", "the same tool in C", "time", None, None),
+    ("python_tool_here", "Python tool, on_caller_thread", "the same tool in C", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
     ("chat", "chat, one tool call (Go, loopback)", "the same 2 exchanges, bare net/http", "time", "<=", 1.2),
     ("chat_parallel", "chats from 16 goroutines, wall time per chat", "one chat at a time", "time", None, None),
@@ -78,7 +79,8 @@ LEGEND = [
     "the calling thread (no handoff; its timeout cannot cut it short).",
     "Python tool vs C: from ctypes, clara_evaluate of a Python tool (@clara.tool) and of a C tool (in a "
     "shared object the bench builds), both returning {\"message\": \"hello\"} for the same arguments: what "
-    "a Python tool costs over a C one.",
+    "a Python tool costs over a C one. Python tool, on_caller_thread: the same Python function registered "
+    "with on_caller_thread=True, against the same C tool.",
     "5-property schema: Go benchmarks of the engine calling one Go tool (run inline, like a built-in) with "
     "the same 5 arguments, registered with a 5-property input_schema (types, enum, pattern, bounds, required, "
     "additionalProperties) vs without: the cost of validating the arguments.",
@@ -266,6 +268,7 @@ def main():
     for key, what in (("c_tool", "a C tool costs over the built-in echo"),
                       ("c_tool_caller", "a C tool on the caller's thread costs over the built-in echo"),
                       ("python_tool_c", "a Python tool costs over the same tool in C"),
+                      ("python_tool_here", "a Python tool on the caller's thread costs over the same tool in C"),
                       ("python_tool", "calling a Python tool through Clara costs over calling it directly"),
                       ("lua_tool", "a Lua tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),

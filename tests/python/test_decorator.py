@@ -306,6 +306,27 @@ class TestDescriptor(ClaraTestCase):
         with self.assertRaises(clara.InvalidArgs):
             clara.call("search_web", q="a")
 
+    def test_on_caller_thread_and_changes_files(self):
+        import threading
+
+        @clara.tool(on_caller_thread=True, changes_files=["path", "/more/0"])
+        def here(path: str, more: Optional[List[str]] = None) -> int:
+            return threading.get_ident()
+
+        @clara.tool
+        def there(path: str) -> int:
+            return threading.get_ident()
+        desc = self.descriptor("here")
+        self.assertIs(desc["on_caller_thread"], True)
+        self.assertEqual(desc["changes_files"], ["path", "/more/0"])
+        self.assertNotIn("on_caller_thread", self.descriptor("there"))
+        # The thread that called clara_evaluate runs the first; one of
+        # Clara's workers the second.
+        self.assertEqual(clara.call("here", path="a.txt"), threading.get_ident())
+        self.assertNotEqual(clara.call("there", path="a.txt"), threading.get_ident())
+        with self.assertRaises(TypeError):
+            clara.tool(changes_files="path")(there)
+
     def test_refused_by_clara(self):
         logged = []
         self.lib.set_log_handler(lambda level, message: logged.append(message), clara.CLARA_LOG_ERROR)
