@@ -296,3 +296,28 @@ func TestCallJSON_concurrentArguments(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// CallJSON's value is the caller's: a later run on the state (which encodes into the same
+// buffer) leaves it as it was, small or large.
+func TestCallJSON_valueIsTheCallers(t *testing.T) {
+	s := mustCompile(t, "rep", `return function(args) return {s = string.rep(args.c, args.n)} end`)
+	drainPool()
+	var kept [][]byte
+	var want []string
+	for _, c := range []struct {
+		c string
+		n int
+	}{{"a", 3}, {"b", 5000}, {"c", 4}, {"d", 6000}, {"e", 2}, {"f", 1}} {
+		res, err := s.CallJSON(context.Background(), []byte(fmt.Sprintf(`{"c":%q,"n":%d}`, c.c, c.n)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, res.JSON)
+		want = append(want, `{"s":"`+strings.Repeat(c.c, c.n)+`"}`)
+	}
+	for i := range kept {
+		if string(kept[i]) != want[i] {
+			t.Errorf("value %d changed: %.40s...", i, kept[i])
+		}
+	}
+}

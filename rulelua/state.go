@@ -144,6 +144,7 @@ type lstate struct {
 	nuds      int
 
 	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
+	outBuf   []byte       // where CallJSON encodes a value (at most maxKeptOutBuf kept)
 	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
 	decKeys  []string
 
@@ -235,6 +236,10 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.L.SetContext(c)
 }
 
+// maxKeptOutBuf: a CallJSON value longer than this is handed on in the buffer it was encoded
+// in, which the state then drops.
+const maxKeptOutBuf = 4096
+
 // run executes one Run, Call or CallJSON on this state.
 func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (Result, error) {
 	st.begin(ctx, s, host)
@@ -324,7 +329,15 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	var res Result
 	var err error
 	if in.json {
-		res.JSON, err = st.appendJSON(make([]byte, 0, 128), v)
+		// Encoded into the state's buffer, then copied at its size: the bytes go to the caller,
+		// and a guess of their size was mostly too large (the collector's work follows bytes).
+		var out []byte
+		out, err = st.appendJSON(st.outBuf[:0], v)
+		if len(out) > maxKeptOutBuf {
+			res.JSON, st.outBuf = out, nil // a large value: handed on without a copy
+		} else {
+			res.JSON, st.outBuf = append([]byte(nil), out...), out[:0]
+		}
 		switch x := v.(type) {
 		case lua.LBool:
 			res.Value = bool(x)
