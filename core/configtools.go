@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
@@ -76,7 +77,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
@@ -145,6 +146,9 @@ func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
 	return left
 }
 
+// toolHosts recycles the hosts of Lua tool runs (an allocation a call).
+var toolHosts = sync.Pool{New: func() any { return new(toolScriptHost) }}
+
 // luaToolRun is a Lua tool's function: arguments decoded, the script's
 // function called with them (under the call's deadline), its value encoded.
 // What the script asks for applies once it returns: notices go to the
@@ -155,8 +159,11 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 			return nil, protocol.Errorf(protocol.InvalidArgs, "arguments: a Lua tool takes a JSON object, not %s", protocol.KindOf(args[0]))
 		}
 		s := e.current.Load()
-		h := &toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
+		h := toolHosts.Get().(*toolScriptHost)
+		*h = toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
 		res, err := script.CallJSON(ctx, call.Arguments, h)
+		*h = toolScriptHost{}
+		toolHosts.Put(h) // rulelua keeps no Host past the run
 		if err != nil {
 			return nil, err
 		}

@@ -128,6 +128,22 @@ func newState() *lstate {
 	st.ctxUD.Metatable = st.ctxMT
 	env.RawSetString("ctx", st.ctxUD)
 	env.RawSetString("context", st.ctxUD) // the seed's name for ctx
+	// _G is the run's globals during a run, false between runs: never deleted, so that a run
+	// sets it in place (setExisting).
+	env.RawSetString("_G", lua.LFalse)
+
+	// A tool run's environment: the same entries without ctx and context (nil in a tool), so
+	// that a tool run does not delete and restore them in env (two map deletions and
+	// insertions a call).
+	st.toolEnv = L.CreateTable(0, 64)
+	env.ForEach(func(k, v lua.LValue) {
+		if k != lua.LString("ctx") && k != lua.LString("context") {
+			st.toolEnv.RawSet(k, v)
+		}
+	})
+	st.toolEnvMT = L.CreateTable(0, 2)
+	st.toolEnvMT.RawSetString("__index", st.toolEnv)
+	st.toolEnvMT.RawSetString("__metatable", lua.LString("locked"))
 	return st
 }
 

@@ -3,7 +3,7 @@
 //
 // Compile parses and compiles a source once (prototypes are cached by name and source, so compiling
 // the same text twice is cheap). A Script is immutable and may be run from many goroutines at once:
-// every Run or Call borrows an LState from a bounded package-level pool, gives the script a fresh
+// every Run or Call borrows an LState from a bounded package-level pool, gives the script an empty
 // global table, and returns the state to the pool only when the run finished without error.
 //
 // # Environment
@@ -28,8 +28,8 @@
 //
 // # Isolation
 //
-// Each run gets a new, empty global table whose protected metatable reads through to the state's
-// environment; library tables are read-only proxies (assignment, rawset and the table functions
+// Each run gets an empty global table (a new one, or the last run's when that run wrote nothing
+// to it) whose protected metatable reads through to the state's environment; library tables are read-only proxies (assignment, rawset and the table functions
 // refuse them); the string metatable is hidden behind __metatable; setmetatable accepts tables
 // only, so the shared metatables of numbers, booleans, functions and strings cannot be replaced.
 // A state is discarded after any error, timeout or limit.

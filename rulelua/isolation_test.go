@@ -16,13 +16,13 @@ import (
 
 // drainPool closes every pooled state, so that the next runs share one state.
 func drainPool() {
-	for {
-		select {
-		case st := <-pool:
-			st.close()
-		default:
-			return
-		}
+	pool.Lock()
+	free := append([]*lstate(nil), pool.free...)
+	clear(pool.free)
+	pool.free = pool.free[:0]
+	pool.Unlock()
+	for _, st := range free {
+		st.close()
 	}
 }
 

@@ -38,6 +38,11 @@ type jsonDecoder struct {
 	// its size is known (gopher-lua's first string key otherwise allocates a 32-slot map).
 	vals []lua.LValue
 	keys []string
+	// boxes boxes the strings decoded.
+	boxes stringBoxes
+	// tables: where a tool's arguments take their objects from (nil: json.decode's values,
+	// which are made anew).
+	tables *tablePool
 }
 
 var errJSONEnd = errors.New("unexpected end of JSON input")
@@ -138,7 +143,7 @@ func (d *jsonDecoder) value(depth int) (lua.LValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		return lua.LString(s), nil
+		return d.boxes.box(s), nil
 	case c == '-' || c >= '0' && c <= '9':
 		if err := d.count(jsonSlotCost); err != nil {
 			return nil, err
@@ -294,6 +299,9 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 		case '}':
 			d.pos++
 			vals := d.vals[mark:]
+			if t := newObjectTable(d.keys[mark:], vals, &d.boxes, d.tables); t != nil {
+				return t, nil
+			}
 			t := d.L.CreateTable(0, len(vals))
 			for j, v := range vals {
 				t.RawSetString(d.keys[mark+j], v)
@@ -311,7 +319,12 @@ func (d *jsonDecoder) str() (string, error) {
 	start := d.pos
 	i := start + 1
 	plain := true
+	data := d.data
 	for {
+		// Runs of plain bytes are most of a string: one table lookup each.
+		for i < len(data) && plainByte[data[i]] {
+			i++
+		}
 		if i >= len(d.data) {
 			return "", errJSONEnd
 		}
@@ -346,6 +359,15 @@ func (d *jsonDecoder) str() (string, error) {
 	}
 	return raw[1 : len(raw)-1], nil
 }
+
+// plainByte marks the bytes a JSON string holds as they are: printable ASCII other than the
+// quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func hasBackslash(s string) bool {
 	for i := 0; i < len(s); i++ {

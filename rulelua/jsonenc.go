@@ -33,8 +33,7 @@ type jsonKey struct {
 func (st *lstate) appendJSON(buf []byte, v lua.LValue) ([]byte, error) {
 	e := jsonEncoder{st: st, c: toGoConv{st: st}, buf: buf, keys: st.jsonKeys}
 	err := e.value(v, 0)
-	clear(e.keys[:cap(e.keys)])
-	st.jsonKeys = e.keys[:0]
+	st.jsonKeys = e.keys[:0] // table cleared the entries it used
 	return e.buf, err
 }
 
@@ -75,6 +74,11 @@ func (e *jsonEncoder) number(f float64) error {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 && (f != 0 || !math.Signbit(f)) {
+		// An integer: the digits AppendFloat would write, without its shortest-form search.
+		e.buf = strconv.AppendInt(e.buf, int64(f), 10)
+		return nil
+	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
@@ -98,30 +102,39 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 	// The entries, without ForEach (which boxes every key it hands out): the array part by
 	// index, then Next from its end through the keys gopher-lua keeps boxed.
 	mark := len(e.keys)
-	defer func() {
-		clear(e.keys[mark:])
-		e.keys = e.keys[:mark]
-	}()
+	err := e.entries(t, depth, mark)
+	clear(e.keys[mark:])
+	e.keys = e.keys[:mark]
+	return err
+}
+
+// entries writes table t, its entries gathered in e.keys[mark:].
+func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 	maxN := t.MaxN()
 	for i := 1; i <= maxN; i++ {
 		if v := t.RawGetInt(i); v != lua.LNil {
 			e.keys = append(e.keys, jsonKey{val: v, idx: i})
 		}
 	}
-	var k, v lua.LValue = lua.LNil, lua.LNil
-	if maxN > 0 {
-		k = lua.LNumber(maxN)
-	}
-	for {
-		k, v = t.Next(k)
-		if k == lua.LNil {
-			break
+	if keys, ok := hashKeys(t); ok {
+		// Next's order without its lookup of the previous key's position.
+		for _, k := range keys {
+			if v := t.RawGetH(k); v != lua.LNil {
+				e.keys = append(e.keys, hashEntry(k, v))
+			}
 		}
-		class := 2
-		if _, ok := k.(lua.LString); ok {
-			class = 1
+	} else {
+		var k, v lua.LValue = lua.LNil, lua.LNil
+		if maxN > 0 {
+			k = lua.LNumber(maxN)
 		}
-		e.keys = append(e.keys, jsonKey{key: k, val: v, class: class})
+		for {
+			k, v = t.Next(k)
+			if k == lua.LNil {
+				break
+			}
+			e.keys = append(e.keys, hashEntry(k, v))
+		}
 	}
 	entries := e.keys[mark:]
 	n := len(entries)
@@ -167,30 +180,70 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 			return fmt.Errorf("cannot convert a table with a %s key", en.key.Type().String())
 		}
 	}
-	slices.SortFunc(entries, func(a, b jsonKey) int {
-		if c := strings.Compare(a.name, b.name); c != 0 {
-			return c
+	// The order to write them in: by name, then class. A tool's objects are small: an insertion
+	// sort of their indexes (no entry moved, no write barrier, no SortFunc calls).
+	var small [16]uint8
+	var order []uint8
+	if n <= len(small) {
+		order = small[:n]
+		for i := range order {
+			order[i] = uint8(i)
 		}
-		return a.class - b.class
-	})
+		for i := 1; i < n; i++ {
+			for j := i; j > 0 && keyLess(&entries[order[j]], &entries[order[j-1]]); j-- {
+				order[j], order[j-1] = order[j-1], order[j]
+			}
+		}
+	} else {
+		slices.SortFunc(entries, func(a, b jsonKey) int {
+			if c := strings.Compare(a.name, b.name); c != 0 {
+				return c
+			}
+			return a.class - b.class
+		})
+	}
 	e.buf = append(e.buf, '{')
 	first := true
-	for i := range entries {
-		if i+1 < len(entries) && entries[i+1].name == entries[i].name {
+	for i := 0; i < n; i++ {
+		en, next := &entries[i], i+1
+		if order != nil {
+			en = &entries[order[i]]
+			if next < n {
+				next = int(order[next])
+			}
+		}
+		if i+1 < n && entries[next].name == en.name {
 			continue // a value under the same name replaced this one in toGo's map
 		}
 		if !first {
 			e.buf = append(e.buf, ',')
 		}
 		first = false
-		e.buf = appendJSONString(e.buf, entries[i].name)
+		e.buf = appendJSONString(e.buf, en.name)
 		e.buf = append(e.buf, ':')
-		if err := e.value(entries[i].val, depth+1); err != nil {
+		if err := e.value(en.val, depth+1); err != nil {
 			return err
 		}
 	}
 	e.buf = append(e.buf, '}')
 	return nil
+}
+
+// keyLess orders entries by name, then class (no two entries share both).
+func keyLess(a, b *jsonKey) bool {
+	if a.name != b.name {
+		return a.name < b.name
+	}
+	return a.class < b.class
+}
+
+// hashEntry is the entry of key k of a table's hash part.
+func hashEntry(k, v lua.LValue) jsonKey {
+	class := 2
+	if _, ok := k.(lua.LString); ok {
+		class = 1
+	}
+	return jsonKey{key: k, val: v, class: class}
 }
 
 const hexDigits = "0123456789abcdef"
@@ -201,6 +254,12 @@ func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && plainByte[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
 				i++

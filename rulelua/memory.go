@@ -90,14 +90,14 @@ func (st *lstate) checkMemory() bool {
 func (st *lstate) measure() int64 {
 	w := memWalker{tables: map[*lua.LTable]struct{}{}, funcs: map[*lua.LFunction]struct{}{}, strs: map[*byte]struct{}{}}
 	// The state's own tables (environment, library proxies, metatables) are not the script's.
-	for _, t := range []*lua.LTable{st.env, st.envMT, st.ctxMT, st.ro} {
+	for _, t := range []*lua.LTable{st.env, st.envMT, st.toolEnv, st.toolEnvMT, st.ctxMT, st.ro} {
 		if t != nil {
 			w.tables[t] = struct{}{}
 		}
 	}
 	L := st.L
-	if g, ok := st.env.RawGetString("_G").(*lua.LTable); ok {
-		w.value(g)
+	if st.G != nil {
+		w.value(st.G)
 	}
 	for level := 0; ; level++ {
 		dbg, ok := L.GetStack(level)

@@ -290,8 +290,10 @@ func (s *Script) exec(ctx context.Context, in runInput, host Host) (res Result, 
 		}
 		st.endRun()
 		if ok {
+			st.tables.recycle() // the run is over and succeeded: nothing reaches them now
 			putState(st)
 		} else {
+			st.tables.forget()
 			st.close()
 		}
 	}()

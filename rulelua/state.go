@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -92,50 +93,67 @@ func (c *runCtx) poll() <-chan struct{} {
 
 func (c *runCtx) expired() bool { return c.poll() != nil }
 
-// pool is a bounded free list of prepared states.
-var pool = make(chan *lstate, max(8, 4*runtime.GOMAXPROCS(0)))
+// pool is a bounded free list of prepared states: a stack under a mutex (cheaper than a
+// channel's send and receive, and the state handed out is the one used last, warm in cache).
+var pool = struct {
+	sync.Mutex
+	free []*lstate
+}{free: make([]*lstate, 0, max(8, 4*runtime.GOMAXPROCS(0)))}
 
 // statesCreated counts newState calls (tests use it to see states being reused).
 var statesCreated int64
 
 func getState() *lstate {
-	select {
-	case st := <-pool:
+	pool.Lock()
+	if n := len(pool.free); n > 0 {
+		st := pool.free[n-1]
+		pool.free[n-1] = nil
+		pool.free = pool.free[:n-1]
+		pool.Unlock()
 		return st
-	default:
-		return newState()
 	}
+	pool.Unlock()
+	return newState()
 }
 
 func putState(st *lstate) {
-	select {
-	case pool <- st:
-	default:
-		st.close()
+	pool.Lock()
+	if len(pool.free) < cap(pool.free) {
+		pool.free = append(pool.free, st)
+		pool.Unlock()
+		return
 	}
+	pool.Unlock()
+	st.close()
 }
 
 // lstate is one pooled LState with its environment and the data of the run in progress.
 type lstate struct {
-	L       *lua.LState
-	env     *lua.LTable      // the state's environment: library proxies and API functions
-	envMT   *lua.LTable      // metatable of each run's fresh globals: {__index = env}
-	ctxMT   *lua.LTable      // metatable of ctx userdata
-	ro      *lua.LTable      // marker of read-only library proxies
-	ctxUD   *lua.LUserData   // the top-level ctx, reused; Value is set per run
-	next    *lua.LFunction   // the guarded next, also what pairs returns
-	chunkFn *lua.LFunction   // the last script's chunk, reused while the script is the same
-	toolFn  *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
-	uds     []*lua.LUserData // ctx userdata recycled from run to run
-	nuds    int
+	L         *lua.LState
+	env       *lua.LTable      // the state's environment: library proxies and API functions
+	envMT     *lua.LTable      // metatable of each run's fresh globals: {__index = env}
+	toolEnv   *lua.LTable      // env without ctx and context, for tool runs
+	toolEnvMT *lua.LTable      // {__index = toolEnv}
+	ctxMT     *lua.LTable      // metatable of ctx userdata
+	ro        *lua.LTable      // marker of read-only library proxies
+	ctxUD     *lua.LUserData   // the top-level ctx, reused; Value is set per run
+	next      *lua.LFunction   // the guarded next, also what pairs returns
+	chunkFn   *lua.LFunction   // the last script's chunk, reused while the script is the same
+	toolFn    *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
+	uds       []*lua.LUserData // ctx userdata recycled from run to run
+	nuds      int
 
 	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
+	outBuf   []byte       // where CallJSON encodes a value (at most maxKeptOutBuf kept)
 	decVals  []lua.LValue // scratch of the JSON decoder, kept empty between runs
 	decKeys  []string
 
-	dctx      runCtx
-	mem       memWatch
-	ctxHidden bool // ctx and context are nil in env (a tool run)
+	dctx   runCtx
+	mem    memWatch
+	tables tablePool   // a tool's argument objects, recycled (see tablePool)
+	G      *lua.LTable // the run's globals
+	spareG *lua.LTable // the last run's globals, when that run set none: the next run's
+	runEnv *lua.LTable // env or toolEnv: the one whose _G is G
 
 	// the run in progress
 	script    *Script
@@ -173,12 +191,15 @@ func (st *lstate) endRun() {
 			st.uds[i].Value = nil
 		}
 		st.nuds = 0
-		if st.ctxHidden { // a tool run hid them
-			st.env.RawSetString("ctx", st.ctxUD)
-			st.env.RawSetString("context", st.ctxUD)
-			st.ctxHidden = false
+		if st.runEnv != nil {
+			// Not nil: that would delete the key, and the next run insert it again. No script
+			// runs in between to see it.
+			setExisting(st.runEnv, "_G", lua.LFalse)
+			if untouched(st.G) {
+				st.spareG = st.G
+			}
+			st.runEnv, st.G = nil, nil
 		}
-		st.env.RawSetString("_G", lua.LNil)
 		if st.chunkFn != nil {
 			st.chunkFn.Env = st.env // drop the run's globals
 		}
@@ -189,16 +210,24 @@ func (st *lstate) endRun() {
 	}
 }
 
+// budgeted is a context that knows the whole budget its deadline ends (toolbox gives a Lua tool
+// one: its timeout): a run given it reads no clock to state it in a timeout's message.
+type budgeted interface{ Budget() time.Duration }
+
 func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.script, st.lim, st.host, st.parent = s, &s.lim, host, ctx
 	st.bytes, st.logLines, st.logBytes, st.logCapped, st.workDone = 0, 0, 0, false, 0
 	d, ok := ctx.Deadline()
-	now := time.Now()
-	if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
-		d = own
+	if b, known := ctx.(budgeted); ok && known && !s.lim.deadlineGiven {
+		st.budget = b.Budget() // the context's deadline, as it is: no clock read
+	} else {
+		now := time.Now()
+		if own := now.Add(s.lim.Deadline); !ok || s.lim.deadlineGiven && own.Before(d) {
+			d = own
+		}
+		st.budget = d.Sub(now)
 	}
 	st.mem.begin(s.lim.MaxMemoryBytes)
-	st.budget = d.Sub(now)
 	c := &st.dctx
 	c.deadline, c.parent, c.parentDone = d, ctx, ctx.Done()
 	if c.done != nil {
@@ -207,6 +236,10 @@ func (st *lstate) begin(ctx context.Context, s *Script, host Host) {
 	st.L.SetContext(c)
 }
 
+// maxKeptOutBuf: a CallJSON value longer than this is handed on in the buffer it was encoded
+// in, which the state then drops.
+const maxKeptOutBuf = 4096
+
 // run executes one Run, Call or CallJSON on this state.
 func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (Result, error) {
 	st.begin(ctx, s, host)
@@ -214,9 +247,19 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	// Fresh globals, every run: a table that "looks empty" may still hold the keys an earlier
 	// run set and cleared (gopher-lua never drops deleted keys from a table's key list), which
 	// next() would reveal in its iteration order, and whose memory would pile up run after run.
-	G := L.CreateTable(0, 0)
-	G.Metatable = st.envMT
-	st.env.RawSetString("_G", G)
+	// A globals table no run ever wrote to is as fresh as a new one (see endRun).
+	G := st.spareG
+	if G == nil {
+		G = L.CreateTable(0, 0)
+	}
+	st.spareG = nil
+	if in.tool {
+		G.Metatable, st.runEnv = st.toolEnvMT, st.toolEnv
+	} else {
+		G.Metatable, st.runEnv = st.envMT, st.env
+	}
+	setExisting(st.runEnv, "_G", G)
+	st.G = G
 	var argv lua.LValue
 	switch {
 	case in.json:
@@ -225,7 +268,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, err
 		}
 		argv = v
-		st.hideCtx()
 	case in.tool:
 		v, err := st.toLua(in.arg)
 		if err != nil {
@@ -235,7 +277,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 			return Result{}, newError(KindRuntime, s.name, s.name+": cannot convert arguments: "+err.Error(), nil)
 		}
 		argv = v
-		st.hideCtx()
 	default:
 		st.ctxUD.Value = in.arg
 		argv = st.ctxUD
@@ -278,13 +319,25 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	} else if in.tool {
 		return Result{}, newError(KindRuntime, s.name, s.name+": a Lua tool must return a function, got "+v.Type().String(), nil)
 	}
-	if err := st.deadError(); err != nil {
-		return Result{}, err
+	// A run that ended past its deadline or over a limit fails whatever it returned. CallJSON
+	// looks once, after encoding (which polls the deadline as it goes): one clock read less.
+	if !in.json {
+		if err := st.deadError(); err != nil {
+			return Result{}, err
+		}
 	}
 	var res Result
 	var err error
 	if in.json {
-		res.JSON, err = st.appendJSON(make([]byte, 0, 128), v)
+		// Encoded into the state's buffer, then copied at its size: the bytes go to the caller,
+		// and a guess of their size was mostly too large (the collector's work follows bytes).
+		var out []byte
+		out, err = st.appendJSON(st.outBuf[:0], v)
+		if len(out) > maxKeptOutBuf {
+			res.JSON, st.outBuf = out, nil // a large value: handed on without a copy
+		} else {
+			res.JSON, st.outBuf = append([]byte(nil), out...), out[:0]
+		}
 		switch x := v.(type) {
 		case lua.LBool:
 			res.Value = bool(x)
@@ -314,13 +367,6 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	return res, nil
 }
 
-// hideCtx makes ctx and context nil for a tool run; endRun restores them.
-func (st *lstate) hideCtx() {
-	st.env.RawSetString("ctx", lua.LNil)
-	st.env.RawSetString("context", lua.LNil)
-	st.ctxHidden = true
-}
-
 // argsFromJSON decodes a Lua tool's JSON arguments into a fresh table, charged to the run as
 // json.decode's values are. The text is copied once: no Lua string points into the caller's
 // bytes.
@@ -333,7 +379,12 @@ func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
 	if data[0] != '{' {
 		return nil, newError(KindRuntime, name, name+": cannot convert arguments: not a JSON object", nil)
 	}
-	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys}
+	d := jsonDecoder{st: st, L: st.L, data: string(data), quiet: true, vals: st.decVals, keys: st.decKeys, tables: &st.tables}
+	// Keys and string values: about one of each per two pairs of quotes. The first chunk is
+	// recycled with the arguments' tables.
+	if lstringTab != nil {
+		d.boxes.chunk, d.boxes.next = st.tables.boxesFor(min(max(bytes.Count(data, []byte{'"'})/2, 1), 64)), 64
+	}
 	v, err := d.value(0)
 	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]
 	if err == nil {

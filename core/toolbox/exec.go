@@ -129,7 +129,7 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 	if timeout > 0 && t.pollsDeadline && t.slots == nil {
 		d := time.Now().Add(time.Duration(timeout) * time.Millisecond)
 		if pd, ok := ctx.Deadline(); !ok || d.Before(pd) {
-			return &polledDeadline{Context: ctx, deadline: d}, func() {}, timeout
+			return &polledDeadline{Context: ctx, deadline: d, budget: time.Duration(timeout) * time.Millisecond}, func() {}, timeout
 		}
 		return ctx, func() {}, timeout
 	}
@@ -149,9 +149,14 @@ func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, c
 type polledDeadline struct {
 	context.Context
 	deadline time.Time
+	budget   time.Duration // the timeout the deadline ends
 }
 
 func (c *polledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Budget is the whole time the deadline gives (rulelua states it in a
+// timeout's message without reading the clock again).
+func (c *polledDeadline) Budget() time.Duration { return c.budget }
 
 func (c *polledDeadline) Err() error {
 	if err := c.Context.Err(); err != nil {
@@ -282,7 +287,7 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 	if len(out) == 0 {
 		return []byte("null"), false, nil
 	}
-	if !t.Builtin {
+	if !t.Builtin && !t.compactJSON {
 		sc, serr := protocol.Scan(out, maxResultDepth)
 		if serr != nil {
 			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", t.Name, serr)

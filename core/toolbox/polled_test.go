@@ -43,3 +43,63 @@ func TestExecute_pollsDeadline(t *testing.T) {
 		t.Fatalf("cancelled caller: got %v", perr)
 	}
 }
+
+// A tool that returns compact JSON (a Lua tool) has its result taken as it is, not scanned: its
+// bytes come back untouched; the size limit and a string tool's quoting still apply.
+func TestExecute_compactJSON(t *testing.T) {
+	run := func(out string) toolbox.Func {
+		return func(context.Context, toolbox.Call) ([]byte, error) { return []byte(out), nil }
+	}
+	for _, c := range []struct {
+		compact bool
+		returns string
+		max     int
+		out     string
+		want    string
+	}{
+		{false, "", 0, `{"a": 1}`, `{"a":1}`}, // scanned, compacted
+		{true, "", 0, `{"a": 1}`, `{"a": 1}`}, // taken as it is
+		{true, "", 0, ``, `null`},
+		{true, "", 5, `[1,2,3]`, ""},         // over max_output_bytes
+		{true, "string", 0, `a"b`, `"a\"b"`}, // quoted as ever
+	} {
+		tl, err := toolbox.NewTool(toolbox.Descriptor{Name: "lua", Returns: c.returns, Limits: toolbox.Limits{MaxOutputBytes: c.max}},
+			toolbox.ToolOptions{SelfTimed: true, PollsDeadline: true, CompactJSON: c.compact, Run: run(c.out)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{TimeoutMS: 1000})
+		if c.want == "" {
+			if perr == nil || perr.Code != "output_too_large" {
+				t.Errorf("%+v: got %s, %v; want output_too_large", c, out, perr)
+			}
+			continue
+		}
+		if perr != nil || string(out) != c.want {
+			t.Errorf("%+v: got %s, %v; want %s", c, out, perr, c.want)
+		}
+	}
+}
+
+// The context of a tool that polls its deadline states its whole budget (the tool's timeout), so
+// that a Lua run need not read the clock to say it.
+func TestExecute_pollsDeadlineBudget(t *testing.T) {
+	var budget time.Duration
+	tl, err := toolbox.NewTool(toolbox.Descriptor{Name: "poller", Limits: toolbox.Limits{TimeoutMS: 250}}, toolbox.ToolOptions{
+		SelfTimed: true, PollsDeadline: true,
+		Run: func(ctx context.Context, c toolbox.Call) ([]byte, error) {
+			if b, ok := ctx.(interface{ Budget() time.Duration }); ok {
+				budget = b.Budget()
+			}
+			return []byte(`{}`), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, perr := tl.Execute(context.Background(), toolbox.Call{Arguments: []byte(`{}`)}, toolbox.Defaults{}); perr != nil {
+		t.Fatal(perr)
+	}
+	if budget != 250*time.Millisecond {
+		t.Errorf("budget %v, want 250ms", budget)
+	}
+}

@@ -40,6 +40,7 @@ type Tool struct {
 	Inline        bool
 	SelfTimed     bool
 	pollsDeadline bool // see ToolOptions.PollsDeadline
+	compactJSON   bool // see ToolOptions.CompactJSON
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
 	// KeepsNothing: an inline built-in that keeps nothing of its call
@@ -78,7 +79,11 @@ type ToolOptions struct {
 	// its context's Done closes only when the caller's does, and Err
 	// reports the deadline once it has passed.
 	PollsDeadline bool
-	OnRelease     func() // runs once when the tool is unregistered or replaced and no call is running it
+	// CompactJSON: what Run returns is compact, valid JSON nested less than
+	// 10000 deep (a Lua tool's encoder writes nothing else), so it is not
+	// scanned again; a returns="string" tool's text is quoted as ever.
+	CompactJSON bool
+	OnRelease   func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -104,7 +109,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
-		simple: simple, pollsDeadline: o.PollsDeadline, changes: changes, onRelease: o.OnRelease}
+		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
