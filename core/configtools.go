@@ -77,7 +77,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true, KeepsNothing: true})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
@@ -168,6 +168,7 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 			return nil, err
 		}
 		if len(res.Actions) > 0 {
+			handOnRequest(ctx) // the actions may fire rules with ctx
 			if err := e.applyToolScriptActions(ctx, s, call.Session, call.Tool.Name, res.Actions); err != nil {
 				return nil, err
 			}

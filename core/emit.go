@@ -132,6 +132,27 @@ type requestState struct {
 
 var requestStates = sync.Pool{New: func() any { return new(requestState) }}
 
+type requestStateKey struct{}
+
+// Value: a tool that keeps nothing finds its request's state through its
+// context, to say when it hands it on (handOnRequest).
+func (st *requestState) Value(key any) any {
+	if key == (requestStateKey{}) {
+		return st
+	}
+	return st.budgetContext.Value(key)
+}
+
+// handOnRequest notes that ctx, the context of a call whose tool keeps
+// nothing (toolbox.ToolOptions.KeepsNothing), goes where it may outlive the
+// request (a nested call, actions that fire rules): the request's state
+// must not be reused.
+func handOnRequest(ctx context.Context) {
+	if st, ok := ctx.Value(requestStateKey{}).(*requestState); ok {
+		st.handedOn = true
+	}
+}
+
 func newRequestState(ctx context.Context, s *snapshot, fromPool bool) *requestState {
 	var st *requestState
 	if fromPool {

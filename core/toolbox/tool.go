@@ -44,7 +44,8 @@ type Tool struct {
 	// Admin: an administrative built-in (see Builtin.Admin).
 	Admin bool
 	// KeepsNothing: an inline built-in that keeps nothing of its call
-	// (see Builtin.KeepsNothing).
+	// (see Builtin.KeepsNothing), or a tool that says what it hands on
+	// (ToolOptions.KeepsNothing).
 	KeepsNothing bool
 
 	schema  *jsonschema.Schema
@@ -83,7 +84,12 @@ type ToolOptions struct {
 	// 10000 deep (a Lua tool's encoder writes nothing else), so it is not
 	// scanned again; a returns="string" tool's text is quoted as ever.
 	CompactJSON bool
-	OnRelease   func() // runs once when the tool is unregistered or replaced and no call is running it
+	// KeepsNothing: Run keeps nothing of its call once it returns, and
+	// reports (to core) whatever it passes on that may outlive the call: a
+	// nested call, actions applied with the call's context. Core may then
+	// reuse the call's state for the next request, as for the echo.
+	KeepsNothing bool
+	OnRelease    func() // runs once when the tool is unregistered or replaced and no call is running it
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -109,7 +115,8 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		return nil, err
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
-		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease}
+		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
+		KeepsNothing: o.KeepsNothing}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
