@@ -265,7 +265,13 @@ type toolCall struct {
 	// part of this allocation so that a call allocates once.
 	res    C.struct_shim_result
 	status C.int
+	// out receives a worker's result (shim_call_worker); kept with the
+	// toolCall from call to call, up to maxKeptOut bytes.
+	out []byte
 }
+
+// maxKeptOut bounds the result buffer a reused toolCall keeps.
+const maxKeptOut = 16 << 10
 
 // toolCalls of calls that ended in time are reused: a C tool call then
 // allocates no toolCall. Who looked one up by id checks the id again under
@@ -291,6 +297,9 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 func (tc *toolCall) recycle() {
 	tc.mu.Lock()
 	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.progress = nil, nil, toolbox.Call{}, nil, nil, nil
+	if cap(tc.out) > maxKeptOut {
+		tc.out = nil
+	}
 	tc.mu.Unlock()
 	toolCallPool.Put(tc)
 }
@@ -394,7 +403,17 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			}
 			return finishCleared(ctx, tc, id, rc, true)
 		}
-		switch C.shim_call_worker(fn, userdata, argp, n, timeout, &tc.res, &tc.status) {
+		// Room for a result about the size of the arguments; a larger one
+		// comes malloc'd.
+		if want := len(call.Arguments) + 256; cap(tc.out) < want && want <= maxKeptOut {
+			tc.out = make([]byte, want)
+		}
+		tc.out = tc.out[:cap(tc.out)]
+		var out *C.char
+		if len(tc.out) > 0 {
+			out = (*C.char)(unsafe.Pointer(&tc.out[0]))
+		}
+		switch C.shim_call_worker(fn, userdata, argp, n, timeout, &tc.res, &tc.status, out, C.size_t(len(tc.out))) {
 		case 1:
 			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
@@ -446,7 +465,9 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 	}
 	if res.has_result != 0 {
 		tc.result = nil // null
-		if res.result != nil {
+		if res.result_in_out != 0 {
+			tc.result = bytes.Clone(tc.out[:res.result_len])
+		} else if res.result != nil {
 			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
 		}
 	}

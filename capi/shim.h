@@ -54,6 +54,9 @@ struct shim_result {
      * against it). result == room: not malloc'd. */
     char *room;
     size_t room_cap;
+    /* shim_call_worker: the result (result_len bytes) was copied into the
+     * caller's buffer `out` and result is NULL. */
+    int result_in_out;
 };
 void shim_result_clear(struct shim_result *r);
 
@@ -77,9 +80,11 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
  * 0 when the deadline passed (the job is abandoned: Go hears of its end
  * through claraGoJobAbandoned, with res->call); or SHIM_NO_MEMORY,
  * SHIM_NO_THREAD or SHIM_NO_MEMORY_RESULT. res->call is the call's id, set
- * by the caller. */
+ * by the caller. A result shorter than out_cap is copied into out (which
+ * may be Go memory: it is written before this returns, never after), and
+ * res->result_in_out set; a longer one is handed over malloc'd. */
 int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, long long timeout_ns,
-                     struct shim_result *res, int *status);
+                     struct shim_result *res, int *status, char *out, size_t out_cap);
 /* Runs fn with *res collecting what it reports from this thread. */
 int shim_run_reporting(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res);
 

@@ -148,6 +148,12 @@ struct spin {
     int rounds;
 };
 
+static void spin_start_at(struct spin *s, long long now, long long until) {
+    s->pure_until = now + SPIN_PURE_NS;
+    s->until = until;
+    s->rounds = 0;
+}
+
 static void spin_start(struct spin *s, long long until) {
     s->pure_until = now_ns() + SPIN_PURE_NS;
     s->until = until;
@@ -360,14 +366,15 @@ static int submit(struct shim_job *job) {
     return rc;
 }
 
-/* Waits for the job until its deadline (0: none). 1: done; 0: abandoned
- * (the caller's reference is gone with it). */
-static int wait_job(struct shim_job *job, long long deadline) {
-    long long spin_until = now_ns() + SPIN_NS;
+/* Waits for the job until its deadline (0: none); the clock read t0 at
+ * the start of the call. 1: done; 0: abandoned (the caller's reference is
+ * gone with it). */
+static int wait_job(struct shim_job *job, long long t0, long long deadline) {
+    long long spin_until = t0 + SPIN_NS;
     struct spin s;
     int expected;
     if (deadline != 0 && deadline < spin_until) spin_until = deadline;
-    spin_start(&s, spin_until);
+    spin_start_at(&s, t0, spin_until);
     do {
         if (atomic_load_explicit(&job->state, memory_order_acquire) == JOB_DONE) return 1;
     } while (spin_more(&s));
@@ -412,8 +419,8 @@ static int wait_job(struct shim_job *job, long long deadline) {
 }
 
 int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, long long timeout_ns,
-                     struct shim_result *res, int *status) {
-    long long deadline = timeout_ns > 0 ? now_ns() + timeout_ns : 0;
+                     struct shim_result *res, int *status, char *out, size_t out_cap) {
+    long long t0 = now_ns(), deadline = timeout_ns > 0 ? t0 + timeout_ns : 0;
     struct shim_job *job = new_job(fn, userdata, args, n, res->call);
     int rc;
     if (job == NULL) return SHIM_NO_MEMORY;
@@ -422,7 +429,7 @@ int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, siz
         unref_job(job);
         return rc;
     }
-    if (wait_job(job, deadline) == 0) return 0;
+    if (wait_job(job, t0, deadline) == 0) return 0;
     /* Done: the reports move to the caller's res (a result in the job's
      * room copied out), and the job goes. The worker lets go of it just
      * after marking it done; waiting for that keeps the free on this
@@ -431,7 +438,13 @@ int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, siz
     *res = job->res;
     res->room = NULL;
     res->room_cap = 0;
-    if (res->result != NULL && res->result == job->res.room) {
+    if (res->result != NULL && res->result_len < out_cap) {
+        /* Straight into the caller's buffer: no malloc here, no free later. */
+        memcpy(out, res->result, res->result_len);
+        if (res->result != job->res.room) free(res->result);
+        res->result = NULL;
+        res->result_in_out = 1;
+    } else if (res->result != NULL && res->result == job->res.room) {
         char *copy = malloc(res->result_len + 1);
         if (copy != NULL) memcpy(copy, res->result, res->result_len + 1);
         res->result = copy;
