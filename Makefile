@@ -198,9 +198,23 @@ build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h li
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
-test-c: build/harness build/stress_workers ## the C harness, and C tools called back to back from many threads
+test-c: build/harness build/stress_workers build/workers_tsan build/workers_asan ## the C harness, C tools called back to back from many threads, the worker pool under TSan and ASan
 	env -u CLARA_CONFIG -u CLARA_LOG build/harness
 	env -u CLARA_CONFIG -u CLARA_LOG build/stress_workers 50000 4
+	build/workers_tsan
+	build/workers_asan
+
+# The worker pool of capi/workers.c built alone with the sanitizers (the Go
+# library cannot be): tests/c/workers_sanitized.c says what it checks.
+WORKERS_SAN := tests/c/workers_sanitized.c capi/workers.c capi/shim.h include/clara.h tests/c/workers_stub/_cgo_export.h
+build/workers_tsan: $(WORKERS_SAN)
+	@mkdir -p build
+	$(CC) -O1 -g $(WARN) -fsanitize=thread -pthread -Itests/c/workers_stub -Icapi -Iinclude \
+	  tests/c/workers_sanitized.c capi/workers.c -o $@
+build/workers_asan: $(WORKERS_SAN)
+	@mkdir -p build
+	$(CC) -O1 -g $(WARN) -fsanitize=address,undefined -fno-omit-frame-pointer -pthread -Itests/c/workers_stub -Icapi -Iinclude \
+	  tests/c/workers_sanitized.c capi/workers.c -o $@
 
 build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
 	@mkdir -p build
