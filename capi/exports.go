@@ -417,6 +417,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		case 1:
 			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
+			core.HandOnContext(ctx) // it may still make requests in its call
 			return nil, toolbox.ErrStillRunning
 		case C.SHIM_NO_MEMORY:
 			toolCalls.delete(id)
@@ -589,7 +590,10 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 		engine.Logger().Logf(logging.Error, "clara_register_tool: the descriptor and the function must not be NULL")
 		return -C.CLARA_EINVAL
 	}
-	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, PollsDeadline: true, OnRelease: release})
+	// KeepsNothing: cTool hands its context on where it goes past the call
+	// (an abandoned call); requests made inside the call do so in core.
+	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, PollsDeadline: true,
+		KeepsNothing: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

@@ -127,7 +127,9 @@ type requestState struct {
 	rep report
 	// handedOn: the context or the report went where it may outlive the
 	// request (a rule, a callback, a tool that may keep it): never reused.
-	handedOn bool
+	// Atomic: a C tool's nested request may set it from the tool's thread
+	// (AppendEvaluateWithin), which Go sees as another goroutine.
+	handedOn atomic.Bool
 }
 
 var requestStates = sync.Pool{New: func() any { return new(requestState) }}
@@ -147,9 +149,15 @@ func (st *requestState) Value(key any) any {
 // nothing (toolbox.ToolOptions.KeepsNothing), goes where it may outlive the
 // request (a nested call, actions that fire rules): the request's state
 // must not be reused.
-func handOnRequest(ctx context.Context) {
+func handOnRequest(ctx context.Context) { HandOnContext(ctx) }
+
+// HandOnContext notes that ctx, the context a tool registered with
+// toolbox.ToolOptions.KeepsNothing was called with, goes on past the call
+// (a C tool abandoned at its deadline still runs with it): the request's
+// state is then not reused.
+func HandOnContext(ctx context.Context) {
 	if st, ok := ctx.Value(requestStateKey{}).(*requestState); ok {
-		st.handedOn = true
+		st.handedOn.Store(true)
 	}
 }
 
@@ -158,7 +166,8 @@ func newRequestState(ctx context.Context, s *snapshot, fromPool bool) *requestSt
 	if fromPool {
 		st = requestStates.Get().(*requestState)
 	} else {
-		st = &requestState{handedOn: true} // never pooled
+		st = &requestState{} // never pooled
+		st.handedOn.Store(true)
 	}
 	st.Context = ctx
 	st.budget.max = s.config.Rules.MaxEmissions
@@ -169,10 +178,11 @@ func newRequestState(ctx context.Context, s *snapshot, fromPool bool) *requestSt
 // done ends the request: its state goes back to the pool unless it was
 // handed on.
 func (st *requestState) done() {
-	if st.handedOn {
+	if st.handedOn.Load() {
 		return
 	}
-	*st = requestState{}
+	st.budgetContext = budgetContext{}
+	st.rep = report{}
 	requestStates.Put(st)
 }
 

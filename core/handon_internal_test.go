@@ -43,9 +43,33 @@ lua = "return function(args) notify('done') return args end"
 		if perr != nil || string(res) != `{"a":1}` {
 			t.Fatalf("%s: %s %v", tc.tool, res, perr)
 		}
-		if st.handedOn != tc.handedOn {
-			t.Errorf("%s: handed on %v, want %v", tc.tool, st.handedOn, tc.handedOn)
+		if st.handedOn.Load() != tc.handedOn {
+			t.Errorf("%s: handed on %v, want %v", tc.tool, st.handedOn.Load(), tc.handedOn)
 		}
 		st.done()
 	}
+}
+
+// A request made inside a running tool's call (clara_call_evaluate, a
+// Python tool's current_call()) may leave the tool's context with rules and
+// callbacks: the calling request's state is handed on. A tool that makes
+// none leaves it reusable.
+func TestAppendEvaluateWithin_handsOnTheCallersRequest(t *testing.T) {
+	e := New(Options{})
+	s := e.current.Load()
+	st := newRequestState(context.Background(), s, true)
+	ctx := withCallScope(st, &toolCall{scope: toolbox.Scope{Config: s.policy}})
+	caller := CallerOf(ctx, toolbox.Call{Scope: toolbox.Scope{Config: s.policy}})
+	if st.handedOn.Load() {
+		t.Fatal("handed on before any request")
+	}
+	out := e.AppendEvaluateWithin(caller, nil, []byte(`{"tool":"echo","arguments":{"a":1}}`))
+	if string(out) != `{"status":"success","tool":"echo","result":{"a":1}}` {
+		t.Fatalf("nested echo: %s", out)
+	}
+	if !st.handedOn.Load() {
+		t.Error("a request made inside the call left the caller's request state reusable")
+	}
+	// Through a context that is not a request's (a chat's own, say): nothing to note.
+	HandOnContext(context.Background())
 }

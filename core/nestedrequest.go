@@ -50,6 +50,9 @@ func (e *Engine) AppendEvaluateWithin(caller *Caller, dst, req []byte) (out []by
 	if req == nil {
 		return protocol.AppendError(dst, nil, nullInput)
 	}
+	// What the request runs may keep the calling tool's context (rules,
+	// callbacks): its request's state is not to be reused.
+	handOnRequest(caller.ctx)
 	s := e.current.Load()
 	r, _, perr := protocol.Parse(req, s.limits, nil)
 	if perr != nil {

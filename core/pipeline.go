@@ -37,7 +37,7 @@ type toolCall struct {
 // the request, so that the request's state is not reused (requestState).
 func (c *toolCall) handOn() {
 	if c.state != nil {
-		c.state.handedOn = true
+		c.state.handedOn.Store(true)
 	}
 }
 
