@@ -119,22 +119,28 @@ def main():
             string_at(p)
             free(p)
 
+    def evaluating(tool):
+        """The timed loop of clara_evaluate calling tool (arguments
+        {"message": "hello"}), after checking its answer once."""
+        request = b'{"tool":"%s","arguments":{"message":"hello"}}' % tool
+        p = lib.clara_evaluate(request)
+        assert ctypes.string_at(p) == b'{"status":"success","tool":"%s","result":{"message":"hello"}}' % tool
+        lib.clara_free_string(p)
+
+        def run(n):
+            evaluate, free_string, string_at = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at
+            for _ in range(n):
+                p = evaluate(request)
+                string_at(p)
+                free_string(p)
+        return run
+
     # python_tool: a Python tool through clara_evaluate against a direct call.
     @clara.tool
     def py_echo(message: str) -> dict:
         return {"message": message}
 
-    tool_request = b'{"tool":"py_echo","arguments":{"message":"hello"}}'
-    p = lib.clara_evaluate(tool_request)
-    assert ctypes.string_at(p) == b'{"status":"success","tool":"py_echo","result":{"message":"hello"}}'
-    lib.clara_free_string(p)
-
-    def run_tool(n):
-        evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, tool_request
-        for _ in range(n):
-            p = evaluate(request)
-            string_at(p)
-            free_string(p)
+    run_tool = evaluating(b"py_echo")
 
     def run_tool_ref(n):
         f = py_echo
@@ -145,17 +151,7 @@ def main():
     def py_echo_here(message: str) -> dict:
         return {"message": message}
 
-    here_request = b'{"tool":"py_echo_here","arguments":{"message":"hello"}}'
-    p = lib.clara_evaluate(here_request)
-    assert ctypes.string_at(p) == b'{"status":"success","tool":"py_echo_here","result":{"message":"hello"}}'
-    lib.clara_free_string(p)
-
-    def run_tool_here(n):
-        evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, here_request
-        for _ in range(n):
-            p = evaluate(request)
-            string_at(p)
-            free_string(p)
+    run_tool_here = evaluating(b"py_echo_here")
 
     # python_tool_c: the Python tool against a C tool answering the same.
     rows_c = []
@@ -165,18 +161,7 @@ def main():
         lib.clara_register_tool.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         fn = ctypes.cast(ctool.bench_c_echo, ctypes.c_void_p)
         assert lib.clara_register_tool(b'{"name":"c_echo"}', fn, None, None) == 0
-        c_request = b'{"tool":"c_echo","arguments":{"message":"hello"}}'
-        p = lib.clara_evaluate(c_request)
-        assert ctypes.string_at(p) == b'{"status":"success","tool":"c_echo","result":{"message":"hello"}}'
-        lib.clara_free_string(p)
-
-        def run_c_tool(n):
-            evaluate, free_string, string_at, request = lib.clara_evaluate, lib.clara_free_string, ctypes.string_at, c_request
-            for _ in range(n):
-                p = evaluate(request)
-                string_at(p)
-                free_string(p)
-
+        run_c_tool = evaluating(b"c_echo")
         rows_c = [("python_tool_c", run_tool, run_c_tool), ("python_tool_here", run_tool_here, run_c_tool)]
 
     reps = env_int("CLARA_BENCH_REPS", 7)
