@@ -206,15 +206,15 @@ test-c: build/harness build/stress_workers build/workers_tsan build/workers_asan
 
 # The worker pool of capi/workers.c built alone with the sanitizers (the Go
 # library cannot be): tests/c/workers_sanitized.c says what it checks.
-WORKERS_SAN := tests/c/workers_sanitized.c capi/workers.c capi/shim.h include/clara.h tests/c/workers_stub/_cgo_export.h
+WORKERS_SAN := tests/c/workers_sanitized.c capi/workers.c capi/report.c capi/shim.h include/clara.h tests/c/workers_stub/_cgo_export.h
 build/workers_tsan: $(WORKERS_SAN)
 	@mkdir -p build
 	$(CC) -O1 -g $(WARN) -fsanitize=thread -pthread -Itests/c/workers_stub -Icapi -Iinclude \
-	  tests/c/workers_sanitized.c capi/workers.c -o $@
+	  tests/c/workers_sanitized.c capi/workers.c capi/report.c -o $@
 build/workers_asan: $(WORKERS_SAN)
 	@mkdir -p build
 	$(CC) -O1 -g $(WARN) -fsanitize=address,undefined -fno-omit-frame-pointer -pthread -Itests/c/workers_stub -Icapi -Iinclude \
-	  tests/c/workers_sanitized.c capi/workers.c -o $@
+	  tests/c/workers_sanitized.c capi/workers.c capi/report.c -o $@
 
 build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
 	@mkdir -p build

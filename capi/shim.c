@@ -11,46 +11,6 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-/* The report of the tool running on this thread, if any: a tool may call
- * clara_evaluate, which may run a tool on this same thread, so the outer
- * report is saved and restored around each call. */
-static _Thread_local struct shim_result *reporting;
-
-int shim_run_reporting(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res) {
-    struct shim_result *outer = reporting;
-    int rc;
-    reporting = res;
-    rc = fn((void *)userdata, args, (clara_call *)res->call);
-    reporting = outer;
-    return rc;
-}
-
-/* A copy of s (n bytes) into *dst, replacing what was there; 0 when
- * malloc failed (the old value is kept). */
-static int replace_copy(char **dst, const char *s, size_t n) {
-    char *copy = NULL;
-    if (s != NULL) {
-        copy = malloc(n + 1);
-        if (copy == NULL) return 0;
-        memcpy(copy, s, n + 1);
-    }
-    free(*dst);
-    *dst = copy;
-    return 1;
-}
-
-/* The result into r, in its room when it fits (see struct shim_result). */
-static int replace_result(struct shim_result *r, const char *s, size_t n) {
-    if (s != NULL && r->room != NULL && n < r->room_cap) {
-        if (r->result != r->room) free(r->result);
-        memcpy(r->room, s, n + 1);
-        r->result = r->room;
-        return 1;
-    }
-    if (r->result == r->room) r->result = NULL; /* not malloc'd */
-    return replace_copy(&r->result, s, n);
-}
-
 /* The version of the library itself (its Go core), which a program built
  * against another clara.h compares with the macros it saw. */
 const char *clara_version(void) { return claraGoVersion(); }
@@ -126,24 +86,13 @@ int clara_unregister_tool(const char *name) {
  * shim_result); from anywhere else it goes to Go by the call's id, which
  * also ignores calls whose tool has returned. */
 void clara_call_result(clara_call *call, const char *result_json) {
-    struct shim_result *r = reporting;
     size_t n = result_json ? strlen(result_json) : 0;
-    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_result(r, result_json, n)) {
-        r->result_len = n;
-        r->has_result = 1;
-        return;
-    }
-    claraGoCallResult((uintptr_t)call, (char *)result_json, n);
+    if (!shim_report_result((uintptr_t)call, result_json, n)) claraGoCallResult((uintptr_t)call, (char *)result_json, n);
 }
 
 void clara_call_error(clara_call *call, const char *message) {
-    struct shim_result *r = reporting;
     size_t n = message ? strlen(message) : 0;
-    if (r != NULL && call != NULL && r->call == (uintptr_t)call && replace_copy(&r->error, message, n)) {
-        r->has_error = 1;
-        return;
-    }
-    claraGoCallError((uintptr_t)call, (char *)message, n);
+    if (!shim_report_error((uintptr_t)call, message, n)) claraGoCallError((uintptr_t)call, (char *)message, n);
 }
 
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
@@ -239,13 +188,3 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
     if (copy != small) free(copy);
     return rc;
 }
-
-void shim_result_clear(struct shim_result *r) {
-    if (r->result != r->room) free(r->result);
-    free(r->error);
-    r->result = r->error = NULL;
-    r->result_len = 0;
-    r->has_result = r->has_error = 0;
-}
-
-

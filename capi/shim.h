@@ -85,7 +85,12 @@ int shim_call_here(clara_tool_fn fn, uintptr_t userdata, const char *args, size_
  * res->result_in_out set; a longer one is handed over malloc'd. */
 int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, size_t n, long long timeout_ns,
                      struct shim_result *res, int *status, char *out, size_t out_cap);
-/* Runs fn with *res collecting what it reports from this thread. */
+/* report.c: runs fn with *res collecting what it reports from this
+ * thread; a report (result_json or message, n bytes, NULL for null or the
+ * default message) of call kept with it when it runs on this thread: 1,
+ * or 0 when it is not this thread's (or no memory), for Go to take. */
 int shim_run_reporting(clara_tool_fn fn, uintptr_t userdata, const char *args, struct shim_result *res);
+int shim_report_result(uintptr_t call, const char *result_json, size_t n);
+int shim_report_error(uintptr_t call, const char *message, size_t n);
 
 #endif
