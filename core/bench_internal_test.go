@@ -31,46 +31,22 @@ const schema5 = `{"type":"object","properties":{"city":{"type":"string","minLeng
 	`"required":["city","country"],"additionalProperties":false}`
 
 func benchSchema(b *testing.B, withSchema bool) {
-	e := New(Options{})
-	d := toolbox.Descriptor{Name: "g", Returns: toolbox.ReturnsJSON}
-	if withSchema {
-		d.InputSchema = []byte(schema5)
-	}
-	t, err := toolbox.NewTool(d, toolbox.ToolOptions{Inline: true, Builtin: true,
-		Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.tools.Register(t)
-	req := []byte(`{"tool":"g","arguments":{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}}`)
-	buf := make([]byte, 0, 256)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		buf = e.AppendEvaluate(buf[:0], req)
-	}
-	b.StopTimer()
-	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
-		b.Fatal(string(buf))
-	}
+	benchRequest(b, `{"tool":"g","arguments":`+args5+`}`, func(e *Engine) {
+		d := toolbox.Descriptor{Name: "g", Returns: toolbox.ReturnsJSON}
+		if withSchema {
+			d.InputSchema = []byte(schema5)
+		}
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Inline: true, Builtin: true,
+			Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.tools.Register(t)
+	})
 }
 
 func benchEcho(b *testing.B, setup func(*Engine)) {
-	e := New(Options{})
-	if setup != nil {
-		setup(e)
-	}
-	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
-	buf := make([]byte, 0, 256)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		buf = e.AppendEvaluate(buf[:0], req)
-	}
-	b.StopTimer()
-	if !bytes.HasPrefix(buf, []byte(`{"status":"success"`)) {
-		b.Fatal(string(buf))
-	}
+	benchRequest(b, `{"tool":"echo","arguments":{"message":"hello","n":42}}`, setup)
 }
 
 // BenchmarkEvaluate_echo_parallel calls from every processor at once (run
