@@ -168,7 +168,7 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 			return nil, err
 		}
 		if len(res.Actions) > 0 {
-			handOnRequest(ctx) // the actions may fire rules with ctx
+			HandOnContext(ctx) // the actions may fire rules with ctx
 			if err := e.applyToolScriptActions(ctx, s, call.Session, call.Tool.Name, res.Actions); err != nil {
 				return nil, err
 			}

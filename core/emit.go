@@ -137,7 +137,7 @@ var requestStates = sync.Pool{New: func() any { return new(requestState) }}
 type requestStateKey struct{}
 
 // Value: a tool that keeps nothing finds its request's state through its
-// context, to say when it hands it on (handOnRequest).
+// context, to say when it hands it on (HandOnContext).
 func (st *requestState) Value(key any) any {
 	if key == (requestStateKey{}) {
 		return st
@@ -145,16 +145,11 @@ func (st *requestState) Value(key any) any {
 	return st.budgetContext.Value(key)
 }
 
-// handOnRequest notes that ctx, the context of a call whose tool keeps
-// nothing (toolbox.ToolOptions.KeepsNothing), goes where it may outlive the
-// request (a nested call, actions that fire rules): the request's state
-// must not be reused.
-func handOnRequest(ctx context.Context) { HandOnContext(ctx) }
-
 // HandOnContext notes that ctx, the context a tool registered with
-// toolbox.ToolOptions.KeepsNothing was called with, goes on past the call
-// (a C tool abandoned at its deadline still runs with it): the request's
-// state is then not reused.
+// toolbox.ToolOptions.KeepsNothing was called with, goes where it may
+// outlive the call (a nested call, actions that fire rules, a C tool
+// abandoned at its deadline that still runs with it): the request's state
+// is then not reused.
 func HandOnContext(ctx context.Context) {
 	if st, ok := ctx.Value(requestStateKey{}).(*requestState); ok {
 		st.handedOn.Store(true)

@@ -52,7 +52,7 @@ func (e *Engine) AppendEvaluateWithin(caller *Caller, dst, req []byte) (out []by
 	}
 	// What the request runs may keep the calling tool's context (rules,
 	// callbacks): its request's state is not to be reused.
-	handOnRequest(caller.ctx)
+	HandOnContext(caller.ctx)
 	s := e.current.Load()
 	r, _, perr := protocol.Parse(req, s.limits, nil)
 	if perr != nil {

@@ -108,7 +108,7 @@ func (h *toolScriptHost) StateGet(key string) (any, bool, error) {
 // with the calling tool on the call stack. call_tool("chat", ...) runs a
 // nested chat in that scope.
 func (h *toolScriptHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, error) {
-	handOnRequest(ctx) // the tool keeps nothing but what it passes on here
+	HandOnContext(ctx) // the tool keeps nothing but what it passes on here
 	return h.e.nestedCall(ctx, h.s, h.tool, name, h.session, args, h.scope)
 }
 
