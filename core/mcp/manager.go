@@ -339,6 +339,13 @@ func (m *Manager) publish(server string, tools []ToolSpec) {
 // deliver runs OnToolsChanged, one list at a time.
 func (m *Manager) deliver() {
 	defer m.wg.Done()
+	// The callback has its own recover below; this one guards the loop
+	// itself, so that nothing here can take the host process down.
+	defer func() {
+		if r := recover(); r != nil {
+			logPanic(m.log, "delivering tools/list_changed", r)
+		}
+	}()
 	for {
 		m.qmu.Lock()
 		if len(m.queue) == 0 {
