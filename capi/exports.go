@@ -385,6 +385,11 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		id := nextCallID.Add(1)
 		tc := newToolCall(ctx, call, id)
 		toolCalls.store(id, tc)
+		failed := func(why string) ([]byte, error) { // before the tool ran, or with nothing kept of it
+			toolCalls.delete(id)
+			tc.recycle()
+			return nil, errors.New(why)
+		}
 		// One crossing into C either way: the arguments are copied there,
 		// the tool runs, and its reports stay in tc.res (shim.h).
 		var argp *C.char
@@ -397,9 +402,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			// alone for Go pointers, not all of tc.
 			rc := C.shim_call_here(fn, userdata, argp, n, &tc.res)
 			if tc.res.ran == 0 {
-				toolCalls.delete(id)
-				tc.recycle()
-				return nil, errors.New("out of memory copying the arguments")
+				return failed("out of memory copying the arguments")
 			}
 			return finishCleared(ctx, tc, id, rc, true)
 		}
@@ -420,17 +423,11 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			core.HandOnContext(ctx) // it may still make requests in its call
 			return nil, toolbox.ErrStillRunning
 		case C.SHIM_NO_MEMORY:
-			toolCalls.delete(id)
-			tc.recycle()
-			return nil, errors.New("out of memory starting the call")
+			return failed("out of memory starting the call")
 		case C.SHIM_NO_MEMORY_RESULT:
-			toolCalls.delete(id)
-			tc.recycle()
-			return nil, errors.New("out of memory keeping the tool's result")
+			return failed("out of memory keeping the tool's result")
 		default:
-			toolCalls.delete(id)
-			tc.recycle()
-			return nil, errors.New("no thread could be started for the call")
+			return failed("no thread could be started for the call")
 		}
 	}
 }
