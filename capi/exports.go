@@ -287,6 +287,9 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc.tool, tc.progress = call.Tool, core.ProgressOf(ctx)
 	tc.ctx, tc.call, tc.caller = ctx, call, nil
 	tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
+	if call.Tool == nil || call.Tool.Returns != toolbox.ReturnsString {
+		tc.res.check_json = 1 // its JSON is checked in C as it is reported (shim_json_compact)
+	}
 	tc.status = 0
 	tc.mu.Unlock()
 	return tc
@@ -461,8 +464,10 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 			tc.errMsg = C.GoString(res.error)
 		}
 	}
+	checked := false // compact, valid JSON (shim_json_compact)
 	if res.has_result != 0 {
 		tc.result = nil // null
+		checked = res.compact != 0
 		if res.result_in_out != 0 {
 			tc.result = bytes.Clone(tc.out[:res.result_len])
 		} else if res.result != nil {
@@ -482,7 +487,23 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 	case tc.hasErr || rc != 0:
 		return nil, fmt.Errorf("tool failed (code %d)", int(rc))
 	}
+	// The tool is registered with CompactJSON: what C could not vouch for
+	// (reports from other threads, whitespace, deep nesting, or invalid)
+	// gets the toolbox's own check, and its message.
+	if len(tc.result) > 0 && !checked && res.check_json != 0 {
+		out, perr := toolbox.CheckJSON(tc.tool.Name, tc.result)
+		if perr != nil {
+			return nil, perr
+		}
+		return out, nil
+	}
 	return tc.result, nil
+}
+
+// compactInC is shim_json_compact for Go's tests (check_test.go).
+func compactInC(b []byte) bool {
+	nul := append(b[:len(b):len(b)], 0) // a copy, ended as C strings are
+	return C.shim_json_compact((*C.char)(unsafe.Pointer(&nul[0])), C.size_t(len(b))) != 0
 }
 
 // claraGoJobAbandoned: the job of a call that timed out has ended (its
@@ -589,8 +610,10 @@ func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata 
 	}
 	// KeepsNothing: cTool hands its context on where it goes past the call
 	// (an abandoned call); requests made inside the call do so in core.
+	// CompactJSON: cTool checks a JSON result itself, most often in C as
+	// the tool reports it (finishCall).
 	err := engine.RegisterTool(bytesOf(desc, n), toolbox.ToolOptions{Run: cTool(fn, userdata), SelfTimed: true, PollsDeadline: true,
-		KeepsNothing: true, OnRelease: release})
+		CompactJSON: true, KeepsNothing: true, OnRelease: release})
 	if err != nil {
 		engine.Logger().Logf(logging.Error, "clara_register_tool: %v", err)
 		if errors.Is(err, toolbox.ErrBuiltin) {

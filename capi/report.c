@@ -2,9 +2,10 @@
  *
  * clara_call_result and clara_call_error, called on the tool's own thread,
  * keep the report in C with the call (struct shim_result, shim.h): a worker
- * thread never enters Go to report. Nothing here needs Go, so that
- * tests/c/workers_sanitized.c builds this file and workers.c alone under
- * the sanitizers. */
+ * thread never enters Go to report. A JSON result is checked as it is
+ * kept (shim_json_compact), so that Go need not scan it again. Nothing
+ * here needs Go, so that tests/c/workers_sanitized.c builds this file and
+ * workers.c alone under the sanitizers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +33,8 @@ static int replace_copy(char **dst, const char *s, size_t n) {
     if (s != NULL) {
         copy = malloc(n + 1);
         if (copy == NULL) return 0;
-        memcpy(copy, s, n + 1);
+        memcpy(copy, s, n);
+        copy[n] = '\0';
     }
     free(*dst);
     *dst = copy;
@@ -43,7 +45,8 @@ static int replace_copy(char **dst, const char *s, size_t n) {
 static int replace_result(struct shim_result *r, const char *s, size_t n) {
     if (s != NULL && r->room != NULL && n < r->room_cap) {
         if (r->result != r->room) free(r->result);
-        memcpy(r->room, s, n + 1);
+        memcpy(r->room, s, n);
+        r->room[n] = '\0'; /* as C strings end (shim_json_compact reads up to it) */
         r->result = r->room;
         return 1;
     }
@@ -62,6 +65,7 @@ int shim_report_result(uintptr_t call, const char *result_json, size_t n) {
     if (r == NULL || !replace_result(r, result_json, n)) return 0;
     r->result_len = n;
     r->has_result = 1;
+    r->compact = r->check_json && r->result != NULL && shim_json_compact(r->result, n);
     return 1;
 }
 
@@ -77,5 +81,183 @@ void shim_result_clear(struct shim_result *r) {
     free(r->error);
     r->result = r->error = NULL;
     r->result_len = 0;
-    r->has_result = r->has_error = 0;
+    r->has_result = r->has_error = r->compact = 0;
+}
+
+/* ---- The check of a JSON result -------------------------------------------
+ *
+ * Go would scan a C tool's JSON result (protocol.Scan in the toolbox's
+ * clamp) to refuse invalid JSON and to compact it. That scan cost about as
+ * much as the rest of the Go side of a C tool's call, so the result is
+ * checked here instead, on the tool's thread as it is kept: 1 when it is
+ * exactly one JSON value (RFC 8259, strings in valid UTF-8, as
+ * protocol.Scan reads it) written without whitespace between its tokens
+ * and nested at most CHECK_MAX_DEPTH deep. Anything else, valid or not,
+ * gets 0 and Go scans it as before, with its messages: this check only
+ * vouches, it never refuses. capi/check_test.go compares it with
+ * protocol.Scan. */
+
+/* A bit per open container (1: an object) fits one word. */
+#define CHECK_MAX_DEPTH 64
+
+typedef const unsigned char *cursor;
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+static int is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+static int is_cont(unsigned char c) { return c >= 0x80 && c <= 0xBF; }
+
+/* The length of the UTF-8 sequence at p (its first byte >= 0x80), or 0
+ * when invalid: Go's utf8.DecodeRune's rules (no overlong forms, no
+ * surrogates, nothing past U+10FFFF). */
+static size_t utf8_len(cursor p, cursor end) {
+    unsigned char c = p[0];
+    size_t left = (size_t)(end - p);
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    size_t n;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        else if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F;
+    } else return 0;
+    if (left < n || p[1] < lo || p[1] > hi) return 0;
+    if (n >= 3 && !is_cont(p[2])) return 0;
+    if (n == 4 && !is_cont(p[3])) return 0;
+    return n;
+}
+
+/* The bytes a string holds as they are: printable ASCII but the quote and
+ * the backslash (protocol.Scan's plainByte). */
+#define ROW(x) x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
+static const unsigned char plain[256] = {
+    ROW(0), ROW(0),
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x22 '"' */
+    ROW(1), ROW(1),
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x5c '\\' */
+    ROW(1), ROW(1),
+    ROW(0), ROW(0), ROW(0), ROW(0), ROW(0), ROW(0), ROW(0), ROW(0),
+};
+#undef ROW
+
+/* A string whose opening quote is at p: past its closing quote, or NULL.
+ * *end is a NUL, which ends a run of plain bytes without a bounds check. */
+static cursor check_string(cursor p, cursor end) {
+    p++;
+    for (;;) {
+        unsigned char c;
+        while (plain[*p]) p++;
+        if (p >= end) return NULL;
+        c = *p;
+        if (c == '"') return p + 1;
+        if (c == '\\') {
+            if (end - p < 2) return NULL;
+            switch (p[1]) {
+            case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+                p += 2;
+                break;
+            case 'u':
+                if (end - p < 6 || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5])) return NULL;
+                p += 6;
+                break;
+            default:
+                return NULL;
+            }
+        } else if (c < 0x20) {
+            return NULL;
+        } else {
+            size_t n = utf8_len(p, end);
+            if (n == 0) return NULL;
+            p += n;
+        }
+    }
+}
+
+static cursor check_digits(cursor p, cursor end) {
+    if (p >= end || !is_digit(*p)) return NULL;
+    while (p < end && is_digit(*p)) p++;
+    return p;
+}
+
+/* A number at p: past it, or NULL. */
+static cursor check_number(cursor p, cursor end) {
+    if (*p == '-') p++;
+    if (p < end && *p == '0') p++;
+    else if (p >= end || *p < '1' || *p > '9' || (p = check_digits(p, end)) == NULL) return NULL;
+    if (p < end && *p == '.' && (p = check_digits(p + 1, end)) == NULL) return NULL;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        p = check_digits(p, end);
+    }
+    return p;
+}
+
+static cursor check_word(cursor p, cursor end, const char *word, size_t n) {
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+/* An object's key and its colon at p: past the colon, or NULL. */
+static cursor check_key(cursor p, cursor end) {
+    if (p >= end || *p != '"' || (p = check_string(p, end)) == NULL) return NULL;
+    return p < end && *p == ':' ? p + 1 : NULL;
+}
+
+int shim_json_compact(const char *json, size_t n) {
+    cursor p = (cursor)json, end = p + n;
+    uint64_t objects = 0; /* bit i: the container opened at depth i+1 is an object */
+    int depth = 0;
+    for (;;) {
+        /* A value at p. */
+        if (p >= end) return 0;
+        switch (*p) {
+        case '{':
+        case '[':
+            if (depth == CHECK_MAX_DEPTH) return 0;
+            if (end - p >= 2 && p[1] == (*p == '{' ? '}' : ']')) {
+                p += 2; /* empty */
+                break;
+            }
+            objects = objects << 1 | (*p == '{');
+            depth++;
+            p++;
+            if ((objects & 1) && (p = check_key(p, end)) == NULL) return 0;
+            continue; /* its first value */
+        case '"':
+            p = check_string(p, end);
+            break;
+        case 't':
+            p = check_word(p, end, "true", 4);
+            break;
+        case 'f':
+            p = check_word(p, end, "false", 5);
+            break;
+        case 'n':
+            p = check_word(p, end, "null", 4);
+            break;
+        default:
+            p = *p == '-' || is_digit(*p) ? check_number(p, end) : NULL;
+        }
+        if (p == NULL) return 0;
+        /* After a value: the containers it ends, then a comma or the end. */
+        for (;;) {
+            if (depth == 0) return p == end;
+            if (p >= end) return 0;
+            if (*p == ((objects & 1) ? '}' : ']')) {
+                p++;
+                objects >>= 1;
+                depth--;
+                continue;
+            }
+            if (*p != ',') return 0;
+            p++;
+            if ((objects & 1) && (p = check_key(p, end)) == NULL) return 0;
+            break;
+        }
+    }
 }

@@ -57,8 +57,18 @@ struct shim_result {
     /* shim_call_worker: the result (result_len bytes) was copied into the
      * caller's buffer `out` and result is NULL. */
     int result_in_out;
+    /* check_json, set by the caller: the tool returns JSON, so a result it
+     * reports from its thread is checked (shim_json_compact), and compact
+     * says whether the last one passed: Go takes it as it is. */
+    int check_json, compact;
 };
 void shim_result_clear(struct shim_result *r);
+
+/* report.c: 1 when json (n bytes, then a NUL) is exactly one JSON value
+ * that Go's protocol.Scan accepts, written compactly (no whitespace between
+ * tokens, none around) and nested at most 64 deep; else 0, and Go scans
+ * it. */
+int shim_json_compact(const char *json, size_t n);
 
 /* Calls a C tool on the calling thread (descriptor "on_caller_thread")
  * with a NUL-terminated copy of args (n bytes, which may be Go memory),

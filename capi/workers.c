@@ -424,6 +424,7 @@ int shim_call_worker(clara_tool_fn fn, uintptr_t userdata, const char *args, siz
     struct shim_job *job = new_job(fn, userdata, args, n, res->call);
     int rc;
     if (job == NULL) return SHIM_NO_MEMORY;
+    job->res.check_json = res->check_json;
     rc = submit(job);
     if (rc != 0) {
         unref_job(job);

@@ -288,14 +288,9 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 		return []byte("null"), false, nil
 	}
 	if !t.Builtin && !t.compactJSON {
-		sc, serr := protocol.Scan(out, maxResultDepth)
-		if serr != nil {
-			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", t.Name, serr)
-		}
-		if sc.Spaced {
-			out = protocol.AppendCompact(nil, out[sc.Start:sc.End])
-		} else {
-			out = out[sc.Start:sc.End]
+		var perr *protocol.Error
+		if out, perr = CheckJSON(t.Name, out); perr != nil {
+			return nil, false, perr
 		}
 	}
 	if max > 0 && len(out) > max {
@@ -306,6 +301,21 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 		}
 	}
 	return out, false, nil
+}
+
+// CheckJSON is clamp's check of a JSON result from a tool that is not built
+// in: one JSON value, nested at most 10000 deep, returned compacted (a
+// copy only when it had whitespace to remove). A tool that checks its own
+// results (ToolOptions.CompactJSON) calls it for those it cannot vouch for.
+func CheckJSON(tool string, out []byte) ([]byte, *protocol.Error) {
+	sc, serr := protocol.Scan(out, maxResultDepth)
+	if serr != nil {
+		return nil, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", tool, serr)
+	}
+	if sc.Spaced {
+		return protocol.AppendCompact(nil, out[sc.Start:sc.End]), nil
+	}
+	return out[sc.Start:sc.End], nil
 }
 
 // classify maps a tool's error to the protocol: a *protocol.Error keeps

@@ -18,6 +18,12 @@
  * (The cost of validation is measured by Go benchmarks of the engine, see
  * run.sh: next to a tool call that hands off to another thread it would be
  * lost in the noise.)
+ *
+ * `bench_tools ROW N` makes N calls of one row's request (c_tool,
+ * c_tool_caller, lua_tool or echo) untimed, for counting instructions:
+ *   GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind bench_tools c_tool 3000
+ * (Go's preemption signals can trip callgrind up; per call, take the
+ * difference of two counts, N=3000 and N=1000, over 2000.)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
@@ -54,11 +60,23 @@ static void run_request(void *ctx, long n) {
     sink = sum;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     uint64_t block = bench_block_ns();
     int reps = bench_reps(), r;
     long n_echo, n_tool, n_caller, n_lua;
     char *conf;
+    const char *only = NULL;
+    if (argc == 3) {
+        const char *rows[][2] = {{"c_tool", tool_request}, {"c_tool_caller", caller_request}, {"lua_tool", lua_request},
+                                 {"echo", echo_request}};
+        size_t i;
+        for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            if (strcmp(argv[1], rows[i][0]) == 0) only = rows[i][1];
+        if (only == NULL || atol(argv[2]) < 1) {
+            fprintf(stderr, "usage: bench_tools [c_tool|c_tool_caller|lua_tool|echo CALLS]\n");
+            return 2;
+        }
+    }
     if (clara_register_tool("{\"name\":\"c_echo\"}", c_echo, NULL, NULL) != CLARA_OK ||
         clara_register_tool("{\"name\":\"c_echo_here\",\"on_caller_thread\":true}", c_echo, NULL, NULL) != CLARA_OK) {
         fprintf(stderr, "bench_tools: registration failed\n");
@@ -70,6 +88,10 @@ int main(void) {
         return 1;
     }
     clara_free_string(conf);
+    if (only != NULL) {
+        run_request((void *)only, atol(argv[2]));
+        return 0;
+    }
     n_echo = bench_calibrate(run_request, (void *)echo_request, block);
     n_tool = bench_calibrate(run_request, (void *)tool_request, block);
     n_caller = bench_calibrate(run_request, (void *)caller_request, block);

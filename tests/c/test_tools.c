@@ -194,6 +194,33 @@ static int scripted(void *userdata, const char *args, clara_call *call) {
         clara_call_result(call, "\"0123456789abcdef\"");
         return 0;
     }
+    /* Results C vouches for as compact JSON (taken as they are), and ones
+     * it leaves to Go's scan: whitespace, deep nesting, invalid UTF-8. */
+    if (strcmp(mode, "utf8") == 0) {
+        clara_call_result(call, "{\"caf\xc3\xa9\":[\"\xe2\x9c\x93\",\"\xf0\x9f\x98\x80\",\"\\u00e9\"],\"n\":-1.5e3}");
+        return 0;
+    }
+    if (strcmp(mode, "padded") == 0) {
+        clara_call_result(call, " {\"a\":1}\n");
+        return 0;
+    }
+    if (strcmp(mode, "badutf8") == 0) {
+        clara_call_result(call, "[\"\xed\xa0\x80\"]"); /* a surrogate, encoded */
+        return 0;
+    }
+    if (strcmp(mode, "deep") == 0) {
+        char deep[2 * 70 + 2];
+        memset(deep, '[', 70);
+        deep[70] = '1';
+        memset(deep + 71, ']', 70);
+        deep[141] = '\0';
+        clara_call_result(call, deep);
+        return 0;
+    }
+    if (strcmp(mode, "jsontext") == 0) {
+        clara_call_result(call, "{\"a\":1}");
+        return 0;
+    }
     return 99;
 }
 
@@ -238,6 +265,36 @@ static void test_results_and_errors(void) {
                    "more than its max_output_bytes (10)\",\"details\":{\"bytes\":18,\"max_output_bytes\":10}}");
     /* 14 bytes would cut the two-byte é in half: the cut moves back. */
     CHECK_ENVELOPE("{\"tool\":\"cut\"}", "{\"status\":\"success\",\"tool\":\"cut\",\"result\":\"line one\\n\\\"quot\",\"truncated\":true}");
+    /* JSON results checked in C, or left to Go's scan; on a worker thread
+     * and on the caller's. */
+    {
+        int i;
+        for (i = 0; i < 2; i++) {
+            const char *here = i ? ",\"on_caller_thread\":true" : "";
+            char desc[128];
+            static const char *modes[] = {"utf8", "padded", "badutf8", "deep", "jsontext"};
+            size_t m;
+            for (m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                snprintf(desc, sizeof desc, "{\"name\":\"%s\"%s%s}", modes[m], here,
+                         strcmp(modes[m], "jsontext") == 0 ? ",\"returns\":\"string\"" : "");
+                reg(desc, modes[m]);
+            }
+            CHECK_ENVELOPE("{\"tool\":\"utf8\"}", "{\"status\":\"success\",\"tool\":\"utf8\",\"result\":{\"caf\xc3\xa9\":[\"\xe2\x9c\x93\","
+                                                "\"\xf0\x9f\x98\x80\",\"\\u00e9\"],\"n\":-1.5e3}}");
+            CHECK_ENVELOPE("{\"tool\":\"padded\"}", "{\"status\":\"success\",\"tool\":\"padded\",\"result\":{\"a\":1}}");
+            CHECK_ENVELOPE("{\"tool\":\"badutf8\"}",
+                           "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"tool \\\"badutf8\\\" returned invalid JSON: "
+                           "invalid UTF-8 at byte 2\"}");
+            {
+                char want[256];
+                snprintf(want, sizeof want, "{\"status\":\"success\",\"tool\":\"deep\",\"result\":%.70s1%.70s}",
+                         "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+                         "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+                CHECK_ENVELOPE("{\"tool\":\"deep\"}", want);
+            }
+            CHECK_ENVELOPE("{\"tool\":\"jsontext\"}", "{\"status\":\"success\",\"tool\":\"jsontext\",\"result\":\"{\\\"a\\\":1}\"}");
+        }
+    }
     free(clara_reset());
 }
 
@@ -536,11 +593,12 @@ static void test_on_caller_thread(void) {
  * its own thread keeps its own report. */
 struct report_job {
     clara_call *call;
+    const char *result;
 };
 
 static void *report_from_thread(void *arg) {
     struct report_job *j = arg;
-    clara_call_result(j->call, "{\"from\":\"helper thread\"}");
+    clara_call_result(j->call, j->result);
     return NULL;
 }
 
@@ -549,8 +607,11 @@ static clara_call *kept_call;
 static int reporter(void *userdata, const char *args, clara_call *call) {
     const char *mode = userdata;
     (void)args;
-    if (strcmp(mode, "helper") == 0) {
-        struct report_job j = {call};
+    if (strncmp(mode, "helper", 6) == 0) {
+        /* Reports through Go are checked there: compacted, or refused. */
+        struct report_job j = {call, strcmp(mode, "helper") == 0           ? "{\"from\":\"helper thread\"}"
+                                     : strcmp(mode, "helper_spaced") == 0 ? "{\"from\": \"helper thread\"}"
+                                                                          : "{\"from\":"};
         pthread_t t;
         if (pthread_create(&t, NULL, report_from_thread, &j) != 0) return 1;
         pthread_join(t, NULL);
@@ -580,6 +641,13 @@ static void test_reports_from_other_threads(void) {
         snprintf(desc, sizeof desc, "{\"name\":\"rep_helper\"%s}", here);
         CHECK_INT(clara_register_tool(desc, reporter, (void *)"helper", NULL), CLARA_OK);
         CHECK_ENVELOPE("{\"tool\":\"rep_helper\"}", "{\"status\":\"success\",\"tool\":\"rep_helper\",\"result\":{\"from\":\"helper thread\"}}");
+        snprintf(desc, sizeof desc, "{\"name\":\"rep_spaced\"%s}", here);
+        CHECK_INT(clara_register_tool(desc, reporter, (void *)"helper_spaced", NULL), CLARA_OK);
+        CHECK_ENVELOPE("{\"tool\":\"rep_spaced\"}", "{\"status\":\"success\",\"tool\":\"rep_spaced\",\"result\":{\"from\":\"helper thread\"}}");
+        snprintf(desc, sizeof desc, "{\"name\":\"rep_bad\"%s}", here);
+        CHECK_INT(clara_register_tool(desc, reporter, (void *)"helper_bad", NULL), CLARA_OK);
+        CHECK_ENVELOPE("{\"tool\":\"rep_bad\"}", "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"tool \\\"rep_bad\\\" "
+                                                   "returned invalid JSON: unexpected end of input at byte 8\"}");
         snprintf(desc, sizeof desc, "{\"name\":\"rep_keep\"%s}", here);
         CHECK_INT(clara_register_tool(desc, reporter, (void *)"keep", NULL), CLARA_OK);
         CHECK_ENVELOPE("{\"tool\":\"rep_keep\"}", "{\"status\":\"success\",\"tool\":\"rep_keep\",\"result\":\"kept\"}");

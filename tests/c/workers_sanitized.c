@@ -9,7 +9,10 @@
  * and free the job), every 200 calls the caller pauses long enough for the
  * workers to stop spinning and sleep. Results alternate between the
  * caller's buffer and a malloc'd copy. Every answer must be the call's
- * own; every abandoned call must be reported exactly once. */
+ * own, checked as compact JSON on the tool's thread (shim_json_compact,
+ * which is also run over every prefix of a few documents, each in a block
+ * of its own size, for ASan to see any read past its end); every
+ * abandoned call must be reported exactly once. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -61,12 +64,13 @@ static void *caller(void *arg) {
         int late = i % 50 == 0;
         memset(&r, 0, sizeof r);
         r.call = (uintptr_t)(id * CALLS + i + 1);
+        r.check_json = 1;
         snprintf(args, sizeof args, "{\"t\":%ld,\"i\":%d}", id, i);
         rc = shim_call_worker(echo_tool, late ? 3000 : 0, args, strlen(args), late ? 500000LL : 10000000000LL, &r, &status,
                               i % 2 ? out : NULL, i % 2 ? sizeof out : 0);
         if (rc == 1) {
             const char *got = r.result_in_out ? out : r.result;
-            if (status != 0 || got == NULL || r.result_len != strlen(args) || memcmp(got, args, r.result_len) != 0)
+            if (status != 0 || got == NULL || r.result_len != strlen(args) || memcmp(got, args, r.result_len) != 0 || !r.compact)
                 atomic_fetch_add(&wrong, 1);
             shim_result_clear(&r);
         } else if (rc == 0) {
@@ -80,10 +84,39 @@ static void *caller(void *arg) {
     return NULL;
 }
 
+/* Each prefix of each document in a block of exactly its size and its NUL:
+ * only the whole documents are compact JSON. */
+static int check_compact_bounds(void) {
+    static const char *docs[] = {
+        "{\"a\":[1,-2.5e+3,true,false,null,\"\\u00e9\\n\\\"\"],\"b\":{}}",
+        "\"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80\"",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+        "0",
+    };
+    size_t d, k;
+    int bad = 0;
+    for (d = 0; d < sizeof docs / sizeof docs[0]; d++) {
+        size_t n = strlen(docs[d]);
+        for (k = 0; k <= n; k++) {
+            char *b = malloc(k + 1);
+            if (b == NULL) return 1;
+            memcpy(b, docs[d], k);
+            b[k] = '\0';
+            if (shim_json_compact(b, k) != (k == n)) {
+                fprintf(stderr, "workers_sanitized: shim_json_compact of %zu bytes of document %zu: wrong verdict\n", k, d);
+                bad = 1;
+            }
+            free(b);
+        }
+    }
+    return bad;
+}
+
 int main(void) {
     pthread_t t[CALLERS];
     long i;
     int waited;
+    if (check_compact_bounds()) return 1;
     for (i = 0; i < CALLERS; i++)
         if (pthread_create(&t[i], NULL, caller, (void *)i) != 0) return 2;
     for (i = 0; i < CALLERS; i++) pthread_join(t[i], NULL);
