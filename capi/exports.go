@@ -248,7 +248,8 @@ func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
 // C sees the call as an integer id, never a Go pointer.
 type toolCall struct {
 	mu     sync.Mutex
-	id     uintptr // the call's id; a toolCall is reused for other calls once done
+	id     uintptr        // the call's id; a toolCall is reused for other calls once done
+	key    atomic.Uintptr // id, for callTable's lookups without mu
 	done   bool
 	result []byte
 	hasErr bool
@@ -322,49 +323,73 @@ func (tc *toolCall) callerScope(id C.uintptr_t) *core.Caller {
 	return tc.caller
 }
 
-// callTable maps the ids C tools are given to their running calls. A map
-// per shard under a mutex: sync.Map allocated on every Store, and every C
-// tool call stores one id and deletes it.
+// callTable maps the ids C tools are given to their running calls. A call
+// takes the slot of its id (consecutive ids, consecutive slots), one
+// atomic pointer on a cache line of its own, so that storing and deleting
+// are a compare-and-swap each (a map under a mutex cost about 500
+// instructions a call); a call whose slot is still taken, by an abandoned
+// call whose tool runs on, goes to a map under a mutex instead. Who looked
+// a call up checks its id again under its lock (running), since it may
+// have gone on to another call.
 type callTable struct {
-	shards [16]callShard
+	slots [64]callSlot
+	mu    sync.Mutex
+	more  map[uintptr]*toolCall // calls whose slot was taken; under mu
+	nmore atomic.Int32          // len(more): a lookup skips mu when 0
 }
 
-type callShard struct {
-	mu sync.Mutex
-	m  map[uintptr]*toolCall
-	_  [40]byte // a cache line each: callers on other threads take other shards
+type callSlot struct {
+	tc atomic.Pointer[toolCall]
+	_  [56]byte // a cache line each: calls on other threads take other slots
 }
 
-func (t *callTable) shard(id uintptr) *callShard { return &t.shards[id%uintptr(len(t.shards))] }
+func (t *callTable) slot(id uintptr) *callSlot { return &t.slots[id%uintptr(len(t.slots))] }
 
 func (t *callTable) store(id uintptr, tc *toolCall) {
-	s := t.shard(id)
-	s.mu.Lock()
-	if s.m == nil {
-		s.m = make(map[uintptr]*toolCall)
+	tc.key.Store(id)
+	if t.slot(id).tc.CompareAndSwap(nil, tc) {
+		return
 	}
-	s.m[id] = tc
-	s.mu.Unlock()
+	t.mu.Lock()
+	if t.more == nil {
+		t.more = make(map[uintptr]*toolCall)
+	}
+	t.more[id] = tc
+	t.nmore.Store(int32(len(t.more)))
+	t.mu.Unlock()
 }
 
 func (t *callTable) load(id uintptr) *toolCall {
-	s := t.shard(id)
-	s.mu.Lock()
-	tc := s.m[id]
-	s.mu.Unlock()
+	if tc := t.slot(id).tc.Load(); tc != nil && tc.key.Load() == id {
+		return tc
+	}
+	if t.nmore.Load() == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	tc := t.more[id]
+	t.mu.Unlock()
 	return tc
+}
+
+// delete removes tc, the call id, by the one who ends the call.
+func (t *callTable) delete(id uintptr, tc *toolCall) {
+	if t.slot(id).tc.CompareAndSwap(tc, nil) {
+		return
+	}
+	t.mu.Lock()
+	delete(t.more, id)
+	t.nmore.Store(int32(len(t.more)))
+	t.mu.Unlock()
 }
 
 func (t *callTable) loadAndDelete(id uintptr) *toolCall {
-	s := t.shard(id)
-	s.mu.Lock()
-	tc := s.m[id]
-	delete(s.m, id)
-	s.mu.Unlock()
+	tc := t.load(id)
+	if tc != nil {
+		t.delete(id, tc)
+	}
 	return tc
 }
-
-func (t *callTable) delete(id uintptr) { t.loadAndDelete(id) }
 
 var (
 	toolCalls  callTable
@@ -389,7 +414,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		tc := newToolCall(ctx, call, id)
 		toolCalls.store(id, tc)
 		failed := func(why string) ([]byte, error) { // before the tool ran, or with nothing kept of it
-			toolCalls.delete(id)
+			toolCalls.delete(id, tc)
 			tc.recycle()
 			return nil, errors.New(why)
 		}
@@ -453,7 +478,7 @@ func finishCleared(ctx context.Context, tc *toolCall, id uintptr, rc C.int, onCa
 // past it, its answer is dropped and the call is a timeout, as it would
 // have been on a worker thread.
 func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.struct_shim_result, onCaller bool) ([]byte, error) {
-	toolCalls.delete(id)
+	toolCalls.delete(id, tc)
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	tc.done = true
