@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,9 +263,12 @@ type toolCall struct {
 	ctx    context.Context
 	call   toolbox.Call // without its arguments
 	caller *core.Caller
-	// What the tool reports from its own thread, written by C (shim.h);
-	// part of this allocation so that a call allocates once.
-	res    C.struct_shim_result
+	// What the tool reports from its own thread, written by C (shim.h):
+	// C memory, made with the toolCall and freed after it (a cleanup). A
+	// Go pointer passed to C is checked for Go pointers inside, which cost
+	// a C tool's call 350 instructions for this struct; a C pointer is let
+	// through at once.
+	res    *C.struct_shim_result
 	status C.int
 	// out receives a worker's result (shim_call_worker); kept with the
 	// toolCall from call to call, up to maxKeptOut bytes.
@@ -279,15 +283,22 @@ const maxKeptOut = 16 << 10
 // its lock (running), since it may have gone on to another call.
 var toolCallPool = sync.Pool{New: func() any { return new(toolCall) }}
 
+// newToolCall: nil when there is no memory for the reports.
 func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc := toolCallPool.Get().(*toolCall)
+	if tc.res == nil {
+		if tc.res = (*C.struct_shim_result)(C.calloc(1, C.sizeof_struct_shim_result)); tc.res == nil {
+			return nil
+		}
+		runtime.AddCleanup(tc, func(res *C.struct_shim_result) { C.free(unsafe.Pointer(res)) }, tc.res)
+	}
 	call.Arguments = nil // borrowed; the scope needs the rest
 	tc.mu.Lock()
 	tc.id, tc.done = id, false
 	tc.result, tc.hasErr, tc.errMsg = nil, false, ""
 	tc.tool, tc.progress = call.Tool, core.ProgressOf(ctx)
 	tc.ctx, tc.call, tc.caller = ctx, call, nil
-	tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
+	*tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
 	if call.Tool == nil || call.Tool.Returns != toolbox.ReturnsString {
 		tc.res.check_json = 1 // its JSON is checked in C as it is reported (shim_json_compact)
 	}
@@ -412,6 +423,9 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		}
 		id := nextCallID.Add(1)
 		tc := newToolCall(ctx, call, id)
+		if tc == nil {
+			return nil, errors.New("out of memory starting the call")
+		}
 		toolCalls.store(id, tc)
 		failed := func(why string) ([]byte, error) { // before the tool ran, or with nothing kept of it
 			toolCalls.delete(id, tc)
@@ -426,9 +440,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		}
 		n := C.size_t(len(call.Arguments))
 		if call.Tool != nil && call.Tool.OnCallerThread {
-			// &tc.res written out in the call: cgo then checks that field
-			// alone for Go pointers, not all of tc.
-			rc := C.shim_call_here(fn, userdata, argp, n, &tc.res)
+			rc := C.shim_call_here(fn, userdata, argp, n, tc.res)
 			if tc.res.ran == 0 {
 				return failed("out of memory copying the arguments")
 			}
@@ -444,7 +456,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		if len(tc.out) > 0 {
 			out = (*C.char)(unsafe.Pointer(&tc.out[0]))
 		}
-		switch C.shim_call_worker(fn, userdata, argp, n, timeout, &tc.res, &tc.status, out, C.size_t(len(tc.out))) {
+		switch C.shim_call_worker(fn, userdata, argp, n, timeout, tc.res, &tc.status, out, C.size_t(len(tc.out))) {
 		case 1:
 			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
@@ -463,9 +475,9 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 // finishCleared is finishCall on tc.res, then frees what tc.res holds and
 // gives tc back.
 func finishCleared(ctx context.Context, tc *toolCall, id uintptr, rc C.int, onCaller bool) ([]byte, error) {
-	out, err := finishCall(ctx, tc, id, rc, &tc.res, onCaller)
+	out, err := finishCall(ctx, tc, id, rc, tc.res, onCaller)
 	if tc.res.result != nil || tc.res.error != nil {
-		C.shim_result_clear(&tc.res)
+		C.shim_result_clear(tc.res)
 	}
 	tc.recycle()
 	return out, err
