@@ -256,8 +256,6 @@ type toolCall struct {
 	hasErr bool
 	errMsg string
 	tool   *toolbox.Tool // released when an abandoned job ends
-	// progress reports to the MCP client that asked (nil: nobody listens).
-	progress core.ProgressFunc
 	// The call's scope, which clara_call_evaluate's requests inherit: made
 	// into caller on the first such request (most tools make none).
 	ctx    context.Context
@@ -296,7 +294,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc.mu.Lock()
 	tc.id, tc.done = id, false
 	tc.result, tc.hasErr, tc.errMsg = nil, false, ""
-	tc.tool, tc.progress = call.Tool, core.ProgressOf(ctx)
+	tc.tool = call.Tool
 	tc.ctx, tc.call, tc.caller = ctx, call, nil
 	*tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
 	if call.Tool == nil || call.Tool.Returns != toolbox.ReturnsString {
@@ -311,7 +309,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 // that a worker may still finish).
 func (tc *toolCall) recycle() {
 	tc.mu.Lock()
-	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.progress = nil, nil, toolbox.Call{}, nil, nil, nil
+	tc.result, tc.ctx, tc.call, tc.caller, tc.tool = nil, nil, toolbox.Call{}, nil, nil
 	if cap(tc.out) > maxKeptOut {
 		tc.out = nil
 	}
@@ -622,10 +620,13 @@ func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.si
 	if tc == nil {
 		return
 	}
+	// The MCP client that asked for progress (nil: nobody listens), looked
+	// up here: most calls report none, and a lookup in the context cost
+	// every call 150 instructions.
+	var report core.ProgressFunc
 	tc.mu.Lock()
-	report := tc.progress
-	if !tc.running(id) {
-		report = nil
+	if tc.running(id) {
+		report = core.ProgressOf(tc.ctx)
 	}
 	tc.mu.Unlock()
 	if report != nil {
