@@ -9,6 +9,7 @@ import (
 
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // successPrefix starts a success envelope that has only a result.
@@ -125,6 +126,8 @@ type budgetContext struct {
 type requestState struct {
 	budgetContext
 	rep report
+	// deadline: the room of the call's deadline context (toolbox.Call.Room).
+	deadline toolbox.DeadlineRoom
 	// handedOn: the context or the report went where it may outlive the
 	// request (a rule, a callback, a tool that may keep it): never reused.
 	// Atomic: a C tool's nested request may set it from the tool's thread
@@ -178,6 +181,7 @@ func (st *requestState) done() {
 	}
 	st.budgetContext = budgetContext{}
 	st.rep = report{}
+	st.deadline = toolbox.DeadlineRoom{}
 	requestStates.Put(st)
 }
 

@@ -145,7 +145,14 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 	if !t.KeepsNothing {
 		c.handOn()
 	}
-	return t.Execute(ctx, toolbox.Call{Session: c.session, Arguments: c.args, Scope: c.scope}, s.defaults)
+	call := toolbox.Call{Session: c.session, Arguments: c.args, Scope: c.scope}
+	if e.clock.real {
+		call.Started = start // the deadline counts from the start without reading the clock again
+	}
+	if c.state != nil {
+		call.Room = &c.state.deadline // reused with the state: never while handed on
+	}
+	return t.Execute(ctx, call, s.defaults)
 }
 
 // afterCall keeps the session's history, fires on_tool_complete or

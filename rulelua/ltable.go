@@ -2,6 +2,7 @@ package rulelua
 
 import (
 	"reflect"
+	"strings"
 	"unsafe"
 
 	lua "github.com/yuin/gopher-lua"
@@ -51,6 +52,11 @@ func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes, pool *
 		return nil
 	}
 	n := len(vals)
+	if pool != nil && n <= recycleMaxKeys {
+		if t := pool.takeShaped(keys[:n], vals); t != nil {
+			return t
+		}
+	}
 	var t *lua.LTable
 	var strdict map[string]lua.LValue
 	var k2i map[lua.LValue]int
@@ -87,7 +93,7 @@ func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes, pool *
 	l := layoutOf(t)
 	l.strdict, l.keys, l.k2i = strdict, order, k2i
 	if pool != nil {
-		pool.made = append(pool.made, t)
+		pool.made = append(pool.made, madeTable{t: t})
 	}
 	return t
 }
@@ -95,17 +101,80 @@ func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes, pool *
 // recycleMaxKeys: tables of at most this many keys (a tool's usual arguments) are recycled.
 const recycleMaxKeys = 8
 
+// maxShaped bounds the shaped tables a pool keeps; shapeStart and shapeHitsPerConversion its
+// budget of conversions (see tablePool.shape).
+const (
+	maxShaped              = 8
+	shapeStart             = 8
+	shapeHitsPerConversion = 4
+)
+
 // tablePool recycles the objects of a tool's arguments from run to run on a state: their
 // table, maps and key list were most of what a call allocated. It relies on what every run
 // guarantees: nothing a run made is reachable once it returned successfully (its globals are
 // dropped, its value encoded or converted, its actions' values converted), so the tables
 // made for its arguments are free then, whatever the script did with them.
+//
+// A tool is mostly called with the same keys, in the same order: a shaped table keeps its key
+// list and its index of keys (k2i, whose interface keys cost a hash each to set) from run to
+// run, with keys of its own, and only its values change. A table with the same keys in the same
+// order is all Next, lookups and later writes can see, so reusing it is indistinguishable from
+// building it anew.
 type tablePool struct {
-	free []*lua.LTable // empty tables with their maps and key list, ready for reuse
-	made []*lua.LTable // tables made from the pool's in the run in progress
+	free   []*lua.LTable // empty tables with their maps and key list, ready for reuse
+	shaped []shapedTable // tables without values that keep their keys, most recently used last
+	made   []madeTable   // tables made from the pool's in the run in progress
+	// hits and conversions: shaped tables taken, and tables given keys of their own.
+	hits, conversions int
 	// boxes: the string headers the arguments' strings were boxed in (stringBoxes), while the
 	// run is in progress; spare: cleared, for the next run's.
 	boxes, spare []lua.LString
+}
+
+// shapedTable is a free table that keeps its keys: names[i] is its key list's i-th key.
+type shapedTable struct {
+	t     *lua.LTable
+	names []string
+}
+
+// madeTable is a table handed out in the run in progress; names: its keys when it was shaped.
+type madeTable struct {
+	t     *lua.LTable
+	names []string
+}
+
+// takeShaped returns a shaped table of exactly these keys in this order, holding vals, or nil
+// (no such table, or a nil value: the table is then built the ordinary way).
+func (p *tablePool) takeShaped(keys []string, vals []lua.LValue) *lua.LTable {
+	for i := len(p.shaped) - 1; i >= 0; i-- {
+		sh := p.shaped[i]
+		if len(sh.names) != len(keys) || !sameStrings(sh.names, keys) {
+			continue
+		}
+		for _, v := range vals {
+			if v == lua.LNil {
+				return nil
+			}
+		}
+		p.shaped = append(p.shaped[:i], p.shaped[i+1:]...)
+		p.hits++
+		strdict := layoutOf(sh.t).strdict
+		for i, v := range vals {
+			strdict[keys[i]] = v
+		}
+		p.made = append(p.made, madeTable(sh))
+		return sh.t
+	}
+	return nil
+}
+
+func sameStrings(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // putBack returns an empty table (never handed out) to the pool, or drops it.
@@ -116,21 +185,36 @@ func (p *tablePool) putBack(t *lua.LTable) {
 }
 
 // recycle empties the tables made in the run that just succeeded and keeps those still small
-// and plain (no array part, no other keys than strings, at most recycleMaxKeys keys ever).
+// and plain (no array part, no other keys than strings, at most recycleMaxKeys keys ever): a
+// shaped one that still has its keys (the run may have deleted some, but added none) keeps them,
+// another is shaped when the budget allows, or else emptied.
 func (p *tablePool) recycle() {
 	if p.free == nil {
 		p.free = make([]*lua.LTable, 0, 16)
 	}
-	for _, t := range p.made {
+	for _, m := range p.made {
+		t := m.t
 		l := layoutOf(t)
-		if len(p.free) == cap(p.free) || l.array != nil || l.dict != nil || len(l.keys) > recycleMaxKeys {
+		if l.array != nil || l.dict != nil || len(l.keys) > recycleMaxKeys {
 			continue
 		}
-		clear(l.strdict)
+		t.Metatable = lua.LNil
+		clear(l.strdict) // the run's values (and the strings of its keys) are let go of
+		if m.names != nil && len(l.keys) == len(m.names) {
+			p.keepShaped(shapedTable(m))
+			continue
+		}
+		if len(l.keys) > 0 && p.conversions < shapeStart+p.hits/shapeHitsPerConversion && stringKeys(l.keys) {
+			p.conversions++
+			p.keepShaped(shape(t))
+			continue
+		}
+		if len(p.free) == cap(p.free) {
+			continue
+		}
 		clear(l.k2i)
 		clear(l.keys)
 		l.keys = l.keys[:0]
-		t.Metatable = lua.LNil
 		p.free = append(p.free, t)
 	}
 	if p.boxes != nil {
@@ -138,6 +222,56 @@ func (p *tablePool) recycle() {
 		p.spare, p.boxes = p.boxes, nil
 	}
 	p.forget()
+}
+
+// keepShaped adds a shaped table, dropping the least recently used one when there are
+// maxShaped already.
+func (p *tablePool) keepShaped(sh shapedTable) {
+	if len(p.shaped) == maxShaped {
+		copy(p.shaped, p.shaped[1:])
+		p.shaped = p.shaped[:maxShaped-1]
+	}
+	p.shaped = append(p.shaped, sh)
+}
+
+// stringKeys: every key is a string (a plain table's are: numbers go to its other parts).
+func stringKeys(keys []lua.LValue) bool {
+	for _, k := range keys {
+		if _, ok := k.(lua.LString); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// shape gives t's keys (its key list, strings only) memory of their own, instead of the
+// arguments' text and the run's string boxes they point into: one string and one chunk of
+// boxes for all, and k2i rebuilt on the new boxes.
+func shape(t *lua.LTable) shapedTable {
+	l := layoutOf(t)
+	size := 0
+	for _, k := range l.keys {
+		size += len(k.(lua.LString))
+	}
+	var text strings.Builder
+	text.Grow(size)
+	for _, k := range l.keys {
+		text.WriteString(string(k.(lua.LString)))
+	}
+	all := text.String()
+	names := make([]string, len(l.keys))
+	var boxes stringBoxes
+	boxes.chunk, boxes.next = make([]lua.LString, len(l.keys)), 1
+	clear(l.k2i)
+	at := 0
+	for i, k := range l.keys {
+		name := all[at : at+len(k.(lua.LString))]
+		at += len(name)
+		names[i] = name
+		l.keys[i] = boxes.box(name)
+		l.k2i[l.keys[i]] = i
+	}
+	return shapedTable{t: t, names: names}
 }
 
 // forget drops the list of tables made in the run (a failed run's state is closed).

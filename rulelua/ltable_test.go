@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,7 +235,7 @@ end`)
 	}
 	st := getState()
 	defer putState(st)
-	if len(st.tables.free) == 0 {
+	if len(st.tables.free)+len(st.tables.shaped) == 0 {
 		t.Error("no table recycled")
 	}
 }
@@ -319,5 +321,115 @@ func TestCallJSON_valueIsTheCallers(t *testing.T) {
 		if string(kept[i]) != want[i] {
 			t.Errorf("value %d changed: %.40s...", i, kept[i])
 		}
+	}
+}
+
+// Shaped tables (a tool's arguments keep their keys from run to run) are indistinguishable from
+// tables built anew: runs on one state, with keys from a few shapes and others drawn at random,
+// nulls, and scripts that delete, add and re-set keys, see in pairs() exactly the keys of their
+// own arguments, in the order of the JSON text, with their own values.
+func TestCallJSON_shapedArgumentsAreFresh(t *testing.T) {
+	s := mustCompile(t, "shaped", `return function(args)
+  local function list(o)
+    local out = {}
+    for k, v in pairs(o) do
+      if type(v) == "table" then v = "{" .. list(v) .. "}" end
+      out[#out + 1] = k .. "=" .. tostring(v)
+    end
+    return table.concat(out, ",")
+  end
+  local seen = list(args)
+  if args.del then args[args.del] = nil end
+  if args.add then args[args.add] = 1 end
+  if args.o then args.o.p = nil; args.o.x = 2 end
+  setmetatable(args, {})
+  return seen
+end`)
+	drainPool()
+	shapes := [][]string{{"a", "b", "c"}, {"b", "a", "c"}, {"city", "country", "days", "units", "detailed"}, {"a", "o"}, {"del", "a", "b"}, {"add", "a"}}
+	r := rand.New(rand.NewSource(11))
+	for i := 0; i < 3000; i++ {
+		var keys []string
+		if r.Intn(4) == 0 {
+			for j := r.Intn(6); j >= 0; j-- {
+				k := string(rune('a' + r.Intn(8)))
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		} else {
+			keys = shapes[r.Intn(len(shapes))]
+		}
+		var in, want strings.Builder
+		in.WriteByte('{')
+		for j, k := range keys {
+			if j > 0 {
+				in.WriteByte(',')
+			}
+			var v, shown string
+			switch {
+			case k == "del" || k == "add":
+				v = `"` + keys[len(keys)-1] + `"`
+				shown = keys[len(keys)-1]
+				if k == "add" {
+					v, shown = `"zz"`, "zz"
+				}
+			case k == "o":
+				v, shown = `{"p":1,"q":true}`, "{p=1,q=true}"
+			case r.Intn(6) == 0:
+				v = "null"
+			default:
+				n := r.Intn(100)
+				v, shown = strconv.Itoa(n), strconv.Itoa(n)
+			}
+			fmt.Fprintf(&in, "%q:%s", k, v)
+			if v != "null" {
+				if want.Len() > 0 {
+					want.WriteByte(',')
+				}
+				want.WriteString(k + "=" + shown)
+			}
+		}
+		in.WriteByte('}')
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // a broken Next loops
+		res, err := s.CallJSON(ctx, []byte(in.String()), nil)
+		cancel()
+		if err != nil || res.Value != want.String() {
+			t.Fatalf("run %d %s: got %v, %v; want %s", i, in.String(), res.Value, err, want.String())
+		}
+	}
+	st := getState()
+	defer putState(st)
+	p := &st.tables
+	if len(p.shaped) == 0 || p.hits == 0 {
+		t.Fatalf("no shaped table used: %d kept, %d hits", len(p.shaped), p.hits)
+	}
+	// Random keys are shaped only within the budget, and a shaped table holds no value of a run
+	// and no byte of its arguments' text.
+	if p.conversions > shapeStart+p.hits/shapeHitsPerConversion {
+		t.Errorf("%d conversions for %d hits", p.conversions, p.hits)
+	}
+	for _, sh := range p.shaped {
+		if l := layoutOf(sh.t); len(l.strdict) != 0 || sh.t.Metatable != lua.LNil {
+			t.Errorf("a shaped table keeps %v, metatable %v", l.strdict, sh.t.Metatable)
+		}
+	}
+}
+
+// Objects whose keys change from call to call (a map of names) are not given keys of their own
+// on every run: once the budget is spent, they take the ordinary way.
+func TestCallJSON_shapesBudgeted(t *testing.T) {
+	s := mustCompile(t, "names", `return function(args) return args end`)
+	drainPool()
+	for i := 0; i < 500; i++ {
+		in := fmt.Sprintf(`{"user%d":1,"user%d":2}`, i, i+1000)
+		if _, err := s.CallJSON(context.Background(), []byte(in), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := getState()
+	defer putState(st)
+	if st.tables.conversions > shapeStart {
+		t.Errorf("%d conversions for keys that never repeat (budget %d)", st.tables.conversions, shapeStart)
 	}
 }

@@ -89,7 +89,7 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 // runSelfTimed calls a tool that keeps its own deadline (a C tool) on the
 // caller's goroutine, with the concurrency slot taken here.
 func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []byte, perr *protocol.Error) {
-	ctx, cancel, timeout := t.withDeadline(ctx, d)
+	ctx, cancel, timeout := t.withDeadline(ctx, call, d)
 	defer cancel()
 	if perr := t.takeSlot(ctx, timeout); perr != nil {
 		return nil, perr
@@ -121,17 +121,29 @@ func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []b
 
 // withDeadline gives ctx the call's timeout (the tool's timeout_ms, or the
 // configured default; none when both are 0) and returns it in ms.
-func (t *Tool) withDeadline(ctx context.Context, d Defaults) (context.Context, context.CancelFunc, int) {
+func (t *Tool) withDeadline(ctx context.Context, call Call, d Defaults) (context.Context, context.CancelFunc, int) {
 	timeout := t.Limits.TimeoutMS
 	if timeout == 0 {
 		timeout = d.TimeoutMS
 	}
 	if timeout > 0 && t.pollsDeadline && t.slots == nil {
-		d := time.Now().Add(time.Duration(timeout) * time.Millisecond)
-		if pd, ok := ctx.Deadline(); !ok || d.Before(pd) {
-			return &polledDeadline{Context: ctx, deadline: d, budget: time.Duration(timeout) * time.Millisecond}, func() {}, timeout
+		start := call.Started
+		if start.IsZero() {
+			start = time.Now()
 		}
-		return ctx, func() {}, timeout
+		budget := time.Duration(timeout) * time.Millisecond
+		d := start.Add(budget)
+		if pd, ok := ctx.Deadline(); ok && !d.Before(pd) {
+			return ctx, func() {}, timeout
+		}
+		var c *polledDeadline
+		if r := call.Room; r != nil && !r.taken {
+			c, r.taken = &r.ctx, true
+		} else {
+			c = new(polledDeadline)
+		}
+		*c = polledDeadline{Context: ctx, deadline: d, budget: budget}
+		return c, func() {}, timeout
 	}
 	if timeout > 0 {
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
@@ -153,6 +165,14 @@ type polledDeadline struct {
 }
 
 func (c *polledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// DeadlineRoom is memory for one call's deadline context (see Call.Room),
+// kept by a caller that reuses it from call to call: a tool that polls its
+// deadline otherwise allocates that context on every call.
+type DeadlineRoom struct {
+	ctx   polledDeadline
+	taken bool // used once already: a second call allocates its own
+}
 
 // Budget is the whole time the deadline gives (rulelua states it in a
 // timeout's message without reading the clock again).
@@ -218,7 +238,7 @@ type runResult struct {
 // the deadline even if the tool never returns, and a late result is
 // dropped. A concurrency slot is held until the tool really returns.
 func (t *Tool) runGuarded(ctx context.Context, call Call, d Defaults) ([]byte, *protocol.Error) {
-	ctx, cancel, timeout := t.withDeadline(ctx, d)
+	ctx, cancel, timeout := t.withDeadline(ctx, call, d)
 	defer cancel()
 	if perr := t.takeSlot(ctx, timeout); perr != nil {
 		return nil, perr

@@ -103,3 +103,39 @@ func TestExecute_pollsDeadlineBudget(t *testing.T) {
 		t.Errorf("budget %v, want 250ms", budget)
 	}
 }
+
+// The deadline of a tool that polls it counts from Call.Started when given, and its context
+// lives in Call.Room once: a second call with the same room (its first context may still be
+// held) gets a context of its own, and the first is left as it was.
+func TestExecute_pollsDeadlineRoom(t *testing.T) {
+	var ctxs []context.Context
+	tl, err := toolbox.NewTool(toolbox.Descriptor{Name: "poller", Limits: toolbox.Limits{TimeoutMS: 250}}, toolbox.ToolOptions{
+		SelfTimed: true, PollsDeadline: true,
+		Run: func(ctx context.Context, c toolbox.Call) ([]byte, error) {
+			ctxs = append(ctxs, ctx)
+			return []byte(`{}`), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var room toolbox.DeadlineRoom
+	started := time.Now().Add(-time.Second)
+	for range 2 {
+		call := toolbox.Call{Arguments: []byte(`{}`), Started: started, Room: &room}
+		if _, _, perr := tl.Execute(context.Background(), call, toolbox.Defaults{}); perr != nil {
+			t.Fatal(perr)
+		}
+	}
+	if len(ctxs) != 2 || ctxs[0] == ctxs[1] {
+		t.Fatalf("the second call shares the first's context: %v", ctxs)
+	}
+	for i, ctx := range ctxs {
+		d, ok := ctx.Deadline()
+		if !ok || !d.Equal(started.Add(250*time.Millisecond)) {
+			t.Errorf("call %d: deadline %v %v, want Started + 250 ms", i, d, ok)
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Errorf("call %d: Err %v, want the deadline passed", i, ctx.Err())
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -19,6 +20,14 @@ type Call struct {
 	Arguments []byte // a compact JSON object; borrowed
 	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
 	Tool      *Tool  // the tool being called (its name for nested calls; self-timed runners release it, see ToolOptions.SelfTimed)
+	// Started: when the call was taken, read from the real clock; the
+	// deadline of a tool that polls it counts from there. Zero: from now.
+	Started time.Time
+	// Room: where the deadline context of a tool that polls its deadline
+	// may live, once. Its owner must not reuse it while that context may
+	// still be in use: the call's tool keeps nothing of its call, or says
+	// so when it hands its context on (core.HandOnContext). Nil: allocated.
+	Room *DeadlineRoom
 }
 
 // Func runs a tool. It returns a JSON value (or text, for ReturnsString)
