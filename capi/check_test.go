@@ -61,11 +61,13 @@ func TestCompactInC_cases(t *testing.T) {
 	}
 }
 
-// Every sequence of up to three bytes in a string, and four-byte ones
-// around every boundary, against Go's reading of UTF-8.
+// Every sequence of one or two bytes in a string, and longer ones with
+// every first two bytes and the others at every boundary, against Go's
+// reading of UTF-8.
 func TestCompactInC_utf8(t *testing.T) {
 	b := make([]byte, 0, 6)
 	str := func(seq ...byte) []byte { return append(append(append(b[:0], '"'), seq...), '"') }
+	edges := []byte{0x00, 0x22, 0x5c, 0x7f, 0x80, 0x81, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff}
 	for c0 := 0; c0 < 256; c0++ {
 		checkAgrees(t, str(byte(c0)))
 		for c1 := 0; c1 < 256; c1++ {
@@ -73,12 +75,11 @@ func TestCompactInC_utf8(t *testing.T) {
 			if c0 < 0xE0 || c0 > 0xEF {
 				continue
 			}
-			for c2 := 0; c2 < 256; c2++ {
-				checkAgrees(t, str(byte(c0), byte(c1), byte(c2)))
+			for _, c2 := range edges {
+				checkAgrees(t, str(byte(c0), byte(c1), c2))
 			}
 		}
 	}
-	edges := []byte{0x00, 0x22, 0x5c, 0x7f, 0x80, 0x81, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xff}
 	for c0 := 0xF0; c0 <= 0xFF; c0++ {
 		for c1 := 0; c1 < 256; c1++ {
 			for _, c2 := range edges {
@@ -114,9 +115,9 @@ func TestCompactInC_random(t *testing.T) {
 		return "[" + strings.Join(parts, ",") + "]"
 	}
 	noise := []byte(" \t\n\r,:[]{}\"\\/u0189-+.eEtfn\x00\x1f\x7f\x80\xbf\xc3\xed\xf0\xff")
-	n := 20000
+	n := 5000 // and more with go test -fuzz FuzzCompactInC
 	if testing.Short() {
-		n = 2000
+		n = 1000
 	}
 	for i := 0; i < n; i++ {
 		doc := []byte(gen(0))
