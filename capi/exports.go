@@ -504,7 +504,12 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 		tc.result = nil // null
 		checked = res.compact != 0
 		if res.result_in_out != 0 {
-			tc.result = bytes.Clone(tc.out[:res.result_len])
+			// make and copy, which the compiler turns into one allocation
+			// left unzeroed (bytes.Clone's append went through growslice).
+			out := tc.out[:res.result_len]
+			kept := make([]byte, len(out))
+			copy(kept, out)
+			tc.result = kept
 		} else if res.result != nil {
 			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
 		}
