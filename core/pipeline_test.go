@@ -6,9 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync/atomic"
-	"runtime"
 	"testing"
 	"time"
 
