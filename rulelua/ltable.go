@@ -317,6 +317,16 @@ func hashKeys(t *lua.LTable) ([]lua.LValue, bool) {
 	return layoutOf(t).keys, true
 }
 
+// stringKeyed returns the map of t's string keys when they are all its hash part holds (it has
+// no other keys there), and whether it could tell (the layout is known).
+func stringKeyed(t *lua.LTable) (map[string]lua.LValue, bool) {
+	if !tableLayoutOK {
+		return nil, false
+	}
+	l := layoutOf(t)
+	return l.strdict, l.dict == nil
+}
+
 // ifaceWords is how Go lays out a non-empty interface value (runtime.iface): its itab and a
 // pointer to the value.
 type ifaceWords struct {
