@@ -74,7 +74,8 @@ func quoteChar(c byte) string {
 }
 
 func (d *jsonDecoder) skipSpace() {
-	for d.pos < len(d.data) {
+	// Compact JSON has none: one comparison says so.
+	for d.pos < len(d.data) && d.data[d.pos] <= ' ' {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
 			d.pos++
