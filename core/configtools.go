@@ -161,7 +161,17 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 		s := e.current.Load()
 		h := toolHosts.Get().(*toolScriptHost)
 		*h = toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
-		res, err := script.CallJSON(ctx, call.Arguments, h)
+		var res rulelua.Result
+		var err error
+		if room := call.Room; room != nil {
+			// Encoded into the request's buffer, kept for its next call:
+			// the result is read only until the answer is written.
+			if res, err = script.AppendCallJSON(room.Out[:0], ctx, call.Arguments, h); err == nil {
+				room.Out = res.JSON[:0]
+			}
+		} else {
+			res, err = script.CallJSON(ctx, call.Arguments, h)
+		}
 		*h = toolScriptHost{}
 		toolHosts.Put(h) // rulelua keeps no Host past the run
 		if err != nil {

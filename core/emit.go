@@ -126,8 +126,9 @@ type budgetContext struct {
 type requestState struct {
 	budgetContext
 	rep report
-	// deadline: the room of the call's deadline context (toolbox.Call.Room).
-	deadline toolbox.DeadlineRoom
+	// room: memory for the call's deadline context and its result
+	// (toolbox.Call.Room).
+	room toolbox.CallRoom
 	// handedOn: the context or the report went where it may outlive the
 	// request (a rule, a callback, a tool that may keep it): never reused.
 	// Atomic: a C tool's nested request may set it from the tool's thread
@@ -181,7 +182,7 @@ func (st *requestState) done() {
 	}
 	st.budgetContext = budgetContext{}
 	st.rep = report{}
-	st.deadline = toolbox.DeadlineRoom{}
+	st.room.Reset()
 	requestStates.Put(st)
 }
 

@@ -150,7 +150,7 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 		call.Started = start // the deadline counts from the start without reading the clock again
 	}
 	if c.state != nil {
-		call.Room = &c.state.deadline // reused with the state: never while handed on
+		call.Room = &c.state.room // reused with the state: never while handed on
 	}
 	return t.Execute(ctx, call, s.defaults)
 }

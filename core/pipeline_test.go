@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -173,6 +174,34 @@ func TestPipeline_large_result_notice(t *testing.T) {
 	big := string(e.Evaluate([]byte(`{"tool":"echo","arguments":{"s":"` + strings.Repeat("x", 40000) + `"}}`)))
 	if !strings.Contains(big, `"notices":[{"rule":"large_result","message":"Tool echo returned 40008 bytes (more than 32768); consider narrowing the request.","priority":"normal","event":"on_tool_complete"}]`) {
 		t.Fatalf("no large_result notice: %.200s ... %s", big, big[len(big)-300:])
+	}
+}
+
+// A Lua tool's call reuses its request's state, its deadline context, the
+// buffer its result is encoded in, and its arguments' tables and boxes:
+// what it allocates is the copy of its arguments (no Lua string points into
+// the caller's memory).
+func TestEvaluate_luaTool_allocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under -race")
+	}
+	// One processor: the audit then has one shard, whose slots the warm-up
+	// below fills (a slot's first record allocates its copies).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	e := core.New(core.Options{})
+	if out := e.Configure([]byte("[[tools]]\nname = \"lua_echo\"\nlua = \"return function(args) return args end\"\n")); !bytes.HasPrefix(out, []byte(`{"status":"success"`)) {
+		t.Fatal(string(out))
+	}
+	req := []byte(`{"tool":"lua_echo","arguments":{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}}`)
+	buf := make([]byte, 0, 512)
+	for range toolbox.AuditRingSize + 1 {
+		buf = e.AppendEvaluate(buf[:0], req)
+	}
+	if n := testing.AllocsPerRun(2000, func() { buf = e.AppendEvaluate(buf[:0], req) }); n > 1.5 {
+		t.Errorf("%.2f allocations per call, want 1", n)
+	}
+	if want := `{"status":"success","tool":"lua_echo","result":{"city":"Lyon","country":"FR","days":3,"detailed":false,"units":"metric"}}`; string(buf) != want {
+		t.Fatalf("got %s, want %s", buf, want)
 	}
 }
 

@@ -74,7 +74,8 @@ func quoteChar(c byte) string {
 }
 
 func (d *jsonDecoder) skipSpace() {
-	for d.pos < len(d.data) {
+	// Compact JSON has none: one comparison says so.
+	for d.pos < len(d.data) && d.data[d.pos] <= ' ' {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
 			d.pos++
@@ -424,9 +425,36 @@ func (d *jsonDecoder) number() (lua.LValue, error) {
 		}
 	}
 	d.pos = i
+	if f, ok := smallInteger(data[start:i]); ok {
+		return d.boxes.number(f), nil
+	}
 	f, err := strconv.ParseFloat(data[start:i], 64)
 	if err != nil {
 		return nil, fmt.Errorf("cannot unmarshal number %s into Go value of type float64", data[start:i])
 	}
-	return lua.LNumber(f), nil
+	return d.boxes.number(f), nil
+}
+
+// smallInteger is ParseFloat for an integer of at most 15 digits (exact in a float64), the
+// usual number of a tool's arguments, without its general path. "-0" is left to ParseFloat.
+func smallInteger(s string) (float64, bool) {
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 15 || neg && s == "0" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return float64(n), true
 }

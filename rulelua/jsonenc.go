@@ -100,7 +100,7 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 		return fmt.Errorf("table nested more than %d levels (or cyclic)", maxDepth)
 	}
 	// The entries, without ForEach (which boxes every key it hands out): the array part by
-	// index, then Next from its end through the keys gopher-lua keeps boxed.
+	// index, then the hash part (its map of string keys, or the keys gopher-lua keeps boxed).
 	mark := len(e.keys)
 	err := e.entries(t, depth, mark)
 	clear(e.keys[mark:])
@@ -116,7 +116,13 @@ func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 			e.keys = append(e.keys, jsonKey{val: v, idx: i})
 		}
 	}
-	if keys, ok := hashKeys(t); ok {
+	if strdict, ok := stringKeyed(t); ok {
+		// Only string keys in the hash part: its map read in its own order (the entries are
+		// sorted below), with no lookup per key, and named already.
+		for name, v := range strdict {
+			e.keys = append(e.keys, jsonKey{val: v, name: name, class: 1})
+		}
+	} else if keys, ok := hashKeys(t); ok {
 		// Next's order without its lookup of the previous key's position.
 		for _, k := range keys {
 			if v := t.RawGetH(k); v != lua.LNil {
@@ -171,7 +177,9 @@ func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 		en := &entries[i]
 		switch kk := en.key.(type) {
 		case nil:
-			en.name = strconv.Itoa(en.idx)
+			if en.class == 0 {
+				en.name = strconv.Itoa(en.idx)
+			}
 		case lua.LString:
 			en.name = string(kk)
 		case lua.LNumber:

@@ -25,6 +25,9 @@ func TestCallJSON_sameAsEncodeJSON(t *testing.T) {
 		`(function() local t = {} t[100] = 1 for i = 1, 99 do t[i] = i end return t end)()`,
 		`(function() local t = {} for i = 1, 40 do t["k" .. i] = {i, tostring(i)} end return t end)()`,
 		`{{{{{}}}}, {x = {y = {}}}}`,
+		`(function() local t = {a = 1, b = 2, c = 3} t.b = nil t.d = 4 return t end)()`,
+		`(function() local t = {1, 2, a = 1} t.a = nil return t end)()`,
+		`(function() local t = {x = 1} t[1.5] = 2 t[true] = 3 t[true] = nil return t end)()`,
 	}
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 200; i++ {

@@ -127,8 +127,10 @@ type tablePool struct {
 	// hits and conversions: shaped tables taken, and tables given keys of their own.
 	hits, conversions int
 	// boxes: the string headers the arguments' strings were boxed in (stringBoxes), while the
-	// run is in progress; spare: cleared, for the next run's.
-	boxes, spare []lua.LString
+	// run is in progress; spare: cleared, for the next run's. nums and spareNums: the same for
+	// their numbers.
+	boxes, spare    []lua.LString
+	nums, spareNums []lua.LNumber
 }
 
 // shapedTable is a free table that keeps its keys: names[i] is its key list's i-th key.
@@ -221,6 +223,9 @@ func (p *tablePool) recycle() {
 		clear(p.boxes)
 		p.spare, p.boxes = p.boxes, nil
 	}
+	if p.nums != nil {
+		p.spareNums, p.nums = p.nums, nil
+	}
 	p.forget()
 }
 
@@ -278,7 +283,7 @@ func shape(t *lua.LTable) shapedTable {
 func (p *tablePool) forget() {
 	clear(p.made)
 	p.made = p.made[:0]
-	p.boxes = nil
+	p.boxes, p.nums = nil, nil
 }
 
 // boxesFor gives the first chunk of a tool's arguments' string boxes: the spare one when it has
@@ -292,6 +297,17 @@ func (p *tablePool) boxesFor(n int) []lua.LString {
 	return p.boxes
 }
 
+// numbersFor gives the first chunk of a tool's arguments' number boxes, the spare one when
+// there is one.
+func (p *tablePool) numbersFor() []lua.LNumber {
+	if p.spareNums != nil {
+		p.nums, p.spareNums = p.spareNums, nil
+	} else {
+		p.nums = make([]lua.LNumber, 8)
+	}
+	return p.nums
+}
+
 // hashKeys returns the keys of t's hash part in the order Next gives them (deleted ones
 // included: their value is nil), and whether it could (the layout is known).
 func hashKeys(t *lua.LTable) ([]lua.LValue, bool) {
@@ -299,6 +315,16 @@ func hashKeys(t *lua.LTable) ([]lua.LValue, bool) {
 		return nil, false
 	}
 	return layoutOf(t).keys, true
+}
+
+// stringKeyed returns the map of t's string keys when they are all its hash part holds (it has
+// no other keys there), and whether it could tell (the layout is known).
+func stringKeyed(t *lua.LTable) (map[string]lua.LValue, bool) {
+	if !tableLayoutOK {
+		return nil, false
+	}
+	l := layoutOf(t)
+	return l.strdict, l.dict == nil
 }
 
 // ifaceWords is how Go lays out a non-empty interface value (runtime.iface): its itab and a
@@ -322,13 +348,44 @@ var lstringTab = func() unsafe.Pointer {
 	return tab
 }()
 
+// lnumberTab is the itab of lua.LNumber as a lua.LValue; nil when boxing in place is off.
+var lnumberTab = func() unsafe.Pointer {
+	v := lua.LValue(lua.LNumber(2.5))
+	tab := (*ifaceWords)(unsafe.Pointer(&v)).tab
+	s := []lua.LNumber{2.5}
+	var w lua.LValue
+	*(*ifaceWords)(unsafe.Pointer(&w)) = ifaceWords{tab: tab, data: unsafe.Pointer(&s[0])}
+	if x, ok := w.(lua.LNumber); !ok || x != 2.5 || w != v || w.Type() != lua.LTNumber {
+		return nil
+	}
+	return tab
+}()
+
 // stringBoxes boxes the strings of one JSON decoding as lua.LValues several to an allocation:
 // converting a string to an interface allocates its 16-byte header alone, and a tool's
 // arguments are mostly strings (their keys and values). Each header is written once, before its
-// value is handed out, and never again; a chunk lives while any of its values does.
+// value is handed out, and never again; a chunk lives while any of its values does. Numbers
+// are boxed the same way, in chunks of their own (a float64 in an interface is allocated too).
 type stringBoxes struct {
 	chunk []lua.LString // unused headers
 	next  int           // size of the next chunk
+	nums  []lua.LNumber // unused numbers
+}
+
+// number returns f as a lua.LValue.
+func (b *stringBoxes) number(f float64) lua.LValue {
+	if lnumberTab == nil {
+		return lua.LNumber(f)
+	}
+	if len(b.nums) == 0 {
+		b.nums = make([]lua.LNumber, 8)
+	}
+	p := &b.nums[0]
+	*p = lua.LNumber(f)
+	b.nums = b.nums[1:]
+	var v lua.LValue
+	*(*ifaceWords)(unsafe.Pointer(&v)) = ifaceWords{tab: lnumberTab, data: unsafe.Pointer(p)}
+	return v
 }
 
 // box returns s as a lua.LValue.

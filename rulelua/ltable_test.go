@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"reflect"
 	"slices"
@@ -431,5 +432,44 @@ func TestCallJSON_shapesBudgeted(t *testing.T) {
 	defer putState(st)
 	if st.tables.conversions > shapeStart {
 		t.Errorf("%d conversions for keys that never repeat (budget %d)", st.tables.conversions, shapeStart)
+	}
+}
+
+// AppendCallJSON appends the value's JSON to the caller's buffer, after what it holds, and
+// gives the same text as CallJSON.
+func TestAppendCallJSON(t *testing.T) {
+	s := mustCompile(t, "append", `return function(args) return {n = args.n + 1, s = "x"} end`)
+	buf := make([]byte, 0, 64)
+	buf = append(buf, "prefix:"...)
+	res, err := s.AppendCallJSON(buf, context.Background(), []byte(`{"n":1}`), nil)
+	if err != nil || string(res.JSON) != `prefix:{"n":2,"s":"x"}` || &res.JSON[0] != &buf[:1][0] {
+		t.Fatalf("got %s, %v (same buffer %v)", res.JSON, err, len(res.JSON) > 0 && &res.JSON[0] == &buf[:1][0])
+	}
+	plain, err := s.CallJSON(context.Background(), []byte(`{"n":1}`), nil)
+	if err != nil || string(plain.JSON) != string(res.JSON[len("prefix:"):]) {
+		t.Fatalf("CallJSON gave %s, %v", plain.JSON, err)
+	}
+}
+
+// smallInteger gives what ParseFloat gives, for the integers it takes, and leaves the others.
+func TestSmallInteger_sameAsParseFloat(t *testing.T) {
+	for _, s := range []string{"0", "-0", "7", "-12", "42", "123456789012345", "-999999999999999", "1234567890123456", "9007199254740993", "-"} {
+		f, ok := smallInteger(s)
+		want, err := strconv.ParseFloat(s, 64)
+		if !ok {
+			if len(strings.TrimPrefix(s, "-")) <= 15 && s != "-0" && s != "-" {
+				t.Errorf("%s: not taken", s)
+			}
+			continue
+		}
+		if err != nil || f != want || math.Signbit(f) != math.Signbit(want) {
+			t.Errorf("%s: %v, ParseFloat %v %v", s, f, want, err)
+		}
+	}
+	// Numbers decoded into a tool's arguments keep their values, boxed several to a chunk.
+	s := mustCompile(t, "nums", `return function(args) local t = 0 for _, v in ipairs(args.a) do t = t + v end return {t = t, negzero = 1/args.z < 0} end`)
+	res, err := s.CallJSON(context.Background(), []byte(`{"a":[1,2,3,4,5,6,7,8,9,10,11,12.5,-3,1e2],"z":-0}`), nil)
+	if err != nil || string(res.JSON) != `{"negzero":true,"t":175.5}` {
+		t.Fatalf("got %s, %v", res.JSON, err)
 	}
 }

@@ -267,12 +267,22 @@ func (s *Script) CallJSON(ctx context.Context, args []byte, host Host) (Result, 
 	return s.exec(ctx, runInput{tool: true, json: true, argJSON: args}, host)
 }
 
+// AppendCallJSON is CallJSON with the result's JSON appended to dst: Result.JSON is dst
+// extended, for a caller that reuses its buffer from call to call. On error, what dst holds
+// past its length is undefined.
+func (s *Script) AppendCallJSON(dst []byte, ctx context.Context, args []byte, host Host) (Result, error) {
+	return s.exec(ctx, runInput{tool: true, json: true, argJSON: args, appendTo: true, dst: dst}, host)
+}
+
 // runInput is what one run is given.
 type runInput struct {
 	tool    bool           // a tool call: the chunk returns the function to call
 	arg     map[string]any // ctx of a rule run, the arguments of Call
 	json    bool           // CallJSON: arguments from argJSON, the result as JSON
 	argJSON []byte
+	// appendTo: the result's JSON is appended to dst (AppendCallJSON).
+	appendTo bool
+	dst      []byte
 }
 
 func (s *Script) exec(ctx context.Context, in runInput, host Host) (res Result, err error) {

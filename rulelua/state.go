@@ -329,11 +329,13 @@ func (st *lstate) run(ctx context.Context, s *Script, in runInput, host Host) (R
 	var res Result
 	var err error
 	if in.json {
-		// Encoded into the state's buffer, then copied at its size: the bytes go to the caller,
-		// and a guess of their size was mostly too large (the collector's work follows bytes).
+		// Encoded into the caller's buffer (AppendCallJSON), or into the state's, then copied at
+		// its size: the bytes go to the caller, and a guess of their size was mostly too large
+		// (the collector's work follows bytes).
 		var out []byte
-		out, err = st.appendJSON(st.outBuf[:0], v)
-		if len(out) > maxKeptOutBuf {
+		if in.appendTo {
+			res.JSON, err = st.appendJSON(in.dst, v)
+		} else if out, err = st.appendJSON(st.outBuf[:0], v); len(out) > maxKeptOutBuf {
 			res.JSON, st.outBuf = out, nil // a large value: handed on without a copy
 		} else {
 			res.JSON, st.outBuf = append([]byte(nil), out...), out[:0]
@@ -384,6 +386,9 @@ func (st *lstate) argsFromJSON(data []byte) (lua.LValue, error) {
 	// recycled with the arguments' tables.
 	if lstringTab != nil {
 		d.boxes.chunk, d.boxes.next = st.tables.boxesFor(min(max(bytes.Count(data, []byte{'"'})/2, 1), 64)), 64
+	}
+	if lnumberTab != nil {
+		d.boxes.nums = st.tables.numbersFor()
 	}
 	v, err := d.value(0)
 	st.decVals, st.decKeys = d.vals[:0], d.keys[:0]

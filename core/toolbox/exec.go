@@ -138,7 +138,7 @@ func (t *Tool) withDeadline(ctx context.Context, call Call, d Defaults) (context
 		}
 		var c *polledDeadline
 		if r := call.Room; r != nil && !r.taken {
-			c, r.taken = &r.ctx, true
+			c, r.taken = &r.deadline, true
 		} else {
 			c = new(polledDeadline)
 		}
@@ -166,12 +166,29 @@ type polledDeadline struct {
 
 func (c *polledDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// DeadlineRoom is memory for one call's deadline context (see Call.Room),
-// kept by a caller that reuses it from call to call: a tool that polls its
-// deadline otherwise allocates that context on every call.
-type DeadlineRoom struct {
-	ctx   polledDeadline
-	taken bool // used once already: a second call allocates its own
+// CallRoom is memory for one call (see Call.Room), kept by a caller that
+// reuses it from call to call: without it, a tool that polls its deadline
+// allocates that context, and a tool that encodes its result allocates the
+// result, on every call.
+type CallRoom struct {
+	deadline polledDeadline
+	taken    bool // the deadline used once already: a second call allocates its own
+	// Out is a buffer a tool may append its result to (from Out[:0]) and
+	// keep for the next call (Out = result[:0]): the result then aliases
+	// it, and is read until the call's answer is written.
+	Out []byte
+}
+
+// maxRoomOut: a larger buffer is not kept from call to call.
+const maxRoomOut = 4096
+
+// Reset makes the room ready for the next call, keeping a small Out.
+func (r *CallRoom) Reset() {
+	out := r.Out
+	*r = CallRoom{}
+	if cap(out) <= maxRoomOut {
+		r.Out = out[:0]
+	}
 }
 
 // Budget is the whole time the deadline gives (rulelua states it in a

@@ -118,7 +118,7 @@ func TestExecute_pollsDeadlineRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var room toolbox.DeadlineRoom
+	var room toolbox.CallRoom
 	started := time.Now().Add(-time.Second)
 	for range 2 {
 		call := toolbox.Call{Arguments: []byte(`{}`), Started: started, Room: &room}

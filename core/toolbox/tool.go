@@ -23,11 +23,11 @@ type Call struct {
 	// Started: when the call was taken, read from the real clock; the
 	// deadline of a tool that polls it counts from there. Zero: from now.
 	Started time.Time
-	// Room: where the deadline context of a tool that polls its deadline
-	// may live, once. Its owner must not reuse it while that context may
+	// Room: memory the call may use (its deadline context, its result).
+	// Its owner must not reuse it while the call's context or result may
 	// still be in use: the call's tool keeps nothing of its call, or says
 	// so when it hands its context on (core.HandOnContext). Nil: allocated.
-	Room *DeadlineRoom
+	Room *CallRoom
 }
 
 // Func runs a tool. It returns a JSON value (or text, for ReturnsString)
