@@ -268,9 +268,14 @@ type toolCall struct {
 	// through at once.
 	res    *C.struct_shim_result
 	status C.int
-	// out receives a worker's result (shim_call_worker); kept with the
-	// toolCall from call to call, up to maxKeptOut bytes.
+	// out receives a worker's result (shim_call_worker) when the call has
+	// no room of its request's; kept with the toolCall from call to call,
+	// up to maxKeptOut bytes.
 	out []byte
+	// room: the request's memory for the call (toolbox.Call.Room), nil
+	// when it has none. A result goes to room.Out and stays there (read
+	// until the answer is written): no copy of its own to allocate.
+	room *toolbox.CallRoom
 }
 
 // maxKeptOut bounds the result buffer a reused toolCall keeps.
@@ -294,7 +299,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc.mu.Lock()
 	tc.id, tc.done = id, false
 	tc.result, tc.hasErr, tc.errMsg = nil, false, ""
-	tc.tool = call.Tool
+	tc.tool, tc.room = call.Tool, call.Room
 	tc.ctx, tc.call, tc.caller = ctx, call, nil
 	*tc.res = C.struct_shim_result{call: C.uintptr_t(id)}
 	if call.Tool == nil || call.Tool.Returns != toolbox.ReturnsString {
@@ -309,7 +314,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 // that a worker may still finish).
 func (tc *toolCall) recycle() {
 	tc.mu.Lock()
-	tc.result, tc.ctx, tc.call, tc.caller, tc.tool = nil, nil, toolbox.Call{}, nil, nil
+	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.room = nil, nil, toolbox.Call{}, nil, nil, nil
 	if cap(tc.out) > maxKeptOut {
 		tc.out = nil
 	}
@@ -444,17 +449,22 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			}
 			return finishCleared(ctx, tc, id, rc, true)
 		}
-		// Room for a result about the size of the arguments; a larger one
-		// comes malloc'd.
-		if want := len(call.Arguments) + 256; cap(tc.out) < want && want <= maxKeptOut {
-			tc.out = make([]byte, want)
+		// Room for a result about the size of the arguments, in the
+		// request's room if it has one; a larger result comes malloc'd.
+		// C writes it there before shim_call_worker returns, never after.
+		buf := &tc.out
+		if tc.room != nil {
+			buf = &tc.room.Out
 		}
-		tc.out = tc.out[:cap(tc.out)]
+		if want := len(call.Arguments) + 256; cap(*buf) < want && want <= maxKeptOut {
+			*buf = make([]byte, want)
+		}
+		*buf = (*buf)[:cap(*buf)]
 		var out *C.char
-		if len(tc.out) > 0 {
-			out = (*C.char)(unsafe.Pointer(&tc.out[0]))
+		if len(*buf) > 0 {
+			out = (*C.char)(unsafe.Pointer(&(*buf)[0]))
 		}
-		switch C.shim_call_worker(fn, userdata, argp, n, timeout, tc.res, &tc.status, out, C.size_t(len(tc.out))) {
+		switch C.shim_call_worker(fn, userdata, argp, n, timeout, tc.res, &tc.status, out, C.size_t(len(*buf))) {
 		case 1:
 			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
@@ -503,15 +513,24 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 	if res.has_result != 0 {
 		tc.result = nil // null
 		checked = res.compact != 0
-		if res.result_in_out != 0 {
+		n := int(res.result_len)
+		switch {
+		case res.result_in_out != 0 && tc.room != nil:
+			tc.result = tc.room.Out[:n:n] // written there by C: it stays
+			tc.room.Out = tc.room.Out[:0]
+		case res.result_in_out != 0:
 			// make and copy, which the compiler turns into one allocation
 			// left unzeroed (bytes.Clone's append went through growslice).
-			out := tc.out[:res.result_len]
+			out := tc.out[:n]
 			kept := make([]byte, len(out))
 			copy(kept, out)
 			tc.result = kept
-		} else if res.result != nil {
-			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(res.result_len))
+		case res.result != nil && tc.room != nil:
+			tc.result = append(tc.room.Out[:0], unsafe.Slice((*byte)(unsafe.Pointer(res.result)), n)...)
+			tc.room.Out = tc.result[:0]
+			tc.result = tc.result[:n:n]
+		case res.result != nil:
+			tc.result = C.GoBytes(unsafe.Pointer(res.result), C.int(n))
 		}
 	}
 	if onCaller && ctx.Err() != nil {
