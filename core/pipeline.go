@@ -146,9 +146,6 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 		c.handOn()
 	}
 	call := toolbox.Call{Session: c.session, Arguments: c.args, Scope: c.scope}
-	if e.clock.real {
-		call.Started = start // the deadline counts from the start without reading the clock again
-	}
 	if c.state != nil {
 		call.Room = &c.state.room // reused with the state: never while handed on
 	}

@@ -127,12 +127,10 @@ func (t *Tool) withDeadline(ctx context.Context, call Call, d Defaults) (context
 		timeout = d.TimeoutMS
 	}
 	if timeout > 0 && t.pollsDeadline && t.slots == nil {
-		start := call.Started
-		if start.IsZero() {
-			start = time.Now()
-		}
+		// From now, not from when the call was taken: timeout_ms is what the
+		// tool itself may take (validation and rules before it do not count).
 		budget := time.Duration(timeout) * time.Millisecond
-		d := start.Add(budget)
+		d := time.Now().Add(budget)
 		if pd, ok := ctx.Deadline(); ok && !d.Before(pd) {
 			return ctx, func() {}, timeout
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -20,9 +19,6 @@ type Call struct {
 	Arguments []byte // a compact JSON object; borrowed
 	Scope     Scope  // the policy the call runs under (tools that call or list tools use it)
 	Tool      *Tool  // the tool being called (its name for nested calls; self-timed runners release it, see ToolOptions.SelfTimed)
-	// Started: when the call was taken, read from the real clock; the
-	// deadline of a tool that polls it counts from there. Zero: from now.
-	Started time.Time
 	// Room: memory the call may use (its deadline context, its result).
 	// Its owner must not reuse it while the call's context or result may
 	// still be in use: the call's tool keeps nothing of its call, or says
