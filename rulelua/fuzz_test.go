@@ -2,6 +2,7 @@ package rulelua
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -39,6 +40,52 @@ func FuzzRun(f *testing.F) {
 		}
 		if err != nil && le.Kind == KindInternal {
 			t.Fatalf("internal error: %v", err)
+		}
+	})
+}
+
+// FuzzCallJSON decodes arbitrary JSON arguments into a Lua tool and encodes them back, run
+// after run on the same states (argument tables are recycled and shaped from run to run): the
+// text must be what the map-based door (Call on encoding/json's decoding) gives, and a script
+// that rewrites its arguments must leave nothing to the next run.
+func FuzzCallJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1,"b":"x"}`, `{"b":"x","a":1}`, `{"a":{"b":[1,2,{"c":null}]},"d":-0}`,
+		`{"city":"Lyon","country":"FR","days":3,"units":"metric","detailed":false}`, `{"k":"\u00e9\n","n":1e300}`, `{"a":1,"a":2}`} {
+		f.Add(s)
+	}
+	echo := mustCompile(f, "fuzz_echo", `return function(args) return args end`)
+	mangle := mustCompile(f, "fuzz_mangle", `return function(args)
+  for k in pairs(args) do args[k] = nil end
+  args.zz = {1, 2}
+  return true
+end`)
+	f.Fuzz(func(t *testing.T, args string) {
+		var m map[string]any
+		if json.Unmarshal([]byte(args), &m) != nil || m == nil {
+			return // CallJSON's errors are tested elsewhere; objects only here
+		}
+		ctx := context.Background()
+		want, werr := echo.Call(ctx, m, nil)
+		got, gerr := echo.CallJSON(ctx, []byte(args), nil)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%s: Call %v, CallJSON %v", args, werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		text, err := EncodeJSON(want.Value)
+		if err != nil {
+			return
+		}
+		if string(got.JSON) != string(text) {
+			t.Fatalf("%s:\n CallJSON %s\n Call     %s", args, got.JSON, text)
+		}
+		if _, err := mangle.CallJSON(ctx, []byte(args), nil); err != nil {
+			t.Fatalf("%s: mangle: %v", args, err)
+		}
+		again, err := echo.CallJSON(ctx, []byte(args), nil)
+		if err != nil || string(again.JSON) != string(text) {
+			t.Fatalf("%s: after a run that rewrote its arguments: %s, %v; want %s", args, again.JSON, err, text)
 		}
 	})
 }
