@@ -39,7 +39,7 @@ type jsonDecoder struct {
 	vals []lua.LValue
 	keys []string
 	// boxes boxes the strings decoded.
-	boxes stringBoxes
+	boxes valueBoxes
 	// tables: where a tool's arguments take their objects from (nil: json.decode's values,
 	// which are made anew).
 	tables *tablePool

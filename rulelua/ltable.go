@@ -47,7 +47,7 @@ func layoutOf(t *lua.LTable) *tableLayout { return (*tableLayout)(unsafe.Pointer
 // earlier run when one is free, and noted as made in this run. It returns nil when it cannot (the
 // layout is unknown, a key repeats or a value is nil: the caller then sets the keys one by one,
 // for the same result).
-func newObjectTable(keys []string, vals []lua.LValue, boxes *stringBoxes, pool *tablePool) *lua.LTable {
+func newObjectTable(keys []string, vals []lua.LValue, boxes *valueBoxes, pool *tablePool) *lua.LTable {
 	if !tableLayoutOK {
 		return nil
 	}
@@ -126,7 +126,7 @@ type tablePool struct {
 	made   []madeTable   // tables made from the pool's in the run in progress
 	// hits and conversions: shaped tables taken, and tables given keys of their own.
 	hits, conversions int
-	// boxes: the string headers the arguments' strings were boxed in (stringBoxes), while the
+	// boxes: the string headers the arguments' strings were boxed in (valueBoxes), while the
 	// run is in progress; spare: cleared, for the next run's. nums and spareNums: the same for
 	// their numbers.
 	boxes, spare    []lua.LString
@@ -265,7 +265,7 @@ func shape(t *lua.LTable) shapedTable {
 	}
 	all := text.String()
 	names := make([]string, len(l.keys))
-	var boxes stringBoxes
+	var boxes valueBoxes
 	boxes.chunk, boxes.next = make([]lua.LString, len(l.keys)), 1
 	clear(l.k2i)
 	at := 0
@@ -361,19 +361,19 @@ var lnumberTab = func() unsafe.Pointer {
 	return tab
 }()
 
-// stringBoxes boxes the strings of one JSON decoding as lua.LValues several to an allocation:
-// converting a string to an interface allocates its 16-byte header alone, and a tool's
-// arguments are mostly strings (their keys and values). Each header is written once, before its
-// value is handed out, and never again; a chunk lives while any of its values does. Numbers
-// are boxed the same way, in chunks of their own (a float64 in an interface is allocated too).
-type stringBoxes struct {
+// valueBoxes boxes the strings and numbers of one JSON decoding as lua.LValues several to an
+// allocation: converting a string to an interface allocates its 16-byte header alone (a float64
+// its 8 bytes), and a tool's arguments are mostly strings (their keys and values). Each box is
+// written once, before its value is handed out, and never again; a chunk lives while any of its
+// values does. Strings and numbers have chunks of their own.
+type valueBoxes struct {
 	chunk []lua.LString // unused headers
 	next  int           // size of the next chunk
 	nums  []lua.LNumber // unused numbers
 }
 
 // number returns f as a lua.LValue.
-func (b *stringBoxes) number(f float64) lua.LValue {
+func (b *valueBoxes) number(f float64) lua.LValue {
 	if lnumberTab == nil {
 		return lua.LNumber(f)
 	}
@@ -389,7 +389,7 @@ func (b *stringBoxes) number(f float64) lua.LValue {
 }
 
 // box returns s as a lua.LValue.
-func (b *stringBoxes) box(s string) lua.LValue {
+func (b *valueBoxes) box(s string) lua.LValue {
 	if lstringTab == nil {
 		return lua.LString(s)
 	}

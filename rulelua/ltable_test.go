@@ -43,7 +43,7 @@ func entries(tb *lua.LTable) []string {
 // for Next (its order included), for lookups and for what is done to it afterwards.
 func TestNewObjectTable_sameAsRawSetString(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
-	var boxes stringBoxes
+	var boxes valueBoxes
 	made := 0
 	for i := 0; i < 500; i++ {
 		n := 1 + r.Intn(12)
@@ -121,8 +121,8 @@ func TestNewObjectTable_sameAsRawSetString(t *testing.T) {
 
 // Strings boxed in place are strings like any other: equal, usable as keys of tables made
 // either way, each its own value.
-func TestStringBoxes(t *testing.T) {
-	var b stringBoxes
+func TestValueBoxes(t *testing.T) {
+	var b valueBoxes
 	var vals []lua.LValue
 	for i := 0; i < 200; i++ {
 		vals = append(vals, b.box(fmt.Sprint("s", i)))
