@@ -198,11 +198,15 @@ build/harness: tests/c/harness.c tests/c/harness.h $(C_TESTS) include/clara.h li
 	$(CC) $(ALL_CFLAGS) -std=c99 -D_POSIX_C_SOURCE=200809L -pthread tests/c/harness.c $(C_TESTS) -o $@ \
 	  -Llib -lclara -Wl,-rpath,'$$ORIGIN/../lib'
 
-test-c: build/harness build/stress_workers build/workers_tsan build/workers_asan ## the C harness, C tools called back to back from many threads, the worker pool under TSan and ASan
+test-c: build/harness build/stress_workers build/workers_tsan build/workers_asan ## the C harness, C tools called back to back from many threads, the worker pool under TSan and ASan (also on one processor)
 	env -u CLARA_CONFIG -u CLARA_LOG build/harness
 	env -u CLARA_CONFIG -u CLARA_LOG build/stress_workers 50000 4
 	build/workers_tsan
 	build/workers_asan
+	@# Again with every thread on one processor, where callers and workers
+	@# yield to each other rather than spin (capi/workers.c, "Sharing a processor").
+	env -u CLARA_CONFIG -u CLARA_LOG taskset -c 0 build/stress_workers 20000 4
+	taskset -c 0 build/workers_tsan
 
 # The worker pool of capi/workers.c built alone with the sanitizers (the Go
 # library cannot be): tests/c/workers_sanitized.c says what it checks.

@@ -15,6 +15,11 @@
  *             built-in echo with the same arguments: what the sandbox costs
  *             (a pooled state, fresh globals, arguments decoded into Lua and
  *             the result encoded back).
+ * C tool, one processor: `bench_tools one_cpu`, run by run.sh under
+ *             `taskset -c 0`: the C tool row with the caller and the worker
+ *             threads on one processor, as on a machine whose other
+ *             processors are busy. Every handoff is then a switch of
+ *             threads on that processor.
  * (The cost of validation is measured by Go benchmarks of the engine, see
  * run.sh: next to a tool call that hands off to another thread it would be
  * lost in the noise.)
@@ -66,6 +71,11 @@ int main(int argc, char **argv) {
     long n_echo, n_tool, n_caller, n_lua;
     char *conf;
     const char *only = NULL;
+    int one_cpu = argc == 2 && strcmp(argv[1], "one_cpu") == 0;
+    if (argc == 2 && !one_cpu) {
+        fprintf(stderr, "usage: bench_tools [one_cpu | c_tool|c_tool_caller|lua_tool|echo CALLS]\n");
+        return 2;
+    }
     if (argc == 3) {
         const char *rows[][2] = {{"c_tool", tool_request}, {"c_tool_caller", caller_request}, {"lua_tool", lua_request},
                                  {"echo", echo_request}};
@@ -73,7 +83,7 @@ int main(int argc, char **argv) {
         for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
             if (strcmp(argv[1], rows[i][0]) == 0) only = rows[i][1];
         if (only == NULL || atol(argv[2]) < 1) {
-            fprintf(stderr, "usage: bench_tools [c_tool|c_tool_caller|lua_tool|echo CALLS]\n");
+            fprintf(stderr, "usage: bench_tools [one_cpu | c_tool|c_tool_caller|lua_tool|echo CALLS]\n");
             return 2;
         }
     }
@@ -94,6 +104,13 @@ int main(int argc, char **argv) {
     }
     n_echo = bench_calibrate(run_request, (void *)echo_request, block);
     n_tool = bench_calibrate(run_request, (void *)tool_request, block);
+    if (one_cpu) {
+        for (r = 0; r < reps; r++) {
+            bench_sample("c_tool_one_cpu", "clara", bench_time(run_request, (void *)tool_request, n_tool));
+            bench_sample("c_tool_one_cpu", "ref", bench_time(run_request, (void *)echo_request, n_echo));
+        }
+        return 0;
+    }
     n_caller = bench_calibrate(run_request, (void *)caller_request, block);
     n_lua = bench_calibrate(run_request, (void *)lua_request, block);
     for (r = 0; r < reps; r++) {

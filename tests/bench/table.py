@@ -29,6 +29,7 @@ ROWS = [
     ("clips_jansson", "CLIPS vs jansson UDF", "jansson C UDF", "time", "<", 1.0),
     ("c_tool", "C tool (echoes in C)", "built-in echo", "time", None, None),
     ("c_tool_caller", "C tool, on_caller_thread", "built-in echo", "time", None, None),
+    ("c_tool_one_cpu", "C tool, all threads on one processor", "built-in echo, same processor", "time", None, None),
     ("python_tool_c", "Python tool (through clara_evaluate)", "the same tool in C", "time", None, None),
     ("python_tool_here", "Python tool, on_caller_thread", "the same tool in C", "time", None, None),
     ("lua_tool", "Lua tool (returns its arguments)", "built-in echo", "time", None, None),
@@ -77,6 +78,8 @@ LEGEND = [
     "call handed to a worker thread and back, its JSON checked).",
     "C tool, on_caller_thread: the same C tool registered with \"on_caller_thread\": true, which runs on "
     "the calling thread (no handoff; its timeout cannot cut it short).",
+    "C tool, all threads on one processor: the C tool row run under taskset -c 0, as when the other "
+    "processors are busy: the caller and the worker thread take turns on one processor.",
     "Python tool vs C: from ctypes, clara_evaluate of a Python tool (@clara.tool) and of a C tool (in a "
     "shared object the bench builds), both returning {\"message\": \"hello\"} for the same arguments: what "
     "a Python tool costs over a C one. Python tool, on_caller_thread: the same Python function registered "
@@ -267,6 +270,7 @@ def main():
                          max(1, len(checkpoints) - 1), " ".join("%.1f" % (r / 1024.0) for _, r in checkpoints)))
     for key, what in (("c_tool", "a C tool costs over the built-in echo"),
                       ("c_tool_caller", "a C tool on the caller's thread costs over the built-in echo"),
+                      ("c_tool_one_cpu", "a C tool costs over the built-in echo, all on one processor"),
                       ("python_tool_c", "a Python tool costs over the same tool in C"),
                       ("python_tool_here", "a Python tool on the caller's thread costs over the same tool in C"),
                       ("python_tool", "calling a Python tool through Clara costs over calling it directly"),
