@@ -49,8 +49,14 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 	if perr := e.newToolCall(s, &r, c); perr != nil {
 		return 0, perr
 	}
-	h, err := e.async.Submit(context.Background(), c.name, func(ctx context.Context, h int64) []byte {
-		return e.answerCall(context.WithValue(ctx, asyncHandleKey{}, h), nil, s, c)
+	h, err := e.async.Submit(context.Background(), async.Call{
+		Tool: c.name,
+		Run: func(ctx context.Context, h int64) []byte {
+			return e.answerCall(context.WithValue(ctx, asyncHandleKey{}, h), nil, s, c)
+		},
+		// A host's tool (C, Python) runs where cancelling cannot stop it:
+		// a waiter running it would stay until it returns.
+		ByWaiter: !e.isHostTool(c.name),
 	})
 	if errors.Is(err, async.ErrBusy) {
 		return 0, protocol.Errorf(protocol.RateLimited, "%v: collect or cancel some first", err)
@@ -59,6 +65,12 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 		return 0, protocol.Errorf(protocol.Internal, "%v", err)
 	}
 	return h, nil
+}
+
+// isHostTool reports whether name is a host's tool (C, Python) now.
+func (e *Engine) isHostTool(name string) bool {
+	t, ok := e.tools.Lookup(name)
+	return ok && t.Host
 }
 
 // submitAnswer answers a request that says "async": true:

@@ -200,7 +200,7 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 	if err != nil {
 		return err
 	}
-	opts.Builtin = false
+	opts.Builtin, opts.Host = false, true
 	t, err := toolbox.NewTool(d, opts)
 	if err != nil {
 		return err

@@ -541,6 +541,10 @@ int clara_ready(int64_t handle);
  * Threads:   blocks the calling thread only; several threads may wait on
  *            different handles. Of two waiting on the same handle, one
  *            gets the answer and the other the invalid_request envelope.
+ *            A negative timeout_ms on a call that no thread has started
+ *            yet runs it on the calling thread (not a call of a host's
+ *            C or Python tool): the same answer, without handing the call
+ *            to another thread and back.
  */
 char *clara_wait(int64_t handle, int timeout_ms);
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,6 +57,11 @@ type Table struct {
 }
 
 type job struct {
+	// started: a goroutine, or a waiter, has taken the call to run it.
+	started  atomic.Bool
+	ctx      context.Context // the call's, which Cancel cancels
+	run      func(ctx context.Context, handle int64) []byte
+	byWaiter bool // Call.ByWaiter
 	tool     string
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -87,12 +93,28 @@ func (t *Table) SetOptions(o Options) {
 	t.mu.Unlock()
 }
 
-// Submit starts run on a goroutine of its own and returns the call's
-// handle at once. run gets a context that Cancel cancels, and the handle;
-// it returns the call's envelope. tool names the call in Finished. Past
-// MaxRunning calls running, Submit refuses with ErrBusy rather than queue
-// without bound.
-func (t *Table) Submit(ctx context.Context, tool string, run func(ctx context.Context, handle int64) []byte) (int64, error) {
+// Call is a call to run in the background.
+type Call struct {
+	Tool string // names the call in Finished
+	// Run computes the call's envelope. It gets a context that Cancel
+	// cancels, and the call's handle.
+	Run func(ctx context.Context, handle int64) []byte
+	// ByWaiter: a Wait without a time limit that finds the call not
+	// started yet runs it itself, on the waiter's goroutine. The goroutine
+	// Submit started then finds it taken and ends. Only for a call that
+	// returns soon once cancelled (or is quick anyway): a waiter running it
+	// returns when it returns, where a waiter of a call running elsewhere
+	// returns as soon as Cancel makes its answer. What it saves is the
+	// hand-over of the call to another thread and of the answer back, the
+	// better part of a submit-and-wait (24-32 us against 5.5-8 us for the
+	// echo on the bench's machine).
+	ByWaiter bool
+}
+
+// Submit starts the call on a goroutine of its own and returns its handle
+// at once. Past MaxRunning calls running, Submit refuses with ErrBusy
+// rather than queue without bound.
+func (t *Table) Submit(ctx context.Context, c Call) (int64, error) {
 	t.mu.Lock()
 	if t.running >= t.o.MaxRunning {
 		t.mu.Unlock()
@@ -101,28 +123,37 @@ func (t *Table) Submit(ctx context.Context, tool string, run func(ctx context.Co
 	t.next++
 	h := t.next
 	ctx, cancel := context.WithCancel(ctx)
-	j := &job{tool: tool, cancel: cancel, done: make(chan struct{})}
+	j := &job{ctx: ctx, run: c.Run, byWaiter: c.ByWaiter, tool: c.Tool, cancel: cancel, done: make(chan struct{})}
 	t.jobs[h] = j
 	t.running++
 	launch := t.o.Go
 	t.mu.Unlock()
 	body := func() {
-		var env []byte
-		defer func() {
-			if r := recover(); r != nil {
-				logging.Panic(t.o.Log, "async call "+tool, r)
-				env = protocol.AppendError(nil, nil, protocol.InternalError(nil))
-			}
-			t.finish(h, env)
-		}()
-		env = run(ctx, h)
+		if j.started.CompareAndSwap(false, true) {
+			t.run(h, j)
+		}
 	}
 	if launch != nil {
-		launch("async call "+tool, body)
+		launch("async call "+c.Tool, body)
 	} else {
 		go body()
 	}
 	return h, nil
+}
+
+// run runs the call h and records its answer, once j.started is taken.
+func (t *Table) run(h int64, j *job) {
+	var env []byte
+	defer func() {
+		if r := recover(); r != nil {
+			logging.Panic(t.o.Log, "async call "+j.tool, r)
+			env = protocol.AppendError(nil, nil, protocol.InternalError(nil))
+		}
+		t.finish(h, env)
+	}()
+	run, ctx := j.run, j.ctx
+	j.run, j.ctx = nil, nil // only the runner reads them; an answer kept for long keeps neither
+	env = run(ctx, h)
 }
 
 // cancelled is the answer of a call cancelled before it finished: the
@@ -230,7 +261,11 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 		t.mu.Unlock()
 		return nil, false, err
 	}
+	finished := j.finished
 	t.mu.Unlock()
+	if timeout < 0 && j.byWaiter && !finished && ctx.Done() == nil && j.started.CompareAndSwap(false, true) {
+		t.run(h, j) // not started yet, and waited for without limit: run here (see Call.ByWaiter)
+	}
 	if timeout != 0 {
 		var timer <-chan time.Time
 		if timeout > 0 {

@@ -18,7 +18,7 @@ func envelope(s string) []byte { return []byte(`{"status":"success","result":"` 
 
 func TestTable_submit_then_wait_spends_the_handle(t *testing.T) {
 	tab := async.New(async.Options{})
-	h, err := tab.Submit(context.Background(), "echo", func(context.Context, int64) []byte { return envelope("a") })
+	h, err := tab.Submit(context.Background(), async.Call{Tool: "echo", Run: func(context.Context, int64) []byte { return envelope("a") }})
 	if err != nil || h != 1 {
 		t.Fatalf("handle %d, %v", h, err)
 	}
@@ -37,7 +37,7 @@ func TestTable_submit_then_wait_spends_the_handle(t *testing.T) {
 func TestTable_wait_with_a_timeout_answers_pending(t *testing.T) {
 	tab := async.New(async.Options{})
 	release := make(chan struct{})
-	h, _ := tab.Submit(context.Background(), "slow", func(context.Context, int64) []byte { <-release; return envelope("late") })
+	h, _ := tab.Submit(context.Background(), async.Call{Tool: "slow", Run: func(context.Context, int64) []byte { <-release; return envelope("late") }})
 	if _, done, err := tab.Wait(context.Background(), h, time.Millisecond); done || err != nil {
 		t.Fatalf("done %v, %v", done, err)
 	}
@@ -55,13 +55,13 @@ func TestTable_wait_with_a_timeout_answers_pending(t *testing.T) {
 func TestTable_cancel(t *testing.T) {
 	tab := async.New(async.Options{})
 	stopped := make(chan struct{})
-	h, _ := tab.Submit(context.Background(), "watcher", func(ctx context.Context, _ int64) []byte {
+	h, _ := tab.Submit(context.Background(), async.Call{Tool: "watcher", Run: func(ctx context.Context, _ int64) []byte {
 		<-ctx.Done()
 		close(stopped)
 		return envelope("after cancel")
-	})
+	}})
 	stubborn := make(chan struct{})
-	h2, _ := tab.Submit(context.Background(), "c_tool", func(context.Context, int64) []byte { <-stubborn; return envelope("ignored") })
+	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "c_tool", Run: func(context.Context, int64) []byte { <-stubborn; return envelope("ignored") }})
 	if err := tab.Cancel(h); err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestTable_max_running_refuses(t *testing.T) {
 	tab := async.New(async.Options{MaxRunning: 2})
 	block := make(chan struct{})
 	for i := 0; i < 2; i++ {
-		if _, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { <-block; return envelope("") }); err != nil {
+		if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { <-block; return envelope("") }}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return nil }); !errors.Is(err, async.ErrBusy) {
+	if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return nil }}); !errors.Is(err, async.ErrBusy) {
 		t.Fatalf("third submit: %v", err)
 	}
 	close(block)
@@ -99,7 +99,7 @@ func TestTable_max_pending_drops_the_oldest(t *testing.T) {
 	tab := async.New(async.Options{MaxPending: 3})
 	var hs []int64
 	for i := 0; i < 5; i++ {
-		h, _ := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return envelope(fmt.Sprint(i)) })
+		h, _ := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope(fmt.Sprint(i)) }})
 		for ready, _ := tab.Ready(h); !ready; ready, _ = tab.Ready(h) {
 			time.Sleep(time.Millisecond)
 		}
@@ -133,12 +133,12 @@ func TestTable_eventfd_take_and_panics(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			h, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte {
+			h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte {
 				if i%50 == 0 {
 					panic("boom")
 				}
 				return envelope("ok")
-			})
+			}})
 			if err != nil {
 				t.Error(err)
 			}
@@ -199,7 +199,7 @@ func TestTable_eventfd_once_per_batch(t *testing.T) {
 		return uint64(buf[0]) | uint64(buf[1])<<8
 	}
 	submitAndWait := func() int64 {
-		h, err := tab.Submit(context.Background(), "x", func(context.Context, int64) []byte { return envelope("ok") })
+		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope("ok") }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,5 +226,151 @@ func TestTable_eventfd_once_per_batch(t *testing.T) {
 	submitAndWait()
 	if got := counter(); got != 1 {
 		t.Fatalf("the first answer after an emptying Take must wake the reader (counter %d)", got)
+	}
+}
+
+// heldLauncher is an Options.Go that keeps the goroutines Submit starts
+// until release runs them: the calls are then not started when Wait comes.
+type heldLauncher struct {
+	mu     sync.Mutex
+	bodies []func()
+}
+
+func (l *heldLauncher) launch(_ string, f func()) {
+	l.mu.Lock()
+	l.bodies = append(l.bodies, f)
+	l.mu.Unlock()
+}
+
+func (l *heldLauncher) release() {
+	l.mu.Lock()
+	bodies := l.bodies
+	l.bodies = nil
+	l.mu.Unlock()
+	for _, f := range bodies {
+		go f()
+	}
+}
+
+// waitOrFail waits without limit in a goroutine, failing the test rather
+// than hanging when no answer comes within a few seconds.
+func waitOrFail(t *testing.T, tab *async.Table, h int64) []byte {
+	t.Helper()
+	type answer struct {
+		env  []byte
+		done bool
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		env, done, err := tab.Wait(context.Background(), h, -1)
+		got <- answer{env, done, err}
+	}()
+	select {
+	case a := <-got:
+		if !a.done || a.err != nil {
+			t.Fatalf("Wait: done %v, %v", a.done, a.err)
+		}
+		return a.env
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait without limit did not return")
+	}
+	return nil
+}
+
+// A Wait without limit runs a ByWaiter call that no goroutine has started,
+// once: the goroutine that starts late finds it taken.
+func TestTable_waiter_runs_a_call_not_started(t *testing.T) {
+	var l heldLauncher
+	tab := async.New(async.Options{Go: l.launch})
+	var n int
+	var mu sync.Mutex
+	run := func(context.Context, int64) []byte {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return envelope("here")
+	}
+	h, err := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := waitOrFail(t, tab, h); string(env) != string(envelope("here")) {
+		t.Fatalf("%s", env)
+	}
+	l.mu.Lock()
+	body := l.bodies[0]
+	l.bodies = nil
+	l.mu.Unlock()
+	body() // the goroutine Submit started, late: finds the call taken
+	if n != 1 {
+		t.Fatalf("the call ran %d times", n)
+	}
+	if tab.Running() != 0 || tab.Pending() != 0 {
+		t.Fatalf("running %d, pending %d", tab.Running(), tab.Pending())
+	}
+}
+
+// A call without ByWaiter, a Wait with a time limit and a call cancelled
+// before it started are never run by the waiter.
+func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
+	var l heldLauncher
+	tab := async.New(async.Options{Go: l.launch})
+	var waiterRan bool
+	var mu sync.Mutex
+	onWaiter := make(chan struct{})
+	run := func(context.Context, int64) []byte {
+		select {
+		case <-onWaiter:
+			mu.Lock()
+			waiterRan = true
+			mu.Unlock()
+		default:
+		}
+		return envelope("there")
+	}
+	// Not ByWaiter: the waiter waits for the goroutine.
+	h1, _ := tab.Submit(context.Background(), async.Call{Tool: "host", Run: run})
+	got := make(chan []byte, 1)
+	go func() {
+		env, _, _ := tab.Wait(context.Background(), h1, -1)
+		got <- env
+	}()
+	select {
+	case env := <-got:
+		t.Fatalf("Wait answered %s before the call's goroutine ran", env)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.release()
+	if env := <-got; string(env) != string(envelope("there")) {
+		t.Fatalf("%s", env)
+	}
+	// ByWaiter, but a Wait with a time limit: pending, not run.
+	close(onWaiter)
+	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	if _, done, err := tab.Wait(context.Background(), h2, time.Millisecond); done || err != nil {
+		t.Fatalf("done %v, %v", done, err)
+	}
+	if _, done, err := tab.Wait(context.Background(), h2, 0); done || err != nil {
+		t.Fatalf("done %v, %v", done, err)
+	}
+	// ByWaiter, cancelled before it started: the waiter collects the
+	// cancellation and runs nothing.
+	h3, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	if err := tab.Cancel(h3); err != nil {
+		t.Fatal(err)
+	}
+	if env := waitOrFail(t, tab, h3); !strings.Contains(string(env), "cancelled") {
+		t.Fatalf("%s", env)
+	}
+	mu.Lock()
+	ran := waiterRan
+	mu.Unlock()
+	if ran {
+		t.Fatal("a waiter ran a call it should have left to its goroutine")
+	}
+	l.release()
+	if env := waitOrFail(t, tab, h2); string(env) != string(envelope("there")) {
+		t.Fatalf("%s", env)
 	}
 }

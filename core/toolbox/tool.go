@@ -42,8 +42,11 @@ type Tool struct {
 	// goroutine too but enforce the deadline themselves (see
 	// ToolOptions.SelfTimed). Others run on their own goroutine so that
 	// timeout_ms holds at the deadline whatever they do.
-	Inline        bool
-	SelfTimed     bool
+	Inline    bool
+	SelfTimed bool
+	// Host: registered by the host program (clara_register_tool): Run
+	// hands the call to C or Python code, which cancelling cannot stop.
+	Host          bool
 	pollsDeadline bool // see ToolOptions.PollsDeadline
 	compactJSON   bool // see ToolOptions.CompactJSON
 	// Admin: an administrative built-in (see Builtin.Admin).
@@ -72,6 +75,7 @@ type ToolOptions struct {
 	Run     Func
 	Builtin bool
 	Inline  bool
+	Host    bool // see Tool.Host
 	// SelfTimed: Run gets a context whose deadline is the call's timeout
 	// and must return by then. When the tool itself goes on running past
 	// it, Run returns ErrStillRunning at the deadline and calls
@@ -119,7 +123,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, schema: s,
+	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, Host: o.Host, schema: s,
 		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
 		KeepsNothing: o.KeepsNothing}
 	if d.Limits.MaxConcurrency > 0 {
