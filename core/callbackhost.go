@@ -214,8 +214,12 @@ func callbackPriority(ok bool) string {
 // changedFiles reads a tool result's "changed_files" (SPEC §9.6): an array
 // of strings; anything else is ignored with a log line.
 func (e *Engine) changedFiles(tool string, result []byte) []string {
-	if !bytes.Contains(result, []byte(`"changed_files"`)) {
-		return nil // the common case: one scan, no parse
+	// The common case: no such key, found without a parse. The scan looks
+	// for '_' first: bytes.Index skips to its pattern's first byte, and a
+	// '"' would stop it at every string of the result (a quarter of a
+	// microsecond on a result of 5 short fields).
+	if !bytes.Contains(result, []byte(`_files"`)) || !bytes.Contains(result, []byte(`"changed_files"`)) {
+		return nil
 	}
 	v := gjson.GetBytes(result, "changed_files")
 	if !v.IsArray() {
