@@ -42,7 +42,7 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	}
 	var out []llm.ToolSpec
 	for _, t := range h.e.tools.List() {
-		if !t.LLMVisible || t.Admin || t.Name == chatTool || h.stack.has(t.Name) || !h.scope.Allows(t.Name) || (only != nil && !only[t.Name]) {
+		if !t.LLMVisible || t.Admin || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
 			continue
 		}
 		if t.Name == "ask_user" && h.e.input.load() == nil {
@@ -74,8 +74,8 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	if event == llm.EventTurnStart {
 		fired = h.endBatch(ctx)
 	}
-	payload := map[string]any{"turn": t.Context()}
-	if _, perr := h.e.emit(ctx, h.s, event, h.session, payload, false, nil); perr != nil {
+	payload := func() map[string]any { return map[string]any{"turn": t.Context()} }
+	if perr := h.e.fireOnly(ctx, h.s, event, h.session, payload); perr != nil {
 		h.e.log.Logf(logging.Warn, "chat: %s: %s", event, perr.Message)
 	}
 	notices, _ := h.e.sessions.Get(h.session).Drain()

@@ -48,13 +48,7 @@ var nullInput = &protocol.Error{Code: protocol.InvalidJSON, Message: "Invalid JS
 // and renders the outcome as the result object of SPEC §7.3, appended to
 // dst (an envelope's start, or nil for a tool).
 func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, payload map[string]any, trace bool, dst []byte) ([]byte, *protocol.Error) {
-	if !rules.ValidEventName(event) {
-		return nil, protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
-	}
-	if strings.HasPrefix(event, "on_tool_") {
-		return nil, protocol.Errorf(protocol.InvalidRequest, "%s is emitted by the tool pipeline itself, not by callers", event)
-	}
-	session, perr := protocol.SessionName(session)
+	session, perr := emittable(event, session)
 	if perr != nil {
 		return nil, perr
 	}
@@ -79,6 +73,35 @@ func (e *Engine) emit(ctx context.Context, s *snapshot, event, session string, p
 	// emission (the session's queue holds copies of its notices).
 	out.Release()
 	return dst, nil
+}
+
+// emittable checks an event's name and returns its session's name.
+func emittable(event, session string) (string, *protocol.Error) {
+	if !rules.ValidEventName(event) {
+		return "", protocol.Errorf(protocol.InvalidRequest, "event %q is not an event name ([a-z][a-z0-9_.]*)", event)
+	}
+	if strings.HasPrefix(event, "on_tool_") {
+		return "", protocol.Errorf(protocol.InvalidRequest, "%s is emitted by the tool pipeline itself, not by callers", event)
+	}
+	return protocol.SessionName(session)
+}
+
+// fireOnly fires an event the engine raises itself (a chat's turn, a
+// plugin's load) for what its rules do: their notices go to the session's
+// queue, and no answer is written. An event no rule watches costs a
+// lookup: payload is called only when a rule will read it.
+func (e *Engine) fireOnly(ctx context.Context, s *snapshot, event, session string, payload func() map[string]any) *protocol.Error {
+	if !s.rules.Watches(event) {
+		return nil
+	}
+	session, perr := emittable(event, session)
+	if perr != nil {
+		return perr
+	}
+	src := e.newEventSource(s, event, session, payload())
+	e.fire(ctx, s, &report{outcomeOnly: true}, src).Release()
+	src.release()
+	return nil
 }
 
 // emissionBudget bounds the work one event tree may set off: every event a

@@ -369,12 +369,9 @@ func (e *Engine) firePluginEvents(old, cur *snapshot) {
 }
 
 func (e *Engine) firePluginEvent(s *snapshot, event string, p *plugin) {
-	if !s.rules.Watches(event) {
-		return
-	}
-	payload := map[string]any{"plugin": p.name, "version": p.version, "path": p.dir}
+	payload := func() map[string]any { return map[string]any{"plugin": p.name, "version": p.version, "path": p.dir} }
 	ctx := withEmissionBudget(context.Background(), s)
-	if _, perr := e.emit(ctx, s, event, protocol.DefaultSession, payload, false, nil); perr != nil {
+	if perr := e.fireOnly(ctx, s, event, protocol.DefaultSession, payload); perr != nil {
 		e.log.Logf(logging.Warn, "%s %q: %s", event, p.name, perr.Message)
 	}
 }

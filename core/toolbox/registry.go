@@ -3,7 +3,7 @@ package toolbox
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,11 +18,30 @@ const (
 // Registry maps names to tools; safe for concurrent use.
 type Registry struct {
 	mu    sync.Mutex // serialises writers
-	tools atomic.Pointer[map[string]*Tool]
+	tools atomic.Pointer[toolSet]
 
 	watchMu  sync.Mutex
 	watchers map[int]func()
 	nextW    int
+}
+
+// toolSet is the registry's content, replaced whole at every change: the
+// tools by name, and sorted by name for List (a chat's catalog lists them
+// on every call, and sorting some forty tools then cost more than the
+// rest of the catalog).
+type toolSet struct {
+	byName map[string]*Tool
+	sorted []*Tool
+}
+
+// store makes m the registry's content (r.mu held, or a new registry).
+func (r *Registry) store(m map[string]*Tool) {
+	sorted := make([]*Tool, 0, len(m))
+	for _, t := range m {
+		sorted = append(sorted, t)
+	}
+	slices.SortFunc(sorted, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	r.tools.Store(&toolSet{byName: m, sorted: sorted})
 }
 
 // OnChange arranges for fn to run after every change of the registry
@@ -58,8 +77,7 @@ func (r *Registry) changed() {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	r := &Registry{}
-	m := map[string]*Tool{}
-	r.tools.Store(&m)
+	r.store(map[string]*Tool{})
 	return r
 }
 
@@ -80,7 +98,7 @@ func ValidName(name string) bool {
 
 // Lookup returns the tool registered under name. It takes no lock.
 func (r *Registry) Lookup(name string) (*Tool, bool) {
-	t, ok := (*r.tools.Load())[name]
+	t, ok := r.tools.Load().byName[name]
 	return t, ok
 }
 
@@ -99,7 +117,7 @@ func (r *Registry) Register(t *Tool) error {
 		return errors.New("tool has no function")
 	}
 	r.mu.Lock()
-	old := *r.tools.Load()
+	old := r.tools.Load().byName
 	prev := old[t.Name]
 	if prev != nil && prev.Builtin && !t.Builtin {
 		r.mu.Unlock()
@@ -110,7 +128,7 @@ func (r *Registry) Register(t *Tool) error {
 		next[k] = v
 	}
 	next[t.Name] = t
-	r.tools.Store(&next)
+	r.store(next)
 	r.changed()
 	r.mu.Unlock()
 	if prev != nil {
@@ -123,7 +141,7 @@ func (r *Registry) Register(t *Tool) error {
 // released once its running calls finish). Built-in tools stay.
 func (r *Registry) Unregister(name string) error {
 	r.mu.Lock()
-	old := *r.tools.Load()
+	old := r.tools.Load().byName
 	prev, ok := old[name]
 	if !ok {
 		r.mu.Unlock()
@@ -139,7 +157,7 @@ func (r *Registry) Unregister(name string) error {
 			next[k] = v
 		}
 	}
-	r.tools.Store(&next)
+	r.store(next)
 	r.changed()
 	r.mu.Unlock()
 	prev.retire()
@@ -155,7 +173,7 @@ func (r *Registry) Unregister(name string) error {
 func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := *r.tools.Load()
+	old := r.tools.Load().byName
 	next := make(map[string]*Tool, len(old)+len(add))
 	for k, v := range old {
 		if drop != nil && drop(v) {
@@ -175,7 +193,7 @@ func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err e
 		}
 		next[t.Name] = t
 	}
-	r.tools.Store(&next)
+	r.store(next)
 	r.changed()
 	if len(problems) > 0 {
 		err = errors.New(strings.Join(problems, "; "))
@@ -187,13 +205,8 @@ func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err e
 // finishes the calls it is running, then is released.
 func (t *Tool) Retire() { t.retire() }
 
-// List returns the registered tools sorted by name.
+// List returns the registered tools sorted by name, in a slice of the
+// caller's.
 func (r *Registry) List() []*Tool {
-	m := *r.tools.Load()
-	out := make([]*Tool, 0, len(m))
-	for _, t := range m {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.Clone(r.tools.Load().sorted)
 }

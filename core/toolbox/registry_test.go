@@ -220,3 +220,38 @@ func TestRegistry_churn(t *testing.T) {
 	close(stop)
 	readers.Wait()
 }
+
+// List is sorted by name after every kind of change, and hands out a slice
+// the caller may change without touching the registry's.
+func TestRegistry_List_sorted_and_owned(t *testing.T) {
+	r := toolbox.NewRegistry()
+	names := func() []string {
+		var out []string
+		for _, tl := range r.List() {
+			out = append(out, tl.Name)
+		}
+		return out
+	}
+	for _, n := range []string{"kiwi", "apple", "mango", "banana"} {
+		if err := r.Register(tool(t, n, "1", nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(names(), ","); got != "apple,banana,kiwi,mango" {
+		t.Fatalf("after Register: %s", got)
+	}
+	if err := r.Unregister("banana"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Swap(func(tl *toolbox.Tool) bool { return tl.Name == "kiwi" }, []*toolbox.Tool{tool(t, "cherry", "1", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(), ","); got != "apple,cherry,mango" {
+		t.Fatalf("after Unregister and Swap: %s", got)
+	}
+	l := r.List()
+	l[0] = nil
+	if got := strings.Join(names(), ","); got != "apple,cherry,mango" {
+		t.Fatalf("a caller's change reached the registry: %s", got)
+	}
+}
