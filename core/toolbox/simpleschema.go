@@ -16,9 +16,9 @@ import (
 // A simpleSchema is an input_schema that uses only the keywords most tool
 // schemas use (type, properties, required, additionalProperties, enum,
 // const, minimum/maximum and their exclusive forms, minLength/maxLength,
-// pattern; title, description, default, examples, $comment, deprecated,
-// readOnly, writeOnly and format as annotations), checked directly on the
-// arguments' bytes. The full validator decodes the arguments into maps and
+// pattern, items, minItems/maxItems, anyOf; title, description, default,
+// examples, $comment, deprecated, readOnly, writeOnly and format as
+// annotations), checked directly on the arguments' bytes. The full validator decodes the arguments into maps and
 // allocates on every call; this check does not.
 //
 // It only ever says "valid" for sure: a call it finds invalid, or cannot
@@ -37,7 +37,11 @@ type simpleSchema struct {
 	maxLen   int            // -1: none
 	pattern  *regexp.Regexp // nil: none
 	bounds   []bound
-	allowed  [][]scalar // enum and const: the value must be in each list
+	allowed  [][]scalar      // enum and const: the value must be in each list
+	items    *simpleSchema   // every element of an array; nil: anything
+	minItems int             // -1: none
+	maxItems int             // -1: none
+	anyOf    []*simpleSchema // the value must match one of them; nil: no anyOf
 }
 
 type simpleProp struct {
@@ -110,9 +114,9 @@ func compileSimple(doc any) (s *simpleSchema, ok bool) {
 func compileSimpleAt(doc any, top bool) (*simpleSchema, bool) {
 	switch v := doc.(type) {
 	case bool:
-		return &simpleSchema{never: !v, minLen: -1, maxLen: -1}, true
+		return &simpleSchema{never: !v, minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}, true
 	case map[string]any:
-		s := &simpleSchema{minLen: -1, maxLen: -1}
+		s := &simpleSchema{minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}
 		var required []string
 		for k, val := range v {
 			if annotations[k] {
@@ -159,6 +163,24 @@ func compileSimpleAt(doc any, top bool) (*simpleSchema, bool) {
 				s.minLen, ok = count(val)
 			case "maxLength":
 				s.maxLen, ok = count(val)
+			case "items":
+				// Draft 2020-12's items: every element (prefixItems, which
+				// would exempt the first ones, is not compiled).
+				s.items, ok = compileSimpleAt(val, false)
+			case "minItems":
+				s.minItems, ok = count(val)
+			case "maxItems":
+				s.maxItems, ok = count(val)
+			case "anyOf":
+				list, isList := val.([]any)
+				ok = isList && len(list) > 0
+				for _, sub := range list {
+					var as *simpleSchema
+					if as, ok = compileSimpleAt(sub, false); !ok {
+						break
+					}
+					s.anyOf = append(s.anyOf, as)
+				}
 			case "pattern":
 				// The validator compiles patterns with Go's regexp
 				// (its default engine), so this matches as it does.
@@ -345,7 +367,26 @@ func (s *simpleSchema) check(args []byte) verdict {
 	return s.value(gjson.Parse(unsafe.String(unsafe.SliceData(args), len(args))))
 }
 
+// value judges r by every keyword of s: its own, then anyOf's.
 func (s *simpleSchema) value(r gjson.Result) verdict {
+	v := s.own(r)
+	if v == verdictInvalid || s.anyOf == nil {
+		return v
+	}
+	any := verdictInvalid
+	for _, sub := range s.anyOf {
+		switch sub.value(r) {
+		case verdictValid:
+			return v
+		case verdictUnsure:
+			any = verdictUnsure
+		}
+	}
+	return any
+}
+
+// own judges r by the keywords of s but anyOf.
+func (s *simpleSchema) own(r gjson.Result) verdict {
 	if s.never {
 		return verdictInvalid
 	}
@@ -385,7 +426,28 @@ func (s *simpleSchema) value(r gjson.Result) verdict {
 	case typeNull, typeBoolean:
 		return s.inAllowed(scalar{t: t, b: r.Type == gjson.True})
 	}
-	return s.inAllowed(scalar{t: t}) // an array equals no scalar
+	return s.array(r)
+}
+
+func (s *simpleSchema) array(r gjson.Result) verdict {
+	out := verdictValid
+	if s.items != nil || s.minItems >= 0 || s.maxItems >= 0 {
+		n := 0
+		r.ForEach(func(_, v gjson.Result) bool {
+			n++
+			if s.items != nil {
+				out = s.items.value(v)
+			}
+			return out == verdictValid
+		})
+		if out != verdictValid {
+			return out
+		}
+		if (s.minItems >= 0 && n < s.minItems) || (s.maxItems >= 0 && n > s.maxItems) {
+			return verdictInvalid
+		}
+	}
+	return s.inAllowed(scalar{t: typeArray}) // an array equals no scalar
 }
 
 // isInteger: an integer written without a fraction or exponent is one

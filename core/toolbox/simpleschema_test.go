@@ -100,7 +100,7 @@ func TestSimpleSchema_suite(t *testing.T) {
 	for _, c := range unsureCases {
 		t.Errorf("the direct check left %s to the full validator", c)
 	}
-	if compiled < 60 || declined > 20 {
+	if compiled < 90 || declined > 25 {
 		t.Errorf("the direct check compiled %d schemas and declined %d: fewer than expected", compiled, declined)
 	}
 }
@@ -129,7 +129,11 @@ func TestSimpleSchema_compiles(t *testing.T) {
 		{`{"type":["string","null"],"const":"a"}`, true},
 		{`{"type":"object","properties":{"n":{"type":"object","properties":{"m":{"maxLength":3}},"additionalProperties":{"type":"integer"}}}}`, true},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`, false},
-		{`{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"}}}}`, false},
+		{`{"type":"object","properties":{"t":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":4}}}`, true},
+		{`{"type":"object","anyOf":[{"required":["a"]},{"required":["b"]}]}`, true},
+		{`{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"}}`, false},
+		{`{"type":"object","anyOf":[{"required":["a"]},{"$ref":"#"}]}`, false},
+		{`{"type":"array","items":{"type":"object","properties":{"x":{"$ref":"#"}}}}`, false},
 		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`, false},
 		{`{"type":"object","properties":{"e":{"enum":[[1],{"a":1}]}}}`, false},
 		{`{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}`, false},
@@ -213,6 +217,60 @@ func TestSimpleSchema_agrees(t *testing.T) {
 	}
 }
 
+// chatLikeSchema has the keywords of the chat tool's schema that the direct
+// check took on last: items (of objects and of strings) and anyOf.
+const chatLikeSchema = `{"type":"object","properties":{"prompt":{"type":"string"},` +
+	`"messages":{"type":"array","items":{"type":"object","properties":{"role":{"enum":["system","user","assistant"]},` +
+	`"content":{"type":"string"}},"required":["role","content"],"additionalProperties":false}},` +
+	`"tools":{"type":"array","items":{"type":"string"},"maxItems":3},"stop":{"type":"array","minItems":1},` +
+	`"max_tokens":{"type":"integer","minimum":1}},` +
+	`"anyOf":[{"required":["prompt"]},{"required":["messages"]}],"additionalProperties":false}`
+
+// TestSimpleSchema_agrees_items_anyOf: the same for arrays and anyOf.
+func TestSimpleSchema_agrees_items_anyOf(t *testing.T) {
+	full, simple, err := compileSchema("c", []byte(chatLikeSchema))
+	if err != nil || simple == nil {
+		t.Fatalf("%v %v", simple, err)
+	}
+	for _, tc := range []struct {
+		args    string
+		verdict verdict
+	}{
+		{`{"prompt":"Echo hi","tools":["echo"]}`, verdictValid},
+		{`{"prompt":"hi","tools":[]}`, verdictValid},
+		{`{"messages":[]}`, verdictValid},
+		{`{"messages":[{"role":"user","content":"hi"},{"content":"ok","role":"assistant"}]}`, verdictValid},
+		{`{"prompt":"a","messages":[{"role":"system","content":""}],"stop":[1,"x",null]}`, verdictValid},
+		{`{"prompt":"a","tools":["a","b","c"],"max_tokens":1}`, verdictValid},
+		{`{}`, verdictInvalid},
+		{`{"tools":["echo"]}`, verdictInvalid},
+		{`{"prompt":"a","tools":["a","b","c","d"]}`, verdictInvalid},
+		{`{"prompt":"a","tools":[1]}`, verdictInvalid},
+		{`{"prompt":"a","tools":"echo"}`, verdictInvalid},
+		{`{"prompt":"a","stop":[]}`, verdictInvalid},
+		{`{"messages":[{"role":"robot","content":"hi"}]}`, verdictInvalid},
+		{`{"messages":[{"role":"user"}]}`, verdictInvalid},
+		{`{"messages":[{"role":"user","content":"hi","name":"x"}]}`, verdictInvalid},
+		{`{"messages":[{"role":"user","content":"hi"},"second"]}`, verdictInvalid},
+		{`{"messages":{"role":"user","content":"hi"}}`, verdictInvalid},
+		{`{"prompt":"a","max_tokens":0}`, verdictInvalid},
+		{`["prompt"]`, verdictInvalid},
+		{`{"prompt":"a","stop":[1e400]}`, verdictValid},
+		{`{"messages":[{"role":"\ud83d","content":"x"}]}`, verdictUnsure},
+	} {
+		if got := simple.check([]byte(tc.args)); got != tc.verdict {
+			t.Errorf("%s: direct check %d, want %d", tc.args, got, tc.verdict)
+		}
+		with, without := validate("c", full, simple, []byte(tc.args), false), validate("c", full, nil, []byte(tc.args), false)
+		if errText(with) != errText(without) {
+			t.Errorf("%s:\n with the direct check: %s\n without:               %s", tc.args, errText(with), errText(without))
+		}
+		if (with == nil) != (tc.verdict == verdictValid) && tc.verdict != verdictUnsure {
+			t.Errorf("%s: validate says %s", tc.args, errText(with))
+		}
+	}
+}
+
 func errText(e *protocol.Error) string {
 	if e == nil {
 		return "valid"
@@ -246,6 +304,48 @@ func BenchmarkValidate_schema5(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			if simple.check(args) != verdictValid {
 				b.Fatal("invalid")
+			}
+		}
+	})
+}
+
+// FuzzSimpleSchema holds the direct check to the full validator on
+// arbitrary arguments: where it is sure, it must agree.
+func FuzzSimpleSchema(f *testing.F) {
+	schemas := []string{benchSchema5, chatLikeSchema,
+		`{"type":"array","items":{"anyOf":[{"type":"integer","maximum":3},{"type":"string","maxLength":2}]},"maxItems":4}`,
+		`{"anyOf":[{"type":"null"},{"type":"object","properties":{"a":{"items":false}},"required":["a"]}]}`}
+	type pair struct {
+		full   *jsonschema.Schema
+		simple *simpleSchema
+	}
+	var compiled []pair
+	for _, s := range schemas {
+		full, simple, err := compileSchema("f", []byte(s))
+		if err != nil || simple == nil {
+			f.Fatalf("%s: %v %v", s, simple, err)
+		}
+		compiled = append(compiled, pair{full, simple})
+	}
+	for _, seed := range []string{`{"prompt":"a","tools":["x"]}`, `{"messages":[{"role":"user","content":"hi"}]}`,
+		`[1,"ab",3]`, `null`, `{"a":[]}`, `{"city":"Lyon","country":"FR","days":3}`, `[4,"abc"]`, `{"a":[1]}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, args []byte) {
+		if _, serr := protocol.ScanStrict(args, 64); serr != nil {
+			return // the direct check judges only what the strict scan let through
+		}
+		var data bytes.Buffer
+		if json.Compact(&data, args) != nil {
+			return
+		}
+		for i, p := range compiled {
+			v := p.simple.check(data.Bytes())
+			if v == verdictUnsure {
+				continue
+			}
+			if got := fullValid(t, p.full, data.Bytes()); got != (v == verdictValid) {
+				t.Fatalf("schema %d, %s: direct check %d, full validator valid=%v", i, data.Bytes(), v, got)
 			}
 		}
 	})
