@@ -46,7 +46,7 @@ type simpleSchema struct {
 
 type simpleProp struct {
 	name   string
-	schema *simpleSchema // nil: anything (a required name without a schema)
+	schema *simpleSchema // nil: a name only required, not declared in properties
 }
 
 type typeSet uint8
@@ -476,7 +476,11 @@ func (s *simpleSchema) object(r gjson.Result) verdict {
 		sub := s.extra
 		if i := s.find(k.Str); i >= 0 {
 			seen |= 1 << i
-			sub = s.props[i].schema
+			// A name only required (no schema) is not declared: for
+			// additionalProperties it is an additional property.
+			if ps := s.props[i].schema; ps != nil {
+				sub = ps
+			}
 		}
 		if sub != nil {
 			out = sub.value(v)

@@ -314,7 +314,8 @@ func BenchmarkValidate_schema5(b *testing.B) {
 func FuzzSimpleSchema(f *testing.F) {
 	schemas := []string{benchSchema5, chatLikeSchema,
 		`{"type":"array","items":{"anyOf":[{"type":"integer","maximum":3},{"type":"string","maxLength":2}]},"maxItems":4}`,
-		`{"anyOf":[{"type":"null"},{"type":"object","properties":{"a":{"items":false}},"required":["a"]}]}`}
+		`{"anyOf":[{"type":"null"},{"type":"object","properties":{"a":{"items":false}},"required":["a"]}]}`,
+		`{"type":"object","properties":{"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":{"type":"string"}}`}
 	type pair struct {
 		full   *jsonschema.Schema
 		simple *simpleSchema
@@ -349,4 +350,29 @@ func FuzzSimpleSchema(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A name only listed in required is not a declared property: under
+// additionalProperties false, that property is still an additional one.
+// (The direct check took it for declared and said valid; found in review.)
+func TestSimpleSchema_required_is_not_declared(t *testing.T) {
+	for _, tc := range []struct{ schema, args string }{
+		{`{"type":"object","required":["a"],"additionalProperties":false}`, `{"a":1}`},
+		{`{"type":"object","required":["a"],"additionalProperties":{"type":"string"}}`, `{"a":1}`},
+		{`{"properties":{"a":{}},"anyOf":[{"required":["a"],"additionalProperties":false}]}`, `{"a":1}`},
+	} {
+		full, simple, err := compileSchema("r", []byte(tc.schema))
+		if err != nil || simple == nil {
+			t.Fatalf("%s: %v %v", tc.schema, simple, err)
+		}
+		if fullValid(t, full, []byte(tc.args)) {
+			t.Fatalf("%s %s: the full validator says valid", tc.schema, tc.args)
+		}
+		if v := simple.check([]byte(tc.args)); v == verdictValid {
+			t.Errorf("%s %s: direct check says valid", tc.schema, tc.args)
+		}
+		if validate("r", full, simple, []byte(tc.args), false) == nil {
+			t.Errorf("%s %s: validate accepts", tc.schema, tc.args)
+		}
+	}
 }
