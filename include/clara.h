@@ -487,8 +487,8 @@ void clara_mcp_stop(void);
 /* ---- Asynchronous calls ------------------------------------------------- */
 
 /*
- * A call submitted here runs in the background, on Clara's own threads,
- * under the same pipeline as clara_evaluate (policy, rules, validation,
+ * A call submitted here runs in the background, on Clara's own threads
+ * (or on the thread that waits for it, see clara_wait), under the same pipeline as clara_evaluate (policy, rules, validation,
  * limits, audit); the caller gets a handle at once and collects the
  * envelope later. docs/async.md shows the patterns (a wait per call, or
  * an event loop on clara_async_fd()).
@@ -544,7 +544,12 @@ int clara_ready(int64_t handle);
  *            A negative timeout_ms on a call that no thread has started
  *            yet runs it on the calling thread (not a call of a host's
  *            C or Python tool): the same answer, without handing the call
- *            to another thread and back.
+ *            to another thread and back. The thread then returns when the
+ *            call stops: a clara_cancel() from another thread makes the
+ *            answer ready at once for clara_ready() and the eventfd, and
+ *            this thread gets it as soon as the call notices (a C tool
+ *            the call runs, through a rule or a chat, first finishes or
+ *            times out).
  */
 char *clara_wait(int64_t handle, int timeout_ms);
 

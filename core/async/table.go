@@ -59,7 +59,7 @@ type Table struct {
 type job struct {
 	// started: a goroutine, or a waiter, has taken the call to run it.
 	started  atomic.Bool
-	ctx      context.Context // the call's, which Cancel cancels
+	ctx      context.Context // the call's, which Cancel cancels (kept: Wait reads Err)
 	run      func(ctx context.Context, handle int64) []byte
 	byWaiter bool // Call.ByWaiter
 	tool     string
@@ -100,14 +100,15 @@ type Call struct {
 	// cancels, and the call's handle.
 	Run func(ctx context.Context, handle int64) []byte
 	// ByWaiter: a Wait without a time limit that finds the call not
-	// started yet runs it itself, on the waiter's goroutine. The goroutine
-	// Submit started then finds it taken and ends. Only for a call that
-	// returns soon once cancelled (or is quick anyway): a waiter running it
-	// returns when it returns, where a waiter of a call running elsewhere
-	// returns as soon as Cancel makes its answer. What it saves is the
-	// hand-over of the call to another thread and of the answer back, the
-	// better part of a submit-and-wait (24-32 us against 5.5-8 us for the
-	// echo on the bench's machine).
+	// started yet (and not cancelled) runs it itself, on the waiter's
+	// goroutine. The goroutine Submit started then finds it taken and
+	// ends. The waiter then returns when the call returns: a Cancel
+	// meanwhile makes the answer ready at once for Ready and Take, but
+	// this waiter collects it only once the call has stopped. So it is for
+	// calls that stop soon once cancelled. What it saves is the hand-over
+	// of the call to another thread and of the answer back, the better
+	// part of a submit-and-wait (24-32 us against 5.5-8 us for the echo on
+	// the bench's machine).
 	ByWaiter bool
 }
 
@@ -152,7 +153,7 @@ func (t *Table) run(h int64, j *job) {
 		t.finish(h, env)
 	}()
 	run, ctx := j.run, j.ctx
-	j.run, j.ctx = nil, nil // only the runner reads them; an answer kept for long keeps neither
+	j.run = nil // only the runner reads it: an answer kept for long does not keep the call's closure
 	env = run(ctx, h)
 }
 
@@ -263,7 +264,7 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 	}
 	finished := j.finished
 	t.mu.Unlock()
-	if timeout < 0 && j.byWaiter && !finished && ctx.Done() == nil && j.started.CompareAndSwap(false, true) {
+	if timeout < 0 && j.byWaiter && !finished && ctx.Done() == nil && j.ctx.Err() == nil && j.started.CompareAndSwap(false, true) {
 		t.run(h, j) // not started yet, and waited for without limit: run here (see Call.ByWaiter)
 	}
 	if timeout != 0 {
