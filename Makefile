@@ -205,8 +205,8 @@ test-c: build/harness build/stress_workers build/workers_tsan build/workers_asan
 	build/workers_asan
 	@# Again with every thread on one processor, where callers and workers
 	@# yield to each other rather than spin (capi/workers.c, "Sharing a processor").
-	env -u CLARA_CONFIG -u CLARA_LOG taskset -c 0 build/stress_workers 20000 4
-	taskset -c 0 build/workers_tsan
+	env -u CLARA_CONFIG -u CLARA_LOG bash tests/one-cpu.sh build/stress_workers 20000 4
+	bash tests/one-cpu.sh build/workers_tsan
 
 # The worker pool of capi/workers.c built alone with the sanitizers (the Go
 # library cannot be): tests/c/workers_sanitized.c says what it checks.

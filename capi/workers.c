@@ -260,8 +260,13 @@ static struct shim_job *next_job(struct worker *w, int shared) {
         }
         if (job == NULL && !atomic_compare_exchange_strong(&spinners[slot], &self, NULL)) {
             /* A caller took this worker as the slot was given up: its job
-             * is on the way. */
-            while ((job = atomic_load_explicit(&w->mailbox, memory_order_acquire)) == NULL) pause_cpu();
+             * is on the way. Yielding after a few rounds: that caller may
+             * have been preempted between the two, on this processor. */
+            int rounds = 0;
+            while ((job = atomic_load_explicit(&w->mailbox, memory_order_acquire)) == NULL) {
+                pause_cpu();
+                if (++rounds >= SPIN_CHECK) sched_yield();
+            }
         }
         if (job != NULL) {
             atomic_store_explicit(&w->mailbox, NULL, memory_order_relaxed);

@@ -16,7 +16,7 @@
  *             (a pooled state, fresh globals, arguments decoded into Lua and
  *             the result encoded back).
  * C tool, one processor: `bench_tools one_cpu`, run by run.sh under
- *             `taskset -c 0`: the C tool row with the caller and the worker
+ *             tests/one-cpu.sh: the C tool row with the caller and the worker
  *             threads on one processor, as on a machine whose other
  *             processors are busy. Every handoff is then a switch of
  *             threads on that processor.

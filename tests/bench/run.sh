@@ -103,9 +103,8 @@ run python "$python" tests/bench/bench_python.py "$root/$libdir/libclara.so.0" "
 run clips "$out/bench_clips"
 run memory "$out/bench_mem"
 run tools "$out/bench_tools"
-# The C tool with every thread of the process on one processor (util-linux's
-# taskset, in every Debian).
-run tools_one_cpu taskset -c 0 "$out/bench_tools" one_cpu
+# The C tool with every thread of the process on one processor.
+run tools_one_cpu bash tests/one-cpu.sh "$out/bench_tools" one_cpu
 run emit "$out/bench_emit"
 run async "$out/bench_async"
 # The audit, validation and rules_watch rows compare pairs of Go benchmarks

@@ -78,7 +78,7 @@ LEGEND = [
     "call handed to a worker thread and back, its JSON checked).",
     "C tool, on_caller_thread: the same C tool registered with \"on_caller_thread\": true, which runs on "
     "the calling thread (no handoff; its timeout cannot cut it short).",
-    "C tool, all threads on one processor: the C tool row run under taskset -c 0, as when the other "
+    "C tool, all threads on one processor: the C tool row run pinned to one processor (tests/one-cpu.sh), as when the other "
     "processors are busy: the caller and the worker thread take turns on one processor.",
     "Python tool vs C: from ctypes, clara_evaluate of a Python tool (@clara.tool) and of a C tool (in a "
     "shared object the bench builds), both returning {\"message\": \"hello\"} for the same arguments: what "
