@@ -204,16 +204,7 @@ func TestSimpleSchema_agrees(t *testing.T) {
 		{`{"city":"\ude00\ud83d","country":"FR"}`, verdictUnsure},
 		{`{"city":"a\\ud800","country":"FR"}`, verdictUnsure},
 	} {
-		if got := simple.check([]byte(tc.args)); got != tc.verdict {
-			t.Errorf("%s: direct check %d, want %d", tc.args, got, tc.verdict)
-		}
-		with, without := validate("g", full, simple, []byte(tc.args), false), validate("g", full, nil, []byte(tc.args), false)
-		if errText(with) != errText(without) {
-			t.Errorf("%s:\n with the direct check: %s\n without:               %s", tc.args, errText(with), errText(without))
-		}
-		if (with == nil) != (tc.verdict == verdictValid) && tc.verdict != verdictUnsure {
-			t.Errorf("%s: validate says %s", tc.args, errText(with))
-		}
+		checkAgreement(t, full, simple, tc.args, tc.verdict)
 	}
 }
 
@@ -258,16 +249,23 @@ func TestSimpleSchema_agrees_items_anyOf(t *testing.T) {
 		{`{"prompt":"a","stop":[1e400]}`, verdictValid},
 		{`{"messages":[{"role":"\ud83d","content":"x"}]}`, verdictUnsure},
 	} {
-		if got := simple.check([]byte(tc.args)); got != tc.verdict {
-			t.Errorf("%s: direct check %d, want %d", tc.args, got, tc.verdict)
-		}
-		with, without := validate("c", full, simple, []byte(tc.args), false), validate("c", full, nil, []byte(tc.args), false)
-		if errText(with) != errText(without) {
-			t.Errorf("%s:\n with the direct check: %s\n without:               %s", tc.args, errText(with), errText(without))
-		}
-		if (with == nil) != (tc.verdict == verdictValid) && tc.verdict != verdictUnsure {
-			t.Errorf("%s: validate says %s", tc.args, errText(with))
-		}
+		checkAgreement(t, full, simple, tc.args, tc.verdict)
+	}
+}
+
+// checkAgreement: the direct check gives want for args, and validate gives
+// the same answer, message and details with and without it.
+func checkAgreement(t *testing.T, full *jsonschema.Schema, simple *simpleSchema, args string, want verdict) {
+	t.Helper()
+	if got := simple.check([]byte(args)); got != want {
+		t.Errorf("%s: direct check %d, want %d", args, got, want)
+	}
+	with, without := validate("t", full, simple, []byte(args), false), validate("t", full, nil, []byte(args), false)
+	if errText(with) != errText(without) {
+		t.Errorf("%s:\n with the direct check: %s\n without:               %s", args, errText(with), errText(without))
+	}
+	if (with == nil) != (want == verdictValid) && want != verdictUnsure {
+		t.Errorf("%s: validate says %s", args, errText(with))
 	}
 }
 
