@@ -262,10 +262,12 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 		t.mu.Unlock()
 		return nil, false, err
 	}
-	finished := j.finished
 	t.mu.Unlock()
-	if timeout < 0 && j.byWaiter && !finished && ctx.Done() == nil && j.ctx.Err() == nil && j.started.CompareAndSwap(false, true) {
-		t.run(h, j) // not started yet, and waited for without limit: run here (see Call.ByWaiter)
+	// j.ctx ends when the call is cancelled or finished (finish cancels it):
+	// a live one, not started yet, and a wait without limit run it here
+	// (see Call.ByWaiter).
+	if timeout < 0 && j.byWaiter && ctx.Done() == nil && j.ctx.Err() == nil && j.started.CompareAndSwap(false, true) {
+		t.run(h, j)
 	}
 	if timeout != 0 {
 		var timer <-chan time.Time
