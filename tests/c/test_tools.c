@@ -147,13 +147,32 @@ static void test_registration_errors_release_userdata(void) {
     CHECK_INT(clara_unregister_tool(NULL), -CLARA_EINVAL);
 }
 
+/* Modes of scripted() that set one result and return 0. Among them,
+ * results C vouches for as compact JSON (taken as they are), and ones it
+ * leaves to Go's scan: whitespace, invalid UTF-8 (deep nesting is "deep"
+ * below). */
+static const struct {
+    const char *mode, *result;
+} scripted_results[] = {
+    {"text", "line one\n\"quoted\" \xc3\xa9"},
+    {"badjson", "{\"a\":"},
+    {"big", "\"0123456789abcdef\""},
+    {"utf8", "{\"caf\xc3\xa9\":[\"\xe2\x9c\x93\",\"\xf0\x9f\x98\x80\",\"\\u00e9\"],\"n\":-1.5e3}"},
+    {"padded", " {\"a\":1}\n"},
+    {"badutf8", "[\"\xed\xa0\x80\"]"}, /* a surrogate, encoded */
+    {"jsontext", "{\"a\":1}"},
+};
+
 /* Tools whose userdata is the behaviour to show. */
 static int scripted(void *userdata, const char *args, clara_call *call) {
     const char *mode = userdata;
+    size_t i;
     (void)args;
-    if (strcmp(mode, "text") == 0) {
-        clara_call_result(call, "line one\n\"quoted\" \xc3\xa9");
-        return 0;
+    for (i = 0; i < sizeof scripted_results / sizeof scripted_results[0]; i++) {
+        if (strcmp(mode, scripted_results[i].mode) == 0) {
+            clara_call_result(call, scripted_results[i].result);
+            return 0;
+        }
     }
     if (strcmp(mode, "code") == 0) return 7;
     if (strcmp(mode, "message") == 0) {
@@ -162,10 +181,6 @@ static int scripted(void *userdata, const char *args, clara_call *call) {
     }
     if (strcmp(mode, "error-but-zero") == 0) {
         clara_call_error(call, "reported an error");
-        return 0;
-    }
-    if (strcmp(mode, "badjson") == 0) {
-        clara_call_result(call, "{\"a\":");
         return 0;
     }
     if (strcmp(mode, "nothing") == 0) return 0;
@@ -190,24 +205,6 @@ static int scripted(void *userdata, const char *args, clara_call *call) {
         clara_call_result(call, NULL);
         return 0;
     }
-    if (strcmp(mode, "big") == 0) {
-        clara_call_result(call, "\"0123456789abcdef\"");
-        return 0;
-    }
-    /* Results C vouches for as compact JSON (taken as they are), and ones
-     * it leaves to Go's scan: whitespace, deep nesting, invalid UTF-8. */
-    if (strcmp(mode, "utf8") == 0) {
-        clara_call_result(call, "{\"caf\xc3\xa9\":[\"\xe2\x9c\x93\",\"\xf0\x9f\x98\x80\",\"\\u00e9\"],\"n\":-1.5e3}");
-        return 0;
-    }
-    if (strcmp(mode, "padded") == 0) {
-        clara_call_result(call, " {\"a\":1}\n");
-        return 0;
-    }
-    if (strcmp(mode, "badutf8") == 0) {
-        clara_call_result(call, "[\"\xed\xa0\x80\"]"); /* a surrogate, encoded */
-        return 0;
-    }
     if (strcmp(mode, "deep") == 0) {
         char deep[2 * 70 + 2];
         memset(deep, '[', 70);
@@ -215,10 +212,6 @@ static int scripted(void *userdata, const char *args, clara_call *call) {
         memset(deep + 71, ']', 70);
         deep[141] = '\0';
         clara_call_result(call, deep);
-        return 0;
-    }
-    if (strcmp(mode, "jsontext") == 0) {
-        clara_call_result(call, "{\"a\":1}");
         return 0;
     }
     return 99;
