@@ -110,6 +110,9 @@ func (e *jsonEncoder) table(t *lua.LTable, depth int) error {
 
 // entries writes table t, its entries gathered in e.keys[mark:].
 func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
+	if names, strdict := e.st.tables.sortedKeys(t); names != nil {
+		return e.sortedEntries(names, strdict, depth)
+	}
 	maxN := t.MaxN()
 	for i := 1; i <= maxN; i++ {
 		if v := t.RawGetInt(i); v != lua.LNil {
@@ -230,6 +233,33 @@ func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 		e.buf = appendJSONString(e.buf, en.name)
 		e.buf = append(e.buf, ':')
 		if err := e.value(en.val, depth+1); err != nil {
+			return err
+		}
+	}
+	e.buf = append(e.buf, '}')
+	return nil
+}
+
+// sortedEntries writes an object of string keys whose names, sorted, are known (a shaped
+// table's, see tablePool.sortedKeys): those of names it holds, in that order.
+func (e *jsonEncoder) sortedEntries(names []string, strdict map[string]lua.LValue, depth int) error {
+	if err := e.c.count(len(strdict) + 1); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, '{')
+	first := true
+	for _, name := range names {
+		v, ok := strdict[name]
+		if !ok {
+			continue // deleted by the script
+		}
+		if !first {
+			e.buf = append(e.buf, ',')
+		}
+		first = false
+		e.buf = appendJSONString(e.buf, name)
+		e.buf = append(e.buf, ':')
+		if err := e.value(v, depth+1); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package rulelua
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -124,6 +125,7 @@ type tablePool struct {
 	free   []*lua.LTable // empty tables with their maps and key list, ready for reuse
 	shaped []shapedTable // tables without values that keep their keys, most recently used last
 	made   []madeTable   // tables made from the pool's in the run in progress
+	taken  []madeTable   // the shaped ones among them (at most maxShaped), for sortedKeys
 	// hits and conversions: shaped tables taken, and tables given keys of their own.
 	hits, conversions int
 	// boxes: the string headers the arguments' strings were boxed in (valueBoxes), while the
@@ -133,16 +135,18 @@ type tablePool struct {
 	nums, spareNums []lua.LNumber
 }
 
-// shapedTable is a free table that keeps its keys: names[i] is its key list's i-th key.
+// shapedTable is a free table that keeps its keys: names[i] is its key list's i-th key, and
+// sorted the same names in the order JSON writes them.
 type shapedTable struct {
-	t     *lua.LTable
-	names []string
+	t             *lua.LTable
+	names, sorted []string
 }
 
-// madeTable is a table handed out in the run in progress; names: its keys when it was shaped.
+// madeTable is a table handed out in the run in progress; names and sorted: its keys when it
+// was shaped.
 type madeTable struct {
-	t     *lua.LTable
-	names []string
+	t             *lua.LTable
+	names, sorted []string
 }
 
 // takeShaped returns a shaped table of exactly these keys in this order, holding vals, or nil
@@ -165,6 +169,7 @@ func (p *tablePool) takeShaped(keys []string, vals []lua.LValue) *lua.LTable {
 			strdict[keys[i]] = v
 		}
 		p.made = append(p.made, madeTable(sh))
+		p.taken = append(p.taken, madeTable(sh))
 		return sh.t
 	}
 	return nil
@@ -276,13 +281,33 @@ func shape(t *lua.LTable) shapedTable {
 		l.keys[i] = boxes.box(name)
 		l.k2i[l.keys[i]] = i
 	}
-	return shapedTable{t: t, names: names}
+	return shapedTable{t: t, names: names, sorted: slices.Sorted(slices.Values(names))}
+}
+
+// sortedKeys returns the keys t may hold, in the order JSON writes them, and its map of them,
+// when t is a shaped table handed out in this run that still has no other keys (its key list
+// only grows, and a key outside the map part would have made its array or dict): the encoder
+// then looks them up in order instead of gathering and sorting them. nil when it is not.
+func (p *tablePool) sortedKeys(t *lua.LTable) ([]string, map[string]lua.LValue) {
+	for _, m := range p.taken {
+		if m.t != t {
+			continue
+		}
+		l := layoutOf(t)
+		if l.array != nil || l.dict != nil || len(l.keys) != len(m.names) {
+			return nil, nil
+		}
+		return m.sorted, l.strdict
+	}
+	return nil, nil
 }
 
 // forget drops the list of tables made in the run (a failed run's state is closed).
 func (p *tablePool) forget() {
 	clear(p.made)
 	p.made = p.made[:0]
+	clear(p.taken)
+	p.taken = p.taken[:0]
 	p.boxes, p.nums = nil, nil
 }
 

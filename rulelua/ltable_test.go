@@ -2,6 +2,7 @@ package rulelua
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -414,6 +415,59 @@ end`)
 		if l := layoutOf(sh.t); len(l.strdict) != 0 || sh.t.Metatable != lua.LNil {
 			t.Errorf("a shaped table keeps %v, metatable %v", l.strdict, sh.t.Metatable)
 		}
+	}
+}
+
+// A shaped table the script returns is written with its keys sorted, as any table is, whatever
+// the script did to it first: values replaced, keys deleted, deleted and set again, keys added
+// (a string, an index, a key of another type), nested objects changed. CallJSON (which writes a
+// shaped table from its known sorted keys) must give the text of Call on the same arguments
+// (encoding/json's decoding, no shaped tables) through EncodeJSON.
+func TestCallJSON_shapedTablesEncodeAsAnyTable(t *testing.T) {
+	s := mustCompile(t, "reshape", `return function(args)
+  local op = args.op
+  if op == "set" then args.m = "changed"
+  elseif op == "del" then args.m = nil
+  elseif op == "delall" then for k in pairs(args) do args[k] = nil end
+  elseif op == "readd" then args.m = nil; args.m = {1, 2}
+  elseif op == "add" then args.aaa = true
+  elseif op == "index" then args[1] = "first"
+  elseif op == "float" then args[2.5] = "x"
+  elseif op == "nested" then args.o.q = nil; args.o.r = "new"
+  end
+  return args
+end`)
+	drainPool()
+	ops := []string{"none", "set", "del", "delall", "readd", "add", "index", "float", "nested"}
+	r := rand.New(rand.NewSource(5))
+	for i := 0; i < 2000; i++ {
+		op := ops[r.Intn(len(ops))]
+		m := r.Intn(100)
+		in := fmt.Sprintf(`{"z":%d,"op":%q,"m":"v%d","o":{"q":1,"p":[true]},"b":null}`, m, op, m)
+		if r.Intn(2) == 0 {
+			in = fmt.Sprintf(`{"op":%q,"o":{"q":1,"p":[true]},"m":"v%d"}`, op, m)
+		}
+		var args map[string]any
+		if err := json.Unmarshal([]byte(in), &args); err != nil {
+			t.Fatal(err)
+		}
+		want, werr := s.Call(context.Background(), args, nil)
+		got, gerr := s.CallJSON(context.Background(), []byte(in), nil)
+		if werr != nil || gerr != nil {
+			t.Fatalf("%s: Call %v, CallJSON %v", in, werr, gerr)
+		}
+		text, err := EncodeJSON(want.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.JSON) != string(text) {
+			t.Fatalf("run %d %s:\n CallJSON %s\n Call     %s", i, in, got.JSON, text)
+		}
+	}
+	st := getState()
+	defer putState(st)
+	if st.tables.hits == 0 {
+		t.Fatal("no shaped table used")
 	}
 }
 

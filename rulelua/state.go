@@ -84,7 +84,8 @@ func (c *runCtx) poll() <-chan struct{} {
 		default:
 		}
 	}
-	if !time.Now().Before(c.deadline) {
+	// Until reads only the monotonic clock (the deadline has a monotonic reading): half of Now.
+	if time.Until(c.deadline) <= 0 {
 		c.err = context.DeadlineExceeded
 		c.done = closedCh
 	}

@@ -197,7 +197,7 @@ func (c *polledDeadline) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(c.deadline) {
+	if time.Until(c.deadline) <= 0 { // the monotonic clock alone: half of time.Now
 		return context.DeadlineExceeded
 	}
 	return nil
