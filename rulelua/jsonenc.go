@@ -1,6 +1,7 @@
 package rulelua
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -286,6 +287,18 @@ func hashEntry(k, v lua.LValue) jsonKey {
 
 const hexDigits = "0123456789abcdef"
 
+// invalidByteJSON is what encoding/json writes for a byte of invalid UTF-8 in a string: the
+// escape \ufffd up to Go 1.26, the character U+FFFD itself from Go 1.27 (encoding/json on
+// json/v2). Both read back as U+FFFD; asking encoding/json keeps CallJSON's text the same as
+// EncodeJSON's whatever Go built the library.
+var invalidByteJSON = func() string {
+	b, err := json.Marshal("\xff")
+	if err != nil || len(b) < 2 {
+		return `\ufffd`
+	}
+	return string(b[1 : len(b)-1])
+}()
+
 // appendJSONString quotes s as encoding/json does with HTML escaping off: invalid UTF-8 becomes
 // U+FFFD, U+2028 and U+2029 are escaped.
 func appendJSONString(dst []byte, s string) []byte {
@@ -327,7 +340,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
+			dst = append(dst, invalidByteJSON...)
 			i += size
 			start = i
 			continue

@@ -207,7 +207,7 @@ func decodeStrict(text []byte, v any, prefix string) error {
 func describeJSONError(err error, prefix string) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
+		field := withoutIndexes(te.Field)
 		if prefix != "" && field != "" {
 			field = prefix + "." + field
 		} else if field == "" {
@@ -227,6 +227,23 @@ func describeJSONError(err error, prefix string) string {
 		return fmt.Sprintf("unknown key %q", name)
 	}
 	return strings.TrimPrefix(msg, "json: ")
+}
+
+// withoutIndexes drops the array indexes from a JSON path ("deny.0" is "deny"): encoding/json
+// names them from Go 1.27 (on json/v2) and not before, and a message should not depend on the
+// Go that built the library.
+func withoutIndexes(path string) string {
+	if !strings.ContainsAny(path, "0123456789") {
+		return path
+	}
+	parts := strings.Split(path, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ".")
 }
 
 // check validates everything but the schema.
