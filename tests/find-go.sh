@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Prints the path of a Go toolchain new enough for Clara (go.mod's version),
-# looking at PATH, /usr/local/go, then the copy tests/setup-debian.sh
-# downloads from the Go module proxy. Prints "go" when none is found, so
-# that make reports a missing command.
-min_minor=26
+# Prints the path of a Go toolchain new enough to build Clara with (go.mod's
+# toolchain line), looking at PATH, /usr/local/go, then the copy
+# tests/setup-debian.sh downloads from the Go module proxy. Prints "go" when
+# none is found, so that make reports a missing command.
+#
+# The code compiles with Go 1.26 (go.mod's go line), but make asks for 1.27:
+# Go 1.26's runtime takes a lock shared by all threads on every call that a
+# thread C started makes into Go (a receive from main_init_done in
+# cgocallbackg1), and two C threads calling Clara lost about a tenth of the
+# second processor to it; 1.27 reads an atomic flag instead.
+min_minor=27
 here=$(cd "$(dirname "$0")" && pwd)
 for g in "$(command -v go 2>/dev/null)" /usr/local/go/bin/go "${CLARA_GO_CACHE:-$HOME/.cache/clara}/go/bin/go"; do
   [[ -n "$g" && -x "$g" ]] || continue

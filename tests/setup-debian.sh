@@ -26,7 +26,7 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
-go_version=go1.26.8 # fetched from the Go module proxy when no Go >= 1.26 is installed (modernc.org/sqlite needs 1.26)
+go_version=go1.27.3 # fetched from the Go module proxy when no Go >= 1.27 is installed (see find-go.sh)
 need_go=0
 [[ "$(bash "$here/find-go.sh")" == go ]] && { need_go=1; wanted+=(curl unzip); }
 
@@ -42,7 +42,7 @@ install_go() {
   arch=$(dpkg --print-architecture)
   local mod="golang.org/toolchain@v0.0.1-$go_version.linux-$arch"
   local url="${GOPROXY_URL:-https://proxy.golang.org}/golang.org/toolchain/@v/v0.0.1-$go_version.linux-$arch.zip"
-  echo "setup-debian.sh: no Go >= 1.26 found; fetching $go_version from $url"
+  echo "setup-debian.sh: no Go >= 1.27 found; fetching $go_version from $url"
   mkdir -p "$dest"
   rm -rf "$dest/go" "$dest/$mod"
   curl -sSfL "$url" -o "$dest/toolchain.zip"
