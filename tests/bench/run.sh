@@ -51,6 +51,7 @@ fi
 cc=${CC:-gcc}
 python=/usr/bin/python3
 [[ -x $python ]] || python=$(command -v python3)
+export GOEXPERIMENT=${GOEXPERIMENT-nojsonv2} # as the Makefile builds the library (docs/development.md)
 export CLARA_BENCH_REPS=${CLARA_BENCH_REPS:-7}
 export CLARA_BENCH_BLOCK_MS=${CLARA_BENCH_BLOCK_MS:-200}
 
