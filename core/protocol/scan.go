@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -247,8 +248,12 @@ func describe(c byte) string {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// skip passes whitespace and reports whether there was any.
+// skip passes whitespace and reports whether there was any. Every byte above
+// the space is not whitespace: compact documents leave at the first compare.
 func (s *scanner) skip() bool {
+	if s.i >= len(s.data) || s.data[s.i] > ' ' {
+		return false
+	}
 	start := s.i
 	for s.i < len(s.data) && isSpace(s.data[s.i]) {
 		s.i++
@@ -477,6 +482,19 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// plainWord reports whether all eight bytes of w are plain (plainByte): none
+// below 0x20, none from 0x80, no quote and no backslash. Each test is exact
+// about whether any byte matches (the borrows of the subtractions only touch
+// bytes above one that does).
+func plainWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := (w - 0x20*ones) &^ w // high bit of a byte below 0x20 (bytes from 0x80 are caught below)
+	quote := w ^ '"'*ones
+	backslash := w ^ '\\'*ones
+	zero := ((quote - ones) &^ quote) | ((backslash - ones) &^ backslash)
+	return (below|zero|w)&highs == 0
+}
+
 // str consumes a string literal, checking escapes and UTF-8.
 func (s *scanner) str() *ScanError {
 	d := s.data
@@ -484,10 +502,20 @@ func (s *scanner) str() *ScanError {
 	s.escaped = false
 	for s.i < len(d) {
 		// Runs of plain bytes are most of every request: one table lookup
-		// each, with a local index the compiler keeps in a register.
+		// each, with a local index the compiler keeps in a register, and
+		// past the first 16 (a long text), eight at a time.
 		i := s.i
-		for i < len(d) && plainByte[d[i]] {
+		short := min(i+16, len(d))
+		for i < short && plainByte[d[i]] {
 			i++
+		}
+		if i == short {
+			for i+8 <= len(d) && plainWord(binary.LittleEndian.Uint64(d[i:])) {
+				i += 8
+			}
+			for i < len(d) && plainByte[d[i]] {
+				i++
+			}
 		}
 		s.i = i
 		if i >= len(d) {
