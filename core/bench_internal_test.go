@@ -108,3 +108,21 @@ func benchRequest(b *testing.B, request string, setup func(*Engine)) {
 		b.Fatal(string(buf))
 	}
 }
+
+// BenchmarkSubmitWait_echo is clara_submit then clara_wait(h, -1) of the echo, without cgo:
+// the async row of make bench less its two crossings from C.
+func BenchmarkSubmitWait_echo(b *testing.B) {
+	e := New(Options{})
+	defer e.Close()
+	req := []byte(`{"tool":"echo","arguments":{"message":"hello","n":42}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		h, perr := e.Submit(req)
+		if perr != nil {
+			b.Fatal(perr)
+		}
+		if out := e.Wait(context.Background(), h, -1); !bytes.HasPrefix(out, []byte(`{"status":"success"`)) {
+			b.Fatalf("%s", out)
+		}
+	}
+}
