@@ -16,11 +16,18 @@
 
 SHELL := /bin/bash
 
-GO      ?= $(shell bash tests/find-go.sh)
+# GO and GOEXPERIMENT are worked out once (not at every use), unless given.
+ifeq ($(origin GO),undefined)
+GO := $(shell bash tests/find-go.sh)
+endif
 # encoding/json as Go 1.26 has it: Go 1.27 runs it on json/v2 by default, and
 # a chat (the model's JSON both ways) took 7-10% longer for it. The code and
-# the tests hold under both (docs/development.md, "The Go toolchain").
-export GOEXPERIMENT ?= nojsonv2
+# the tests hold under both (docs/development.md, "The Go toolchain"). Set
+# only when this Go knows the experiment: a Go without it refuses to start.
+ifeq ($(origin GOEXPERIMENT),undefined)
+GOEXPERIMENT := $(shell GOEXPERIMENT=nojsonv2 $(GO) env GOVERSION >/dev/null 2>&1 && echo nojsonv2)
+endif
+export GOEXPERIMENT
 GOFMT   ?= $(dir $(GO))gofmt
 CC      ?= gcc
 CXX     ?= g++

@@ -2,8 +2,6 @@ module github.com/clara-lib/clara
 
 go 1.26.0
 
-toolchain go1.27.3
-
 require (
 	github.com/expr-lang/expr v1.17.8
 	github.com/gobwas/glob v0.2.3

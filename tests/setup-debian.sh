@@ -28,7 +28,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 go_version=go1.27.3 # fetched from the Go module proxy when no Go >= 1.27 is installed (see find-go.sh)
 need_go=0
-[[ "$(bash "$here/find-go.sh")" == go ]] && { need_go=1; wanted+=(curl unzip); }
+[[ "$(bash "$here/find-go.sh" 2>/dev/null)" == go ]] && { need_go=1; wanted+=(curl unzip); }
 
 missing=()
 for p in "${wanted[@]}"; do
