@@ -658,6 +658,69 @@ func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.si
 	}
 }
 
+// clientLogLevels are MCP's names of the CLARA_LOG_* levels a tool may log at.
+var clientLogLevels = [...]string{C.CLARA_LOG_DEBUG: "debug", C.CLARA_LOG_INFO: "info", C.CLARA_LOG_WARN: "warning", C.CLARA_LOG_ERROR: "error"}
+
+//export claraGoCallLog
+func claraGoCallLog(id C.uintptr_t, level C.int, p *C.char, n C.size_t) {
+	defer guard("clara_call_log", nil)
+	tc := lookupCall(id)
+	if tc == nil {
+		return
+	}
+	if level < 0 || int(level) >= len(clientLogLevels) {
+		engine.Logger().Logf(logging.Warn, "clara_call_log: level %d is not one of CLARA_LOG_DEBUG to CLARA_LOG_ERROR (message dropped)", int(level))
+		return
+	}
+	var send core.ClientLogFunc
+	tc.mu.Lock()
+	if tc.running(id) {
+		send = core.ClientLogOf(tc.ctx)
+	}
+	tc.mu.Unlock()
+	if send != nil {
+		send(clientLogLevels[level], string(bytesOf(p, n)))
+	}
+}
+
+// claraGoCallSession returns the session of the running call id,
+// malloc'd; NULL when the call is not running.
+//
+//export claraGoCallSession
+func claraGoCallSession(id C.uintptr_t) (out *C.char) {
+	defer guard("clara_call_session", func() { out = nil })
+	tc := toolCalls.load(uintptr(id))
+	if tc == nil {
+		return nil
+	}
+	tc.mu.Lock()
+	session, ok := tc.call.Session, tc.running(id)
+	tc.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return copyOut([]byte(session))
+}
+
+// claraGoCallCancelled: 1 when the running call id was cancelled or ran
+// past its deadline (its answer will be dropped), or is not running; 0
+// while it goes on.
+//
+//export claraGoCallCancelled
+func claraGoCallCancelled(id C.uintptr_t) (stop C.int) {
+	defer guard("clara_call_cancelled", func() { stop = 1 })
+	tc := toolCalls.load(uintptr(id))
+	if tc == nil {
+		return 1
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if !tc.running(id) || tc.ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
 //export claraGoRegisterTool
 func claraGoRegisterTool(desc *C.char, n C.size_t, fn C.clara_tool_fn, userdata C.uintptr_t, freeUserdata C.shim_free_fn) (code C.int) {
 	release := func() {}

@@ -71,6 +71,20 @@ func ProgressOf(ctx context.Context) ProgressFunc {
 	return f
 }
 
+// ClientLogFunc sends a running tool's message to the MCP client that
+// called it (notifications/message), at level debug, info, warning or
+// error.
+type ClientLogFunc func(level, message string)
+
+// ClientLogOf is the MCP client's log of the call ctx belongs to, nil when
+// the call came from no MCP client (a C tool's clara_call_log).
+func ClientLogOf(ctx context.Context) ClientLogFunc {
+	if f := mcp.ClientLogOf(ctx); f != nil {
+		return ClientLogFunc(f)
+	}
+	return nil
+}
+
 // mcpServer returns the server, made with the settings in force.
 func (e *Engine) mcpServer() (*mcp.Server, error) {
 	e.mcp.mu.Lock()

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -328,6 +329,13 @@ func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*to
 		d := spec.Descriptor
 		d.Title, d.OutputSchema, d.Idempotent = spec.Title, spec.OutputSchema, spec.Idempotent
 		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+		if oe := (*toolbox.OutputSchemaError)(nil); errors.As(err, &oe) {
+			// An output schema Clara cannot compile (an external $ref, say)
+			// costs the tool its check of results, not the tool itself.
+			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v; served without its output schema", server, spec.Descriptor.Name, err)
+			d.OutputSchema = nil
+			t, err = toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+		}
 		if err != nil {
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v", server, spec.Descriptor.Name, err)
 			continue

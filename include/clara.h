@@ -265,6 +265,46 @@ void clara_call_error(clara_call *call, const char *message);
 void clara_call_progress(clara_call *call, double done, double total, const char *message);
 
 /*
+ * clara_call_log - send a message of a running tool to the MCP client.
+ *
+ * level is CLARA_LOG_DEBUG, _INFO, _WARN or _ERROR (MCP's debug, info,
+ * warning, error; other values are dropped with a warning on the log).
+ * When the call came from an MCP client that set a log level at or below
+ * level (logging/setLevel), it becomes a notifications/message whose
+ * logger is the tool's name; otherwise nothing happens. Clara's own log
+ * (clara_set_log_handler) never sees it.
+ *
+ * Ownership: message is borrowed for the duration of the call.
+ * Threads:   as clara_call_progress().
+ */
+void clara_call_log(clara_call *call, int level, const char *message);
+
+/*
+ * clara_call_session - the session a running tool's call belongs to.
+ *
+ * Ownership: returns a malloc'd copy; free it with clara_free_string(). A
+ *            name holding a NUL byte (\u0000 in JSON) comes cut at it.
+ * Threads:   from the tool, while it runs (any thread).
+ * Returns:   the session's name ("default" when the request named none);
+ *            NULL when the call is not running (or malloc failed).
+ */
+char *clara_call_session(clara_call *call);
+
+/*
+ * clara_call_cancelled - whether a running tool should stop.
+ *
+ * Clara cannot stop a C or Python tool; a long one can poll this and give
+ * up early. Its answer is dropped anyway.
+ *
+ * Threads:   from the tool, while it runs (any thread).
+ * Returns:   1 when the call was cancelled (clara_cancel(), an MCP client's
+ *            notifications/cancelled, the end of its session or server),
+ *            ran past its timeout_ms, or is no longer running; 0 while it
+ *            goes on.
+ */
+int clara_call_cancelled(clara_call *call);
+
+/*
  * clara_call_evaluate - run a request from inside a tool, in the tool's scope.
  *
  * As clara_evaluate(), but the request runs inside the calling tool's call

@@ -30,6 +30,9 @@ type ToolInfo struct {
 	OutputSchema json.RawMessage
 	Capabilities []string // toolbox.Cap*: they become the annotations
 	Idempotent   bool     // calling twice with the same arguments changes nothing more
+	// Annotations are the hints the tool declares, in place of those its
+	// capabilities give; nil when it declares none.
+	Annotations *toolbox.Annotations
 }
 
 // InfoFromDescriptor is the ToolInfo of a descriptor.
@@ -42,6 +45,7 @@ func InfoFromDescriptor(d *toolbox.Descriptor) ToolInfo {
 		OutputSchema: d.OutputSchema,
 		Capabilities: d.Capabilities,
 		Idempotent:   d.Idempotent,
+		Annotations:  d.Annotations,
 	}
 }
 

@@ -106,9 +106,10 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		Instructions: opts.Instructions,
 		Logger:       newSlog(opts.Logger),
 		PageSize:     1000,
-		// Tools only (no logging, prompts, resources); listChanged because
-		// the host's tools change while clients are connected.
-		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
+		// Tools (listChanged: the host's tools change while clients are
+		// connected) and logging (a tool's clara_call_log); no prompts or
+		// resources.
+		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: servedVersions(),
 		GetSessionID:              newSessionName,
 		InitializedHandler:        s.initialized,
@@ -283,6 +284,7 @@ func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
 		defer cancel()
 		defer context.AfterFunc(s.currentStopCtx(), cancel)()
 
+		ctx = withClientLog(ctx, req.Session, name, s.log)
 		args := []byte(req.Params.Arguments)
 		if t := strings.TrimSpace(string(args)); t == "" || t == "null" {
 			args = []byte("{}")

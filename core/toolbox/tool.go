@@ -56,11 +56,13 @@ type Tool struct {
 	// (ToolOptions.KeepsNothing).
 	KeepsNothing bool
 
-	schema  *jsonschema.Schema
-	simple  *simpleSchema // the direct check of schema; nil when it uses more
-	changes [][]string    // ChangesFiles as pointer tokens
-	slots   chan struct{} // max_concurrency; nil when unlimited
-	rate    *rateLimiter  // nil when no rate_per_min
+	schema       *jsonschema.Schema
+	simple       *simpleSchema      // the direct check of schema; nil when it uses more
+	output       *jsonschema.Schema // OutputSchema compiled; nil: results are not checked
+	outputSimple *simpleSchema
+	changes      [][]string    // ChangesFiles as pointer tokens
+	slots        chan struct{} // max_concurrency; nil when unlimited
+	rate         *rateLimiter  // nil when no rate_per_min
 
 	// refs counts the registry's reference plus one per call running the
 	// tool. When it drops to zero the tool is gone for good and onRelease
@@ -115,6 +117,11 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	d.Capabilities = append([]string(nil), d.Capabilities...)
 	d.InputSchema = bytes.Clone(d.InputSchema)
 	d.ChangesFiles = append([]string(nil), d.ChangesFiles...)
+	d.OutputSchema = bytes.Clone(d.OutputSchema)
+	if d.Annotations != nil {
+		a := *d.Annotations
+		d.Annotations = &a
+	}
 	if err := d.check(); err != nil {
 		return nil, err
 	}
@@ -123,8 +130,12 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, outSimple, err := compileSchemaOf(d.Name, "output_schema", d.OutputSchema)
+	if err != nil {
+		return nil, &OutputSchemaError{err}
+	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, Host: o.Host, schema: s,
-		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
+		simple: simple, output: out, outputSimple: outSimple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
 		KeepsNothing: o.KeepsNothing}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
@@ -135,6 +146,13 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	t.refs.Store(1)
 	return t, nil
 }
+
+// OutputSchemaError is NewTool's error for an output_schema that does not
+// compile (a remote MCP server's tool is then served without it).
+type OutputSchemaError struct{ Err error }
+
+func (e *OutputSchemaError) Error() string { return e.Err.Error() }
+func (e *OutputSchemaError) Unwrap() error { return e.Err }
 
 // acquire takes a reference for one call; false when the tool is already
 // gone (unregistered and idle). Built-in tools are never released, so they

@@ -130,42 +130,59 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
          capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None,
          on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None) -> Callable[[F], F]: ...
+         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         annotations: Any = None, idempotent: Optional[bool] = None,
+         output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
          description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
          limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
          llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None) -> Any:
+         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         annotations: Any = None, idempotent: Optional[bool] = None,
+         output_schema: Optional[Mapping[str, Any]] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
-    changes_files=...). Returns the function unchanged.
+    changes_files=..., title=..., annotations=..., idempotent=...,
+    output_schema=...). Returns the function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
     the call (nor of Python's GIL) between threads, but its timeout can no
     longer cut it short (docs/tools.md). changes_files names the arguments
     (or JSON pointers into them) that hold paths the tool changes, for the
-    file-change callbacks.
+    file-change callbacks. title is a display name for MCP clients;
+    annotations MCP's hints ({"readOnlyHint": True, ...}, or an
+    mcp.types.ToolAnnotations), which replace those the capabilities give
+    and are refused when the capabilities contradict them; idempotent: a
+    second identical call changes nothing more.
 
     The input schema is built from the signature and type hints (int, float,
     str, bool, list[T], dict[str, T], Optional, Union, Literal, TypedDict,
-    dataclasses, Annotated[T, "description"]); parameters with a default
-    are not required; an explicit input_schema= wins. The description is
-    the docstring unless given. The name is the function's unless given.
+    dataclasses, pydantic models, Annotated[T, "description"]); parameters
+    with a default are not required; the docstring's Args: section (or
+    NumPy's Parameters, or Sphinx's :param:) describes each parameter; an
+    explicit input_schema= wins. The description is the rest of the
+    docstring unless given. The name is the function's unless given. A
+    return annotation that describes an object (TypedDict, dataclass,
+    pydantic model, dict) is the output_schema, which Clara holds every
+    result to (output_schema= gives one, {} none).
 
-    The function is called with keyword arguments (dataclass parameters
-    rebuilt from their JSON objects); its return value is sent as JSON. An
-    exception raised in it becomes tool_failed with "<Type>: <message>". An
-    async def runs on an event loop the package owns, on its own thread.
+    The function is called with keyword arguments (dataclass and pydantic
+    parameters rebuilt from their JSON objects); its return value is sent as
+    JSON. An exception raised in it becomes tool_failed with "<Type>:
+    <message>". An async def runs on an event loop the package owns, on its
+    own thread. clara.current_call() inside it gives its session, whether
+    it was cancelled, and progress and log messages to an MCP client.
     Raises TypeError for a hint it cannot express, RegistrationError when
     Clara refuses the descriptor."""
     from ._tools import decorate
     return decorate(None, fn, name=name, description=description, input_schema=input_schema,
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                    on_caller_thread=on_caller_thread, changes_files=changes_files)
+                    on_caller_thread=on_caller_thread, changes_files=changes_files, title=title,
+                    annotations=annotations, idempotent=idempotent, output_schema=output_schema)
 
 
 def tools() -> List[Dict[str, Any]]:

@@ -16,7 +16,7 @@ const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const { Client } = await load("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = await load("@modelcontextprotocol/sdk/client/stdio.js");
 const { StreamableHTTPClientTransport } = await load("@modelcontextprotocol/sdk/client/streamableHttp.js");
-const { ToolListChangedNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
+const { ToolListChangedNotificationSchema, LoggingMessageNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
 
 const args = process.argv.slice(2);
 const cHost = args[0] === "--url";
@@ -37,7 +37,7 @@ const names = (await client.listTools()).tools.map((t) => t.name);
 for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
 for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
 for (const n of ["lua_steps", "lua_slow", "audit_peek"]) assert.ok(names.includes(n), `${n} is listed`);
-if (cHost) for (const n of ["c_add", "report_steps", "c_wait", "release_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
+if (cHost) for (const n of ["c_add", "report_steps", "log_steps", "c_wait", "release_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
 ok("tools/list: the policy's tools, no administrative ones");
 
 let res = await client.callTool({ name: "math_eval", arguments: { expression: "6*7" } });
@@ -125,6 +125,28 @@ if (cHost) {
     { progress: 2, total: 2, message: "done" },
   ]);
   ok("a C tool's clara_call_progress: notifications/progress");
+
+  // clara_call_log: what reaches the client's level, before the answer
+  // (the tool waits for release_steps once it logged).
+  const logged = [];
+  let twoLogged;
+  const both = new Promise((resolve) => (twoLogged = resolve));
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+    logged.push(n.params);
+    if (logged.length === 2) twoLogged();
+  });
+  await client.setLoggingLevel("info");
+  const logCall = client.callTool({ name: "log_steps", arguments: {} });
+  await both;
+  assert.equal(text(await client.callTool({ name: "release_steps", arguments: {} })), "released");
+  res = await logCall;
+  assert.deepEqual(logged, [
+    { level: "info", logger: "log_steps", data: "starting" },
+    { level: "warning", logger: "log_steps", data: "half way" },
+  ]);
+  assert.match(res.structuredContent.session, /^mcp-/);
+  assert.equal(res.structuredContent.cancelled, 0);
+  ok("a C tool's clara_call_log: notifications/message at the client's level; clara_call_session");
 
   ({ res: stepped, seen } = await progressOf("lua_steps", { wait: "c_wait" }, 3));
   assert.deepEqual(stepped.structuredContent, { steps: 3 });
