@@ -304,13 +304,16 @@ static void test_lua_rule_denies_c_tool(void) {
                    "\\\"lua_gate\\\": maintenance\"}");
     CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 1);
 
-    /* A Lua condition that fails (here: runs past its deadline) denies
-     * nothing: the rule is skipped and the tool runs. */
+    /* A Lua condition that fails (here: runs past its deadline) cannot
+     * tell whether the call may go on: on on_tool_call its rule denies,
+     * with the error, and the tool does not run (issue 25, finding 9). */
     LOAD_RULES("\"[rule]\\nid = \\\"stuck\\\"\\ntrigger = \\\"on_tool_call\\\"\\n[condition]\\n"
                "lua = '''while true do end'''\\n[action]\\ntype = \\\"deny\\\"\\nreason = \\\"never\\\"\\n\"");
     CHECK_ENVELOPE("{\"tool\":\"sensor\",\"arguments\":{\"id\":9}}",
-                   "{\"status\":\"success\",\"tool\":\"sensor\",\"result\":{\"celsius\":21}}");
-    CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 2);
+                   "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"sensor\\\" denied by rule "
+                   "\\\"stuck\\\": its condition could not be evaluated, and a rule on on_tool_call that cannot tell "
+                   "refuses the call: lua: deadline of 50ms exceeded\"}");
+    CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 1);
     CHECK_INT(clara_unregister_tool("sensor"), CLARA_OK);
     fresh();
 }
