@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -139,6 +140,12 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 	if perr := t.Admit(c.session, start); perr != nil {
 		return nil, false, perr
 	}
+	// The call may have been cancelled (clara_cancel, MCP's
+	// notifications/cancelled) or run out of time while the rules decided:
+	// a call cancelled before its tool runs does not run.
+	if err := ctx.Err(); err != nil {
+		return nil, false, notRun(t.Name, err)
+	}
 	if e.skippedByTestMode(s, t) {
 		return testModeResult(t.Name), false, nil
 	}
@@ -150,6 +157,14 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 		call.Room = &c.state.room // reused with the state: never while handed on
 	}
 	return t.Execute(ctx, call, s.defaults)
+}
+
+// notRun is the error of a call whose context ended before its tool ran.
+func notRun(tool string, err error) *protocol.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return protocol.Errorf(protocol.Timeout, "tool %q did not run: the call's deadline passed before it started", tool)
+	}
+	return protocol.Errorf(protocol.ToolFailed, "tool %q did not run: the call was cancelled before it started", tool)
 }
 
 // afterCall keeps the session's history, fires on_tool_complete or
