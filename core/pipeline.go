@@ -169,7 +169,7 @@ func notRun(tool string, err error) *protocol.Error {
 
 // afterCall keeps the session's history, fires on_tool_complete or
 // on_tool_failure, then the callbacks for the files the tool says it
-// changed. It returns how long the call took, measured once.
+// changed (reports_changed_files, changes_files). It returns how long the call took, measured once.
 func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) time.Duration {
 	// Measured here, once: the history, the rules and the audit see the
 	// same end of the call, and the clock is read once for all three.
@@ -199,7 +199,10 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 		}
 	}
 	if perr == nil {
-		files := e.changedFiles(t.Name, result)
+		var files []string
+		if t.ReportsChangedFiles { // only a tool that says so: echo would hand back what the caller wrote
+			files = e.changedFiles(t.Name, result)
+		}
 		if t.ChangesFiles() {
 			files = append(files, t.ChangedPaths(c.args)...)
 		}
