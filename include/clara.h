@@ -597,8 +597,10 @@ char *clara_wait(int64_t handle, int timeout_ms);
  * clara_cancel - cancel a call.
  *
  * The call's context is cancelled: an HTTP call, a model's chat or a tool
- * that watches its deadline stops. A C tool already running cannot be
- * stopped: it finishes on its worker thread and its result is discarded.
+ * that watches its deadline stops, and a tool that has not started yet
+ * never starts (an on_tool_call rule cut short denies it). A C tool already
+ * running cannot be stopped: it finishes on its worker thread and its
+ * result is discarded.
  * Either way the answer is ready at once, a tool_failed envelope saying
  * the call was cancelled. Cancelling a finished call changes nothing.
  *

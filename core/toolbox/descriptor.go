@@ -84,6 +84,11 @@ type Descriptor struct {
 	// after a successful call the session's file-change callbacks fire
 	// for them (SPEC §9.6), as for a result's changed_files.
 	ChangesFiles []string `json:"changes_files,omitempty"`
+	// ReportsChangedFiles: the tool's own result says which files it
+	// changed, in "changed_files" (SPEC §9.6), and the session's
+	// callbacks fire for them. Only a tool that declares it is believed:
+	// a result may carry what a model or an MCP client wrote (echo does).
+	ReportsChangedFiles bool `json:"reports_changed_files,omitempty"`
 }
 
 // Hints are what a tool says of itself to MCP clients (annotations). Its
@@ -198,6 +203,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Annotations  json.RawMessage `json:"annotations"`
 		OnCaller     *bool           `json:"on_caller_thread"`
 		ChangesFiles []string        `json:"changes_files"`
+		ReportsFiles *bool           `json:"reports_changed_files"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -244,6 +250,9 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		}
 	}
 	d.ChangesFiles = raw.ChangesFiles
+	if raw.ReportsFiles != nil {
+		d.ReportsChangedFiles = *raw.ReportsFiles
+	}
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw.OutputSchema); err != nil || buf.Bytes()[0] != '{' {

@@ -268,6 +268,61 @@ static void test_eventfd_many_threads(void) {
     clara_free_string(clara_reset());
 }
 
+/* Issue 25, finding 9: a call cancelled while its deny rule's condition is
+ * still running was let through (the condition's "context canceled" read as
+ * "no match"), and kv_set stored its key. Now the rule denies (the audit
+ * says why) and nothing is stored. The condition runs until its 5 s
+ * deadline unless the call is cancelled first. */
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; p != NULL && (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+    return n;
+}
+
+static void test_cancel_while_a_deny_rule_evaluates(void) {
+    enum { CALLS = 5 };
+    char req[256], *r;
+    int i, spins;
+    struct timespec ms30 = {0, 30000000}, ms5 = {0, 5000000};
+    configure("state_dir = \"\"\n[rules]\nbuiltin = false\n");
+    r = clara_evaluate("{\"tool\":\"rules_load\",\"arguments\":{\"name\":\"guard.toml\",\"toml\":"
+                       "\"[rule]\\nid = \\\"slow-guard\\\"\\ntrigger = \\\"on_tool_call\\\"\\ntimeout_ms = 5000\\n"
+                       "[condition]\\nlua = 'if ctx.tool.name ~= \\\"kv_set\\\" then return false end "
+                       "for i = 1, 1e12 do end deny(\\\"kv_set is read-only\\\") return true'\\n"
+                       "[action]\\ntype = \\\"log\\\"\\nmessage = \\\"kv_set refused\\\"\\n\"}}");
+    CHECK_PREFIX(r, "{\"status\":\"success\",\"tool\":\"rules_load\"");
+    clara_free_string(r);
+    for (i = 0; i < CALLS; i++) {
+        int64_t h;
+        snprintf(req, sizeof req, "{\"tool\":\"kv_set\",\"session\":\"c%d\",\"arguments\":{\"key\":\"k\",\"value\":%d}}", i, i);
+        h = clara_submit(req);
+        CHECK(h > 0);
+        nanosleep(&ms30, NULL);
+        CHECK_INT(clara_cancel(h), CLARA_OK);
+        CHECK_WAIT(h, 0, "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"the call of \\\"kv_set\\\" was cancelled\"}");
+    }
+    /* The calls go on in the background until their rule gives up: the
+     * audit has a record of each once they ended. */
+    for (spins = 0; spins < 6000; spins++) {
+        r = clara_evaluate("{\"tool\":\"audit_tail\",\"arguments\":{\"n\":50}}");
+        i = count_of(r, "\"tool\":\"kv_set\"");
+        if (i == CALLS) {
+            CHECK_INT(count_of(r, "\"error\":\"denied\",\"reason\":\"tool \\\"kv_set\\\" denied by rule \\\"slow-guard\\\": "
+                                  "its condition could not be evaluated"), CALLS);
+            clara_free_string(r);
+            break;
+        }
+        clara_free_string(r);
+        nanosleep(&ms5, NULL);
+    }
+    CHECK_INT(i, CALLS);
+    for (i = 0; i < CALLS; i++) {
+        snprintf(req, sizeof req, "{\"tool\":\"kv_get\",\"session\":\"c%d\",\"arguments\":{\"key\":\"k\"}}", i);
+        CHECK_ENVELOPE(req, "{\"status\":\"success\",\"tool\":\"kv_get\",\"result\":{\"key\":\"k\",\"found\":false}}");
+    }
+    clara_free_string(clara_reset());
+}
+
 void tests_async(void) {
     test_submit_and_wait();
     test_async_field();
@@ -275,4 +330,5 @@ void tests_async(void) {
     test_max_running();
     test_max_pending();
     test_eventfd_many_threads();
+    test_cancel_while_a_deny_rule_evaluates();
 }

@@ -95,6 +95,28 @@ while (!slow) {
 }
 ok("notifications/cancelled stops a Lua tool; the audit has the call, in the MCP session");
 
+// Cancelling a call while its deny rule is still deciding (slow_guard.toml:
+// its check of kv_set "guarded" takes seconds) does not let the call
+// through: the rule denies (the audit says why) and nothing is stored.
+const guarded = new AbortController();
+setTimeout(() => guarded.abort("enough"), 100);
+await assert.rejects(
+  client.callTool({ name: "kv_set", arguments: { key: "guarded", value: 1 } }, undefined, { signal: guarded.signal }),
+  (err) => /enough|abort/i.test(String(err)),
+);
+let refused; // the record of the second kv_set, once the call ended (its rule gives up within 5 s)
+for (const until = Date.now() + 30000; !refused && Date.now() < until; ) {
+  const { records } = (await client.callTool({ name: "audit_peek", arguments: {} })).structuredContent;
+  refused = records.filter((r) => r.tool === "kv_set")[1];
+  if (!refused) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+assert.ok(refused, "the cancelled kv_set is in the audit");
+assert.equal(refused.error, "denied");
+assert.match(refused.reason, /denied by rule "slow_guard": its condition could not be evaluated/);
+res = await client.callTool({ name: "kv_get", arguments: { key: "guarded" } });
+assert.deepEqual(res.structuredContent, { key: "guarded", found: false });
+ok("notifications/cancelled while a deny rule decides: denied, nothing stored");
+
 // Progress the client sees before the answer: the tools wait for
 // release_steps once they reported it (the SDK drops progress that arrives
 // together with the answer).
