@@ -611,7 +611,8 @@ int clara_async_fd(void);
  * Each finished call is listed once, oldest first, at most max of them
  * (max <= 0: all): [{"handle":3,"tool":"echo","status":"success"}, ...],
  * "[]" when none. Their answers stay until collected with clara_wait(); a
- * call collected before it was taken is not listed.
+ * call collected before it was taken is not listed, nor counted against
+ * max.
  *
  * Ownership: malloc'd; free it with clara_free_string(). NULL only if
  *            malloc fails.

@@ -218,6 +218,17 @@ func (t *Table) dropOldest() {
 		}
 		t.pending = kept
 	}
+	// The same for finished, which only Take trims: a host that collects
+	// with Wait alone and never takes would otherwise grow it without end.
+	if len(t.finished) > 64 && len(t.finished) > 2*t.npending {
+		kept := make([]int64, 0, t.npending)
+		for _, h := range t.finished {
+			if t.jobs[h] != nil {
+				kept = append(kept, h)
+			}
+		}
+		t.finished = kept
+	}
 	if len(t.dropped) > 4*t.o.MaxPending { // remember recent drops only
 		t.dropped = map[int64]bool{}
 	}
@@ -317,7 +328,8 @@ func (t *Table) Cancel(h int64) error {
 
 // Take returns the calls finished since the last Take (each once), oldest
 // first, at most max of them (max <= 0: all). Their answers stay until
-// collected with Wait.
+// collected with Wait; a call collected (or dropped) before it was taken
+// is not listed, and does not count against max.
 func (t *Table) Take(max int) []Finished {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -326,19 +338,23 @@ func (t *Table) Take(max int) []Finished {
 		n = max
 	}
 	out := make([]Finished, 0, n)
-	for _, h := range t.finished[:n] {
-		f := Finished{Handle: h, Status: "error"}
-		if j := t.jobs[h]; j != nil {
-			f.Tool = j.tool
-			if statusSuccess(j.envelope) {
-				f.Status = "success"
-			}
-		} else {
+	i := 0
+	for ; i < len(t.finished) && len(out) < n; i++ {
+		h := t.finished[i]
+		j := t.jobs[h]
+		if j == nil {
 			continue // collected or dropped before it was taken
+		}
+		f := Finished{Handle: h, Tool: j.tool, Status: "error"}
+		if statusSuccess(j.envelope) {
+			f.Status = "success"
 		}
 		out = append(out, f)
 	}
-	t.finished = append(t.finished[:0], t.finished[n:]...)
+	for i < len(t.finished) && t.jobs[t.finished[i]] == nil {
+		i++ // nothing left to take there either
+	}
+	t.finished = append(t.finished[:0], t.finished[i:]...)
 	if len(t.finished) == 0 {
 		t.signalled = false // the next answer wakes the reader again
 	} else if t.fd >= 0 {

@@ -374,3 +374,65 @@ func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
 		t.Fatalf("%s", env)
 	}
 }
+
+// finishedCalls submits n calls that answer at once and waits until all
+// are ready; their handles, in order.
+func finishedCalls(t *testing.T, tab *async.Table, n int) []int64 {
+	t.Helper()
+	hs := make([]int64, n)
+	for i := range hs {
+		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope("ok") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ready := false; !ready; ready, _ = tab.Ready(h) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		hs[i] = h
+	}
+	return hs
+}
+
+// Calls collected before they were taken neither appear in Take nor count
+// against its max (issue 25, finding 23: Take(5) answered nothing while
+// five calls waited behind five collected ones).
+func TestTable_take_skips_collected_calls(t *testing.T) {
+	tab := async.New(async.Options{})
+	hs := finishedCalls(t, tab, 10)
+	for _, h := range hs[:5] {
+		if _, done, err := tab.Wait(context.Background(), h, 0); !done || err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := tab.Take(5)
+	if len(got) != 5 {
+		t.Fatalf("Take(5) = %v, want the 5 calls that wait", got)
+	}
+	for i, f := range got {
+		if f.Handle != hs[5+i] || f.Tool != "x" || f.Status != "success" {
+			t.Fatalf("Take(5)[%d] = %+v, want handle %d", i, f, hs[5+i])
+		}
+	}
+	if got := tab.Take(0); len(got) != 0 {
+		t.Fatalf("taken again: %v", got)
+	}
+}
+
+// A host that collects with Wait alone, and never takes, does not make the
+// list of calls to take grow without end.
+func TestTable_never_taking_keeps_nothing(t *testing.T) {
+	tab := async.New(async.Options{})
+	for i := 0; i < 300; i++ {
+		h := finishedCalls(t, tab, 1)[0]
+		if _, done, err := tab.Wait(context.Background(), h, 0); !done || err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := async.Untaken(tab); n > 70 {
+		t.Fatalf("%d handles kept for Take after 300 collected calls", n)
+	}
+	h := finishedCalls(t, tab, 1)[0]
+	if got := tab.Take(0); len(got) != 1 || got[0].Handle != h {
+		t.Fatalf("Take = %v, want only %d", got, h)
+	}
+}

@@ -268,6 +268,34 @@ static void test_eventfd_many_threads(void) {
     clara_free_string(clara_reset());
 }
 
+/* Finished calls collected before they were taken are not listed, and do
+ * not count against max: clara_async_take(5) lists the five that wait
+ * (issue 25, finding 23: it answered [] while they waited). */
+static void test_take_skips_collected_calls(void) {
+    enum { N = 10 };
+    int64_t h[N];
+    int i;
+    char *list, want[512], *w = want;
+    free(clara_async_take(0)); /* what earlier tests left */
+    for (i = 0; i < N; i++) {
+        h[i] = clara_submit("{\"tool\":\"echo\"}");
+        CHECK(h[i] > 0);
+        wait_ready(h[i]);
+    }
+    for (i = 0; i < N / 2; i++) CHECK_WAIT(h[i], 0, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+    w += sprintf(w, "[");
+    for (i = N / 2; i < N; i++)
+        w += sprintf(w, "%s{\"handle\":%lld,\"tool\":\"echo\",\"status\":\"success\"}", i > N / 2 ? "," : "", (long long)h[i]);
+    sprintf(w, "]");
+    list = clara_async_take(5);
+    CHECK_STR(list, want);
+    clara_free_string(list);
+    list = clara_async_take(5);
+    CHECK_STR(list, "[]");
+    clara_free_string(list);
+    for (i = N / 2; i < N; i++) CHECK_WAIT(h[i], 0, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+}
+
 void tests_async(void) {
     test_submit_and_wait();
     test_async_field();
@@ -275,4 +303,5 @@ void tests_async(void) {
     test_max_running();
     test_max_pending();
     test_eventfd_many_threads();
+    test_take_skips_collected_calls();
 }
