@@ -599,9 +599,15 @@ int clara_cancel(int64_t handle);
  * readable at once.
  *
  * Ownership: the descriptor belongs to Clara and lives as long as the
- *            process; never close it.
- * Returns:   the descriptor, the same on every call; -CLARA_EINTERNAL if
- *            the system refused to create it (the reason is logged).
+ *            process; never close it. (A host that closes it anyway loses
+ *            its wake-ups, never a file: Clara writes through a descriptor
+ *            of its own, checks before each write that this number still
+ *            names the eventfd, and when it does not, stops signalling it
+ *            and logs a warning; the next clara_async_fd() then returns a
+ *            new descriptor.)
+ * Returns:   the descriptor, the same on every call (but after the misuse
+ *            above); -CLARA_EINTERNAL if the system refused to create it
+ *            (the reason is logged).
  */
 int clara_async_fd(void);
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clara-lib/clara/core/async"
+	"github.com/clara-lib/clara/core/logging"
 )
 
 func envelope(s string) []byte { return []byte(`{"status":"success","result":"` + s + `"}`) }
@@ -434,5 +436,55 @@ func TestTable_never_taking_keeps_nothing(t *testing.T) {
 	h := finishedCalls(t, tab, 1)[0]
 	if got := tab.Take(0); len(got) != 1 || got[0].Handle != h {
 		t.Fatalf("Take = %v, want only %d", got, h)
+	}
+}
+
+// The host closes the eventfd and the number comes to name a file of its
+// own: Clara writes nothing into it, says why at warn level, and FD then
+// hands out a new descriptor of the eventfd, which works (issue 25,
+// finding 22).
+func TestTable_eventfd_closed_by_the_host_is_not_written(t *testing.T) {
+	var logged strings.Builder
+	var logMu sync.Mutex
+	log := &logging.Logger{}
+	log.SetSink(func(_ logging.Level, msg string) { logMu.Lock(); logged.WriteString(msg + "\n"); logMu.Unlock() }, logging.Warn)
+	tab := async.New(async.Options{Log: log})
+	fd, err := tab.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Dup2(int(f.Fd()), fd); err != nil { // the eventfd closed, the number reused
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for i := 0; i < 3; i++ {
+		finishedCalls(t, tab, 1)
+		tab.Take(0)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != 0 {
+		t.Fatalf("the host's file holds %d bytes (%v)", st.Size, err)
+	}
+	logMu.Lock()
+	if !strings.Contains(logged.String(), fmt.Sprintf("descriptor %d of clara_async_fd() was closed by the host", fd)) {
+		t.Errorf("log: %q", logged.String())
+	}
+	logMu.Unlock()
+	again, err := tab.FD()
+	if err != nil || again == fd {
+		t.Fatalf("FD again: %d, %v", again, err)
+	}
+	if same, _ := tab.FD(); same != again {
+		t.Fatalf("FD: %d, then %d", again, same)
+	}
+	finishedCalls(t, tab, 1)
+	pfd := []unix.PollFd{{Fd: int32(again), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 5000); n != 1 || err != nil {
+		t.Fatalf("the new descriptor: poll %d, %v", n, err)
 	}
 }
