@@ -178,6 +178,12 @@ typedef struct clara_call clara_call;
  * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
  *          at the deadline; the function keeps running until it returns, and
  *          what it reports then is discarded. Clara cannot stop C code.
+ *          Such an overdue call holds its thread until the function
+ *          returns: while limits.max_overdue_calls of them (default 64) run
+ *          on, every new call of a C or Python tool (but one that runs
+ *          "on_caller_thread") is refused with tool_failed ("... was not
+ *          started ..."), until one returns. So a tool that may block for
+ *          ever should watch a time limit of its own.
  */
 typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_call *call);
 
@@ -408,7 +414,11 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
  * of the call: {"event":"token","text":...}, {"event":"tool_call","tool":
  * ...,"arguments":{...}}, {"event":"tool_result","tool":...,"status":...,
  * "duration_ms":...} or {"event":"answer","text":...}, each with the
- * chat's "session", and "handle" when the chat runs asynchronously.
+ * chat's "session", and "handle" when the chat runs asynchronously. The
+ * ask_user tool sends {"event":"input_required","id":N,"prompt":...} as it
+ * asks the input handler, and {"event":"input_cancelled","id":N} (with
+ * "session" and "handle" too) when the call ends before the answer: see
+ * clara_input_fn.
  * Threads: called from any thread (the chat's), never concurrently for
  * one chat; it must be thread-safe, return promptly, and call no clara_*
  * function but clara_json_get() and clara_free_string() (to read the
@@ -450,11 +460,21 @@ void clara_set_event_handler(clara_event_fn fn, void *userdata);
  * Threads:   called on a thread of Clara's, never the caller's of
  *            clara_evaluate(), possibly for several requests at once; it
  *            may block as long as the user takes, and may call clara_*
- *            functions. If the call ends first (clara_cancel(), its
- *            deadline), Clara stops waiting: the tool fails at once, and
- *            the answer returned later is freed and dropped. It must return
- *            normally: no longjmp and no C++ exception may cross Clara's
- *            frames.
+ *            functions. It must return normally: no longjmp and no C++
+ *            exception may cross Clara's frames.
+ * Cancelled: if the call ends first (clara_cancel(), an MCP client's
+ *            cancel, its deadline), Clara stops waiting: the tool fails at
+ *            once, the event handler gets {"event":"input_cancelled",
+ *            "id":N,"session":"s"} (with "handle" as above), and the answer
+ *            returned later is freed and dropped. The handler should then
+ *            return soon (NULL will do): until it returns, the question
+ *            holds the thread it runs on and counts as open. Past
+ *            limits.max_open_questions open questions (default 64),
+ *            ask_user is refused with tool_failed without asking, so a
+ *            handler that waits for its user whatever happens lets
+ *            cancelled questions pile up only to that bound. A question
+ *            whose call ended before the handler was called is never
+ *            handed to it.
  */
 typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
 
@@ -621,9 +641,15 @@ int clara_cancel(int64_t handle);
  * readable at once.
  *
  * Ownership: the descriptor belongs to Clara and lives as long as the
- *            process; never close it.
- * Returns:   the descriptor, the same on every call; -CLARA_EINTERNAL if
- *            the system refused to create it (the reason is logged).
+ *            process; never close it. (A host that closes it anyway loses
+ *            its wake-ups, never a file: Clara writes through a descriptor
+ *            of its own, checks before each write that this number still
+ *            names the eventfd, and when it does not, stops signalling it
+ *            and logs a warning; the next clara_async_fd() then returns a
+ *            new descriptor.)
+ * Returns:   the descriptor, the same on every call (but after the misuse
+ *            above); -CLARA_EINTERNAL if the system refused to create it
+ *            (the reason is logged).
  */
 int clara_async_fd(void);
 
@@ -633,7 +659,8 @@ int clara_async_fd(void);
  * Each finished call is listed once, oldest first, at most max of them
  * (max <= 0: all): [{"handle":3,"tool":"echo","status":"success"}, ...],
  * "[]" when none. Their answers stay until collected with clara_wait(); a
- * call collected before it was taken is not listed.
+ * call collected before it was taken is not listed, nor counted against
+ * max.
  *
  * Ownership: malloc'd; free it with clara_free_string(). NULL only if
  *            malloc fails.

@@ -78,6 +78,12 @@ type Limits struct {
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
 	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
+
+	// Host code that goes on running after its caller gave up on it, each
+	// on a thread of its own until it returns (issue 25): bounded so that
+	// cancelling cannot exhaust the process's threads.
+	MaxOpenQuestions int `key:"max_open_questions" default:"64" min:"1" max:"4096" doc:"The most ask_user questions the input handler may hold at once, those whose call was cancelled or timed out counted until the handler returns from them (each holds a thread): past it ask_user is refused with tool_failed, without asking. A handler learns that a question was cancelled from the input_cancelled event."`
+	MaxOverdueCalls  int `key:"max_overdue_calls" default:"64" min:"1" max:"4096" doc:"The most calls of C and Python tools that ran past their deadline while the tool's function goes on running, each holding a thread until it returns: past it a call of any C or Python tool (but one that runs on_caller_thread) is refused with tool_failed until one of them returns."`
 }
 
 // Policy is the [policy] table.

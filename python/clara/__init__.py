@@ -235,14 +235,18 @@ def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_IN
 
 def set_event_handler(handler: Optional[Callable[[Dict[str, Any]], None]]) -> None:
     """Send the progress events of chats (token, tool_call, tool_result,
-    answer) to handler(event); None stops them (see Clara.set_event_handler)."""
+    answer, and ask_user's input_required and input_cancelled) to
+    handler(event); None stops them (see Clara.set_event_handler)."""
     _get().set_event_handler(handler)
 
 
 def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]]]) -> None:
     """Let the ask_user tool ask the user: handler(request) returns the
-    answer (str) or None to decline; None removes it (see
-    Clara.set_input_handler)."""
+    answer (str) or None to decline; None removes it. When the question's
+    call is cancelled first, the event handler gets {"event":
+    "input_cancelled", "id": request["id"], ...}, and handler should return
+    soon: until it does the question holds a thread and counts against
+    limits.max_open_questions (see Clara.set_input_handler)."""
     _get().set_input_handler(handler)
 
 

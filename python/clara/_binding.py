@@ -817,7 +817,9 @@ class Clara:
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """Send the progress events of chats to handler(event: dict):
         {"event": "token" | "tool_call" | "tool_result" | "answer", ...,
-        "session": ..., "handle": ... (async calls)}; None stops them.
+        "session": ..., "handle": ... (async calls)}, and ask_user's
+        "input_required" and "input_cancelled" (see set_input_handler);
+        None stops them.
 
         handler is called from Clara's threads: make it thread-safe and
         quick, and never call Clara from it. Any exception it raises is
@@ -842,7 +844,12 @@ class Clara:
         handler is called from Clara's threads, possibly for several
         questions at once, and may take as long as the user does; it may
         call Clara. If the call is cancelled or its deadline passes first,
-        the answer is dropped."""
+        the answer is dropped, and the event handler (set_event_handler)
+        gets {"event": "input_cancelled", "id": request["id"], ...}: the
+        handler should then return (None will do). Until it returns, the
+        question holds the thread it runs on and counts as open; past
+        limits.max_open_questions open questions (default 64), ask_user is
+        refused (ToolFailed) without asking."""
         global _input_current, _input_lib, _input_box
         if handler is not None and not callable(handler):
             raise TypeError("handler must be callable or None")

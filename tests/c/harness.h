@@ -44,5 +44,6 @@ void tests_async(void);
 void tests_chat(void);
 void tests_nested(void);
 void tests_declared(void);
+void tests_abandoned(void);
 
 #endif
