@@ -36,6 +36,10 @@ const (
 	retryBase     = 250 * time.Millisecond
 	retryCap      = 8 * time.Second
 	retryAfterCap = 60 * time.Second
+	// retryAfterMax is what a Retry-After past any sensible wait (1e300 ms)
+	// reads as: more than retryAfterCap, and far from time.Duration's
+	// overflow.
+	retryAfterMax = 24 * time.Hour
 )
 
 // excerptBytes is the length of the body excerpt an HTTP failure quotes.
@@ -391,7 +395,10 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 				if !given {
 					wait = backoff(attempt)
 				}
-				if wait <= retryAfterCap && cr.pause(ctx, attempt, retries, wait, fmt.Sprintf("it answered %d", resp.StatusCode)) {
+				if wait > retryAfterCap {
+					serr.Excerpt = shorten(fmt.Sprintf("asked to retry after %s, longer than Clara waits (%s); %s",
+						roundWait(wait), retryAfterCap, serr.Excerpt), excerptBytes)
+				} else if cr.pause(ctx, attempt, retries, wait, fmt.Sprintf("it answered %d", resp.StatusCode)) {
 					continue
 				}
 			}
@@ -456,22 +463,42 @@ func backoff(attempt int) time.Duration {
 }
 
 // retryAfter reads Retry-After-Ms (milliseconds, as OpenAI and Anthropic
-// send it) or Retry-After (seconds, or an HTTP date).
+// send it) or Retry-After (seconds, or an HTTP date), between 0 and
+// retryAfterMax: the product is taken in floating point and clamped
+// before it becomes a Duration, which 1e300 ms would overflow.
 func retryAfter(h http.Header) (time.Duration, bool) {
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return clampWait(ms * float64(time.Millisecond)), true
 		}
 	}
 	if v := h.Get("Retry-After"); v != "" {
 		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-			return time.Duration(s * float64(time.Second)), true
+			return clampWait(s * float64(time.Second)), true
 		}
 		if t, err := http.ParseTime(v); err == nil {
-			return max(time.Until(t), 0), true
+			return min(max(time.Until(t), 0), retryAfterMax), true
 		}
 	}
 	return 0, false
+}
+
+// clampWait is a wait in nanoseconds as a Duration of at most
+// retryAfterMax (+Inf included; NaN never gets here: ParseFloat's NaN
+// fails the >= 0 test).
+func clampWait(ns float64) time.Duration {
+	if ns >= float64(retryAfterMax) {
+		return retryAfterMax
+	}
+	return time.Duration(ns)
+}
+
+// roundWait writes a wait for a message: retryAfterMax as "more than a day".
+func roundWait(d time.Duration) string {
+	if d >= retryAfterMax {
+		return "more than a day"
+	}
+	return d.Round(time.Second).String()
 }
 
 // ctxError is the error for a call whose context ended: timeout when a
