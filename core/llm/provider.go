@@ -224,6 +224,16 @@ type Config struct {
 	// MaxToolCalls is the chat's max_tool_calls when the arguments give
 	// none (limits.max_tool_calls): 1 when 0.
 	MaxToolCalls int
+	// MaxArgumentBytes and MaxDepth bound the arguments of the model's tool
+	// calls as limits.max_request_bytes and limits.max_depth bound a
+	// request's: none and maxJSONDepth when 0.
+	MaxArgumentBytes int
+	MaxDepth         int
+}
+
+// argumentLimits are the limits of the model's tool calls' arguments.
+func (c *Config) argumentLimits() protocol.Limits {
+	return protocol.Limits{MaxRequestBytes: c.MaxArgumentBytes, MaxDepth: c.MaxDepth}
 }
 
 // check validates c and fills in its defaults. The provider and the base
@@ -241,8 +251,8 @@ func (c *Config) check() error {
 		}
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 {
-		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls and max_response_bytes must not be negative")
+	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 || c.MaxArgumentBytes < 0 || c.MaxDepth < 0 {
+		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls, max_response_bytes and the argument limits must not be negative")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultModelTimeout
