@@ -21,6 +21,9 @@ const (
 	maxCallsPerMessage = 128 // tool calls one model message may hold
 )
 
+// errTooManyCalls is a model message past maxCallsPerMessage.
+var errTooManyCalls = fmt.Errorf("the model asked for more than %d tool calls in one message, more than Clara takes", maxCallsPerMessage)
+
 // Turn events, fired around each model call.
 const (
 	EventTurnStart = "on_turn_start"

@@ -920,3 +920,28 @@ reply.json = '''{"id":"c2","object":"chat.completion","model":"m","choices":[{"i
 		t.Errorf("the result nests: %v", serr)
 	}
 }
+
+// Over-long SSE lines and too many streamed tool calls say what they are
+// (issue 25, finding 23).
+func TestChat_streamLimitsSaySo(t *testing.T) {
+	long := `data: {"id":"s","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("a", 5000) + `"}}]}` + "\n\n"
+	srv := scriptServer(t, "long", "provider = \"openai\"\n[[exchange]]\nreply.sse = '''\n"+long+"'''\n")
+	ch := chatFor(t, srv, "long", Config{Model: "m", MaxResponseBytes: 4096}, nil, nil)
+	_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"x","stream":true}`))
+	pe := protoErr(t, err, protocol.ToolFailed)
+	if pe.Message != "model: a line of the event stream is longer than 4096 bytes (llm.max_response_bytes)" {
+		t.Errorf("long line: %q", pe.Message)
+	}
+
+	var calls strings.Builder
+	for i := 0; i < 130; i++ {
+		fmt.Fprintf(&calls, `data: {"id":"s","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"c%d","type":"function","function":{"name":"get_time","arguments":"{}"}}]}}]}`+"\n\n", i, i)
+	}
+	srv = scriptServer(t, "many", "provider = \"openai\"\n[[exchange]]\nreply.sse = '''\n"+calls.String()+"'''\n")
+	ch = chatFor(t, srv, "many", Config{Model: "m", MaxToolCalls: 200}, nil, nil)
+	_, err = ch.Run(context.Background(), newFakeHost("get_time"), "", []byte(`{"prompt":"x","stream":true,"allow_tools":true}`))
+	pe = protoErr(t, err, protocol.ToolFailed)
+	if pe.Message != "model: the model asked for more than 128 tool calls in one message, more than Clara takes" {
+		t.Errorf("many calls: %q", pe.Message)
+	}
+}

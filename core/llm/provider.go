@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,6 +323,12 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 		var se *streamError
 		if errors.As(err, &se) {
 			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", st.Redact(se.Error()))
+		}
+		if errors.Is(err, bufio.ErrTooLong) {
+			// The line did not fit the reader's buffer: the server's doing,
+			// not a dropped connection.
+			return modelReply{}, protocol.Errorf(protocol.ToolFailed,
+				"model: a line of the event stream is longer than %d bytes (llm.max_response_bytes)", maxLine)
 		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
