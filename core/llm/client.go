@@ -17,9 +17,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 )
 
 // Defaults of ClientOptions and Request fields left at zero.
@@ -69,6 +71,11 @@ type ClientOptions struct {
 	// LookupAddrs resolves a host name when dialling: the system resolver
 	// when nil. Tests use it to make a name resolve where they want.
 	LookupAddrs func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Redactor learns every secret the Client reads and cuts the secrets it
+	// knows out of answers, errors and excerpts: the engine's, which knows
+	// every secret Clara holds. Read by NewClient only; nil gives the
+	// Client one of its own.
+	Redactor *secrets.Redactor
 }
 
 // clientSettings is one configuration of a Client, swapped whole.
@@ -94,11 +101,15 @@ type Client struct {
 	transport *http.Transport
 	settings  atomic.Pointer[clientSettings]
 	gen       atomic.Uint64
+	redactor  *secrets.Redactor
 }
 
 // NewClient returns a Client configured with o.
 func NewClient(o ClientOptions) (*Client, error) {
-	c := &Client{}
+	c := &Client{redactor: o.Redactor}
+	if c.redactor == nil {
+		c.redactor = secrets.New()
+	}
 	c.transport = &http.Transport{
 		Proxy:                  nil, // a proxy would make the dial check see the proxy, not the host
 		DialContext:            c.dial,
@@ -121,6 +132,9 @@ func NewClient(o ClientOptions) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Redactor is the Client's redactor (ClientOptions.Redactor).
+func (c *Client) Redactor() *secrets.Redactor { return c.redactor }
 
 // Configure replaces the allowlist and limits. On error the Client keeps
 // its previous configuration.
@@ -229,8 +243,8 @@ func (s *Stream) Fail(err error) *protocol.Error {
 	return s.cr.bodyError(s.ctx, err)
 }
 
-// Redact cuts the request's secrets out of text from the answer.
-func (s *Stream) Redact(text string) string { return redact(text, s.cr.secrets) }
+// Redact cuts every secret the Client knows out of text from the answer.
+func (s *Stream) Redact(text string) string { return s.cr.c.redactor.String(text) }
 
 // StatusError is the Cause of a failure for a non-2xx answer.
 type StatusError struct {
@@ -258,7 +272,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 		if err != nil {
 			return cr.retryable(err), cr.bodyError(ctx, err)
 		}
-		out = &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: redactBytes(body, cr.secrets)}
+		out = &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: c.redactBody(body)}
 		return false, nil
 	})
 	if err != nil {
@@ -295,7 +309,6 @@ type call struct {
 	s        *clientSettings
 	method   string
 	describe string // "POST http://host/path": no query, no credentials
-	secrets  []string
 	maxBytes int64
 	timeout  time.Duration
 	parent   context.Context
@@ -347,7 +360,7 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 			}
 			return protocol.Errorf(protocol.ToolFailed, "environment variable %s (named by %s) is not set or empty", sh.Env, key)
 		}
-		cr.secrets = append(cr.secrets, v)
+		c.redactor.Add(v) // known before anything comes back
 		header.Set(sh.Name, sh.Prefix+v)
 	}
 	if len(req.Body) > 0 && header.Get("Content-Type") == "" {
@@ -525,22 +538,55 @@ func (cr *call) bodyError(ctx context.Context, err error) *protocol.Error {
 	return cr.fail(protocol.ToolFailed, err, "%s: the connection dropped while reading the answer (%s)", cr.describe, connError(err))
 }
 
-// fail builds an error whose message has the request's secrets cut out.
-// The cause is kept for errors.Is/As but never reaches an envelope.
+// fail builds an error whose message has every secret cut out. The cause
+// is kept for errors.Is/As but never reaches an envelope.
 func (cr *call) fail(code protocol.Code, cause error, format string, args ...any) *protocol.Error {
-	return &protocol.Error{Code: code, Message: redact(fmt.Sprintf(format, args...), cr.secrets), Cause: cause}
+	return &protocol.Error{Code: code, Message: cr.c.redactor.String(fmt.Sprintf(format, args...)), Cause: cause}
 }
 
 // excerpt reads the start of a failed answer's body: secrets cut out
-// before it is shortened (so that no prefix of one survives), whitespace
-// folded, at most excerptBytes.
+// (plain or escaped) before it is shortened, so that no prefix of one
+// survives, whitespace folded, at most excerptBytes.
 func (cr *call) excerpt(resp *http.Response) string {
-	longest := 0
-	for _, s := range cr.secrets {
-		longest = max(longest, len(s))
+	// Enough that a secret starting within the excerpt is read whole, even
+	// written with escapes (12 bytes for a character at most).
+	limit := int64(excerptBytes + 12*cr.c.redactor.Len() + 64)
+	buf, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	text := string(buf)
+	if int64(len(buf)) == limit {
+		text = cr.c.redactor.Head(text) // the body goes on: a secret may start at the cut
+	} else {
+		text = cr.c.redactor.String(text)
 	}
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, int64(excerptBytes+longest+64)))
-	return shorten(strings.Join(strings.Fields(redact(string(buf), cr.secrets)), " "), excerptBytes)
+	return shorten(strings.Join(strings.Fields(text), " "), excerptBytes)
+}
+
+// shorten cuts s to at most n bytes at a character boundary, marking the
+// cut with "…".
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// redactBody cuts the secrets out of a whole answer: inside its strings
+// when it is JSON (so that it stays JSON), as text otherwise.
+func (c *Client) redactBody(body []byte) []byte {
+	for _, b := range body {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[', '"':
+			return c.redactor.JSON(body)
+		}
+		break
+	}
+	return c.redactor.Bytes(body)
 }
 
 // connError describes a connection failure without Go's error chain
