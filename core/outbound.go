@@ -57,6 +57,7 @@ func retries(n int) int {
 func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, error) {
 	m := &models{clientOptions: llm.ClientOptions{Logger: e.log, Getenv: e.env.Getenv, MaxRetries: retries(c.LLM.MaxRetries),
 		MaxResponseBytes: int64(c.LLM.MaxResponseBytes)}}
+	servers := remoteURLs(c.MCPServers)
 	if len(c.Network.AllowHosts) > 0 {
 		m.clientOptions.AllowHosts = c.Network.AllowHosts
 	} else {
@@ -65,17 +66,25 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 		if modelURL == "" {
 			modelURL = llm.DefaultBaseURL(c.LLM.Provider, c.LLM.Model)
 		}
-		for _, u := range append([]string{modelURL, c.Evaluator.URL}, httpURLs...) {
+		for _, u := range append(append([]string{modelURL, c.Evaluator.URL}, httpURLs...), servers.urls...) {
 			if u != "" {
 				m.clientOptions.ImplicitHosts = append(m.clientOptions.ImplicitHosts, u)
 			}
 		}
 	}
 	// A throwaway client checks the options now, so that commit cannot fail.
-	if probe, err := llm.NewClient(m.clientOptions); err != nil {
+	probe, err := llm.NewClient(m.clientOptions)
+	if err != nil {
 		return nil, fmt.Errorf("network.allow_hosts: %v", err)
-	} else {
-		probe.Close()
+	}
+	probe.Close()
+	// An [[mcp_servers]] url goes through the allowlist like every other
+	// request: one network.allow_hosts does not name is a mistake to say
+	// now, not a connection refused later.
+	for i, u := range servers.urls {
+		if err := probe.CheckHost(u); err != nil {
+			return nil, fmt.Errorf("mcp_servers: server %q: url %s: %v", servers.names[i], u, err)
+		}
 	}
 	if c.LLM.BaseURL != "" || c.LLM.Model != "" {
 		chat, err := llm.NewChat(e.out.client, llm.Config{Provider: c.LLM.Provider, BaseURL: c.LLM.BaseURL,
@@ -106,6 +115,21 @@ func (e *Engine) commitModels(c *config.Config, m *models) {
 		e.log.Logf(logging.Error, "network: %v", err) // checked in prepareModels
 	}
 	e.out.convs.SetLimits(c.LLM.MaxHistoryMessages, maxConversations)
+}
+
+// remoteServerURLs are the url servers of [[mcp_servers]], as given (the
+// tables are checked when their Manager is made).
+type remoteServerURLs struct{ names, urls []string }
+
+func remoteURLs(entries []map[string]any) remoteServerURLs {
+	var out remoteServerURLs
+	for _, t := range entries {
+		if u, ok := t["url"].(string); ok && u != "" {
+			name, _ := t["name"].(string)
+			out.names, out.urls = append(out.names, name), append(out.urls, u)
+		}
+	}
+	return out
 }
 
 // httpToolFunc is a [[tools]] table's http = {...} as a tool function.

@@ -110,9 +110,27 @@ func NewClient(o ClientOptions) (*Client, error) {
 	if c.redactor == nil {
 		c.redactor = secrets.New()
 	}
-	c.transport = &http.Transport{
+	c.transport = newHTTPTransport(c.settings.Load)
+	c.http = &http.Client{
+		Transport: c.transport,
+		// A redirect is answered as it is (a non-2xx failure): following
+		// it would send the secret headers to wherever it points.
+		CheckRedirect: noRedirects,
+	}
+	if err := c.Configure(o); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// newHTTPTransport is a pool of connections dialled under the allowlist
+// settings returns at the time.
+func newHTTPTransport(settings func() *clientSettings) *http.Transport {
+	return &http.Transport{
 		Proxy:                  nil, // a proxy would make the dial check see the proxy, not the host
-		DialContext:            c.dial,
+		DialContext:            dialer{settings}.dial,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           256,
 		MaxIdleConnsPerHost:    64,
@@ -121,16 +139,6 @@ func NewClient(o ClientOptions) (*Client, error) {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	c.http = &http.Client{
-		Transport: c.transport,
-		// A redirect is answered as it is (a non-2xx failure): following
-		// it would send the secret headers to wherever it points.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	if err := c.Configure(o); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // Redactor is the Client's redactor (ClientOptions.Redactor).
@@ -139,6 +147,21 @@ func (c *Client) Redactor() *secrets.Redactor { return c.redactor }
 // Configure replaces the allowlist and limits. On error the Client keeps
 // its previous configuration.
 func (c *Client) Configure(o ClientOptions) error {
+	s, err := c.newSettings(o)
+	if err != nil {
+		return err
+	}
+	old := c.settings.Swap(s)
+	if old != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// newSettings checks o and makes the settings it gives, with a new
+// generation (a connection dialled under another generation is checked
+// again before it is used).
+func (c *Client) newSettings(o ClientOptions) (*clientSettings, error) {
 	explicit := o.AllowHosts != nil
 	entries := o.AllowHosts
 	if !explicit {
@@ -146,13 +169,13 @@ func (c *Client) Configure(o ClientOptions) error {
 	}
 	hosts, err := parseHostList(entries, explicit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.MaxRetries < NoRetries {
-		return fmt.Errorf("max_retries must be 0 or more, not %d", o.MaxRetries)
+		return nil, fmt.Errorf("max_retries must be 0 or more, not %d", o.MaxRetries)
 	}
 	if o.MaxResponseBytes < 0 {
-		return fmt.Errorf("max_response_bytes must be positive, not %d", o.MaxResponseBytes)
+		return nil, fmt.Errorf("max_response_bytes must be positive, not %d", o.MaxResponseBytes)
 	}
 	s := &clientSettings{
 		hosts:      hosts,
@@ -179,17 +202,22 @@ func (c *Client) Configure(o ClientOptions) error {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	old := c.settings.Swap(s)
-	if old != nil {
-		c.transport.CloseIdleConnections()
+	return s, nil
+}
+
+// CheckHost says why the allowlist refuses requests to rawURL's host
+// (nil when it does not): the name check, made before any connection; the
+// dial check comes when connecting.
+func (c *Client) CheckHost(rawURL string) error {
+	host, err := urlHost(rawURL)
+	if err != nil {
+		return err
+	}
+	if s := c.settings.Load(); !s.hosts.allows(host) {
+		return fmt.Errorf("host %q is %s", host, s.hosts.refusal())
 	}
 	return nil
 }
-
-// HTTPClient is the client's net/http client, for other protocols that
-// must go through the same allowlist (MCP servers reached by URL). It has
-// no Timeout: callers bound their requests with contexts.
-func (c *Client) HTTPClient() *http.Client { return c.http }
 
 // Close closes the idle connections of the pool.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
@@ -677,11 +705,17 @@ func (h *hostList) refusal() string {
 	return "not among the hosts the configuration names (set network.allow_hosts to allow others)"
 }
 
+// dialer dials under the allowlist its settings function returns: the
+// Client's in force, or a Transport's.
+type dialer struct {
+	settings func() *clientSettings
+}
+
 // dial resolves the host itself and dials only addresses the allowlist
 // allows, so that a permitted name cannot lead to a link-local, metadata
 // or (unless allowed) loopback address.
-func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	s := c.settings.Load()
+func (d dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	s := d.settings()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -713,12 +747,12 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		}
 		return nil, &dialDeniedError{host: host, addrs: addrs, why: why}
 	}
-	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	nd := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	var firstErr error
 	for _, a := range allowed {
-		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		conn, err := nd.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
-			gc := &guardedConn{Conn: conn, c: c, host: host, ip: a}
+			gc := &guardedConn{Conn: conn, settings: d.settings, host: host, ip: a}
 			gc.gen.Store(s.gen)
 			return gc, nil
 		}
@@ -737,14 +771,14 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 // that let it be made.
 type guardedConn struct {
 	net.Conn
-	c    *Client
-	host string
-	ip   netip.Addr
-	gen  atomic.Uint64
+	settings func() *clientSettings
+	host     string
+	ip       netip.Addr
+	gen      atomic.Uint64
 }
 
 func (g *guardedConn) Write(p []byte) (int, error) {
-	if s := g.c.settings.Load(); s.gen != g.gen.Load() {
+	if s := g.settings(); s.gen != g.gen.Load() {
 		if !s.hosts.dialAllowed(g.ip) {
 			g.Conn.Close()
 			return 0, &dialDeniedError{host: g.host, addrs: []netip.Addr{g.ip}, why: "an address the new configuration does not allow"}

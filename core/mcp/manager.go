@@ -89,9 +89,14 @@ func (t *ToolSpec) Info() ToolInfo {
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	Logger *logging.Logger
-	// HTTPClient carries the requests to URL servers: pass the engine's, so
-	// that its host allowlist applies. It must not set Timeout (the
-	// server's event stream is a long request); nil is http.DefaultClient.
+	// HTTPClient carries the requests to URL servers: pass one on the
+	// engine's outbound path (llm.Transport), so that its host allowlist
+	// and response cap apply. When its Transport tells its cap
+	// (MaxResponseBytes, as llm.Transport does), the SDK is told too: an
+	// event of a server's stream past it fails the connection, saying so.
+	// It must not set Timeout (the server's event stream is a long
+	// request); nil is http.DefaultClient. Close closes its idle
+	// connections.
 	HTTPClient *http.Client
 	// OnToolsChanged receives a server's tools whenever its list changes
 	// (first listing included, and after a restart or a list_changed that
@@ -253,6 +258,15 @@ func (m *Manager) lookupEnv(name string) (string, bool) {
 	return v, v != ""
 }
 
+// maxEventSize is the cap of the HTTP client's transport, if it tells it
+// (0: the SDK's default).
+func (m *Manager) maxEventSize() int {
+	if c, ok := m.opts.HTTPClient.Transport.(interface{ MaxResponseBytes() int64 }); ok {
+		return int(min(c.MaxResponseBytes(), 1<<30))
+	}
+	return 0
+}
+
 // Servers lists the configured servers' names, in configuration order.
 func (m *Manager) Servers() []string { return append([]string(nil), m.order...) }
 
@@ -315,6 +329,9 @@ func (m *Manager) Close() error {
 		}
 		wg.Wait()
 		m.wg.Wait()
+		if m.opts.HTTPClient != http.DefaultClient {
+			m.opts.HTTPClient.CloseIdleConnections()
+		}
 	})
 	return nil
 }

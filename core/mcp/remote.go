@@ -252,7 +252,7 @@ func (r *remote) dial() (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client}
+		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
 	default:
 		env, secrets, err := r.environment()
 		if err != nil {
@@ -613,10 +613,21 @@ func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
 				return nil, ctx.Err()
 			}
 			return nil, &protocol.Error{Code: protocol.ToolFailed,
-				Message: fmt.Sprintf("mcp server %q: %v", r.cfg.Name, err), Cause: err}
+				Message: fmt.Sprintf("mcp server %q: %s", r.cfg.Name, callError(err)), Cause: err}
 		}
 		return claraResult(r.cfg.Name, tool, res, returnsJSON)
 	}
+}
+
+// callError is the text of a failed call. The SDK's own cap on an event
+// of the server's stream is the transport's (ManagerOptions.HTTPClient):
+// say which key sets it.
+func callError(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "SSE event exceeded") {
+		msg += " (llm.max_response_bytes)"
+	}
+	return msg
 }
 
 // stderrTail logs a stdio server's stderr at debug level, a line at a
