@@ -206,3 +206,28 @@ func TestRemoteURL_allowHosts(t *testing.T) {
 	}
 	e.Configure([]byte(`{"mcp_servers":[]}`))
 }
+
+// Issue 25, finding 7: a server echoing its headers_env value (in a
+// result, a JSON-RPC error, a 401 and its body, a tool's description)
+// got it into envelopes.
+func TestRemoteURL_headersNeverComeBack(t *testing.T) {
+	const token = "Bearer mcp-tok-Hq4ZpW8vN2sL"
+	t.Setenv("CLARA_TEST_MCP_TOKEN", token)
+	srv := newHostileMCP(t)
+	e := rulesEngine(t, `{"network":{"allow_hosts":["127.0.0.1"]},"mcp_servers":[{"name":"h","url":`+jsonText(srv.URL+"/mcp")+`,"headers_env":{"Authorization":"CLARA_TEST_MCP_TOKEN"}}]}`)
+	defer e.Configure([]byte(`{"mcp_servers":[]}`))
+	waitTool(t, e, "h__echo_header")
+	var all strings.Builder
+	for _, tool := range []string{"echo_header", "rpc_error", "status_401"} {
+		out := evalString(t, e, `{"tool":"h__`+tool+`"}`)
+		all.WriteString(out + "\n")
+		if !strings.Contains(out, "[redacted]") {
+			t.Errorf("%s: %s", tool, out)
+		}
+	}
+	all.WriteString(evalString(t, e, `{"tool":"tools_list","arguments":{"format":"clara"}}`))
+	all.WriteString(evalString(t, e, `{"tool":"audit_tail","arguments":{"n":10}}`))
+	if text := all.String(); strings.Contains(text, "mcp-tok-") || strings.Contains(text, jsonEscapes("mcp-tok")) || strings.Contains(text, `\u006d\u0063\u0070`) {
+		t.Errorf("the token came back:\n%s", text)
+	}
+}

@@ -9,14 +9,16 @@ import (
 	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // The outbound side (issue 11): one HTTP client for the evaluator, the
-// HTTP tools and the model; the chat tool's loop; the conversations of
-// sessions. The client and the conversations live as long as the engine;
-// what the configuration decides (allowlist, the model, the evaluator's
-// URL) is rebuilt with every snapshot.
+// HTTP tools, the model and (through its Transports) the MCP servers
+// reached by URL; the chat tool's loop; the conversations of sessions; the
+// Redactor that knows every secret the engine holds. They live as long as
+// the engine; what the configuration decides (allowlist, the model, the
+// evaluator's URL) is rebuilt with every snapshot.
 
 // maxConversations bounds the sessions whose conversations are kept.
 const maxConversations = 10000
@@ -25,14 +27,20 @@ type outbound struct {
 	client  *llm.Client
 	convs   *llm.Conversations
 	vectors *llm.VectorCache // semantic conditions' embeddings (semantic.go)
+	// secrets learns every secret value as it is read (the client's
+	// headers, [[mcp_servers]] headers_env and env_from, and at each
+	// configuration the variables it names); the log, the client and the
+	// MCP servers' Managers cut them out of what they write.
+	secrets *secrets.Redactor
 }
 
 func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
-	client, err := llm.NewClient(llm.ClientOptions{Logger: log, Getenv: getenv})
+	red := secrets.New()
+	client, err := llm.NewClient(llm.ClientOptions{Logger: log, Getenv: getenv, Redactor: red})
 	if err != nil {
 		panic("clara: the HTTP client does not start: " + err.Error()) // a bug, caught by this package's tests
 	}
-	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors)}
+	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors), secrets: red}
 }
 
 // models is what a configuration decides of the outbound side.
@@ -109,12 +117,69 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 }
 
 // commitModels applies what cannot fail: the client's allowlist and limits,
-// the conversations' bounds.
+// the conversations' bounds, the secrets the configuration names.
 func (e *Engine) commitModels(c *config.Config, m *models) {
 	if err := e.out.client.Configure(m.clientOptions); err != nil {
 		e.log.Logf(logging.Error, "network: %v", err) // checked in prepareModels
 	}
 	e.out.convs.SetLimits(c.LLM.MaxHistoryMessages, maxConversations)
+	for _, name := range secretVariables(c) {
+		v := e.env.Getenv(name)
+		if v != "" && len(v) < secrets.MinLength {
+			e.log.Logf(logging.Info, "%s holds fewer than %d characters: too short to be told from other text, it is not cut out of answers and logs", name, secrets.MinLength)
+		}
+		e.out.secrets.Add(v)
+	}
+}
+
+// secretVariables are the environment variables c names as holding
+// secrets: llm.api_key_env (or the provider's conventional one),
+// mcp.token_env, the headers_env of HTTP tools and of [[mcp_servers]],
+// and their env_from. Each is read again where it is used, and learnt
+// there too; reading them here makes them secrets before any use.
+func secretVariables(c *config.Config) []string {
+	names := []string{c.LLM.APIKeyEnv, c.MCP.TokenEnv}
+	if c.LLM.APIKeyEnv == "" && c.LLM.BaseURL == "" {
+		switch p := orProvider(c.LLM.Provider, c.LLM.Model); p {
+		case llm.ProviderOpenAI:
+			names = append(names, llm.OpenAIAPIKeyEnv)
+		case llm.ProviderAnthropic:
+			names = append(names, llm.AnthropicAPIKeyEnv)
+		}
+	}
+	tables := func(entries []map[string]any, path ...string) {
+		for _, t := range entries {
+			var v any = t
+			for _, key := range path {
+				m, _ := v.(map[string]any)
+				v = m[key]
+			}
+			if m, ok := v.(map[string]any); ok {
+				for _, source := range m {
+					if s, ok := source.(string); ok {
+						names = append(names, s)
+					}
+				}
+			}
+		}
+	}
+	tables(c.Tools, "http", "headers_env")
+	tables(c.MCPServers, "headers_env")
+	tables(c.MCPServers, "env_from")
+	out := names[:0]
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func orProvider(provider, model string) string {
+	if provider != "" {
+		return provider
+	}
+	return llm.ProviderOfModel(model)
 }
 
 // remoteServerURLs are the url servers of [[mcp_servers]], as given (the
