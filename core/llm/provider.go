@@ -296,7 +296,7 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 	for i := range reply.ToolCalls {
 		tc := &reply.ToolCalls[i]
 		tc.ID, tc.Name = red.String(tc.ID), red.String(tc.Name)
-		tc.Arguments = string(red.JSON([]byte(tc.Arguments)))
+		tc.Arguments = red.JSONString(tc.Arguments)
 	}
 	return reply, nil
 }

@@ -147,6 +147,15 @@ func (r *Redactor) JSON(b []byte) []byte {
 	return r.bytes(b, true)
 }
 
+// JSONString is JSON for a JSON text held in a string: s itself when it
+// holds no secret.
+func (r *Redactor) JSONString(s string) string {
+	if set := r.values(); set != nil && set.maybe(s) {
+		s, _ = set.redact(s, true)
+	}
+	return s
+}
+
 func (r *Redactor) bytes(b []byte, json bool) []byte {
 	set := r.values()
 	if set == nil || len(b) == 0 {

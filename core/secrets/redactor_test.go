@@ -74,7 +74,7 @@ func TestRedactor_JSON(t *testing.T) {
 		{`{"` + key + `":true}`, `{"[redacted]":true}`},
 	} {
 		got := string(r.JSON([]byte(tc.in)))
-		if got != tc.want {
+		if got != tc.want || r.JSONString(tc.in) != tc.want {
 			t.Errorf("JSON(%s) = %s, want %s", tc.in, got, tc.want)
 		}
 		if !json.Valid([]byte(got)) {
