@@ -271,9 +271,6 @@ func (s *Stream) Fail(err error) *protocol.Error {
 	return s.cr.bodyError(s.ctx, err)
 }
 
-// Redact cuts every secret the Client knows out of text from the answer.
-func (s *Stream) Redact(text string) string { return s.cr.c.redactor.String(text) }
-
 // StatusError is the Cause of a failure for a non-2xx answer.
 type StatusError struct {
 	StatusCode int
