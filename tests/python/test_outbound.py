@@ -122,6 +122,10 @@ def scripts(dirname):
                     '[[exchange]]\nreply.json = \'\'\'{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,'
                     '"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}\'\'\'\n'
                     % ('[' * 9000 + ']' * 9000),
+        "t25_longline": 'provider = "openai"\n[[exchange]]\nreply.sse = \'\'\'\n%s\'\'\'\n' % sse([delta("a" * 5000)]),
+        "t25_manycalls": 'provider = "openai"\n[[exchange]]\nreply.sse = \'\'\'\n%s\'\'\'\n' % sse(
+            [delta(calls=[{"index": i, "id": "c%d" % i, "type": "function",
+                           "function": {"name": "echo", "arguments": "{}"}}]) for i in range(130)]),
     }
     for name, text in files.items():
         with open(os.path.join(dirname, name + ".toml"), "w") as f:
@@ -243,6 +247,18 @@ class TestOutbound(ClaraTestCase):
         self.assertEqual(call["error"], "the arguments nest deeper than limits.max_depth (512)")
         self.assertIsInstance(call["arguments"], str)
         self.assertEqual(result["content"], "done")
+
+    # Finding 23: an over-long event-stream line was "the connection
+    # dropped", 129 streamed tool calls "a streamed chunk is not JSON".
+    def test_stream_limits_say_what_they_are(self):
+        self.configure({"llm": {"base_url": self.llm.first + "/t25_longline", "model": "m", "max_response_bytes": 4096}})
+        with self.assertRaises(clara.ToolFailed) as cm:
+            clara.call("chat", prompt="x", stream=True)
+        self.assertEqual(str(cm.exception), "model: a line of the event stream is longer than 4096 bytes (llm.max_response_bytes)")
+        self.configure({"llm": {"base_url": self.llm.first + "/t25_manycalls", "max_response_bytes": 4194304}})
+        with self.assertRaises(clara.ToolFailed) as cm:
+            clara.call("chat", prompt="x", stream=True, allow_tools=True, tools=["echo"], max_tool_calls=200)
+        self.assertEqual(str(cm.exception), "model: the model asked for more than 128 tool calls in one message, more than Clara takes")
 
     # Findings 6, 7 and 8: every secret, sent back every way, in every output
     # of a full run. (There are no traces yet: OpenTelemetry is a later
