@@ -88,7 +88,7 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
-	remote, err := e.prepareRemote(c) // last: it may start servers
+	remote, err := e.prepareRemote(c, m.clientOptions) // last: it may start servers
 	if err != nil {
 		return nil, err
 	}

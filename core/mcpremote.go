@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -36,6 +37,9 @@ type preparedRemote struct {
 	key     string
 	manager *mcp.Manager // nil: no servers, or the same as in force
 	lazy    []string     // servers to connect once committed
+	// transport carries the url servers' requests: under the prepared
+	// allowlist until committed, then the one in force.
+	transport *llm.Transport
 }
 
 // serverConfigs reads the [[mcp_servers]] tables.
@@ -192,10 +196,11 @@ func allowDeny(v any) (allow, deny []string, err error) {
 }
 
 // prepareRemote makes the Manager of c's servers when they differ from
-// those in force, and connects the eager ones now: a server that does not
-// answer its initialize makes the configuration fail. The rest connect
-// once the configuration is committed.
-func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
+// those in force, and connects the eager ones now (under netOpts, the
+// configuration's outbound options): a server that does not answer its
+// initialize makes the configuration fail. The rest connect once the
+// configuration is committed.
+func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*preparedRemote, error) {
 	keyBytes, _ := json.Marshal(c.MCPServers)
 	p := &preparedRemote{key: string(keyBytes)}
 	e.remote.mu.Lock()
@@ -208,8 +213,11 @@ func (e *Engine) prepareRemote(c *config.Config) (*preparedRemote, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.transport, err = e.out.client.NewTransport(netOpts); err != nil {
+		return nil, fmt.Errorf("network.allow_hosts: %v", err) // checked by prepareModels already
+	}
 	var m *mcp.Manager
-	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: e.out.client.HTTPClient(),
+	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
 		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
 	if err != nil {
@@ -252,6 +260,9 @@ func (e *Engine) commitRemote(p *preparedRemote) (left []*toolbox.Tool) {
 	}
 	old, oldTools := e.remote.manager, e.remote.tools
 	e.remote.manager, e.remote.key, e.remote.tools = p.manager, p.key, map[string][]*toolbox.Tool{}
+	if p.transport != nil {
+		p.transport.Commit() // the client is configured already (commitModels)
+	}
 	gone := map[*toolbox.Tool]bool{}
 	for _, list := range oldTools {
 		for _, t := range list {

@@ -41,7 +41,7 @@ type MCP struct {
 
 // Network is the [network] table.
 type Network struct {
-	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url). A name that resolves to a link-local or metadata address is refused unless that address is listed."`
+	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A name that resolves to a link-local or metadata address is refused unless that address is listed."`
 }
 
 // Evaluator is the [evaluator] table.
@@ -59,7 +59,7 @@ type LLM struct {
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
 	ContextWindow      int    `key:"context_window" default:"0" min:"0" max:"100000000" doc:"The model's context in tokens: context.turn.token_usage is the last call's tokens over it (0: unknown, token_usage stays 0)."`
 	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 429, 502, 503, 504 or a dropped connection, with backoff honouring Retry-After."`
-	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator or an HTTP tool; past it the call fails."`
+	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
 	EmbeddingModel     string `key:"embedding_model" default:"''" doc:"The model of POST base_url/embeddings (OpenAI's format), which semantic rule conditions use. Empty: a rule with a semantic condition does not load."`

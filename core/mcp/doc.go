@@ -9,9 +9,10 @@
 //     URL) and turns their tools into ToolSpecs the engine registers as
 //     Clara tools, under Clara's policy, rules, limits and audit.
 //
-// It imports core/protocol, core/toolbox and core/logging, never the engine
-// (core) nor core/rules: what it needs of the engine comes through the Host
-// interface and the callbacks of ManagerOptions.
+// It imports core/protocol, core/toolbox, core/logging and core/secrets
+// (the Manager cuts every secret out of what a server sends back), never
+// the engine (core) nor core/rules: what it needs of the engine comes
+// through the Host interface and the callbacks of ManagerOptions.
 //
 // Goroutines: Server runs one goroutine that keeps the served tool list in
 // step with Host.Tools, one per session to see it end, and the SDK's own per

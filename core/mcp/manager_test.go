@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core/protocol"
@@ -36,7 +37,8 @@ func TestMain(m *testing.M) {
 // helperServer is a stdio MCP server of a few tools, in a child process:
 //
 //	tools   echo, pid, env (SECRET_CHILD), grandchild (its sleeping child's pid),
-//	        and writes the secret to stderr at start
+//	        leak_error and leak_tool_error (SECRET_CHILD in a JSON-RPC error, in
+//	        an isError result), and writes the secret to stderr at start
 //	hang    reads stdin and never answers
 //	clara   core/mcp's Server over a Host whose only tool is echo (bench)
 //	sdk     the SDK's bare server whose echo handler does nothing else (bench)
@@ -71,6 +73,8 @@ func helperServer(mode string) int {
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "starting with secret %s\n", os.Getenv("SECRET_CHILD"))
+	// A line longer than the log keeps, the secret across the cut.
+	fmt.Fprintf(os.Stderr, "%s%s and more\n", strings.Repeat("x", 500), os.Getenv("SECRET_CHILD"))
 	s := sdk.NewServer(&sdk.Implementation{Name: "helper"}, nil)
 	text := func(s string) *sdk.CallToolResult {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
@@ -84,7 +88,13 @@ func helperServer(mode string) int {
 	})
 	s.AddTool(&sdk.Tool{Name: "env", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		_, hasOther := os.LookupEnv("CLARA_MCP_TEST_OTHER")
-		return text(fmt.Sprintf("%s %v", os.Getenv("SECRET_CHILD"), hasOther)), nil
+		return text(fmt.Sprintf("%s %d %v", os.Getenv("SECRET_CHILD"), len(os.Getenv("SECRET_CHILD")), hasOther)), nil
+	})
+	s.AddTool(&sdk.Tool{Name: "leak_error", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32000, Message: "cannot use " + os.Getenv("SECRET_CHILD")}
+	})
+	s.AddTool(&sdk.Tool{Name: "leak_tool_error", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "refused " + os.Getenv("SECRET_CHILD")}}}, nil
 	})
 	var mu sync.Mutex
 	var sleeper *os.Process
@@ -492,13 +502,24 @@ func TestManagerStdioProcess(t *testing.T) {
 	if tools["helper__pid"].Descriptor.Capabilities[0] != toolbox.CapExec {
 		t.Errorf("capabilities: %v", tools["helper__pid"].Descriptor.Capabilities)
 	}
-	// env_from reaches the child; the rest of the environment does not.
-	if got := call("helper__env"); got != "hunter2-very-secret false" {
+	// env_from reaches the child (its value, a secret, is cut out of the
+	// result); the rest of the environment does not.
+	if got := call("helper__env"); got != "[redacted] 19 false" {
 		t.Errorf("env: %q", got)
 	}
-	// The secret the server wrote to stderr is blotted out of the log.
+	// The secret the server wrote to stderr is blotted out of the log,
+	// the long line's too, which is cut after it is redacted (issue 25,
+	// finding 7: the log kept the key's first 12 characters).
 	waitFor(t, func() bool { return strings.Contains(sink.text(), "starting with secret [redacted]") }, "the stderr line in the log")
-	if strings.Contains(sink.text(), "hunter2") {
+	waitFor(t, func() bool { return strings.Contains(sink.text(), "xxxx[redacted]") }, "the long stderr line in the log")
+	// A server's errors do not bring it back either.
+	for _, tool := range []string{"helper__leak_error", "helper__leak_tool_error"} {
+		_, err := tools[tool].Run(context.Background(), toolbox.Call{Arguments: []byte(`{}`)})
+		if err == nil || !strings.Contains(err.Error(), "[redacted]") || strings.Contains(err.Error(), "hunter") {
+			t.Errorf("%s: %v", tool, err)
+		}
+	}
+	if strings.Contains(sink.text(), "hunter") {
 		t.Errorf("the secret reached the log:\n%s", sink.text())
 	}
 

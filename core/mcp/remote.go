@@ -15,11 +15,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -252,15 +254,15 @@ func (r *remote) dial() (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client}
+		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
 	default:
-		env, secrets, err := r.environment()
+		env, err := r.environment()
 		if err != nil {
 			return nil, err
 		}
 		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
 		cmd.Env = env
-		c.stderr = newStderrTail(r.m.log, r.cfg.Name, secrets)
+		c.stderr = newStderrTail(r.m.log, r.cfg.Name, r.m.red)
 		cmd.Stderr = c.stderr
 		c.proc = newProcess(cmd)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
@@ -297,9 +299,9 @@ func startError(err error) string {
 	return err.Error()
 }
 
-// environment is the child's environment and the values to keep out of
-// logs.
-func (r *remote) environment() (env, secrets []string, err error) {
+// environment is the child's environment; lookupEnv makes the env_from
+// values secrets.
+func (r *remote) environment() (env []string, err error) {
 	for _, k := range inheritedEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
@@ -314,14 +316,11 @@ func (r *remote) environment() (env, secrets []string, err error) {
 		source := r.cfg.EnvFrom[child]
 		v, ok := r.m.lookupEnv(source)
 		if !ok {
-			return nil, nil, fmt.Errorf("mcp server %q: env_from: %s is not set (it gives %s)", r.cfg.Name, source, child)
+			return nil, fmt.Errorf("mcp server %q: env_from: %s is not set (it gives %s)", r.cfg.Name, source, child)
 		}
 		env = append(env, child+"="+v)
-		if v != "" {
-			secrets = append(secrets, v)
-		}
 	}
-	return env, secrets, nil
+	return env, nil
 }
 
 // httpClient is the Manager's client, with the server's headers_env read
@@ -593,8 +592,27 @@ func remarshal(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// runner is the toolbox.Func of one remote tool.
+// runner is the toolbox.Func of one remote tool. Every secret is cut out
+// of what it returns: the server may echo a header, or its environment.
 func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
+	run := r.run(tool, returnsJSON)
+	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		out, err := run(ctx, call)
+		var perr *protocol.Error
+		if errors.As(err, &perr) {
+			return nil, &protocol.Error{Code: perr.Code, Message: r.m.red.String(perr.Message), Details: r.m.red.JSON(perr.Details), Cause: perr.Cause}
+		}
+		if err != nil {
+			return nil, err // the call's context ended
+		}
+		if returnsJSON {
+			return r.m.red.JSON(out), nil
+		}
+		return r.m.red.Bytes(out), nil // text
+	}
+}
+
+func (r *remote) run(tool string, returnsJSON bool) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 		c, err := r.session(ctx)
 		if err != nil {
@@ -613,23 +631,38 @@ func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
 				return nil, ctx.Err()
 			}
 			return nil, &protocol.Error{Code: protocol.ToolFailed,
-				Message: fmt.Sprintf("mcp server %q: %v", r.cfg.Name, err), Cause: err}
+				Message: fmt.Sprintf("mcp server %q: %s", r.cfg.Name, callError(err)), Cause: err}
 		}
 		return claraResult(r.cfg.Name, tool, res, returnsJSON)
 	}
 }
 
-// stderrTail logs a stdio server's stderr at debug level, a line at a
-// time with the env_from values blotted out, and keeps its last lines for
-// the error that says why the server stopped.
-type stderrTail struct {
-	log     *logging.Logger
-	server  string
-	secrets []string
+// callError is the text of a failed call. The SDK's own cap on an event
+// of the server's stream is the transport's (ManagerOptions.HTTPClient):
+// say which key sets it.
+func callError(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "SSE event exceeded") {
+		msg += " (llm.max_response_bytes)"
+	}
+	return msg
+}
 
-	mu      sync.Mutex
-	partial []byte
-	lines   []string
+// stderrTail logs a stdio server's stderr at debug level, a line at a
+// time with every secret cut out, and keeps its last lines for the error
+// that says why the server stopped. A line is redacted before it is cut
+// to maxLineSize (cut first, a secret across the cut would keep its
+// start); past the room to see a secret whole, the rest of a line is
+// dropped.
+type stderrTail struct {
+	log    *logging.Logger
+	server string
+	red    *secrets.Redactor
+
+	mu       sync.Mutex
+	partial  []byte
+	skipping bool // the rest of a line already cut
+	lines    []string
 }
 
 const (
@@ -637,35 +670,52 @@ const (
 	maxLineSize = 512
 )
 
-func newStderrTail(log *logging.Logger, server string, secrets []string) *stderrTail {
-	return &stderrTail{log: log, server: server, secrets: secrets}
+func newStderrTail(log *logging.Logger, server string, red *secrets.Redactor) *stderrTail {
+	return &stderrTail{log: log, server: server, red: red}
 }
 
 func (t *stderrTail) Write(p []byte) (int, error) {
+	n := len(p)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.partial = append(t.partial, p...)
-	for {
-		i := bytes.IndexByte(t.partial, '\n')
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			if len(t.partial) > maxLineSize {
-				t.line(t.partial)
-				t.partial = t.partial[:0]
+			if !t.skipping {
+				t.partial = append(t.partial, p...)
+				// Room for a secret that starts at the cut, escaped.
+				if len(t.partial) > maxLineSize+12*t.red.Len() {
+					t.line(t.partial, true)
+					t.partial, t.skipping = t.partial[:0], true
+				}
 			}
-			return len(p), nil
+			break
 		}
-		t.line(t.partial[:i])
-		t.partial = t.partial[i+1:]
+		if t.skipping {
+			t.skipping = false
+		} else {
+			t.line(append(t.partial, p[:i]...), false)
+		}
+		t.partial = t.partial[:0]
+		p = p[i+1:]
 	}
+	return n, nil
 }
 
-func (t *stderrTail) line(b []byte) {
-	if len(b) > maxLineSize {
-		b = b[:maxLineSize]
-	}
+// line logs and keeps one line; cut says that it goes on.
+func (t *stderrTail) line(b []byte, cut bool) {
 	s := strings.ToValidUTF8(strings.TrimRight(string(b), "\r"), "?")
-	for _, secret := range t.secrets {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
+	if cut {
+		s = t.red.Head(s) // nor the start of a secret the cut left
+	} else {
+		s = t.red.String(s)
+	}
+	if len(s) > maxLineSize || cut {
+		end := min(len(s), maxLineSize)
+		for end > 0 && end < len(s) && !utf8.RuneStart(s[end]) {
+			end--
+		}
+		s = s[:end] + "…"
 	}
 	if strings.TrimSpace(s) == "" {
 		return
