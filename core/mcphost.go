@@ -44,6 +44,11 @@ func (h mcpHost) Tools() []mcp.ToolInfo {
 func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, progress mcp.ProgressFunc) ([]byte, *protocol.Error) {
 	e := h.e
 	s := e.current.Load()
+	args, perr := mcpArguments(args, s.limits)
+	if perr != nil {
+		e.logFailure(name, perr)
+		return nil, perr
+	}
 	c := &toolCall{name: name, session: session, args: args,
 		scope: toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(session)}, rep: &report{}}
 	if progress != nil {
@@ -54,6 +59,34 @@ func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, pr
 		e.logFailure(name, perr)
 	}
 	return result, perr
+}
+
+// mcpArguments checks a client's arguments as a request's are checked,
+// with the same scanner and limits (limits.max_request_bytes,
+// limits.max_depth, valid UTF-8, no key twice), and that they are a JSON
+// object, as every tool is promised; they come back compact. The SDK has
+// only decoded them as far as JSON goes, at any depth up to its own.
+func mcpArguments(args []byte, lim protocol.Limits) ([]byte, *protocol.Error) {
+	if lim.MaxRequestBytes > 0 && len(args) > lim.MaxRequestBytes {
+		return nil, protocol.Errorf(protocol.InvalidRequest,
+			"the arguments are %d bytes, more than limits.max_request_bytes (%d)", len(args), lim.MaxRequestBytes)
+	}
+	sc, serr := protocol.ScanStrict(args, lim.MaxDepth)
+	if serr != nil {
+		if serr.TooDeep {
+			return nil, protocol.Errorf(protocol.InvalidRequest,
+				"the arguments nest deeper than limits.max_depth (%d) at byte %d", lim.MaxDepth, serr.Offset)
+		}
+		return nil, protocol.Errorf(protocol.InvalidArgs, "the arguments are not valid JSON: %v", serr)
+	}
+	doc := args[sc.Start:sc.End]
+	if doc[0] != '{' {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "the arguments must be a JSON object, not %s", protocol.KindOf(doc[0]))
+	}
+	if sc.Spaced {
+		doc = protocol.AppendCompact(nil, doc)
+	}
+	return doc, nil
 }
 
 func (h mcpHost) OnToolsChanged(fn func()) (stop func()) { return h.e.tools.OnChange(fn) }

@@ -55,6 +55,35 @@ class TestMCP(ClaraTestCase):
                            "params": {"name": "shout", "arguments": {"text": 5}}}, sid)
         self.assertTrue(bad["result"]["isError"])
 
+    def session(self, url):
+        """An initialized MCP session on url: its id."""
+        _, sid = rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "py", "version": "1"}}})
+        rpc(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+        return sid
+
+    def test_arguments_must_be_an_object_within_the_limits(self):
+        # Issue 25, findings 18 and 19: what a client sends as arguments is
+        # scanned as a request is, and must be an object; echo would hand
+        # anything back, and 600 levels made the envelope too deep for Python.
+        url = clara.mcp_listen("127.0.0.1:0")
+        sid = self.session(url)
+        for i, args in enumerate([[1, 2], "text", 5, True]):
+            res, _ = rpc(url, {"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                               "params": {"name": "echo", "arguments": args}}, sid)
+            self.assertTrue(res["result"]["isError"], res)
+            self.assertEqual(res["result"]["_meta"]["clara/error"], "invalid_args")
+            self.assertIn("must be a JSON object", res["result"]["content"][0]["text"])
+        deep = json.loads('{"a":' + "[" * 600 + "]" * 600 + "}")
+        res, _ = rpc(url, {"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": deep}}, sid)
+        self.assertTrue(res["result"]["isError"])
+        self.assertEqual(res["result"]["_meta"]["clara/error"], "invalid_request")
+        self.assertIn("limits.max_depth (512)", res["result"]["content"][0]["text"])
+        res, _ = rpc(url, {"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"a": [1]}}}, sid)
+        self.assertEqual(res["result"]["structuredContent"], {"a": [1]})
+
     def test_refusals(self):
         with self.assertRaises(clara.InvalidRequest) as cm:
             clara.mcp_listen("0.0.0.0:0")
