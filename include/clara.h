@@ -467,7 +467,12 @@ int clara_mcp_serve_stdio(int in_fd, int out_fd);
  *
  * addr is "HOST:PORT" (port 0 picks one). Only loopback addresses unless
  * mcp.allow_remote = true; with mcp.token_env set, every request must carry
- * Authorization: Bearer TOKEN.
+ * Authorization: Bearer TOKEN. The listener takes the [mcp] settings in
+ * force when this is called and keeps them (one started earlier keeps its
+ * own until clara_mcp_stop()). At most mcp.max_sessions sessions are open
+ * at once over every listener; an initialize beyond is answered HTTP 503
+ * with a JSON-RPC error. A session idle for mcp.session_idle_timeout_ms
+ * ends.
  *
  * Ownership: addr is borrowed; the returned string is malloc'd (free it
  *            with clara_free_string()).

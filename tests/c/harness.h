@@ -43,5 +43,6 @@ void tests_ownership(void);
 void tests_async(void);
 void tests_chat(void);
 void tests_nested(void);
+void tests_mcp(void);
 
 #endif

@@ -3,6 +3,7 @@ called by an MCP client speaking Streamable HTTP (JSON-RPC over HTTP with
 server-sent events), clara.mcp_stop."""
 
 import json
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -83,6 +84,38 @@ class TestMCP(ClaraTestCase):
         res, _ = rpc(url, {"jsonrpc": "2.0", "id": 21, "method": "tools/call",
                            "params": {"name": "echo", "arguments": {"a": [1]}}}, sid)
         self.assertEqual(res["result"]["structuredContent"], {"a": [1]})
+
+    def test_kv_is_bounded_across_mcp_sessions(self):
+        # Issue 25, finding 4: each MCP session is a Clara session with a
+        # store of its own; kv.max_total_bytes bounds them together, and a
+        # session that ends gives its room back.
+        clara.configure({"kv": {"max_total_bytes": 4096}})
+        url = clara.mcp_listen("127.0.0.1:0")
+        value = "v" * 1500
+        sessions = [self.session(url) for _ in range(3)]
+
+        def kv_set(sid, key):
+            res, _ = rpc(url, {"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                               "params": {"name": "kv_set", "arguments": {"key": key, "value": value}}}, sid)
+            return res["result"]
+
+        self.assertFalse(kv_set(sessions[0], "a").get("isError"))
+        self.assertFalse(kv_set(sessions[1], "a").get("isError"))
+        full = kv_set(sessions[2], "a")
+        self.assertTrue(full["isError"])
+        self.assertEqual(full["_meta"]["clara/error"], "tool_failed")
+        self.assertEqual(full["content"][0]["text"],
+                         "kv_set: the store holds 3006 bytes in all sessions; 1503 more would pass "
+                         "kv.max_total_bytes (4096); delete keys or end sessions first")
+        # The client ends its first session (DELETE): its key goes with it.
+        req = urllib.request.Request(url, headers={"Mcp-Session-Id": sessions[0]}, method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+        for _ in range(500):  # the session ends on Clara's own goroutine
+            if not kv_set(sessions[2], "a").get("isError"):
+                break
+            time.sleep(0.01)
+        else:
+            self.fail("the ended session's room never came back")
 
     def test_refusals(self):
         with self.assertRaises(clara.InvalidRequest) as cm:

@@ -252,7 +252,7 @@ func main() {
 	token := flag.String("token", "", "bearer token required over HTTP")
 	flag.Parse()
 	log := logging.New(func(l logging.Level, m string) { fmt.Fprintf(os.Stderr, "%s: %s\n", l, m) }, logging.Warn)
-	srv := mcp.NewServer(newHost(), mcp.ServerOptions{Name: "clara-testserver", Version: "1", Logger: log, BearerToken: *token})
+	srv := mcp.NewServer(newHost(), mcp.ServerOptions{Name: "clara-testserver", Version: "1", Logger: log})
 	defer srv.Close()
 	if *listen == "" {
 		if err := srv.ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
@@ -261,7 +261,7 @@ func main() {
 		}
 		return
 	}
-	addr, err := srv.Listen(*listen)
+	addr, err := srv.Listen(*listen, mcp.ListenOptions{BearerToken: *token})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
