@@ -57,11 +57,11 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	withTools, err := withPluginTools(c, plugins)
+	withTools, origins, err := withPluginTools(c, plugins, e.tools.Lookup)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(withTools)
+	configured, httpURLs, err := e.compileConfigTools(withTools, origins)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +91,10 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
 	remote, err := e.prepareRemote(c) // last: it may start servers
 	if err != nil {
+		return nil, err
+	}
+	if err := e.checkEagerNames(remote, c.MCPServers, configured); err != nil {
+		e.discard(&prepared{remote: remote})
 		return nil, err
 	}
 	return &prepared{snap: s, configured: configured, remote: remote}, nil

@@ -1,0 +1,147 @@
+"""Remote MCP servers' tools ([[mcp_servers]]) against the host's own:
+whose name a tool may take, what leaves with a server, how many tools a
+server may bring, what a failing server's calls say. The peer is
+mcp_peer.py, a small stdio MCP server run by this interpreter."""
+
+import os
+import sys
+import tempfile
+import time
+
+import clara
+from clara_testcase import ClaraTestCase, HERE
+
+PEER = os.path.join(HERE, "mcp_peer.py")
+
+
+def server(*args, name="peer", **entry):
+    """An [[mcp_servers]] entry running mcp_peer.py with args."""
+    return dict({"name": name, "command": sys.executable, "args": [PEER, *args]}, **entry)
+
+
+class RemoteTestCase(ClaraTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.log = []
+        self.lib.set_log_handler(lambda level, message: self.log.append(message), clara.CLARA_LOG_DEBUG)
+
+    def tearDown(self):
+        self.lib.configure({"mcp_servers": []})
+        super().tearDown()
+
+    def until(self, cond, what):
+        for _ in range(1000):
+            if cond():
+                return
+            time.sleep(0.01)
+        self.fail("no %s within 10 s; the log:\n%s" % (what, "\n".join(self.log)))
+
+    def answers(self, tool, args=None):
+        """The tool's result, or the error code of its envelope."""
+        env = self.lib.evaluate({"tool": tool, "arguments": args or {}})
+        return env["result"] if env["status"] == "success" else env["error"]
+
+
+class TestNames(RemoteTestCase):
+    """Issue 25, finding 15: a remote tool (prefix "") or a plugin's tool
+    replaced a tool the host registered, silently."""
+
+    def register_ping(self):
+        @clara.tool
+        def ping() -> str:
+            """The host's own ping."""
+            return "the host's"
+
+    def test_an_eager_server_may_not_take_a_host_tools_name(self):
+        self.register_ping()
+        env = self.lib.configure({"mcp_servers": [server("--names", "ping,other", prefix="", eager=True)]})
+        self.assertEqual(env["status"], "error", env)
+        self.assertEqual(env["error"], "invalid_request")
+        self.assertEqual(env["message"],
+                         'clara_configure: mcp_servers[0] (peer): its tool "ping" would replace the tool "ping" of '
+                         'the host (clara_register_tool); say replace = true (or replace = ["ping"]) in this entry '
+                         'to let it')
+        self.assertEqual(self.answers("ping"), "the host's")
+        self.assertEqual(self.answers("other"), "unknown_tool")
+
+    def test_a_lazy_server_s_tool_is_left_out(self):
+        self.register_ping()
+        env = self.lib.configure({"mcp_servers": [server("--names", "ping,other", prefix="")]})
+        self.assertEqual(env["status"], "success", env)
+        self.until(lambda: self.answers("other") == "pong from other", "the server's other tool")
+        self.assertEqual(self.answers("ping"), "the host's")
+        self.assertIn('mcp server peer: tool "ping" of mcp server "peer" is left out: it would replace the tool of '
+                      'the host (clara_register_tool) with that name; replace = true in its configuration lets it',
+                      self.log)
+
+    def test_replace_lets_it(self):
+        self.register_ping()
+        env = self.lib.configure({"mcp_servers": [server("--names", "ping,other", prefix="", eager=True,
+                                                         replace=["ping"])]})
+        self.assertEqual(env["status"], "success", env)
+        self.assertEqual(self.answers("ping"), "pong from ping")
+
+    def test_a_built_in_name_is_never_taken(self):
+        env = self.lib.configure({"mcp_servers": [server("--names", "echo", prefix="", eager=True, replace=True)]})
+        self.assertEqual(env["status"], "error", env)
+        self.assertIn('its tool "echo" would take the name of the built-in tool "echo"', env["message"])
+
+    def plugin(self, root, tool_toml):
+        os.makedirs(os.path.join(root, "plugins", "p", "tools"))
+        with open(os.path.join(root, "plugins", "p", "plugin.toml"), "w") as f:
+            f.write('name = "p"\n')
+        path = os.path.join(root, "plugins", "p", "tools", "t.toml")
+        with open(path, "w") as f:
+            f.write(tool_toml)
+        return path
+
+    def test_a_plugin_s_tool_may_not_take_a_host_tools_name(self):
+        self.register_ping()
+        with tempfile.TemporaryDirectory() as root:
+            path = self.plugin(root, '# the plugin\'s tools\n\n[[tools]]\nname = "ping"\n'
+                                     'lua = \'return function(args) return "the plugin" end\'\nreturns = "string"\n')
+            env = self.lib.configure({"project_root": root})
+            self.assertEqual(env["status"], "error", env)
+            self.assertEqual(env["details"], [{"file": path, "line": 3, "message":
+                                               'tool "ping" of plugin "p" would replace the tool "ping" the host '
+                                               'registered; say replace = true in its entry to let it'}])
+            self.assertEqual(self.answers("ping"), "the host's")
+            with open(path, "a") as f:
+                f.write("replace = true\n")
+            env = self.lib.configure({"project_root": root})
+            self.assertEqual(env["status"], "success", env)
+            self.assertEqual(self.answers("ping"), "the plugin")
+
+    def test_the_configuration_s_tools_too(self):
+        self.register_ping()
+        entry = {"name": "ping", "returns": "string", "lua": "return function(args) return 'configured' end"}
+        env = self.lib.configure({"tools": [entry]})
+        self.assertEqual(env["status"], "error", env)
+        self.assertEqual(env["message"], 'clara_configure: tools[0] (ping): tool "ping" of the configuration\'s '
+                                         '[[tools]] would replace the tool "ping" the host registered; say '
+                                         'replace = true in its entry to let it')
+        self.assertEqual(self.answers("ping"), "the host's")
+        env = self.lib.configure({"tools": [dict(entry, replace=True)]})
+        self.assertEqual(env["status"], "success", env)
+        self.assertEqual(self.answers("ping"), "configured")
+
+
+class TestServerRemoval(RemoteTestCase):
+
+    def test_every_tool_leaves_with_its_server(self):
+        # Issue 25, finding 20: a server whose "echo" collided with the
+        # built-in left its other tools registered once it was removed.
+        env = self.lib.configure({"mcp_servers": [server("--names", "echo,one,two", prefix="")]})
+        self.assertEqual(env["status"], "success", env)
+        self.until(lambda: self.answers("two") == "pong from two", "the server's tools")
+        self.assertEqual(self.answers("echo", {"x": 1}), {"x": 1})
+        self.assertEqual(self.lib.configure({"mcp_servers": []})["status"], "success")
+        self.assertEqual(self.answers("one"), "unknown_tool")
+        self.assertEqual(self.answers("two"), "unknown_tool")
+        self.assertEqual(self.answers("echo", {"x": 1}), {"x": 1})
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
