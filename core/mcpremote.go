@@ -180,7 +180,8 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace":
+		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
+			"max_tools", "max_description_bytes", "max_schema_bytes":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
 		}
@@ -228,6 +229,22 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 		return sc, err
 	}
 	sc.Limits.TimeoutMS = int(timeout / time.Millisecond)
+	for _, b := range []struct {
+		key      string
+		min, max int64
+		to       *int
+	}{{"max_tools", 1, 100000, &sc.MaxTools}, {"max_description_bytes", 64, 1 << 20, &sc.MaxDescriptionBytes},
+		{"max_schema_bytes", 256, 16 << 20, &sc.MaxSchemaBytes}} {
+		v, ok := m[b.key]
+		if !ok {
+			continue
+		}
+		n, ok := v.(int64)
+		if !ok || n < b.min || n > b.max {
+			return sc, fmt.Errorf("%s must be an integer from %d to %d", b.key, b.min, b.max)
+		}
+		*b.to = int(n)
+	}
 	return sc, nil
 }
 

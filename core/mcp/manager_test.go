@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -635,4 +636,70 @@ func TestManagerHeadersEnv(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A server's list is bounded (issue 25, finding 5: 100,000 tools held 370
+// MB and filled every catalog): the first MaxTools after allow and deny,
+// the listing stopped there; long descriptions cut; big schemas left out.
+func TestManagerBoundsWhatAServerLists(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "many"}, &sdk.ServerOptions{PageSize: 10})
+	obj := json.RawMessage(`{"type":"object"}`)
+	var listed sync.Map // pages the server was asked for
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				listed.Store(req.GetParams().(*sdk.ListToolsParams).Cursor, true)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	noop := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{}, nil
+	}
+	s.AddTool(&sdk.Tool{Name: "a_long", Description: strings.Repeat("é", 100), Title: strings.Repeat("t", 300), InputSchema: obj}, noop)
+	s.AddTool(&sdk.Tool{Name: "a_schema", InputSchema: json.RawMessage(`{"type":"object","description":"` + strings.Repeat("s", 400) + `"}`)}, noop)
+	s.AddTool(&sdk.Tool{Name: "a_denied", InputSchema: obj}, noop)
+	for i := 0; i < 1000; i++ {
+		s.AddTool(&sdk.Tool{Name: fmt.Sprintf("t%04d", i), InputSchema: obj}, noop)
+	}
+	sink := &logSink{}
+	m, err := NewManager([]ServerConfig{{Name: "many", Deny: []string{"a_denied"}, MaxTools: 25, MaxDescriptionBytes: 101, MaxSchemaBytes: 300,
+		dial: func(ctx context.Context) (sdk.Transport, error) {
+			t1, t2 := sdk.NewInMemoryTransports()
+			if _, err := s.Connect(ctx, t1, nil); err != nil {
+				return nil, err
+			}
+			return t2, nil
+		}}}, ManagerOptions{Logger: sink.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 25 kept: a_long, a_schema (then left out for its schema), t0000..t0022.
+	tools := byName(specs)
+	if len(specs) != 24 || tools["many__t0022"].RemoteName != "t0022" || tools["many__t0023"].RemoteName != "" || tools["many__a_schema"].RemoteName != "" {
+		t.Errorf("%d tools: %v", len(specs), mustJSON(t, specs))
+	}
+	long := tools["many__a_long"]
+	if d := long.Descriptor.Description; d != strings.Repeat("é", 50) || len(long.Title) != 101 {
+		t.Errorf("the long description (%d bytes, valid %v) and title (%d bytes)", len(d), utf8.ValidString(d), len(long.Title))
+	}
+	n := 0
+	listed.Range(func(any, any) bool { n++; return true })
+	if n != 3 {
+		t.Errorf("%d pages were fetched, for 25 tools of pages of 10", n)
+	}
+	for _, want := range []string{
+		`mcp server "many" lists more than 25 tools (its max_tools): the first 25 are kept`,
+		`mcp server "many": tool "a_long": description of 300 bytes cut to the 101 of max_description_bytes`,
+		`mcp server "many": tool "a_schema" left out: its schema is 434 bytes, over the 300 of max_schema_bytes`,
+	} {
+		if !strings.Contains(sink.text(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, sink.text())
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -484,12 +485,26 @@ func (r *remote) toolList(ctx context.Context) ([]ToolSpec, error) {
 func (r *remote) refresh(ctx context.Context, c *conn) ([]ToolSpec, error) {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
+	// Only what allow and deny keep is kept, and no more than MaxTools:
+	// the listing stops there (the SDK fetches no further page).
 	var listed []*sdk.Tool
+	more := false
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("mcp server %q: listing tools: %v", r.cfg.Name, err)
 		}
+		if t == nil || (r.allow != nil && !r.allow[t.Name]) || r.deny[t.Name] {
+			continue
+		}
+		if len(listed) == r.cfg.MaxTools {
+			more = true
+			break
+		}
 		listed = append(listed, t)
+	}
+	if more {
+		logf(r.m.log, logging.Warn, "mcp server %q lists more than %d tools (its max_tools): the first %d are kept, the rest left out; tools = { allow = [...] } chooses them",
+			r.cfg.Name, r.cfg.MaxTools, r.cfg.MaxTools)
 	}
 	tools := r.specs(listed)
 	key, err := json.Marshal(tools) // Run is not marshalled: the key is the descriptors
@@ -542,6 +557,20 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 		if err != nil {
 			output = nil
 		}
+		if n := max(len(schema), len(output)); n > r.cfg.MaxSchemaBytes {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q left out: its schema is %d bytes, over the %d of max_schema_bytes",
+				r.cfg.Name, t.Name, n, r.cfg.MaxSchemaBytes)
+			continue
+		}
+		description, title := t.Description, t.Title
+		if t.Annotations != nil && title == "" {
+			title = t.Annotations.Title
+		}
+		if len(description) > r.cfg.MaxDescriptionBytes || len(title) > r.cfg.MaxDescriptionBytes {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q: description of %d bytes cut to the %d of max_description_bytes",
+				r.cfg.Name, t.Name, max(len(description), len(title)), r.cfg.MaxDescriptionBytes)
+			description, title = cutUTF8(description, r.cfg.MaxDescriptionBytes), cutUTF8(title, r.cfg.MaxDescriptionBytes)
+		}
 		returns := toolbox.ReturnsString
 		if output != nil {
 			returns = toolbox.ReturnsJSON
@@ -551,22 +580,19 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 			RemoteName: t.Name,
 			Descriptor: toolbox.Descriptor{
 				Name:         name,
-				Description:  t.Description,
+				Description:  description,
 				InputSchema:  schema,
 				Returns:      returns,
 				Capabilities: []string{capability},
 				Limits:       r.cfg.Limits,
 				LLMVisible:   true,
 			},
-			Title:        t.Title,
+			Title:        title,
 			OutputSchema: output,
 			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
 		}
 		if t.Annotations != nil {
 			spec.Idempotent = t.Annotations.IdempotentHint
-			if spec.Title == "" {
-				spec.Title = t.Annotations.Title
-			}
 		}
 		// What the engine will do with it: refuse it here rather than there.
 		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
@@ -576,6 +602,17 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 		out = append(out, spec)
 	}
 	return out
+}
+
+// cutUTF8 is s cut to at most n bytes, at a character's start.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // remarshal is a schema the client decoded (a map), as compact JSON.

@@ -127,6 +127,40 @@ class TestNames(RemoteTestCase):
         self.assertEqual(self.answers("ping"), "configured")
 
 
+class TestListBounds(RemoteTestCase):
+    """Issue 25, finding 5: a server listing 100,000 tools held 370 MB,
+    filled every catalog and made clara.tools() raise OutputTooLarge."""
+
+    def peer_tools(self):
+        return sorted(t["name"] for t in clara.tools() if t["name"].startswith("peer__"))
+
+    def test_a_server_s_list_is_bounded_by_default(self):
+        env = self.lib.configure({"mcp_servers": [server("--tools", "3000", "--desc-bytes", "10000", eager=True)]})
+        self.assertEqual(env["status"], "success", env)
+        names = self.peer_tools()
+        self.assertEqual(len(names), 256)
+        self.assertEqual(names[0], "peer__ping")
+        self.assertEqual(names[-1], "peer__t00254")
+        described = [t for t in clara.tools() if t["name"] == "peer__t00000"][0]
+        self.assertEqual(described["description"], "d" * 8192)
+        self.assertIn('mcp: mcp server "peer" lists more than 256 tools (its max_tools): the first 256 are kept, the rest '
+                      'left out; tools = { allow = [...] } chooses them', self.log)
+
+    def test_the_limits_are_the_entry_s(self):
+        env = self.lib.configure({"mcp_servers": [server("--tools", "30", "--schema-bytes", "1000", eager=True,
+                                                         max_tools=10, max_schema_bytes=2048)]})
+        self.assertEqual(env["status"], "success", env)
+        self.assertEqual(len(self.peer_tools()), 10)
+        env = self.lib.configure({"mcp_servers": [server("--tools", "30", "--schema-bytes", "1000", eager=True,
+                                                         max_schema_bytes=512)]})
+        self.assertEqual(env["status"], "success", env)
+        self.assertEqual(self.peer_tools(), [])
+        self.assertIn('mcp: mcp server "peer": tool "t00029" left out: its schema is 1034 bytes, over the 512 of '
+                      'max_schema_bytes', self.log)
+        env = self.lib.configure({"mcp_servers": [server(max_tools=0)]})
+        self.assertEqual(env["message"], "clara_configure: mcp_servers[0]: max_tools must be an integer from 1 to 100000")
+
+
 class TestServerRemoval(RemoteTestCase):
 
     def test_every_tool_leaves_with_its_server(self):
