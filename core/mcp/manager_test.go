@@ -370,7 +370,10 @@ func TestManagerRestartsAfterCrash(t *testing.T) {
 	if n := rs.dialCount(); n != 2 {
 		t.Errorf("%d dials, want 2", n)
 	}
-	if !strings.Contains(sink.text(), `mcp server "r" stopped: `) || !strings.Contains(sink.text(), `; restarting in 250ms`) {
+	// The watcher or the call that met the dead connection, whichever came
+	// first, logs it.
+	if !strings.Contains(sink.text(), `mcp server "r" stopped: `) && !strings.Contains(sink.text(), `mcp server "r" closed the connection during the call`) ||
+		!strings.Contains(sink.text(), `; restarting in 250ms`) {
 		t.Errorf("the crash is not in the log:\n%s", sink.text())
 	}
 	// Same tools after the restart: the owner is not told again.
@@ -701,5 +704,40 @@ func TestManagerBoundsWhatAServerLists(t *testing.T) {
 		if !strings.Contains(sink.text(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, sink.text())
 		}
+	}
+}
+
+// A call made while the server waits out its restart backoff says so at
+// once when the restart comes after its deadline (issue 25, finding 23: it
+// ran into the deadline and read "ran past its deadline").
+func TestManagerCallDuringRestartBackoff(t *testing.T) {
+	rs := newRemoteServer()
+	m, err := NewManager([]ServerConfig{{Name: "r", dial: rs.dial}}, ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := byName(specs)["r__echo"]
+	rs.mu.Lock()
+	rs.hang = true // the restarts never come up: the backoff grows
+	rs.mu.Unlock()
+	rs.crash()
+	var last error
+	waitFor(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		_, last = echo.Run(ctx, toolbox.Call{Arguments: []byte(`{"message":"x"}`)})
+		return last != nil && time.Since(t0) < 50*time.Millisecond && strings.Contains(last.Error(), "after this call's deadline")
+	}, "a call refused at once during the backoff")
+	var perr *protocol.Error
+	if !errors.As(last, &perr) || perr.Code != protocol.ToolFailed ||
+		!strings.HasPrefix(perr.Message, `mcp server "r" `) || !strings.Contains(perr.Message, "; it restarts in ") ||
+		!strings.HasSuffix(perr.Message, ", after this call's deadline") {
+		t.Errorf("%v", last)
 	}
 }

@@ -161,6 +161,31 @@ class TestListBounds(RemoteTestCase):
         self.assertEqual(env["message"], "clara_configure: mcp_servers[0]: max_tools must be an integer from 1 to 100000")
 
 
+class TestFailingServers(RemoteTestCase):
+    """Issue 25, finding 23: what a failing server's calls say."""
+
+    def test_a_message_over_16_mib_and_the_call_after_it(self):
+        env = self.lib.configure({"mcp_servers": [server("--reply-bytes", str(17 << 20), eager=True, timeout_ms=20000)]})
+        self.assertEqual(env["status"], "success", env)
+        big = self.lib.evaluate({"tool": "peer__big"})
+        self.assertEqual(big["error"], "tool_failed")
+        self.assertEqual(big["message"], 'mcp server "peer" sent a message of more than 16 MiB, the most Clara reads, '
+                                         'and its connection was closed; it starts again')
+        # The next call waits for the new connection; it once failed with
+        # "client is closing".
+        self.assertEqual(self.answers("peer__ping"), "pong from ping")
+
+    def test_a_server_in_its_restart_backoff_says_so(self):
+        env = self.lib.configure({"mcp_servers": [server("--exit-on-call", eager=True, timeout_ms=300)]})
+        self.assertEqual(env["status"], "success", env)
+        messages = [self.lib.evaluate({"tool": "peer__ping"})["message"] for _ in range(8)]
+        for m in messages:
+            self.assertNotIn("ran past its deadline", m, messages)
+            self.assertTrue(m.startswith('mcp server "peer" '), messages)
+        self.assertRegex(messages[-1], r'^mcp server "peer" (stopped: exit status 3|closed the connection during the call); '
+                                       r"it restarts in [\d.]+m?s, after this call's deadline$")
+
+
 class TestServerRemoval(RemoteTestCase):
 
     def test_every_tool_leaves_with_its_server(self):
