@@ -451,9 +451,11 @@ void clara_set_input_handler(clara_input_fn fn, void *userdata);
 /*
  * clara_mcp_serve_stdio - serve MCP over a pair of descriptors.
  *
- * Runs on the calling thread until the client closes in_fd's other end or
- * clara_mcp_stop() is called. The descriptors stay the caller's: Clara
- * does not close them.
+ * Runs on the calling thread until the client closes in_fd's other end (and
+ * the answers to what it asked before are written) or clara_mcp_stop() is
+ * called. A line that is not a JSON-RPC message is answered with the
+ * JSON-RPC error; the session goes on. The descriptors stay the caller's:
+ * Clara does not close them.
  *
  * Returns: CLARA_OK when the session ended; -CLARA_EINVAL when serving
  *          could not start (mcp.token_env names an unset variable, a bad

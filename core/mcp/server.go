@@ -392,7 +392,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(stop, cancel)()
-	ss, err := s.mcp.Connect(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}, nil)
+	streams := newStdioStreams(ctx, in, out)
+	ss, err := s.mcp.Connect(ctx, &sdk.IOTransport{Reader: streams.reader(), Writer: streams.writer(),
+		MaxLineLength: 2 * maxStdioLine}, nil) // the streams keep to maxStdioLine; this is the SDK's own guard
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -430,10 +432,6 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	}
 	return fmt.Errorf("mcp: %w", err)
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // Listen serves the Streamable HTTP transport at http://ADDR/mcp with the
 // settings of opts and returns the address it bound (useful with port 0)

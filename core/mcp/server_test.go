@@ -1,9 +1,11 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -611,5 +613,65 @@ func TestListenersKeepTheirOwnSettings(t *testing.T) {
 	}
 	if _, err := srv.Listen("0.0.0.0:0", ListenOptions{BearerToken: "s3cret"}); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("a non-loopback address after one with AllowRemote: %v", err)
+	}
+}
+
+// A stdio client's bad line is answered and the session goes on; at the
+// end of the input the answers still being worked on are written before
+// ServeStdio returns (issue 25, finding 23: the SDK ended the session at
+// the first bad line and dropped what was in flight at EOF).
+func TestStdioBadLinesAndTheEndOfInput(t *testing.T) {
+	slow := testTool{info: ToolInfo{Name: "slow"}, run: func(ctx context.Context, _ string, args []byte, _ ProgressFunc) ([]byte, *protocol.Error) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, protocol.Errorf(protocol.ToolFailed, "cancelled")
+		}
+		return []byte(`"slept"`), nil
+	}}
+	srv := NewServer(newTestHost(slow, echoTool("echo")), ServerOptions{})
+	defer srv.Close()
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`not json`,
+		`{"jsonrpc":"2.0","id":"weird","method":7}`,
+		`   `,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{}}}`,
+		`[{"jsonrpc":"2.0","id":9,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow","arguments":{}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"last":true}}}`, // no end of line
+	}, "\n")
+	var out bytes.Buffer
+	if err := srv.ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	byID := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		key := string(m.ID)
+		if m.Error != nil {
+			key += fmt.Sprintf(" error %d", m.Error.Code)
+		}
+		byID[key] += line
+	}
+	for _, want := range []string{"1", "null error -32700", `"weird" error -32600`, "null error -32600", "2", "3", "5"} {
+		if byID[want] == "" {
+			t.Errorf("no answer %s in:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(byID["2"], `slept`) || !strings.Contains(byID["5"], `"last":true`) {
+		t.Errorf("the answers in flight at the end:\n%s", out.String())
+	}
+	if !strings.Contains(byID["null error -32600"], "batches are not part of MCP 2025-11-25") {
+		t.Errorf("a batch: %s", byID["null error -32600"])
 	}
 }
