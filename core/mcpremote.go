@@ -43,8 +43,8 @@ type preparedRemote struct {
 	// transport carries the url servers' requests: under the prepared
 	// allowlist until committed, then the one in force.
 	transport *llm.Transport
-	eager   []string     // servers connected while preparing, in configuration order
-	replace map[string]replaceRule
+	eager     []string // servers connected while preparing, in configuration order
+	replace   map[string]replaceRule
 }
 
 // checkEagerNames finds the tools of the servers connected while preparing
