@@ -245,7 +245,7 @@ build/stress_workers: tests/c/stress_workers.c include/clara.h lib/libclara.so
 test-valgrind: build/harness ## the C harness under valgrind memcheck: no leaks from Clara
 	bash tests/c/valgrind.sh build/harness
 
-test-python: wheel build/llmserver ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
+test-python: wheel build/llmserver bin/clara ## the Python package: the wheel in a fresh venv, its tests, mypy --strict
 	bash tests/python/run.sh $(WHEEL)
 
 build/clips_tool_driver: tests/clips/tool_driver.c $(BRIDGE) include/clara.h lib/libclara.so $(CLIPS_DEPS) $(CLIPS_STAMP)

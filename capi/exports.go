@@ -408,13 +408,41 @@ func (t *callTable) loadAndDelete(id uintptr) *toolCall {
 var (
 	toolCalls  callTable
 	nextCallID atomic.Uintptr
+	// overdueCalls counts the calls given up on at their deadline whose
+	// tool has not returned yet: each holds a worker thread until it does
+	// (Clara cannot stop C code). Past limits.max_overdue_calls, calls of
+	// C tools are refused instead of each taking one more thread, so that
+	// a tool that never returns cannot exhaust the process's threads. The
+	// worker may report the end (claraGoJobAbandoned) before the caller
+	// counts the call: the count may dip below zero for that moment.
+	overdueCalls atomic.Int64
 )
+
+// overdueRefusal is why a call of tool is not started, or "" when it may
+// be: one atomic load while no call is overdue.
+func overdueRefusal(tool *toolbox.Tool) string {
+	n := overdueCalls.Load()
+	if n <= 0 {
+		return ""
+	}
+	max := int64(engine.Config().Limits.MaxOverdueCalls)
+	if n < max {
+		return ""
+	}
+	name := ""
+	if tool != nil {
+		name = tool.Name
+	}
+	return fmt.Sprintf("tool %q was not started: %d calls of C or Python tools ran past their deadline and have not "+
+		"returned (limits.max_overdue_calls), each holding a thread; calls run again once one of them returns", name, max)
+}
 
 // cTool wraps a C function as a self-timed toolbox.Func: the function runs
 // on a worker thread of workers.c while the caller waits there, in C, until
 // the call's deadline. A call past its deadline is abandoned: the worker
-// finishes it later and claraGoJobAbandoned releases the tool then. A tool
-// whose descriptor says "on_caller_thread" is called right here instead,
+// finishes it later and claraGoJobAbandoned releases the tool then; while
+// limits.max_overdue_calls such calls run on, the next is refused before it
+// is handed over (overdueCalls). A tool whose descriptor says "on_caller_thread" is called right here instead,
 // on the caller's thread: no handoff, and no way to stop waiting for it.
 func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
@@ -422,6 +450,12 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		if d, ok := ctx.Deadline(); ok {
 			if timeout = C.longlong(time.Until(d)); timeout <= 0 {
 				timeout = 1
+			}
+		}
+		onCaller := call.Tool != nil && call.Tool.OnCallerThread
+		if !onCaller {
+			if why := overdueRefusal(call.Tool); why != "" {
+				return nil, errors.New(why)
 			}
 		}
 		id := nextCallID.Add(1)
@@ -442,7 +476,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 			argp = (*C.char)(unsafe.Pointer(&call.Arguments[0]))
 		}
 		n := C.size_t(len(call.Arguments))
-		if call.Tool != nil && call.Tool.OnCallerThread {
+		if onCaller {
 			rc := C.shim_call_here(fn, userdata, argp, n, tc.res)
 			if tc.res.ran == 0 {
 				return failed("out of memory copying the arguments")
@@ -468,6 +502,7 @@ func cTool(fn C.clara_tool_fn, userdata C.uintptr_t) toolbox.Func {
 		case 1:
 			return finishCleared(ctx, tc, id, tc.status, false)
 		case 0: // abandoned: the tool still runs, and owns the job now
+			overdueCalls.Add(1)
 			core.HandOnContext(ctx) // it may still make requests in its call
 			return nil, toolbox.ErrStillRunning
 		case C.SHIM_NO_MEMORY:
@@ -571,6 +606,7 @@ func compactInC(b []byte) bool {
 //export claraGoJobAbandoned
 func claraGoJobAbandoned(id C.uintptr_t) {
 	defer guard("ending an abandoned tool call", nil)
+	overdueCalls.Add(-1)
 	tc := toolCalls.loadAndDelete(uintptr(id))
 	if tc == nil {
 		return
@@ -656,6 +692,69 @@ func claraGoCallProgress(id C.uintptr_t, done, total C.double, p *C.char, n C.si
 	if report != nil {
 		report(float64(done), float64(total), string(bytesOf(p, n)))
 	}
+}
+
+// clientLogLevels are MCP's names of the CLARA_LOG_* levels a tool may log at.
+var clientLogLevels = [...]string{C.CLARA_LOG_DEBUG: "debug", C.CLARA_LOG_INFO: "info", C.CLARA_LOG_WARN: "warning", C.CLARA_LOG_ERROR: "error"}
+
+//export claraGoCallLog
+func claraGoCallLog(id C.uintptr_t, level C.int, p *C.char, n C.size_t) {
+	defer guard("clara_call_log", nil)
+	tc := lookupCall(id)
+	if tc == nil {
+		return
+	}
+	if level < 0 || int(level) >= len(clientLogLevels) {
+		engine.Logger().Logf(logging.Warn, "clara_call_log: level %d is not one of CLARA_LOG_DEBUG to CLARA_LOG_ERROR (message dropped)", int(level))
+		return
+	}
+	var send core.ClientLogFunc
+	tc.mu.Lock()
+	if tc.running(id) {
+		send = core.ClientLogOf(tc.ctx)
+	}
+	tc.mu.Unlock()
+	if send != nil {
+		send(clientLogLevels[level], string(bytesOf(p, n)))
+	}
+}
+
+// claraGoCallSession returns the session of the running call id,
+// malloc'd; NULL when the call is not running.
+//
+//export claraGoCallSession
+func claraGoCallSession(id C.uintptr_t) (out *C.char) {
+	defer guard("clara_call_session", func() { out = nil })
+	tc := toolCalls.load(uintptr(id))
+	if tc == nil {
+		return nil
+	}
+	tc.mu.Lock()
+	session, ok := tc.call.Session, tc.running(id)
+	tc.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return copyOut([]byte(session))
+}
+
+// claraGoCallCancelled: 1 when the running call id was cancelled or ran
+// past its deadline (its answer will be dropped), or is not running; 0
+// while it goes on.
+//
+//export claraGoCallCancelled
+func claraGoCallCancelled(id C.uintptr_t) (stop C.int) {
+	defer guard("clara_call_cancelled", func() { stop = 1 })
+	tc := toolCalls.load(uintptr(id))
+	if tc == nil {
+		return 1
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if !tc.running(id) || tc.ctx.Err() != nil {
+		return 1
+	}
+	return 0
 }
 
 //export claraGoRegisterTool

@@ -103,6 +103,14 @@ void clara_call_progress(clara_call *call, double done, double total, const char
     claraGoCallProgress((uintptr_t)call, done, total, (char *)message, message ? strlen(message) : 0);
 }
 
+void clara_call_log(clara_call *call, int level, const char *message) {
+    claraGoCallLog((uintptr_t)call, level, (char *)message, message ? strlen(message) : 0);
+}
+
+char *clara_call_session(clara_call *call) { return claraGoCallSession((uintptr_t)call); }
+
+int clara_call_cancelled(clara_call *call) { return claraGoCallCancelled((uintptr_t)call); }
+
 int clara_mcp_serve_stdio(int in_fd, int out_fd) { return claraGoMCPServeStdio(in_fd, out_fd); }
 
 char *clara_mcp_listen(const char *addr) { return claraGoMCPListen((char *)addr, addr ? strlen(addr) : 0); }

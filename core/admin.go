@@ -28,8 +28,12 @@ func (a adminTools) Emit(ctx context.Context, session, event string, payload map
 	return out, nil
 }
 
+// Nested reports whether ctx is a call made inside another (a rule's or a
+// script's call_tool, a tool's clara_call_evaluate, a model's tool call).
+func (a adminTools) Nested(ctx context.Context) bool { return scopeOf(ctx).depth > 0 }
+
 // EndSession emits on_session_end, then frees what the session holds in
-// memory (its rule state in SQLite stays).
+// memory (its rule state in SQLite and its policy stay).
 func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, error) {
 	s := a.e.current.Load()
 	name, perr := protocol.SessionName(session)

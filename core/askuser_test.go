@@ -2,10 +2,13 @@ package core_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/clara-lib/clara/core"
 )
@@ -30,6 +33,23 @@ func logEvents(e *core.Engine) *eventLog {
 		l.mu.Unlock()
 	})
 	return l
+}
+
+// waitForWithin is waitFor, failing t after d.
+func (l *eventLog) waitForWithin(t *testing.T, sub string, d time.Duration) string {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		for _, ev := range l.events {
+			if strings.Contains(ev, sub) {
+				l.mu.Unlock()
+				return ev
+			}
+		}
+		l.mu.Unlock()
+	}
+	t.Fatalf("no event with %s in %v", sub, d)
+	return ""
 }
 
 // waitFor waits until an event contains sub, and returns it.
@@ -137,5 +157,63 @@ func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
 	out = evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"Again?"}}`)
 	if out != `{"status":"success","tool":"ask_user","result":{"answer":"too late"}}` {
 		t.Fatal(out) // the handler is still installed and answers the next question
+	}
+}
+
+// A question cancelled while the handler holds it is announced to the
+// event handler (input_cancelled, with the id of its input_required), and
+// questions the handler has not returned from count against
+// limits.max_open_questions, abandoned ones included: past it ask_user is
+// refused without asking (issue 25, finding 1).
+func TestAskUser_cancelled_questions_are_announced_and_bounded(t *testing.T) {
+	e := rulesEngine(t, "[limits]\nmax_open_questions = 2\n")
+	events := logEvents(e)
+	defer e.SetEventSink(nil)
+	release := make(chan struct{})
+	var inside sync.WaitGroup
+	e.SetInputHandler(func([]byte) (string, bool) {
+		defer inside.Done()
+		<-release
+		return "late", true
+	})
+	defer e.SetInputHandler(nil)
+	for i := 0; i < 2; i++ {
+		inside.Add(1)
+		h, perr := e.Submit([]byte(`{"tool":"ask_user","session":"q","arguments":{"prompt":"Which city?"}}`))
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		hs := strconv.FormatInt(h, 10)
+		asked := events.waitForWithin(t, `"handle":`+hs+`}`, 10*time.Second)
+		id := gjson.Get(asked, "id").Raw
+		if asked != `{"event":"input_required","id":`+id+`,"prompt":"Which city?","session":"q","handle":`+hs+`}` {
+			t.Fatal(asked)
+		}
+		if perr := e.Cancel(h); perr != nil {
+			t.Fatal(perr)
+		}
+		want := `{"event":"input_cancelled","id":` + id + `,"session":"q","handle":` + hs + `}`
+		if got := events.waitForWithin(t, `"input_cancelled","id":`+id+`,`, 10*time.Second); got != want {
+			t.Fatalf("got %s, want %s", got, want)
+		}
+		e.Wait(context.Background(), h, -1)
+	}
+	out := evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"A third?"}}`)
+	if !strings.HasPrefix(out, `{"status":"error","error":"tool_failed","message":"ask_user: 2 questions are already open in the input handler (limits.max_open_questions)`) {
+		t.Fatal(out)
+	}
+	close(release)
+	inside.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.SetInputHandler(func([]byte) (string, bool) { return "Boston", true })
+		out = evalString(t, e, `{"tool":"ask_user","arguments":{"prompt":"Which city?"}}`)
+		if out == `{"status":"success","tool":"ask_user","result":{"answer":"Boston"}}` || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond) // the handler returned; its goroutine is finishing
+	}
+	if out != `{"status":"success","tool":"ask_user","result":{"answer":"Boston"}}` {
+		t.Fatal(out)
 	}
 }

@@ -212,7 +212,8 @@ func callbackPriority(ok bool) string {
 }
 
 // changedFiles reads a tool result's "changed_files" (SPEC §9.6): an array
-// of strings; anything else is ignored with a log line.
+// of strings; anything else is ignored with a log line. Only for tools
+// whose descriptor says reports_changed_files.
 func (e *Engine) changedFiles(tool string, result []byte) []string {
 	// The common case: no such key, found without a parse. The scan looks
 	// for '_' first: bytes.Index skips to its pattern's first byte, and a

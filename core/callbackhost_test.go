@@ -31,10 +31,11 @@ func upsert(t *testing.T, e *core.Engine, session, args string) string {
 	return out
 }
 
-// editTool registers a tool that reports the files it was asked to change.
+// editTool registers a tool that reports the files it was asked to change
+// (and says so: reports_changed_files).
 func editTool(t *testing.T, e *core.Engine) {
 	t.Helper()
-	err := e.RegisterTool([]byte(`{"name":"edit"}`), toolbox.ToolOptions{Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
+	err := e.RegisterTool([]byte(`{"name":"edit","reports_changed_files":true}`), toolbox.ToolOptions{Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
 		return append([]byte(nil), call.Arguments...), nil // {"changed_files":[...]}
 	}})
 	if err != nil {

@@ -92,6 +92,8 @@ func newEngine(opts Options) *Engine {
 		e.env.Getenv = os.Getenv
 	}
 	e.out = newOutbound(e.log, e.env.Getenv)
+	// No secret reaches a log line, whoever writes it.
+	e.log.SetFilter(e.out.secrets.String)
 	e.registerBuiltins() // first: configured tools may not take their names
 	return e
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -139,6 +140,12 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 	if perr := t.Admit(c.session, start); perr != nil {
 		return nil, false, perr
 	}
+	// The call may have been cancelled (clara_cancel, MCP's
+	// notifications/cancelled) or run out of time while the rules decided:
+	// a call cancelled before its tool runs does not run.
+	if err := ctx.Err(); err != nil {
+		return nil, false, notRun(t.Name, err)
+	}
 	if e.skippedByTestMode(s, t) {
 		return testModeResult(t.Name), false, nil
 	}
@@ -152,9 +159,17 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 	return t.Execute(ctx, call, s.defaults)
 }
 
+// notRun is the error of a call whose context ended before its tool ran.
+func notRun(tool string, err error) *protocol.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return protocol.Errorf(protocol.Timeout, "tool %q did not run: the call's deadline passed before it started", tool)
+	}
+	return protocol.Errorf(protocol.ToolFailed, "tool %q did not run: the call was cancelled before it started", tool)
+}
+
 // afterCall keeps the session's history, fires on_tool_complete or
 // on_tool_failure, then the callbacks for the files the tool says it
-// changed. It returns how long the call took, measured once.
+// changed (reports_changed_files, changes_files). It returns how long the call took, measured once.
 func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) time.Duration {
 	// Measured here, once: the history, the rules and the audit see the
 	// same end of the call, and the clock is read once for all three.
@@ -184,7 +199,10 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 		}
 	}
 	if perr == nil {
-		files := e.changedFiles(t.Name, result)
+		var files []string
+		if t.ReportsChangedFiles { // only a tool that says so: echo would hand back what the caller wrote
+			files = e.changedFiles(t.Name, result)
+		}
 		if t.ChangesFiles() {
 			files = append(files, t.ChangedPaths(c.args)...)
 		}

@@ -84,10 +84,15 @@ func TestSemantic_condition_against_the_scripted_embeddings(t *testing.T) {
 	}
 }
 
-func TestSemantic_a_failure_to_embed_is_no_match_and_is_logged(t *testing.T) {
+// A semantic condition whose text cannot be embedded (the provider
+// refuses it, or is gone) cannot tell: on on_tool_call it denies the call
+// (issue 25, finding 16: the provider could otherwise switch a semantic
+// deny rule off); on any other event it does not match. Either way the
+// reason is logged and traced.
+func TestSemantic_a_failure_to_embed_denies_on_on_tool_call_and_is_no_match_elsewhere(t *testing.T) {
 	srv := scriptServer(t, loadScript(t, "embeddings"))
 	e := rulesEngine(t, `{"llm":{"base_url":`+jsonText(srv.BaseURL("embeddings"))+`,"embedding_model":"emb-test","max_retries":0}}`)
-	evalString(t, e, rulesLoad("auth.toml", semanticRule(t)))
+	mustLoad(t, e, "auth.toml", semanticRule(t))
 	var mu sync.Mutex
 	var logged []string
 	e.SetLogSink(func(_ logging.Level, msg string) {
@@ -99,13 +104,31 @@ func TestSemantic_a_failure_to_embed_is_no_match_and_is_logged(t *testing.T) {
 	// The script has no vector for this text: the server answers 400.
 	out := evalString(t, e, `{"tool":"echo","session":"s1","trace":true,"arguments":{"query":"unknown text"}}`)
 	srv.Reset() // the refusal was on purpose
-	if !strings.Contains(out, `"status":"success"`) || !strings.Contains(out, `"matched":false,"error":"condition: semantic: embedding context.tool.arguments.query: `) {
+	if !strings.HasPrefix(out, `{"status":"error","error":"denied","message":"tool \"echo\" denied by rule \"auth-query\": its condition could not be evaluated, and a rule on on_tool_call that cannot tell refuses the call: semantic: embedding context.tool.arguments.query: `) ||
+		!strings.Contains(out, `"matched":false,"error":"condition: semantic: embedding context.tool.arguments.query: `) {
 		t.Fatalf("%s", out)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(logged) != 1 || !strings.Contains(logged[0], `rule "auth-query" (auth.toml:`) || !strings.Contains(logged[0], "status 400") {
 		t.Fatalf("log: %q", logged)
+	}
+	logged = nil
+	mu.Unlock()
+	// A text the vectors are known for is decided as ever, before and after.
+	out = evalString(t, e, `{"tool":"echo","session":"s1","arguments":{"query":"weather in Paris"}}`)
+	expectEq(t, "decided", out, `{"status":"success","tool":"echo","result":{"query":"weather in Paris"}}`)
+	// The provider gone: the call is denied.
+	srv.Close()
+	out = evalString(t, e, `{"tool":"echo","session":"s1","arguments":{"query":"reset my login password"}}`)
+	if !strings.Contains(out, `"error":"denied","message":"tool \"echo\" denied by rule \"auth-query\": its condition could not be evaluated`) {
+		t.Fatalf("provider gone: %s", out)
+	}
+	// The same failure after the call (on_tool_complete) does not match.
+	mustLoad(t, e, "auth.toml", strings.Replace(semanticRule(t), `trigger = "on_tool_call"`, `trigger = "on_tool_complete"`, 1))
+	out = evalString(t, e, `{"tool":"echo","session":"s1","trace":true,"arguments":{"query":"reset my login password"}}`)
+	if !strings.HasPrefix(out, `{"status":"success","tool":"echo","result":{"query":"reset my login password"},"trace":[`) ||
+		!strings.Contains(out, `{"rule":"auth-query","event":"on_tool_complete","matched":false,"error":"condition: semantic: embedding context.tool.arguments.query: `) {
+		t.Fatalf("after the call: %s", out)
 	}
 }
 

@@ -178,6 +178,12 @@ typedef struct clara_call clara_call;
  * Timeouts: when the call runs past its timeout_ms, the caller gets timeout
  *          at the deadline; the function keeps running until it returns, and
  *          what it reports then is discarded. Clara cannot stop C code.
+ *          Such an overdue call holds its thread until the function
+ *          returns: while limits.max_overdue_calls of them (default 64) run
+ *          on, every new call of a C or Python tool (but one that runs
+ *          "on_caller_thread") is refused with tool_failed ("... was not
+ *          started ..."), until one returns. So a tool that may block for
+ *          ever should watch a time limit of its own.
  */
 typedef int (*clara_tool_fn)(void *userdata, const char *arguments_json, clara_call *call);
 
@@ -263,6 +269,46 @@ void clara_call_error(clara_call *call, const char *message);
  *            tool returned are ignored.
  */
 void clara_call_progress(clara_call *call, double done, double total, const char *message);
+
+/*
+ * clara_call_log - send a message of a running tool to the MCP client.
+ *
+ * level is CLARA_LOG_DEBUG, _INFO, _WARN or _ERROR (MCP's debug, info,
+ * warning, error; other values are dropped with a warning on the log).
+ * When the call came from an MCP client that set a log level at or below
+ * level (logging/setLevel), it becomes a notifications/message whose
+ * logger is the tool's name; otherwise nothing happens. Clara's own log
+ * (clara_set_log_handler) never sees it.
+ *
+ * Ownership: message is borrowed for the duration of the call.
+ * Threads:   as clara_call_progress().
+ */
+void clara_call_log(clara_call *call, int level, const char *message);
+
+/*
+ * clara_call_session - the session a running tool's call belongs to.
+ *
+ * Ownership: returns a malloc'd copy; free it with clara_free_string(). A
+ *            name holding a NUL byte (\u0000 in JSON) comes cut at it.
+ * Threads:   from the tool, while it runs (any thread).
+ * Returns:   the session's name ("default" when the request named none);
+ *            NULL when the call is not running (or malloc failed).
+ */
+char *clara_call_session(clara_call *call);
+
+/*
+ * clara_call_cancelled - whether a running tool should stop.
+ *
+ * Clara cannot stop a C or Python tool; a long one can poll this and give
+ * up early. Its answer is dropped anyway.
+ *
+ * Threads:   from the tool, while it runs (any thread).
+ * Returns:   1 when the call was cancelled (clara_cancel(), an MCP client's
+ *            notifications/cancelled, the end of its session or server),
+ *            ran past its timeout_ms, or is no longer running; 0 while it
+ *            goes on.
+ */
+int clara_call_cancelled(clara_call *call);
 
 /*
  * clara_call_evaluate - run a request from inside a tool, in the tool's scope.
@@ -368,7 +414,11 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
  * of the call: {"event":"token","text":...}, {"event":"tool_call","tool":
  * ...,"arguments":{...}}, {"event":"tool_result","tool":...,"status":...,
  * "duration_ms":...} or {"event":"answer","text":...}, each with the
- * chat's "session", and "handle" when the chat runs asynchronously.
+ * chat's "session", and "handle" when the chat runs asynchronously. The
+ * ask_user tool sends {"event":"input_required","id":N,"prompt":...} as it
+ * asks the input handler, and {"event":"input_cancelled","id":N} (with
+ * "session" and "handle" too) when the call ends before the answer: see
+ * clara_input_fn.
  * Threads: called from any thread (the chat's), never concurrently for
  * one chat; it must be thread-safe, return promptly, and call no clara_*
  * function but clara_json_get() and clara_free_string() (to read the
@@ -410,11 +460,21 @@ void clara_set_event_handler(clara_event_fn fn, void *userdata);
  * Threads:   called on a thread of Clara's, never the caller's of
  *            clara_evaluate(), possibly for several requests at once; it
  *            may block as long as the user takes, and may call clara_*
- *            functions. If the call ends first (clara_cancel(), its
- *            deadline), Clara stops waiting: the tool fails at once, and
- *            the answer returned later is freed and dropped. It must return
- *            normally: no longjmp and no C++ exception may cross Clara's
- *            frames.
+ *            functions. It must return normally: no longjmp and no C++
+ *            exception may cross Clara's frames.
+ * Cancelled: if the call ends first (clara_cancel(), an MCP client's
+ *            cancel, its deadline), Clara stops waiting: the tool fails at
+ *            once, the event handler gets {"event":"input_cancelled",
+ *            "id":N,"session":"s"} (with "handle" as above), and the answer
+ *            returned later is freed and dropped. The handler should then
+ *            return soon (NULL will do): until it returns, the question
+ *            holds the thread it runs on and counts as open. Past
+ *            limits.max_open_questions open questions (default 64),
+ *            ask_user is refused with tool_failed without asking, so a
+ *            handler that waits for its user whatever happens lets
+ *            cancelled questions pile up only to that bound. A question
+ *            whose call ended before the handler was called is never
+ *            handed to it.
  */
 typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
 
@@ -451,9 +511,11 @@ void clara_set_input_handler(clara_input_fn fn, void *userdata);
 /*
  * clara_mcp_serve_stdio - serve MCP over a pair of descriptors.
  *
- * Runs on the calling thread until the client closes in_fd's other end or
- * clara_mcp_stop() is called. The descriptors stay the caller's: Clara
- * does not close them.
+ * Runs on the calling thread until the client closes in_fd's other end (and
+ * the answers to what it asked before are written) or clara_mcp_stop() is
+ * called. A line that is not a JSON-RPC message is answered with the
+ * JSON-RPC error; the session goes on. The descriptors stay the caller's:
+ * Clara does not close them.
  *
  * Returns: CLARA_OK when the session ended; -CLARA_EINVAL when serving
  *          could not start (mcp.token_env names an unset variable, a bad
@@ -467,7 +529,12 @@ int clara_mcp_serve_stdio(int in_fd, int out_fd);
  *
  * addr is "HOST:PORT" (port 0 picks one). Only loopback addresses unless
  * mcp.allow_remote = true; with mcp.token_env set, every request must carry
- * Authorization: Bearer TOKEN.
+ * Authorization: Bearer TOKEN. The listener takes the [mcp] settings in
+ * force when this is called and keeps them (one started earlier keeps its
+ * own until clara_mcp_stop()). At most mcp.max_sessions sessions are open
+ * at once over every listener; an initialize beyond is answered HTTP 503
+ * with a JSON-RPC error. A session idle for mcp.session_idle_timeout_ms
+ * ends.
  *
  * Ownership: addr is borrowed; the returned string is malloc'd (free it
  *            with clara_free_string()).
@@ -557,8 +624,10 @@ char *clara_wait(int64_t handle, int timeout_ms);
  * clara_cancel - cancel a call.
  *
  * The call's context is cancelled: an HTTP call, a model's chat or a tool
- * that watches its deadline stops. A C tool already running cannot be
- * stopped: it finishes on its worker thread and its result is discarded.
+ * that watches its deadline stops, and a tool that has not started yet
+ * never starts (an on_tool_call rule cut short denies it). A C tool already
+ * running cannot be stopped: it finishes on its worker thread and its
+ * result is discarded.
  * Either way the answer is ready at once, a tool_failed envelope saying
  * the call was cancelled. Cancelling a finished call changes nothing.
  *
@@ -579,9 +648,15 @@ int clara_cancel(int64_t handle);
  * readable at once.
  *
  * Ownership: the descriptor belongs to Clara and lives as long as the
- *            process; never close it.
- * Returns:   the descriptor, the same on every call; -CLARA_EINTERNAL if
- *            the system refused to create it (the reason is logged).
+ *            process; never close it. (A host that closes it anyway loses
+ *            its wake-ups, never a file: Clara writes through a descriptor
+ *            of its own, checks before each write that this number still
+ *            names the eventfd, and when it does not, stops signalling it
+ *            and logs a warning; the next clara_async_fd() then returns a
+ *            new descriptor.)
+ * Returns:   the descriptor, the same on every call (but after the misuse
+ *            above); -CLARA_EINTERNAL if the system refused to create it
+ *            (the reason is logged).
  */
 int clara_async_fd(void);
 
@@ -591,7 +666,8 @@ int clara_async_fd(void);
  * Each finished call is listed once, oldest first, at most max of them
  * (max <= 0: all): [{"handle":3,"tool":"echo","status":"success"}, ...],
  * "[]" when none. Their answers stay until collected with clara_wait(); a
- * call collected before it was taken is not listed.
+ * call collected before it was taken is not listed, nor counted against
+ * max.
  *
  * Ownership: malloc'd; free it with clara_free_string(). NULL only if
  *            malloc fails.

@@ -52,8 +52,40 @@ type Table struct {
 	pending   []int64 // finished, oldest first; some may be collected since (skipped when met)
 	npending  int     // finished and not yet collected
 	dropped   map[int64]bool
-	fd        int  // the eventfd, -1 until asked for
 	signalled bool // the eventfd was written since the last Take
+	ev        eventFD
+}
+
+// eventFD is the eventfd of FD. The host knows it by its number, fd, and
+// must not close it; if it does anyway, the number may soon name a file of
+// the host's, which Clara must never write into. So Clara writes to a
+// duplicate of its own (own: the same eventfd, at a number the host never
+// saw), and before each write checks that fd still names what it named
+// (fstat's device, inode and type): when it does not, the host closed it,
+// and signalling stops, with a warning, until FD is asked again. Another
+// anonymous descriptor (an epoll, another eventfd) at the number looks the
+// same to fstat; it is not written either, since writes go to own.
+type eventFD struct {
+	fd, own int    // -1 until asked for
+	id      fileID // fd's identity when it was handed out
+	lost    bool   // the host closed fd: nothing is signalled until FD is asked again
+}
+
+// signals: the eventfd may be written.
+func (ev *eventFD) signals() bool { return ev.own >= 0 && !ev.lost }
+
+// fileID is what identifies an open file to fstat.
+type fileID struct {
+	dev, ino uint64
+	mode     uint32
+}
+
+func identify(fd int) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino, mode: st.Mode & unix.S_IFMT}, true
 }
 
 type job struct {
@@ -71,7 +103,7 @@ type job struct {
 
 // New returns an empty Table.
 func New(o Options) *Table {
-	t := &Table{jobs: map[int64]*job{}, dropped: map[int64]bool{}, fd: -1}
+	t := &Table{jobs: map[int64]*job{}, dropped: map[int64]bool{}, ev: eventFD{fd: -1, own: -1}}
 	t.SetOptions(o)
 	return t
 }
@@ -184,14 +216,13 @@ func (t *Table) finish(h int64, env []byte) {
 	// One wake-up per batch: the eventfd is written when the first answer
 	// since the last Take arrives, not for every answer (a write is a
 	// system call, and the reader takes them all at once anyway).
-	fd := -1
-	if !t.signalled {
-		fd, t.signalled = t.fd, t.fd >= 0
-	}
+	wake := !t.signalled && t.ev.signals()
+	ev := t.ev
+	t.signalled = t.signalled || wake
 	close(j.done)
 	t.mu.Unlock()
-	if fd >= 0 {
-		signal(fd)
+	if wake {
+		t.signal(ev)
 	}
 }
 
@@ -218,15 +249,38 @@ func (t *Table) dropOldest() {
 		}
 		t.pending = kept
 	}
+	// The same for finished, which only Take trims: a host that collects
+	// with Wait alone and never takes would otherwise grow it without end.
+	if len(t.finished) > 64 && len(t.finished) > 2*t.npending {
+		kept := make([]int64, 0, t.npending)
+		for _, h := range t.finished {
+			if t.jobs[h] != nil {
+				kept = append(kept, h)
+			}
+		}
+		t.finished = kept
+	}
 	if len(t.dropped) > 4*t.o.MaxPending { // remember recent drops only
 		t.dropped = map[int64]bool{}
 	}
 }
 
-// signal makes the eventfd readable.
-func signal(fd int) {
+// signal makes the eventfd readable, if the host's descriptor still names
+// it (see eventFD). Called without t.mu.
+func (t *Table) signal(ev eventFD) {
+	if id, ok := identify(ev.fd); !ok || id != ev.id {
+		t.mu.Lock()
+		if t.ev.fd == ev.fd && t.ev.own == ev.own && !t.ev.lost {
+			t.ev.lost = true
+			t.o.Log.Logf(logging.Warn, "async: descriptor %d of clara_async_fd() was closed by the host (it names another "+
+				"file now, or none): Clara stops signalling it, so as never to write into a file of someone else's; "+
+				"clara_async_fd() hands out a new one", ev.fd)
+		}
+		t.mu.Unlock()
+		return
+	}
 	var one = [8]byte{1}
-	_, _ = unix.Write(fd, one[:])
+	_, _ = unix.Write(ev.own, one[:])
 }
 
 // lookup explains an unknown handle (t.mu held).
@@ -317,32 +371,42 @@ func (t *Table) Cancel(h int64) error {
 
 // Take returns the calls finished since the last Take (each once), oldest
 // first, at most max of them (max <= 0: all). Their answers stay until
-// collected with Wait.
+// collected with Wait; a call collected (or dropped) before it was taken
+// is not listed, and does not count against max.
 func (t *Table) Take(max int) []Finished {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	n := len(t.finished)
 	if max > 0 && max < n {
 		n = max
 	}
 	out := make([]Finished, 0, n)
-	for _, h := range t.finished[:n] {
-		f := Finished{Handle: h, Status: "error"}
-		if j := t.jobs[h]; j != nil {
-			f.Tool = j.tool
-			if statusSuccess(j.envelope) {
-				f.Status = "success"
-			}
-		} else {
+	i := 0
+	for ; i < len(t.finished) && len(out) < n; i++ {
+		h := t.finished[i]
+		j := t.jobs[h]
+		if j == nil {
 			continue // collected or dropped before it was taken
+		}
+		f := Finished{Handle: h, Tool: j.tool, Status: "error"}
+		if statusSuccess(j.envelope) {
+			f.Status = "success"
 		}
 		out = append(out, f)
 	}
-	t.finished = append(t.finished[:0], t.finished[n:]...)
+	for i < len(t.finished) && t.jobs[t.finished[i]] == nil {
+		i++ // nothing left to take there either
+	}
+	t.finished = append(t.finished[:0], t.finished[i:]...)
+	wake := false
 	if len(t.finished) == 0 {
 		t.signalled = false // the next answer wakes the reader again
-	} else if t.fd >= 0 {
-		signal(t.fd) // more than max were waiting: come back for the rest
+	} else {
+		wake = t.ev.signals() // more than max were waiting: come back for the rest
+	}
+	ev := t.ev
+	t.mu.Unlock()
+	if wake {
+		t.signal(ev)
 	}
 	return out
 }
@@ -355,21 +419,35 @@ func statusSuccess(env []byte) bool {
 
 // FD returns an eventfd that becomes readable whenever an answer is ready
 // (read it to reset it, then Take). It is created on first use and lives
-// as long as the Table.
+// as long as the Table; the same number is returned every time, unless the
+// host closed it (see eventFD): then a new number for the same eventfd.
 func (t *Table) FD() (int, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.fd >= 0 {
-		return t.fd, nil
+	if t.ev.signals() {
+		defer t.mu.Unlock()
+		return t.ev.fd, nil
 	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if t.ev.own < 0 {
+		own, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			t.mu.Unlock()
+			return -1, fmt.Errorf("async: eventfd: %w", err)
+		}
+		t.ev.own = own
+	}
+	fd, err := unix.FcntlInt(uintptr(t.ev.own), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
+		t.mu.Unlock()
 		return -1, fmt.Errorf("async: eventfd: %w", err)
 	}
-	t.fd = fd
-	if len(t.finished) > 0 {
-		signal(fd) // answers that arrived before anyone watched
-		t.signalled = true
+	id, _ := identify(fd)
+	t.ev = eventFD{fd: fd, own: t.ev.own, id: id}
+	wake := len(t.finished) > 0 // answers that arrived before anyone watched
+	t.signalled = t.signalled || wake
+	ev := t.ev
+	t.mu.Unlock()
+	if wake {
+		t.signal(ev)
 	}
 	return fd, nil
 }

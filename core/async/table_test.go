@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clara-lib/clara/core/async"
+	"github.com/clara-lib/clara/core/logging"
 )
 
 func envelope(s string) []byte { return []byte(`{"status":"success","result":"` + s + `"}`) }
@@ -372,5 +374,117 @@ func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
 	l.release()
 	if env := waitOrFail(t, tab, h2); string(env) != string(envelope("there")) {
 		t.Fatalf("%s", env)
+	}
+}
+
+// finishedCalls submits n calls that answer at once and waits until all
+// are ready; their handles, in order.
+func finishedCalls(t *testing.T, tab *async.Table, n int) []int64 {
+	t.Helper()
+	hs := make([]int64, n)
+	for i := range hs {
+		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope("ok") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ready := false; !ready; ready, _ = tab.Ready(h) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		hs[i] = h
+	}
+	return hs
+}
+
+// Calls collected before they were taken neither appear in Take nor count
+// against its max (issue 25, finding 23: Take(5) answered nothing while
+// five calls waited behind five collected ones).
+func TestTable_take_skips_collected_calls(t *testing.T) {
+	tab := async.New(async.Options{})
+	hs := finishedCalls(t, tab, 10)
+	for _, h := range hs[:5] {
+		if _, done, err := tab.Wait(context.Background(), h, 0); !done || err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := tab.Take(5)
+	if len(got) != 5 {
+		t.Fatalf("Take(5) = %v, want the 5 calls that wait", got)
+	}
+	for i, f := range got {
+		if f.Handle != hs[5+i] || f.Tool != "x" || f.Status != "success" {
+			t.Fatalf("Take(5)[%d] = %+v, want handle %d", i, f, hs[5+i])
+		}
+	}
+	if got := tab.Take(0); len(got) != 0 {
+		t.Fatalf("taken again: %v", got)
+	}
+}
+
+// A host that collects with Wait alone, and never takes, does not make the
+// list of calls to take grow without end.
+func TestTable_never_taking_keeps_nothing(t *testing.T) {
+	tab := async.New(async.Options{})
+	for i := 0; i < 300; i++ {
+		h := finishedCalls(t, tab, 1)[0]
+		if _, done, err := tab.Wait(context.Background(), h, 0); !done || err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := async.Untaken(tab); n > 70 {
+		t.Fatalf("%d handles kept for Take after 300 collected calls", n)
+	}
+	h := finishedCalls(t, tab, 1)[0]
+	if got := tab.Take(0); len(got) != 1 || got[0].Handle != h {
+		t.Fatalf("Take = %v, want only %d", got, h)
+	}
+}
+
+// The host closes the eventfd and the number comes to name a file of its
+// own: Clara writes nothing into it, says why at warn level, and FD then
+// hands out a new descriptor of the eventfd, which works (issue 25,
+// finding 22).
+func TestTable_eventfd_closed_by_the_host_is_not_written(t *testing.T) {
+	var logged strings.Builder
+	var logMu sync.Mutex
+	log := &logging.Logger{}
+	log.SetSink(func(_ logging.Level, msg string) { logMu.Lock(); logged.WriteString(msg + "\n"); logMu.Unlock() }, logging.Warn)
+	tab := async.New(async.Options{Log: log})
+	fd, err := tab.FD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Dup2(int(f.Fd()), fd); err != nil { // the eventfd closed, the number reused
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	for i := 0; i < 3; i++ {
+		finishedCalls(t, tab, 1)
+		tab.Take(0)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != 0 {
+		t.Fatalf("the host's file holds %d bytes (%v)", st.Size, err)
+	}
+	logMu.Lock()
+	if !strings.Contains(logged.String(), fmt.Sprintf("descriptor %d of clara_async_fd() was closed by the host", fd)) {
+		t.Errorf("log: %q", logged.String())
+	}
+	logMu.Unlock()
+	again, err := tab.FD()
+	if err != nil || again == fd {
+		t.Fatalf("FD again: %d, %v", again, err)
+	}
+	if same, _ := tab.FD(); same != again {
+		t.Fatalf("FD: %d, then %d", again, same)
+	}
+	finishedCalls(t, tab, 1)
+	pfd := []unix.PollFd{{Fd: int32(again), Events: unix.POLLIN}}
+	if n, err := unix.Poll(pfd, 5000); n != 1 || err != nil {
+		t.Fatalf("the new descriptor: poll %d, %v", n, err)
 	}
 }

@@ -38,7 +38,7 @@ func newServedTool(info ToolInfo) (*servedTool, string, error) {
 		Title:       info.Title,
 		Description: info.Description,
 		InputSchema: in,
-		Annotations: annotations(info.Capabilities, info.Idempotent),
+		Annotations: annotations(info),
 	}
 	var warning string
 	st := &servedTool{tool: t}
@@ -124,12 +124,13 @@ func decodeSchema(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// annotations derives MCP's hints from Clara's capabilities: a tool that
-// declares none (or only fs_read) is read-only; fs_write and exec are
-// destructive; network is an open world. MCP's defaults for the two
-// pointer hints are true, so they are always sent.
-func annotations(caps []string, idempotent bool) *sdk.ToolAnnotations {
-	h := (&toolbox.Descriptor{Capabilities: caps, Idempotent: idempotent}).Hints()
+// annotations are the tool's hints (toolbox.Descriptor.Hints): those it
+// declares, the others derived from its capabilities (a tool that declares
+// none, or only fs_read, is read-only; fs_write and exec are destructive;
+// network is an open world). MCP's defaults for the two pointer hints are
+// true, so they are always sent.
+func annotations(info ToolInfo) *sdk.ToolAnnotations {
+	h := (&toolbox.Descriptor{Capabilities: info.Capabilities, Idempotent: info.Idempotent, Annotations: info.Annotations}).Hints()
 	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent}
 	if !h.ReadOnly {
 		a.DestructiveHint = &h.Destructive

@@ -48,7 +48,8 @@ func (f *recSlab) used(n int) { f.recs = f.recs[:len(f.recs)+n] }
 
 // act runs the actions of a matched rule and records it in Fired, with
 // its records in entry; when a template or script fails, nothing applies,
-// the rule is not in Fired and entry.Skipped says why.
+// the rule is not in Fired and entry.Skipped says why (and on
+// on_tool_call the call is refused).
 func (e *emission) act(rule *Rule, fromCond []rulelua.Action, entry *TraceEntry) {
 	firedAt := len(e.out.Fired)
 	e.out.Fired = append(e.out.Fired, Fired{Rule: rule.ID})
@@ -57,6 +58,9 @@ func (e *emission) act(rule *Rule, fromCond []rulelua.Action, entry *TraceEntry)
 		entry.Skipped = skipped
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
 		e.out.Fired = append(e.out.Fired[:firedAt], e.out.Fired[firedAt+1:]...)
+		if rule.Trigger == OnToolCall {
+			e.refuse(rule, "it matched, but its actions could not be prepared", skipped)
+		}
 		return
 	}
 	entry.Actions = records

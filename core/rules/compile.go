@@ -685,7 +685,7 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 			a.payload, err = c.value(d.Payload)
 		}
 	case ActDeny:
-		if trigger != "on_tool_call" {
+		if trigger != OnToolCall {
 			return a, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
 		}
 		if d.Reason == nil {

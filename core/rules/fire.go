@@ -465,6 +465,9 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	e.ns = rule.Namespace
 	var v verdict
 	e.evaluate(rule, resolve, &v)
+	if v.err != nil && rule.Trigger == OnToolCall {
+		e.refuse(rule, "its condition could not be evaluated", v.err.Error())
+	}
 	if !v.matched && !e.ev.Trace {
 		return false
 	}
@@ -492,11 +495,28 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	return v.matched && entry.Skipped == "" && rule.Stop
 }
 
+// OnToolCall is the event emitted before each tool call, the one whose
+// rules may deny it.
+const OnToolCall = "on_tool_call"
+
+// refuse denies the tool call on behalf of a rule on on_tool_call that
+// could not be evaluated to the end (its condition failed: an error, a
+// timeout, the call cancelled, an embedding that could not be had; or it
+// matched and its actions could not be prepared): such a rule cannot say
+// the call may go on, so governance fails closed. The first denial of the
+// emission gives the reason, as with deny actions.
+func (e *emission) refuse(rule *Rule, what, why string) {
+	e.outcome()
+	if e.out.Denied == nil {
+		e.out.Denied = &Denial{Rule: rule.ID, Reason: what + ", and a rule on on_tool_call that cannot tell refuses the call: " + why}
+	}
+}
+
 // verdict is what a rule's condition said.
 type verdict struct {
 	matched bool
 	value   any              // the condition's value, for the trace
-	err     error            // why it could not say (then it did not match)
+	err     error            // why it could not say (then it did not match; on on_tool_call it denies)
 	actions []rulelua.Action // what a Lua condition asked for, applied when it matched
 }
 

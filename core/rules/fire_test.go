@@ -169,8 +169,13 @@ func TestFire_allOrNone(t *testing.T) {
 		if got := firedIDs(out); !equal(got, []string{"other"}) {
 			t.Errorf("fired %q", got)
 		}
-		if len(out.Notices) != 0 || out.Denied != nil {
-			t.Errorf("a skipped rule acted: notices %v, denied %v", out.Notices, out.Denied)
+		if len(out.Notices) != 0 {
+			t.Errorf("a skipped rule acted: notices %v", out.Notices)
+		}
+		// Its deny did not apply; but a rule on on_tool_call that could not
+		// be evaluated to the end refuses the call, with why.
+		if d := out.Denied; d == nil || d.Rule != "two" || !strings.HasPrefix(d.Reason, "it matched, but its actions could not be prepared, and a rule on on_tool_call that cannot tell refuses the call: action 6 (notify_self): ") {
+			t.Errorf("denied %+v", d)
 		}
 		if len(h.chained) != 0 || len(h.tools) != 0 {
 			t.Errorf("a skipped rule chained %v or called %v", h.chained, h.tools)

@@ -201,7 +201,7 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 				r.value = a.Payload
 			}
 		case ActDeny:
-			if trigger != "on_tool_call" {
+			if trigger != OnToolCall {
 				return nil, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
 			}
 			r.text = a.Reason

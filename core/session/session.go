@@ -74,25 +74,43 @@ func (t *Table) Policy(name string) *toolbox.Policy {
 	return nil
 }
 
-// End forgets what the session holds in memory: history, notices, policy.
+// End forgets what the session holds in memory: history and notices. Its
+// policy stays: a session narrowed by the host is never widened by ending
+// it (a model or a client could end it and start afresh under the same
+// name). Reset and DropPolicies are what remove a policy.
 func (t *Table) End(name string) {
 	if name == protocol.DefaultSession {
 		t.defaultSession().clear()
 		return
 	}
-	t.byName.Delete(name)
+	v, ok := t.byName.Load(name)
+	if !ok {
+		return
+	}
+	s := v.(*Session)
+	s.mu.Lock()
+	if s.policy.Load() == nil {
+		// Under s.mu: a NarrowPolicy that took s meanwhile finds it gone
+		// and narrows the table's session instead.
+		t.byName.CompareAndDelete(name, s)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.clear()
 }
 
-// Reset forgets every session.
+// Reset forgets every session, their policies included.
 func (t *Table) Reset() {
 	t.byName.Range(func(k, _ any) bool { t.byName.Delete(k); return true })
 	t.defaultSession().clear()
+	t.fallback.policy.Store(nil)
 	t.anyPolicy.Store(false)
 }
 
 // DropPolicies forgets every session's policy layer: the host's way back in
-// when a session policy locked it out (configuration key
-// reset.session_policies).
+// when a session policy locked it out (clear = ["session_policies"] in a
+// clara_configure).
 func (t *Table) DropPolicies() {
 	t.byName.Range(func(_, v any) bool { v.(*Session).policy.Store(nil); return true })
 	t.fallback.policy.Store(nil)
@@ -120,11 +138,11 @@ type Session struct {
 	policy atomic.Pointer[toolbox.Policy]
 }
 
+// clear forgets the session's history and notices (not its policy).
 func (s *Session) clear() {
 	s.mu.Lock()
 	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
 	s.recent, s.recentNext, s.recentLen = [RecentToolsKept]string{}, 0, 0
-	s.policy.Store(nil)
 	if sp := s.spread.Load(); sp != nil {
 		sp.clear()
 	}
@@ -245,6 +263,11 @@ func (s *Session) Policy() *toolbox.Policy { return s.policy.Load() }
 func (t *Table) NarrowPolicy(name string, p *toolbox.Policy) *toolbox.Policy {
 	s := t.Get(name)
 	s.mu.Lock()
+	for name != protocol.DefaultSession && !t.holds(name, s) { // ended meanwhile (End)
+		s.mu.Unlock()
+		s = t.Get(name)
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
 	next := s.policy.Load().Narrow(p, "session \""+name+"\"")
 	if next == nil {
@@ -253,4 +276,10 @@ func (t *Table) NarrowPolicy(name string, p *toolbox.Policy) *toolbox.Policy {
 	s.policy.Store(next)
 	t.anyPolicy.Store(true)
 	return next
+}
+
+// holds reports whether s is the table's session of that name.
+func (t *Table) holds(name string, s *Session) bool {
+	v, ok := t.byName.Load(name)
+	return ok && v.(*Session) == s
 }

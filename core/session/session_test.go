@@ -61,7 +61,7 @@ func TestSession_recent_tools_ring(t *testing.T) {
 }
 
 // A session's policy only narrows; the table answers without creating
-// sessions, and DropPolicies and End forget the layers.
+// sessions, and DropPolicies and Reset forget the layers.
 func TestTable_policy_narrows_and_drops(t *testing.T) {
 	var tab Table
 	if tab.Policy("s1") != nil {
@@ -81,10 +81,28 @@ func TestTable_policy_narrows_and_drops(t *testing.T) {
 	if tab.Policy("s1") != nil || tab.Policy(protocol.DefaultSession) != nil {
 		t.Fatal("DropPolicies kept a layer")
 	}
+	// End forgets the session's data, never its policy (issue 25); Reset
+	// forgets both.
 	tab.NarrowPolicy("s1", toolbox.NewPolicy("", nil, []string{"a"}))
+	tab.NarrowPolicy(protocol.DefaultSession, toolbox.NewPolicy("", nil, []string{"x"}))
+	tab.Get("s1").Queue([]protocol.Notice{{Message: "kept?"}})
 	tab.End("s1")
-	if tab.Policy("s1") != nil {
-		t.Fatal("End kept the session's policy")
+	tab.End(protocol.DefaultSession)
+	if tab.Policy("s1") == nil || tab.Policy(protocol.DefaultSession) == nil {
+		t.Fatal("End dropped a session's policy")
+	}
+	if ns, _ := tab.Get("s1").Drain(); len(ns) != 0 {
+		t.Fatalf("End kept the notices: %v", ns)
+	}
+	tab.End("s2") // a session with no policy goes altogether
+	tab.Get("s2")
+	tab.End("s2")
+	if _, ok := tab.byName.Load("s2"); ok {
+		t.Fatal("End kept a session without a policy")
+	}
+	tab.Reset()
+	if tab.Policy("s1") != nil || tab.Policy(protocol.DefaultSession) != nil {
+		t.Fatal("Reset kept a layer")
 	}
 }
 

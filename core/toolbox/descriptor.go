@@ -69,8 +69,12 @@ type Descriptor struct {
 	// a JSON object result, and whether a second identical call changes
 	// nothing more.
 	Title        string          `json:"title,omitempty"`
-	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"` // compiled at registration; results are checked against it
 	Idempotent   bool            `json:"idempotent,omitempty"`
+	// Annotations are the hints the tool declares about itself, which
+	// take the place of those its capabilities give (Hints); nil when it
+	// declares none.
+	Annotations *Annotations `json:"annotations,omitempty"`
 	// OnCallerThread: a host tool that returns quickly runs on the thread
 	// of the call that asked for it, with no handoff to a worker thread;
 	// its timeout then cannot cut the call short (docs/tools.md).
@@ -80,25 +84,94 @@ type Descriptor struct {
 	// after a successful call the session's file-change callbacks fire
 	// for them (SPEC §9.6), as for a result's changed_files.
 	ChangesFiles []string `json:"changes_files,omitempty"`
+	// ReportsChangedFiles: the tool's own result says which files it
+	// changed, in "changed_files" (SPEC §9.6), and the session's
+	// callbacks fire for them. Only a tool that declares it is believed:
+	// a result may carry what a model or an MCP client wrote (echo does).
+	ReportsChangedFiles bool `json:"reports_changed_files,omitempty"`
 }
 
-// Hints are what a tool's capabilities say of it to MCP clients
-// (annotations): read-only when it declares none but fs_read, destructive
-// when it writes files or runs programs, open-world when it reaches the
-// network.
+// Hints are what a tool says of itself to MCP clients (annotations). Its
+// capabilities give them: read-only when it declares none but fs_read,
+// destructive when it writes files or runs programs, open-world when it
+// reaches the network; its declared Annotations take their place.
 type Hints struct {
 	ReadOnly, Destructive, OpenWorld, Idempotent bool
 }
 
-// Hints derives the tool's hints from its capabilities.
+// Annotations are hints a descriptor declares, in MCP's own names (its
+// "annotations" object); each one left out is derived from the
+// capabilities. check refuses those the capabilities contradict.
+// idempotentHint is the descriptor's "idempotent": check moves it there.
+type Annotations struct {
+	ReadOnly    *bool `json:"readOnlyHint,omitempty"`
+	Destructive *bool `json:"destructiveHint,omitempty"`
+	Idempotent  *bool `json:"idempotentHint,omitempty"`
+	OpenWorld   *bool `json:"openWorldHint,omitempty"`
+}
+
+// Hints gives the tool's hints: the declared ones, the others derived
+// from its capabilities.
 func (d *Descriptor) Hints() Hints {
 	h := Hints{ReadOnly: true, Idempotent: d.Idempotent}
 	for _, c := range d.Capabilities {
 		h.ReadOnly = h.ReadOnly && c == CapFSRead
 	}
+	a := d.Annotations
+	if a == nil {
+		a = &Annotations{}
+	}
+	if a.ReadOnly != nil {
+		h.ReadOnly = *a.ReadOnly
+	}
+	if a.Destructive != nil && *a.Destructive {
+		h.ReadOnly = false // a tool that may destroy is not read-only
+	}
 	h.Destructive = !h.ReadOnly && (d.HasCapability(CapFSWrite) || d.HasCapability(CapExec))
+	if a.Destructive != nil && !h.ReadOnly {
+		h.Destructive = *a.Destructive
+	}
 	h.OpenWorld = d.HasCapability(CapNetwork)
+	if a.OpenWorld != nil {
+		h.OpenWorld = *a.OpenWorld
+	}
 	return h
+}
+
+// checkAnnotations refuses the declared hints the capabilities
+// contradict, those that would make a client less careful than the tool
+// deserves: read-only while it writes files, runs programs or changes a
+// CLIPS program's facts; a closed world while it reaches the network.
+// It moves idempotentHint to Idempotent.
+func (d *Descriptor) checkAnnotations() error {
+	a := d.Annotations
+	if a == nil {
+		return nil
+	}
+	if a.ReadOnly != nil && *a.ReadOnly {
+		for _, c := range []string{CapFSWrite, CapExec, CapCLIPSWrite} {
+			if d.HasCapability(c) {
+				return fmt.Errorf("tool %q: annotations.readOnlyHint is true, but its capability %q changes what lies outside the tool", d.Name, c)
+			}
+		}
+		if a.Destructive != nil && *a.Destructive {
+			return fmt.Errorf("tool %q: annotations.readOnlyHint and destructiveHint are both true: a read-only tool destroys nothing", d.Name)
+		}
+	}
+	if a.OpenWorld != nil && !*a.OpenWorld && d.HasCapability(CapNetwork) {
+		return fmt.Errorf("tool %q: annotations.openWorldHint is false, but its capability \"network\" reaches outside", d.Name)
+	}
+	if a.Idempotent != nil {
+		if d.Idempotent && !*a.Idempotent {
+			return fmt.Errorf("tool %q: idempotent is true, but annotations.idempotentHint is false", d.Name)
+		}
+		d.Idempotent = *a.Idempotent
+		a.Idempotent = nil
+	}
+	if *a == (Annotations{}) {
+		d.Annotations = nil
+	}
+	return nil
 }
 
 // HasCapability reports whether the tool declares capability c.
@@ -127,8 +200,10 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		Title        *string         `json:"title"`
 		OutputSchema json.RawMessage `json:"output_schema"`
 		Idempotent   *bool           `json:"idempotent"`
+		Annotations  json.RawMessage `json:"annotations"`
 		OnCaller     *bool           `json:"on_caller_thread"`
 		ChangesFiles []string        `json:"changes_files"`
+		ReportsFiles *bool           `json:"reports_changed_files"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -168,7 +243,16 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	if raw.OnCaller != nil {
 		d.OnCallerThread = *raw.OnCaller
 	}
+	if len(raw.Annotations) > 0 && !bytes.Equal(bytes.TrimSpace(raw.Annotations), []byte("null")) {
+		d.Annotations = new(Annotations)
+		if err := decodeStrict(raw.Annotations, d.Annotations, "annotations"); err != nil {
+			return Descriptor{}, fmt.Errorf("descriptor: %s", err)
+		}
+	}
 	d.ChangesFiles = raw.ChangesFiles
+	if raw.ReportsFiles != nil {
+		d.ReportsChangedFiles = *raw.ReportsFiles
+	}
 	if len(raw.OutputSchema) > 0 && !bytes.Equal(bytes.TrimSpace(raw.OutputSchema), []byte("null")) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw.OutputSchema); err != nil || buf.Bytes()[0] != '{' {
@@ -265,6 +349,9 @@ func (d *Descriptor) check() error {
 		seen[c] = true
 	}
 	sort.Strings(d.Capabilities)
+	if err := d.checkAnnotations(); err != nil {
+		return err
+	}
 	if _, err := compileChangesFiles(d.ChangesFiles); err != nil {
 		return fmt.Errorf("tool %q: %v", d.Name, err)
 	}
@@ -306,12 +393,18 @@ func (noLoader) Load(url string) (any, error) {
 // simpleSchema knows, its direct check too. A nil schema accepts any
 // object.
 func compileSchema(name string, schema []byte) (*jsonschema.Schema, *simpleSchema, error) {
+	return compileSchemaOf(name, "input_schema", schema)
+}
+
+// compileSchemaOf is compileSchema for the descriptor's key key
+// (input_schema or output_schema).
+func compileSchemaOf(name, key string, schema []byte) (*jsonschema.Schema, *simpleSchema, error) {
 	if schema == nil {
 		return nil, nil, nil
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, nil, fmt.Errorf("tool %q: input_schema is not JSON: %v", name, err)
+		return nil, nil, fmt.Errorf("tool %q: %s is not JSON: %v", name, key, err)
 	}
 	if m, ok := doc.(map[string]any); ok && len(m) == 0 {
 		return nil, nil, nil // {} accepts everything
@@ -319,13 +412,13 @@ func compileSchema(name string, schema []byte) (*jsonschema.Schema, *simpleSchem
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
-	loc := "clara:tool/" + name + "/input_schema.json"
+	loc := "clara:tool/" + name + "/" + key + ".json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+		return nil, nil, fmt.Errorf("tool %q: invalid %s: %s", name, key, schemaProblems(err))
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tool %q: invalid input_schema: %s", name, schemaProblems(err))
+		return nil, nil, fmt.Errorf("tool %q: invalid %s: %s", name, key, schemaProblems(err))
 	}
 	simple, _ := compileSimple(doc)
 	return s, simple, nil
@@ -381,12 +474,18 @@ func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []by
 			return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, serr)
 		}
 	}
-	if simple != nil && simple.check(args) == verdictValid {
+	return checkSchema(name, s, simple, args, protocol.InvalidArgs, "arguments are not JSON", "arguments do not match input_schema")
+}
+
+// checkSchema checks data against s; the error, of code code, lists every
+// violation after the words noMatch (notJSON: data is not JSON).
+func checkSchema(name string, s *jsonschema.Schema, simple *simpleSchema, data []byte, code protocol.Code, notJSON, noMatch string) *protocol.Error {
+	if simple != nil && simple.check(data) == verdictValid {
 		return nil
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return protocol.Errorf(protocol.InvalidArgs, "tool %q: arguments are not JSON: %v", name, err)
+		return protocol.Errorf(code, "tool %q: %s: %v", name, notJSON, err)
 	}
 	err = s.Validate(inst)
 	if err == nil {
@@ -394,7 +493,7 @@ func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []by
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return protocol.Errorf(protocol.InvalidArgs, "tool %q: %v", name, oneLine(err))
+		return protocol.Errorf(code, "tool %q: %v", name, oneLine(err))
 	}
 	var vs []Violation
 	leaves(ve, &vs)
@@ -403,11 +502,11 @@ func validate(name string, s *jsonschema.Schema, simple *simpleSchema, args []by
 		vs = append(vs, Violation{Pointer: "", Message: oneLine(err)})
 	}
 	details, _ := json.Marshal(vs)
-	msg := fmt.Sprintf("tool %q: arguments do not match input_schema: %s: %s", name, pointerText(vs[0].Pointer), vs[0].Message)
+	msg := fmt.Sprintf("tool %q: %s: %s: %s", name, noMatch, pointerText(vs[0].Pointer), vs[0].Message)
 	if len(vs) > 1 {
 		msg += fmt.Sprintf(" (and %d more)", len(vs)-1)
 	}
-	return &protocol.Error{Code: protocol.InvalidArgs, Message: msg, Details: details}
+	return &protocol.Error{Code: code, Message: msg, Details: details}
 }
 
 func pointerText(p string) string {

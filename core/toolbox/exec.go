@@ -83,7 +83,16 @@ func (t *Tool) Execute(ctx context.Context, call Call, d Defaults) (result []byt
 	if perr != nil {
 		return nil, false, perr
 	}
-	return t.clamp(out, d)
+	result, truncated, perr = t.clamp(out, d)
+	if t.output != nil && perr == nil {
+		// A tool that declares its result's schema is held to it: a client
+		// that reads structuredContent relies on it (docs/tools.md).
+		if perr = checkSchema(t.Name, t.output, t.outputSimple, result, protocol.ToolFailed,
+			"its result is not JSON", "its result does not match output_schema"); perr != nil {
+			return nil, false, perr
+		}
+	}
+	return result, truncated, perr
 }
 
 // runSelfTimed calls a tool that keeps its own deadline (a C tool) on the

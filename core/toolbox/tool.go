@@ -55,12 +55,16 @@ type Tool struct {
 	// (see Builtin.KeepsNothing), or a tool that says what it hands on
 	// (ToolOptions.KeepsNothing).
 	KeepsNothing bool
+	// Origin: who brought the tool (see Origin).
+	Origin Origin
 
-	schema  *jsonschema.Schema
-	simple  *simpleSchema // the direct check of schema; nil when it uses more
-	changes [][]string    // ChangesFiles as pointer tokens
-	slots   chan struct{} // max_concurrency; nil when unlimited
-	rate    *rateLimiter  // nil when no rate_per_min
+	schema       *jsonschema.Schema
+	simple       *simpleSchema      // the direct check of schema; nil when it uses more
+	output       *jsonschema.Schema // OutputSchema compiled; nil: results are not checked
+	outputSimple *simpleSchema
+	changes      [][]string    // ChangesFiles as pointer tokens
+	slots        chan struct{} // max_concurrency; nil when unlimited
+	rate         *rateLimiter  // nil when no rate_per_min
 
 	// refs counts the registry's reference plus one per call running the
 	// tool. When it drops to zero the tool is gone for good and onRelease
@@ -98,7 +102,17 @@ type ToolOptions struct {
 	// nested call, actions applied with the call's context. Core may then
 	// reuse the call's state for the next request, as for the echo.
 	KeepsNothing bool
+	Origin       Origin // see Tool.Origin
 	OnRelease    func() // runs once when the tool is unregistered or replaced and no call is running it
+}
+
+// Origin is who brought a tool into the registry, for the rule of whose
+// name it may take (Registry.SwapGuarded's guard, which the engine
+// writes). The zero value is the host program's.
+type Origin struct {
+	Rank     int    // the engine's order of owners: higher ranks keep their names
+	Name     string // who, for messages
+	Replaces bool   // its configuration says it may take the name of a higher rank
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -115,6 +129,11 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	d.Capabilities = append([]string(nil), d.Capabilities...)
 	d.InputSchema = bytes.Clone(d.InputSchema)
 	d.ChangesFiles = append([]string(nil), d.ChangesFiles...)
+	d.OutputSchema = bytes.Clone(d.OutputSchema)
+	if d.Annotations != nil {
+		a := *d.Annotations
+		d.Annotations = &a
+	}
 	if err := d.check(); err != nil {
 		return nil, err
 	}
@@ -123,9 +142,13 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, outSimple, err := compileSchemaOf(d.Name, "output_schema", d.OutputSchema)
+	if err != nil {
+		return nil, &OutputSchemaError{err}
+	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, Host: o.Host, schema: s,
-		simple: simple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
-		KeepsNothing: o.KeepsNothing}
+		simple: simple, output: out, outputSimple: outSimple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
+		KeepsNothing: o.KeepsNothing, Origin: o.Origin}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
@@ -135,6 +158,13 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	t.refs.Store(1)
 	return t, nil
 }
+
+// OutputSchemaError is NewTool's error for an output_schema that does not
+// compile (a remote MCP server's tool is then served without it).
+type OutputSchemaError struct{ Err error }
+
+func (e *OutputSchemaError) Error() string { return e.Err.Error() }
+func (e *OutputSchemaError) Unwrap() error { return e.Err }
 
 // acquire takes a reference for one call; false when the tool is already
 // gone (unregistered and idle). Built-in tools are never released, so they

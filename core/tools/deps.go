@@ -56,8 +56,12 @@ type Engine interface {
 	// emission (SPEC §7.3).
 	Emit(ctx context.Context, session, event string, payload map[string]any, trace bool) ([]byte, error)
 	// EndSession emits on_session_end in session, then frees what the
-	// session holds in memory; it returns the emission's result object.
+	// session holds in memory (not its policy); it returns the emission's
+	// result object.
 	EndSession(ctx context.Context, session string) ([]byte, error)
+	// Nested reports whether ctx is a call made inside another (by a
+	// rule, a script, a tool or a model), not one of the host's requests.
+	Nested(ctx context.Context) bool
 	// StateGet reads a value of the session's rule state (raw JSON), of
 	// the rules of plugin when not "".
 	StateGet(session, plugin, key string) (value []byte, found bool, err error)

@@ -45,15 +45,22 @@ func notificationsDrain(sessions *session.Table) toolbox.Builtin {
 		}}
 }
 
+// sessionEnd ends a session. The host may name any session; a call made
+// inside another (a rule's, a script's, a tool's, a model's) ends only its
+// own, or a model or a script could wipe the sessions of others.
 func sessionEnd(e Engine) toolbox.Builtin {
 	return toolbox.Builtin{Name: "session_end",
-		Description:    "Ends a session: emits on_session_end, then frees its in-memory data (its rule state stays).",
+		Description:    "Ends a session: emits on_session_end, then frees its in-memory data (its rule state and its policy stay).",
 		Schema:         `{"type":"object","properties":{"session":{"type":"string","minLength":1}},"additionalProperties":false}`,
 		MaxOutputBytes: 16 << 20,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 			name := call.Session
 			if v := gjson.GetBytes(call.Arguments, "session"); v.Exists() {
 				name = v.Str // gjson copied it out of the arguments
+			}
+			if name != call.Session && e.Nested(ctx) {
+				return nil, protocol.Errorf(protocol.Denied, "session_end: a call made by a rule, a script, a tool or a model ends only its own session (%q), not %q",
+					call.Session, name)
 			}
 			emitted, err := e.EndSession(ctx, name)
 			if err != nil {

@@ -130,42 +130,65 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
          capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None,
          on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None) -> Callable[[F], F]: ...
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
+         annotations: Any = None, idempotent: Optional[bool] = None,
+         output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
          description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
          limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
          llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None) -> Any:
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
+         annotations: Any = None, idempotent: Optional[bool] = None,
+         output_schema: Optional[Mapping[str, Any]] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
-    changes_files=...). Returns the function unchanged.
+    changes_files=..., reports_changed_files=..., title=..., annotations=...,
+    idempotent=..., output_schema=...). Returns the function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
     the call (nor of Python's GIL) between threads, but its timeout can no
     longer cut it short (docs/tools.md). changes_files names the arguments
     (or JSON pointers into them) that hold paths the tool changes, for the
-    file-change callbacks.
+    file-change callbacks; reports_changed_files=True says the function's
+    result lists the files it changed ({"changed_files": [...]}), which
+    then fire those callbacks (without it that key is only data). title is
+    a display name for MCP clients;
+    annotations MCP's hints ({"readOnlyHint": True, ...}, or an
+    mcp.types.ToolAnnotations), which replace those the capabilities give
+    and are refused when the capabilities contradict them; idempotent: a
+    second identical call changes nothing more.
 
     The input schema is built from the signature and type hints (int, float,
     str, bool, list[T], dict[str, T], Optional, Union, Literal, TypedDict,
-    dataclasses, Annotated[T, "description"]); parameters with a default
-    are not required; an explicit input_schema= wins. The description is
-    the docstring unless given. The name is the function's unless given.
+    dataclasses, pydantic models, Annotated[T, "description"]); parameters
+    with a default are not required; the docstring's Args: section (or
+    NumPy's Parameters, or Sphinx's :param:) describes each parameter; an
+    explicit input_schema= wins. The description is the rest of the
+    docstring unless given. The name is the function's unless given. A
+    return annotation that describes an object (TypedDict, dataclass,
+    pydantic model, dict) is the output_schema, which Clara holds every
+    result to (output_schema= gives one, {} none).
 
-    The function is called with keyword arguments (dataclass parameters
-    rebuilt from their JSON objects); its return value is sent as JSON. An
-    exception raised in it becomes tool_failed with "<Type>: <message>". An
-    async def runs on an event loop the package owns, on its own thread.
+    The function is called with keyword arguments (dataclass and pydantic
+    parameters rebuilt from their JSON objects); its return value is sent as
+    JSON. An exception raised in it becomes tool_failed with "<Type>:
+    <message>". An async def runs on an event loop the package owns, on its
+    own thread. clara.current_call() inside it gives its session, whether
+    it was cancelled, and progress and log messages to an MCP client.
     Raises TypeError for a hint it cannot express, RegistrationError when
     Clara refuses the descriptor."""
     from ._tools import decorate
     return decorate(None, fn, name=name, description=description, input_schema=input_schema,
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                    on_caller_thread=on_caller_thread, changes_files=changes_files)
+                    on_caller_thread=on_caller_thread, changes_files=changes_files,
+                    reports_changed_files=reports_changed_files, title=title,
+                    annotations=annotations, idempotent=idempotent, output_schema=output_schema)
 
 
 def tools() -> List[Dict[str, Any]]:
@@ -218,14 +241,18 @@ def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_IN
 
 def set_event_handler(handler: Optional[Callable[[Dict[str, Any]], None]]) -> None:
     """Send the progress events of chats (token, tool_call, tool_result,
-    answer) to handler(event); None stops them (see Clara.set_event_handler)."""
+    answer, and ask_user's input_required and input_cancelled) to
+    handler(event); None stops them (see Clara.set_event_handler)."""
     _get().set_event_handler(handler)
 
 
 def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]]]) -> None:
     """Let the ask_user tool ask the user: handler(request) returns the
-    answer (str) or None to decline; None removes it (see
-    Clara.set_input_handler)."""
+    answer (str) or None to decline; None removes it. When the question's
+    call is cancelled first, the event handler gets {"event":
+    "input_cancelled", "id": request["id"], ...}, and handler should return
+    soon: until it does the question holds a thread and counts against
+    limits.max_open_questions (see Clara.set_input_handler)."""
     _get().set_input_handler(handler)
 
 

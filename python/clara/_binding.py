@@ -39,7 +39,8 @@ from . import _aio, _json
 from ._errors import ClaraError, InternalError, RegistrationError
 from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_FALSE, CLARA_JSON_FLOAT,
                        CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL, CLARA_JSON_OBJECT,
-                       CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_INFO, CLARA_LOG_OFF, CLARA_OK, FREE_FN,
+                       CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR, CLARA_LOG_INFO,
+                       CLARA_LOG_OFF, CLARA_LOG_WARN, CLARA_OK, FREE_FN,
                        EVENT_FN, INPUT_FN, LOG_FN, TOOL_FN, declare, load_library)
 
 if TYPE_CHECKING:
@@ -304,18 +305,80 @@ class ToolCall:
     widens it), one level deeper, and never reaching the tool itself or a
     tool that called it. Calls made with clara.call() instead escape all of
     that. It is valid only while the tool runs: afterwards every request
-    answers invalid_request."""
+    answers invalid_request.
 
-    __slots__ = ("_lib", "_handle", "name")
+    It also tells the tool about its call (session, cancelled) and lets it
+    tell the MCP client that called it how it goes (progress, log)."""
+
+    __slots__ = ("_lib", "_handle", "name", "_session")
 
     def __init__(self, lib: Any, handle: Optional[int], name: Optional[str]) -> None:
         self._lib = lib
         self._handle = handle
         #: the tool's name, as registered
         self.name = name
+        self._session: Optional[str] = None
 
     def __repr__(self) -> str:
         return "<clara.ToolCall of %r>" % (self.name,)
+
+    @property
+    def session(self) -> str:
+        """The session the call runs in ("default" when its request named
+        none). RuntimeError when asked first after the tool returned."""
+        if self._session is None:
+            ptr = self._lib.clara_call_session(self._handle)
+            if not ptr:
+                raise RuntimeError("clara.ToolCall.session: the call is no longer running")
+            try:
+                self._session = ctypes.string_at(ptr).decode("utf-8", "replace")
+            finally:
+                self._lib.clara_free_string(ptr)
+        return self._session
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call was cancelled (clara.call_async's task
+        cancelled, an MCP client's notifications/cancelled) or ran past its
+        timeout_ms: its answer will be dropped, so a long tool can stop
+        early. Clara cannot interrupt Python code; an async tool's
+        coroutine is cancelled for it."""
+        return bool(self._lib.clara_call_cancelled(self._handle))
+
+    def progress(self, done: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
+        """Report done units of total (None: unknown) with an optional
+        message. When an MCP client asked for the call's progress it gets
+        notifications/progress; otherwise nothing happens. Values that do
+        not increase are dropped."""
+        self._lib.clara_call_progress(self._handle, float(done), float(total or 0),
+                                      _to_bytes(message, "message"))
+
+    def log(self, message: str, level: Union[str, int] = "info") -> None:
+        """Send message to the MCP client that called the tool
+        (notifications/message, logger: the tool's name) when the client's
+        log level (logging/setLevel) is at or below level: "debug",
+        "info", "warning" or "error" (or a CLARA_LOG_* value). Outside
+        MCP, nothing happens; use Python's logging for your own log."""
+        code = _CLIENT_LOG_LEVELS.get(level) if isinstance(level, str) else level
+        if not isinstance(code, int) or isinstance(code, bool) or not CLARA_LOG_DEBUG <= code <= CLARA_LOG_ERROR:
+            raise ValueError("level must be \"debug\", \"info\", \"warning\" or \"error\", not %r" % (level,))
+        self._lib.clara_call_log(self._handle, code, _to_bytes(message, "message"))
+
+    def debug(self, message: str) -> None:
+        """log(message, "debug")."""
+        self.log(message, "debug")
+
+    def info(self, message: str) -> None:
+        """log(message, "info")."""
+        self.log(message, "info")
+
+    def warning(self, message: str) -> None:
+        """log(message, "warning")."""
+        self.log(message, "warning")
+
+    def error(self, message: str) -> None:
+        """log(message, "error")."""
+        self.log(message, "error")
 
     def _evaluate_bytes(self, request: bytes) -> bytes:
         ptr = self._lib.clara_call_evaluate(self._handle, request)
@@ -348,6 +411,9 @@ class ToolCall:
         request = Clara._request(tool, arguments, None)
         return Clara._result(await asyncio.get_running_loop().run_in_executor(None, self._evaluate_bytes, request))
 
+
+_CLIENT_LOG_LEVELS = {"debug": CLARA_LOG_DEBUG, "info": CLARA_LOG_INFO, "warning": CLARA_LOG_WARN,
+                      "warn": CLARA_LOG_WARN, "error": CLARA_LOG_ERROR}
 
 #: The call of the tool running in this context (a thread running a
 #: synchronous tool, the task running an async one).
@@ -751,7 +817,9 @@ class Clara:
     def set_event_handler(self, handler: Optional[EventHandler]) -> None:
         """Send the progress events of chats to handler(event: dict):
         {"event": "token" | "tool_call" | "tool_result" | "answer", ...,
-        "session": ..., "handle": ... (async calls)}; None stops them.
+        "session": ..., "handle": ... (async calls)}, and ask_user's
+        "input_required" and "input_cancelled" (see set_input_handler);
+        None stops them.
 
         handler is called from Clara's threads: make it thread-safe and
         quick, and never call Clara from it. Any exception it raises is
@@ -776,7 +844,12 @@ class Clara:
         handler is called from Clara's threads, possibly for several
         questions at once, and may take as long as the user does; it may
         call Clara. If the call is cancelled or its deadline passes first,
-        the answer is dropped."""
+        the answer is dropped, and the event handler (set_event_handler)
+        gets {"event": "input_cancelled", "id": request["id"], ...}: the
+        handler should then return (None will do). Until it returns, the
+        question holds the thread it runs on and counts as open; past
+        limits.max_open_questions open questions (default 64), ask_user is
+        refused (ToolFailed) without asking."""
         global _input_current, _input_lib, _input_box
         if handler is not None and not callable(handler):
             raise TypeError("handler must be callable or None")
@@ -896,18 +969,26 @@ class Clara:
              input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
              capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None) -> Callable[[F], F]: ...
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
+             annotations: Any = None, idempotent: Optional[bool] = None,
+             output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
 
     def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
              limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None) -> Any:
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
+             annotations: Any = None, idempotent: Optional[bool] = None,
+             output_schema: Optional[Mapping[str, Any]] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                        on_caller_thread=on_caller_thread, changes_files=changes_files)
+                        on_caller_thread=on_caller_thread, changes_files=changes_files,
+                        reports_changed_files=reports_changed_files, title=title,
+                        annotations=annotations, idempotent=idempotent, output_schema=output_schema)
 
     def tools(self) -> List[Dict[str, Any]]:
         """The descriptors of every tool (built-in and registered), as the

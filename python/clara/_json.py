@@ -9,8 +9,9 @@ no C accelerators it falls back to the json module's public functions, with
 the same results.
 
 Encoding: compact, UTF-8 (non-ASCII kept), NaN and infinities refused
-(ValueError), dataclass instances written as objects, anything else json
-cannot write refused with json's own TypeError.
+(ValueError), dataclass instances written as objects, pydantic models as
+their model_dump(mode="json") (duck-typed: pydantic is never imported),
+anything else json cannot write refused with json's own TypeError.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any, Callable, Tuple
 def _default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type) and callable(getattr(type(value), "model_json_schema", None)):
+        return dump(mode="json")
     raise TypeError("Object of type %s is not JSON serializable" % type(value).__name__)
 
 

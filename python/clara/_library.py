@@ -154,8 +154,18 @@ def declare(lib: ctypes.CDLL) -> None:
     # void clara_call_error(clara_call *call, const char *message);
     lib.clara_call_error.argtypes = [c_void_p, c_char_p]
     lib.clara_call_error.restype = None
+    # void clara_call_progress(clara_call *call, double done, double total, const char *message);
     lib.clara_call_progress.argtypes = [c_void_p, ctypes.c_double, ctypes.c_double, c_char_p]
     lib.clara_call_progress.restype = None
+    # void clara_call_log(clara_call *call, int level, const char *message);
+    lib.clara_call_log.argtypes = [c_void_p, c_int, c_char_p]
+    lib.clara_call_log.restype = None
+    # char *clara_call_session(clara_call *call);  malloc'd: c_void_p.
+    lib.clara_call_session.argtypes = [c_void_p]
+    lib.clara_call_session.restype = c_void_p
+    # int clara_call_cancelled(clara_call *call);
+    lib.clara_call_cancelled.argtypes = [c_void_p]
+    lib.clara_call_cancelled.restype = c_int
     # char *clara_call_evaluate(clara_call *call, const char *request_json);  malloc'd.
     lib.clara_call_evaluate.argtypes = [c_void_p, c_char_p]
     lib.clara_call_evaluate.restype = c_void_p

@@ -12,13 +12,23 @@ and the conversions its arguments need on the way in.
     TypedDict, dataclass -> {"type": "object", "properties": ..., "required":
         [the keys without default], "additionalProperties": false}
     Annotated[T, "text"] -> T's schema with "description": "text"
+    a pydantic model -> its model_json_schema() (duck-typed: any class with
+        model_json_schema and model_validate; pydantic is never imported),
+        its "$defs" moved to the top of the tool's schema
 
 The function's parameters become the properties of an object; a parameter
 with a default is not required, and its default is written as "default"
-when it is plain JSON. **kwargs admits other properties (of its hint).
-Anything else (tuples, sets, classes of your own, *args, positional-only
-parameters) is refused with TypeError when the tool is declared, naming
-the parameter.
+when it is plain JSON; the docstring's description of a parameter
+(_docstring) becomes its "description" unless Annotated gave one.
+**kwargs admits other properties (of its hint). Anything else (tuples,
+sets, classes of your own, *args, positional-only parameters) is refused
+with TypeError when the tool is declared, naming the parameter.
+
+The return annotation gives the output_schema when its schema describes an
+object (a TypedDict, a dataclass, a pydantic model, dict): MCP's
+outputSchema is always an object. Clara checks every result against it. A
+dataclass's schema as a result lists all its fields, all required (what
+dataclasses.asdict writes); a pydantic model's is its serialization schema.
 """
 
 from __future__ import annotations
@@ -47,6 +57,25 @@ def _is_typeddict(tp: Any) -> bool:
 
 def _is_dataclass_type(tp: Any) -> bool:
     return typing.get_origin(tp) is None and isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def is_pydantic_model(tp: Any) -> bool:
+    """A pydantic (v2) model class, by duck typing: pydantic is not a
+    dependency and is never imported here."""
+    return typing.get_origin(tp) is None and isinstance(tp, type) \
+        and callable(getattr(tp, "model_json_schema", None)) and callable(getattr(tp, "model_validate", None))
+
+
+def _pydantic_schema(tp: Any, where: str, output: bool) -> Schema:
+    try:
+        schema = tp.model_json_schema(mode="serialization" if output else "validation")
+    except TypeError:   # a model_json_schema without mode
+        schema = tp.model_json_schema()
+    except Exception as e:
+        raise TypeError("%s: %s.model_json_schema() failed: %s: %s" % (where, tp.__name__, type(e).__name__, e)) from None
+    if not isinstance(schema, dict):
+        raise TypeError("%s: %s.model_json_schema() returned %s, not a dict" % (where, tp.__name__, type(schema).__name__))
+    return schema
 
 
 def _hints(obj: Any, where: str) -> Dict[str, Any]:
@@ -87,17 +116,18 @@ def _unwrap(tp: Any) -> Tuple[Any, Optional[str]]:
             return tp, description
 
 
-def type_schema(tp: Any, where: str, seen: Tuple[type, ...] = ()) -> Schema:
-    """The JSON Schema of one type hint. where names it in errors."""
+def type_schema(tp: Any, where: str, seen: Tuple[type, ...] = (), output: bool = False) -> Schema:
+    """The JSON Schema of one type hint. where names it in errors; output:
+    of a result (what the package writes) rather than of an argument."""
     tp, description = _unwrap(tp)
-    schema = _type_schema(tp, where, seen)
+    schema = _type_schema(tp, where, seen, output)
     if description is not None:
         schema = dict(schema)
         schema["description"] = description
     return schema
 
 
-def _type_schema(tp: Any, where: str, seen: Tuple[type, ...]) -> Schema:
+def _type_schema(tp: Any, where: str, seen: Tuple[type, ...], output: bool) -> Schema:
     if tp is Any or tp is object or tp is inspect.Parameter.empty:
         return {}
     if tp is None or tp is _NoneType:
@@ -117,14 +147,14 @@ def _type_schema(tp: Any, where: str, seen: Tuple[type, ...]) -> Schema:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is list:
-        return {"type": "array", "items": type_schema(args[0], where + "[]", seen)}
+        return {"type": "array", "items": type_schema(args[0], where + "[]", seen, output)}
     if origin is dict:
         if args[0] is not str:
             raise TypeError("%s: dict keys must be str (JSON object keys), not %s" % (where, _name(args[0])))
-        return {"type": "object", "additionalProperties": type_schema(args[1], where + "{}", seen)}
+        return {"type": "object", "additionalProperties": type_schema(args[1], where + "{}", seen, output)}
     if origin is typing.Union or (_UnionType is not None and origin is _UnionType):
         arms = [a for a in args if a is not _NoneType]
-        schemas = [type_schema(a, where, seen) for a in arms]
+        schemas = [type_schema(a, where, seen, output) for a in arms]
         if len(arms) < len(args):
             schemas.append({"type": "null"})
         return {"anyOf": schemas}
@@ -140,9 +170,12 @@ def _type_schema(tp: Any, where: str, seen: Tuple[type, ...]) -> Schema:
     if _is_typeddict(tp) or _is_dataclass_type(tp):
         if tp in seen:
             raise TypeError("%s: %s refers to itself; recursive types are not supported" % (where, tp.__name__))
-        return _object_schema(tp, where, seen + (tp,))
+        return _object_schema(tp, where, seen + (tp,), output)
+    if is_pydantic_model(tp):
+        return _pydantic_schema(tp, where, output)
     raise TypeError("%s: unsupported type hint %s (supported: int, float, str, bool, None, list[T], "
-                    "dict[str, T], Optional, Union, Literal, TypedDict, dataclasses, Any)" % (where, _name(tp)))
+                    "dict[str, T], Optional, Union, Literal, TypedDict, dataclasses, pydantic models, Any)"
+                    % (where, _name(tp)))
 
 
 def _json_type(value: Any) -> str:
@@ -159,22 +192,22 @@ def _name(tp: Any) -> str:
     return tp.__name__ if isinstance(tp, type) else repr(tp)
 
 
-def _object_schema(tp: type, where: str, seen: Tuple[type, ...]) -> Schema:
+def _object_schema(tp: type, where: str, seen: Tuple[type, ...], output: bool) -> Schema:
     hints = _hints(tp, where)
     properties: Schema = {}
     required: List[str] = []
     if _is_typeddict(tp):
         required_keys: frozenset[str] = getattr(tp, "__required_keys__", frozenset())
         for key, hint in hints.items():
-            properties[key] = type_schema(hint, "%s.%s" % (where, key), seen)
+            properties[key] = type_schema(hint, "%s.%s" % (where, key), seen, output)
             if key in required_keys:
                 required.append(key)
     else:
         for field in dataclasses.fields(tp):
-            if not field.init:
+            if not field.init and not output:
                 continue
-            properties[field.name] = type_schema(hints.get(field.name, Any), "%s.%s" % (where, field.name), seen)
-            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            properties[field.name] = type_schema(hints.get(field.name, Any), "%s.%s" % (where, field.name), seen, output)
+            if output or (field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING):
                 required.append(field.name)
             elif field.default is not dataclasses.MISSING and _plain_json(field.default):
                 properties[field.name]["default"] = field.default
@@ -185,8 +218,64 @@ def _object_schema(tp: type, where: str, seen: Tuple[type, ...]) -> Schema:
     return out
 
 
-def function_schema(fn: Callable[..., Any], where: str) -> Schema:
-    """The input_schema of fn's keyword parameters (see the module doc)."""
+# The keywords whose values are schemas (a dict of them, a list of them, one).
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalItems", "additionalProperties", "not", "if", "then", "else", "contains",
+               "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+
+
+def hoist_defs(schema: Schema, where: str) -> Schema:
+    """schema with the "$defs" of its subschemas (a pydantic model's) moved
+    to its top, where their "$ref": "#/$defs/NAME" point. Two definitions
+    of one name that differ are refused."""
+    defs: Schema = {}
+
+    def walk(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out: Schema = {}
+        for key, value in node.items():
+            if key == "$defs" and isinstance(value, dict):
+                for name, definition in value.items():
+                    definition = walk(definition)
+                    if name in defs and defs[name] != definition:
+                        raise TypeError("%s: two different types are both called %r in the schema; rename one"
+                                        % (where, name))
+                    defs[name] = definition
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: walk(v) for k, v in value.items()}
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [walk(v) for v in value]
+            elif key in _SCHEMA_ONE:
+                out[key] = walk(value)
+            else:
+                out[key] = value
+        return out
+
+    body: Schema = walk(schema)
+    if defs:
+        body["$defs"] = defs
+    return body
+
+
+def return_schema(fn: Callable[..., Any], where: str) -> Optional[Schema]:
+    """The output_schema of fn's return annotation: its schema when that
+    describes an object, else None (no annotation, another type, or one the
+    package cannot express)."""
+    try:
+        hint = _hints(fn, where).get("return")
+        if hint is None:
+            return None
+        schema = hoist_defs(type_schema(hint, where + ", return value", output=True), where)
+    except TypeError:
+        return None     # the return annotation is the function's business
+    return schema if schema.get("type") == "object" else None
+
+
+def function_schema(fn: Callable[..., Any], where: str, descriptions: Optional[Dict[str, str]] = None) -> Schema:
+    """The input_schema of fn's keyword parameters (see the module doc);
+    descriptions: the docstring's, by parameter name."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as e:
@@ -205,6 +294,9 @@ def function_schema(fn: Callable[..., Any], where: str) -> Schema:
             additional = type_schema(hints[p.name], pwhere) if p.name in hints else {}
             continue
         schema = type_schema(hints.get(p.name, Any), pwhere)
+        if descriptions and descriptions.get(p.name) and "description" not in schema:
+            schema = dict(schema)
+            schema["description"] = descriptions[p.name]
         if p.default is p.empty:
             required.append(p.name)
         elif _plain_json(p.default):
@@ -216,7 +308,7 @@ def function_schema(fn: Callable[..., Any], where: str) -> Schema:
         out["required"] = required
     if additional is False or additional:   # not for **kwargs of any type ({} or no hint)
         out["additionalProperties"] = additional
-    return out
+    return hoist_defs(out, where)
 
 
 # ---- Arguments in -------------------------------------------------------------
@@ -233,6 +325,9 @@ def converter(tp: Any, seen: Tuple[type, ...] = ()) -> Optional[Converter]:
     args = typing.get_args(tp)
     if _is_dataclass_type(tp):
         return _dataclass_converter(tp, seen)
+    if is_pydantic_model(tp):
+        model: Any = tp
+        return lambda value: model.model_validate(value)
     if _is_typeddict(tp):
         hints = typing.get_type_hints(tp, include_extras=True)
         inner = {k: c for k, c in ((k, converter(h, seen)) for k, h in hints.items()) if c is not None}

@@ -4,8 +4,10 @@ its descriptor built from the signature, and the event loop that runs the
 async ones.
 
 A decorated function is called with keyword arguments, the JSON arguments
-Clara validated against the schema (dataclass parameters rebuilt from their
-objects). Its return value is sent as JSON (dataclasses as objects).
+Clara validated against the schema (dataclass and pydantic parameters
+rebuilt from their objects). Its return value is sent as JSON (dataclasses
+and pydantic models as objects); a return annotation that describes an
+object is the tool's output_schema, which Clara holds every result to.
 
 Async tools run on one event loop owned by this module, on its own daemon
 thread ("clara-asyncio"), started with the first async tool. The thread of
@@ -18,12 +20,13 @@ start until the first call times out.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Mapping, Optional
 
-from . import _binding, _json
-from ._schema import function_schema, parameter_converters
+from . import _binding, _docstring, _json
+from ._schema import function_schema, parameter_converters, return_schema
 
 if TYPE_CHECKING:
     from ._binding import Clara
@@ -61,15 +64,26 @@ class _LoopThread:
                 return new_loop
             return self._loop
 
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    def run(self, coroutine: Coroutine[Any, Any, Any], call: Optional[_binding.ToolCall] = None) -> Any:
         """Run coroutine on the loop and wait for its result (from a thread
-        that is not the loop's)."""
+        that is not the loop's). When the tool's call is cancelled or runs
+        past its deadline, the coroutine is cancelled (CancelledError in it)
+        and so is the wait: the call's answer is dropped anyway."""
         loop = self.loop()
         if threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("an async tool was called on Clara's event loop thread, which would wait "
                                "for itself; inside async tools call Clara with await clara.call_async()")
-        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        if call is None:
+            return future.result()
+        while True:
+            try:
+                return future.result(timeout=_CANCEL_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if call.cancelled:
+                    future.cancel()
+                    raise concurrent.futures.CancelledError("the call was cancelled or ran past its timeout_ms") from None
 
     def stop(self) -> None:
         """At exit: cancel what still runs, stop the loop, join the thread."""
@@ -88,6 +102,10 @@ class _LoopThread:
         thread.join(timeout=5)
 
 
+# How often a thread waiting for an async tool asks whether its call was
+# cancelled (clara_call_cancelled).
+_CANCEL_POLL_S = 0.05
+
 LOOP = _LoopThread()
 _binding._shutdown_hooks.append(LOOP.stop)
 
@@ -105,7 +123,8 @@ def _invoker(fn: AnyFunction) -> Callable[[Dict[str, Any]], Any]:
 
     if is_async:
         def invoke_async(arguments: Dict[str, Any]) -> Any:
-            return LOOP.run(_in_call(_binding._current_call.get(), fn(**convert(arguments))))
+            call = _binding._current_call.get()
+            return LOOP.run(_in_call(call, fn(**convert(arguments))), call)
         return invoke_async
 
     def invoke(arguments: Dict[str, Any]) -> Any:
@@ -113,7 +132,8 @@ def _invoker(fn: AnyFunction) -> Callable[[Dict[str, Any]], Any]:
         if inspect.isawaitable(result):
             # A def returning an awaitable (a functools.partial of an async
             # function, say): run it on the loop too.
-            return LOOP.run(_in_call(_binding._current_call.get(), result))
+            call = _binding._current_call.get()
+            return LOOP.run(_in_call(call, result), call)
         return result
     return invoke
 
@@ -125,23 +145,74 @@ async def _in_call(call: Optional[_binding.ToolCall], awaitable: Awaitable[Any])
     return await awaitable
 
 
+# MCP's hints (ToolAnnotations), as @tool(annotations=...) takes them.
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _annotations(value: Any) -> Dict[str, Any]:
+    """annotations= as a dict of MCP's hints: a mapping, or an object with
+    model_dump (mcp.types.ToolAnnotations); None values are left out. Its
+    "title" is returned too, for the descriptor's title."""
+    if isinstance(value, Mapping):
+        items = dict(value)
+    elif callable(getattr(value, "model_dump", None)):
+        items = value.model_dump(exclude_none=True)
+    else:
+        raise TypeError("clara.tool: annotations is a dict of MCP's hints (%s), not %s"
+                        % (", ".join(_HINTS), type(value).__name__))
+    out: Dict[str, Any] = {}
+    for key, hint in items.items():
+        if hint is None:
+            continue
+        if key == "title":
+            if not isinstance(hint, str):
+                raise TypeError("clara.tool: annotations title must be str, not %s" % type(hint).__name__)
+        elif key not in _HINTS:
+            raise TypeError("clara.tool: unknown annotation %r (known: %s, title)" % (key, ", ".join(_HINTS)))
+        elif not isinstance(hint, bool):
+            raise TypeError("clara.tool: annotation %s must be a bool, not %s" % (key, type(hint).__name__))
+        out[key] = hint
+    return out
+
+
 def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[str],
                input_schema: Optional[Mapping[str, Any]], limits: Optional[Mapping[str, Any]],
                capabilities: Optional[List[str]], llm_visible: Optional[bool],
                on_caller_thread: Optional[bool] = None,
-               changes_files: Optional[List[str]] = None) -> Dict[str, Any]:
+               changes_files: Optional[List[str]] = None,
+               reports_changed_files: Optional[bool] = None,
+               title: Optional[str] = None, annotations: Any = None,
+               idempotent: Optional[bool] = None,
+               output_schema: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """The descriptor @tool registers for fn."""
     tool_name = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(tool_name, str):
         raise TypeError("clara.tool: %r has no __name__; give name=" % (fn,))
+    where = "clara.tool %s" % tool_name
     out: Dict[str, Any] = {"name": tool_name}
-    text = description if description is not None else inspect.getdoc(fn)
+    doc, parameter_docs = _docstring.parse(inspect.getdoc(fn))
+    text = description if description is not None else doc
     if text:
         out["description"] = text
     if input_schema is not None:
         out["input_schema"] = dict(input_schema)
     else:
-        out["input_schema"] = function_schema(fn, "clara.tool %s" % tool_name)
+        out["input_schema"] = function_schema(fn, where, parameter_docs)
+    if output_schema is not None:
+        if output_schema:        # {} declares none
+            out["output_schema"] = dict(output_schema)
+    else:
+        derived = return_schema(fn, where)
+        if derived is not None:
+            out["output_schema"] = derived
+    hints = _annotations(annotations) if annotations is not None else {}
+    hint_title = hints.pop("title", None)
+    if title is not None or hint_title is not None:
+        out["title"] = title if title is not None else hint_title
+    if idempotent is not None:
+        out["idempotent"] = bool(idempotent)
+    if hints:
+        out["annotations"] = hints
     if capabilities is not None:
         out["capabilities"] = list(capabilities)
     if limits is not None:
@@ -154,6 +225,8 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
         if isinstance(changes_files, (str, bytes)):
             raise TypeError("clara.tool: changes_files is a list of argument names or JSON pointers, not a string")
         out["changes_files"] = list(changes_files)
+    if reports_changed_files is not None:
+        out["reports_changed_files"] = bool(reports_changed_files)
     return out
 
 

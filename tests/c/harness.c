@@ -74,6 +74,9 @@ int main(void) {
     tests_async();
     tests_chat();
     tests_nested();
+    tests_declared();
+    tests_abandoned();
+    tests_mcp();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -268,6 +270,156 @@ static void test_eventfd_many_threads(void) {
     clara_free_string(clara_reset());
 }
 
+/* Issue 25, finding 9: a call cancelled while its deny rule's condition is
+ * still running was let through (the condition's "context canceled" read as
+ * "no match"), and kv_set stored its key. Now the rule denies (the audit
+ * says why) and nothing is stored. The condition runs until its 5 s
+ * deadline unless the call is cancelled first. */
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; p != NULL && (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+    return n;
+}
+
+static void test_cancel_while_a_deny_rule_evaluates(void) {
+    enum { CALLS = 5 };
+    char req[256], *r;
+    int i, spins;
+    struct timespec ms30 = {0, 30000000}, ms5 = {0, 5000000};
+    configure("state_dir = \"\"\n[rules]\nbuiltin = false\n");
+    r = clara_evaluate("{\"tool\":\"rules_load\",\"arguments\":{\"name\":\"guard.toml\",\"toml\":"
+                       "\"[rule]\\nid = \\\"slow-guard\\\"\\ntrigger = \\\"on_tool_call\\\"\\ntimeout_ms = 5000\\n"
+                       "[condition]\\nlua = 'if ctx.tool.name ~= \\\"kv_set\\\" then return false end "
+                       "for i = 1, 1e12 do end deny(\\\"kv_set is read-only\\\") return true'\\n"
+                       "[action]\\ntype = \\\"log\\\"\\nmessage = \\\"kv_set refused\\\"\\n\"}}");
+    CHECK_PREFIX(r, "{\"status\":\"success\",\"tool\":\"rules_load\"");
+    clara_free_string(r);
+    for (i = 0; i < CALLS; i++) {
+        int64_t h;
+        snprintf(req, sizeof req, "{\"tool\":\"kv_set\",\"session\":\"c%d\",\"arguments\":{\"key\":\"k\",\"value\":%d}}", i, i);
+        h = clara_submit(req);
+        CHECK(h > 0);
+        nanosleep(&ms30, NULL);
+        CHECK_INT(clara_cancel(h), CLARA_OK);
+        CHECK_WAIT(h, 0, "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"the call of \\\"kv_set\\\" was cancelled\"}");
+    }
+    /* The calls go on in the background until their rule gives up: the
+     * audit has a record of each once they ended. */
+    for (spins = 0; spins < 6000; spins++) {
+        r = clara_evaluate("{\"tool\":\"audit_tail\",\"arguments\":{\"n\":50}}");
+        i = count_of(r, "\"tool\":\"kv_set\"");
+        if (i == CALLS) {
+            CHECK_INT(count_of(r, "\"error\":\"denied\",\"reason\":\"tool \\\"kv_set\\\" denied by rule \\\"slow-guard\\\": "
+                                  "its condition could not be evaluated"), CALLS);
+            clara_free_string(r);
+            break;
+        }
+        clara_free_string(r);
+        nanosleep(&ms5, NULL);
+    }
+    CHECK_INT(i, CALLS);
+    for (i = 0; i < CALLS; i++) {
+        snprintf(req, sizeof req, "{\"tool\":\"kv_get\",\"session\":\"c%d\",\"arguments\":{\"key\":\"k\"}}", i);
+        CHECK_ENVELOPE(req, "{\"status\":\"success\",\"tool\":\"kv_get\",\"result\":{\"key\":\"k\",\"found\":false}}");
+    }
+    clara_free_string(clara_reset());
+}
+
+/* Finished calls collected before they were taken are not listed, and do
+ * not count against max: clara_async_take(5) lists the five that wait
+ * (issue 25, finding 23: it answered [] while they waited). */
+static void test_take_skips_collected_calls(void) {
+    enum { N = 10 };
+    int64_t h[N];
+    int i;
+    char *list, want[512], *w = want;
+    free(clara_async_take(0)); /* what earlier tests left */
+    for (i = 0; i < N; i++) {
+        h[i] = clara_submit("{\"tool\":\"echo\"}");
+        CHECK(h[i] > 0);
+        wait_ready(h[i]);
+    }
+    for (i = 0; i < N / 2; i++) CHECK_WAIT(h[i], 0, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+    w += sprintf(w, "[");
+    for (i = N / 2; i < N; i++)
+        w += sprintf(w, "%s{\"handle\":%lld,\"tool\":\"echo\",\"status\":\"success\"}", i > N / 2 ? "," : "", (long long)h[i]);
+    sprintf(w, "]");
+    list = clara_async_take(5);
+    CHECK_STR(list, want);
+    clara_free_string(list);
+    list = clara_async_take(5);
+    CHECK_STR(list, "[]");
+    clara_free_string(list);
+    for (i = N / 2; i < N; i++) CHECK_WAIT(h[i], 0, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+}
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[4096];
+
+static void on_log(void *userdata, int level, const char *message) {
+    (void)userdata;
+    (void)level;
+    pthread_mutex_lock(&log_mu);
+    if (strlen(log_text) + strlen(message) + 2 < sizeof log_text) {
+        strcat(log_text, message);
+        strcat(log_text, "\n");
+    }
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* The host closes clara_async_fd()'s descriptor (which it must not) and
+ * the number is reused by a file of its own: Clara writes nothing into
+ * that file, says why on the log, and clara_async_fd() then gives a
+ * descriptor that works (issue 25, finding 22: 8 bytes a batch went into
+ * the host's file). */
+static void test_closed_fd_is_not_written(void) {
+    char path[] = "/tmp/clara_async_fd_XXXXXX";
+    int fd = clara_async_fd(), file, i, again;
+    struct stat st;
+    struct pollfd p;
+    uint64_t count;
+    int64_t h;
+    CHECK(fd >= 0);
+    file = mkstemp(path);
+    CHECK(file >= 0);
+    if (fd < 0 || file < 0) return;
+    unlink(path);
+    log_text[0] = '\0';
+    clara_set_log_handler(on_log, NULL, CLARA_LOG_WARN);
+    free(clara_async_take(0)); /* the next answer signals */
+    CHECK_INT(dup2(file, fd), fd); /* closes Clara's eventfd: the number now names the file */
+    close(file);
+    for (i = 0; i < 4; i++) {
+        h = clara_submit("{\"tool\":\"echo\"}");
+        CHECK(h > 0);
+        wait_ready(h);
+        free(clara_async_take(0));
+        CHECK_WAIT(h, 0, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+    }
+    CHECK_INT(fstat(fd, &st), 0);
+    CHECK_INT(st.st_size, 0);
+    clara_set_log_handler(NULL, NULL, CLARA_LOG_ERROR);
+    pthread_mutex_lock(&log_mu);
+    CHECK(strstr(log_text, "clara_async_fd") != NULL && strstr(log_text, "closed") != NULL);
+    if (strstr(log_text, "clara_async_fd") == NULL) fprintf(stderr, "  log: %s\n", log_text);
+    pthread_mutex_unlock(&log_mu);
+    /* A fresh descriptor, which an answer makes readable. */
+    again = clara_async_fd();
+    CHECK(again >= 0 && again != fd);
+    CHECK_INT(clara_async_fd(), again);
+    close(fd);
+    if (again < 0) return;
+    h = clara_submit("{\"tool\":\"echo\"}");
+    CHECK(h > 0);
+    p.fd = again;
+    p.events = POLLIN;
+    p.revents = 0;
+    CHECK_INT(poll(&p, 1, 10000), 1);
+    CHECK_INT(read(again, &count, sizeof count), (long long)sizeof count);
+    free(clara_async_take(0));
+    CHECK_WAIT(h, -1, "{\"status\":\"success\",\"tool\":\"echo\",\"result\":{}}");
+}
+
 void tests_async(void) {
     test_submit_and_wait();
     test_async_field();
@@ -275,4 +427,7 @@ void tests_async(void) {
     test_max_running();
     test_max_pending();
     test_eventfd_many_threads();
+    test_cancel_while_a_deny_rule_evaluates();
+    test_take_skips_collected_calls();
+    test_closed_fd_is_not_written();
 }

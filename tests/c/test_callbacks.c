@@ -98,7 +98,8 @@ static void sleep_ms(int ms) {
 }
 
 /* write_files: {"files": [...]} -> {"changed_files": [...]}, as an editor
- * tool reports what it wrote (SPEC §9.6). Counts its runs. */
+ * tool reports what it wrote (SPEC §9.6; registered with
+ * "reports_changed_files": true, which says it does). Counts its runs. */
 static int write_runs;
 
 static int write_files(void *userdata, const char *args, clara_call *call) {
@@ -137,7 +138,7 @@ static void test_callbacks_off_without_state_dir(void) {
                    "{\"status\":\"error\",\"error\":\"invalid_args\",\"message\":\"callbacks are stored under "
                    "state_dir, which the configuration sets to \\\"\\\": set a state_dir to use them\"}");
     /* A tool reporting changed files still just succeeds. */
-    CHECK_INT(clara_register_tool("{\"name\":\"write_files\"}", write_files, NULL, NULL), CLARA_OK);
+    CHECK_INT(clara_register_tool("{\"name\":\"write_files\",\"reports_changed_files\":true}", write_files, NULL, NULL), CLARA_OK);
     CHECK_ENVELOPE("{\"tool\":\"write_files\",\"arguments\":{\"files\":[\"a.rs\"]}}",
                    "{\"status\":\"success\",\"tool\":\"write_files\",\"result\":{\"changed_files\":[\"a.rs\"]}}");
     CHECK_INT(clara_unregister_tool("write_files"), CLARA_OK);
@@ -151,7 +152,7 @@ static void test_blocking_callback_lifecycle(void) {
     clara_free_string(clara_reset());
     snprintf(config, sizeof config, "project_root = \"%s\"\nstate_dir = \".clara\"\n[rules]\nbuiltin = false\n", root);
     CONFIGURE(config);
-    CHECK_INT(clara_register_tool("{\"name\":\"write_files\",\"input_schema\":{\"type\":\"object\",\"properties\":"
+    CHECK_INT(clara_register_tool("{\"name\":\"write_files\",\"reports_changed_files\":true,\"input_schema\":{\"type\":\"object\",\"properties\":"
                                   "{\"files\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
                                   "\"required\":[\"files\"]}}",
                                   write_files, NULL, NULL),
@@ -343,7 +344,7 @@ static void test_background_callback(void) {
     clara_free_string(clara_reset());
     snprintf(config, sizeof config, "project_root = \"%s\"\nstate_dir = \".clara\"\n[rules]\nbuiltin = false\n", root);
     CONFIGURE(config);
-    CHECK_INT(clara_register_tool("{\"name\":\"write_files\"}", write_files, NULL, NULL), CLARA_OK);
+    CHECK_INT(clara_register_tool("{\"name\":\"write_files\",\"reports_changed_files\":true}", write_files, NULL, NULL), CLARA_OK);
     r = clara_evaluate("{\"tool\":\"callback_upsert\",\"session\":\"bg\",\"arguments\":{\"action\":\"create\","
                        "\"name\":\"docs\",\"pattern\":\"/docs/\",\"script_content\":\"echo built\"}}");
     CHECK_JSON(r, "result.callback.blocking", CLARA_JSON_FALSE, "false");

@@ -304,13 +304,16 @@ static void test_lua_rule_denies_c_tool(void) {
                    "\\\"lua_gate\\\": maintenance\"}");
     CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 1);
 
-    /* A Lua condition that fails (here: runs past its deadline) denies
-     * nothing: the rule is skipped and the tool runs. */
+    /* A Lua condition that fails (here: runs past its deadline) cannot
+     * tell whether the call may go on: on on_tool_call its rule denies,
+     * with the error, and the tool does not run (issue 25, finding 9). */
     LOAD_RULES("\"[rule]\\nid = \\\"stuck\\\"\\ntrigger = \\\"on_tool_call\\\"\\n[condition]\\n"
                "lua = '''while true do end'''\\n[action]\\ntype = \\\"deny\\\"\\nreason = \\\"never\\\"\\n\"");
     CHECK_ENVELOPE("{\"tool\":\"sensor\",\"arguments\":{\"id\":9}}",
-                   "{\"status\":\"success\",\"tool\":\"sensor\",\"result\":{\"celsius\":21}}");
-    CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 2);
+                   "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"sensor\\\" denied by rule "
+                   "\\\"stuck\\\": its condition could not be evaluated, and a rule on on_tool_call that cannot tell "
+                   "refuses the call: lua: deadline of 50ms exceeded\"}");
+    CHECK_INT(__atomic_load_n(&sensor_runs, __ATOMIC_SEQ_CST), 1);
     CHECK_INT(clara_unregister_tool("sensor"), CLARA_OK);
     fresh();
 }
@@ -337,6 +340,39 @@ static void test_lua_rule_action_state_and_notice(void) {
     fresh();
 }
 
+/* Issue 25, finding 10: a Lua tool's call_tool("session_end", {session =
+ * "jail"}) ended another session, and ending a session erased the policy
+ * the host had narrowed it with. Now a nested call ends only its own
+ * session, and a session's policy outlives its end (until clara_reset or
+ * clear = ["session_policies"]). */
+static void test_session_end_keeps_policy_and_nested_calls_end_only_their_own(void) {
+    static const char jail_denied[] =
+        "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"kv_set\\\" denied by the policy of session "
+        "\\\"jail\\\": its deny list names it\"}";
+    fresh();
+    CONFIGURE("[[tools]]\nname = \"ender\"\n"
+              "input_schema = { type = \"object\", properties = { session = { type = \"string\" } } }\n"
+              "lua = 'return function(args) return call_tool(\"session_end\", { session = args.session }) end'\n");
+    CHECK_ENVELOPE("{\"tool\":\"session_policy\",\"session\":\"jail\",\"arguments\":{\"deny\":[\"kv_set\"]}}",
+                   "{\"status\":\"success\",\"tool\":\"session_policy\",\"result\":{\"session\":\"jail\",\"allow\":null,"
+                   "\"deny\":[\"kv_set\"]}}");
+    CHECK_ENVELOPE("{\"tool\":\"kv_set\",\"session\":\"jail\",\"arguments\":{\"key\":\"k\",\"value\":1}}", jail_denied);
+    CHECK_ENVELOPE("{\"tool\":\"ender\",\"session\":\"w\",\"arguments\":{\"session\":\"jail\"}}",
+                   "{\"status\":\"error\",\"error\":\"tool_failed\",\"message\":\"lua: tool ender:1: call_tool('session_end'): denied: "
+                   "session_end: a call made by a rule, a script, a tool or a model ends only its own session "
+                   "(\\\"w\\\"), not \\\"jail\\\"\"}");
+    CHECK_ENVELOPE("{\"tool\":\"kv_set\",\"session\":\"jail\",\"arguments\":{\"key\":\"k\",\"value\":1}}", jail_denied);
+    /* The host ends it: its data goes, its policy stays. */
+    CHECK_ENVELOPE("{\"tool\":\"session_end\",\"arguments\":{\"session\":\"jail\"}}",
+                   "{\"status\":\"success\",\"tool\":\"session_end\",\"result\":{\"session\":\"jail\",\"emitted\":"
+                   "{\"fired\":[],\"notices\":[],\"denied\":null}}}");
+    CHECK_ENVELOPE("{\"tool\":\"kv_set\",\"session\":\"jail\",\"arguments\":{\"key\":\"k\",\"value\":1}}", jail_denied);
+    CONFIGURE("clear = [\"session_policies\"]\n");
+    CHECK_ENVELOPE("{\"tool\":\"kv_set\",\"session\":\"jail\",\"arguments\":{\"key\":\"k\",\"value\":1}}",
+                   "{\"status\":\"success\",\"tool\":\"kv_set\",\"result\":{\"key\":\"k\",\"created\":true}}");
+    fresh();
+}
+
 void tests_lua(void) {
     test_lua_tool_end_to_end();
     test_lua_file_tool();
@@ -345,4 +381,5 @@ void tests_lua(void) {
     test_config_errors_keep_old_config();
     test_lua_rule_denies_c_tool();
     test_lua_rule_action_state_and_notice();
+    test_session_end_keeps_policy_and_nested_calls_end_only_their_own();
 }

@@ -77,6 +77,10 @@ static void test_a_nested_request_inherits_the_calls_scope(void) {
          "it is already running on this call stack (nester → nester)");
     /* The tool's session, no other. */
     NEST("", "{\"tool\":\"echo\",\"session\":\"elsewhere\",\"arguments\":{}}", "\"error\":\"invalid_request\"");
+    /* Nor may it end another (issue 25, finding 10). */
+    NEST("", "{\"tool\":\"session_end\",\"arguments\":{\"session\":\"elsewhere\"}}",
+         "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"session_end: a call made by a rule, a script, a tool or "
+         "a model ends only its own session (\\\"n1\\\"), not \\\"elsewhere\\\"\"}");
     NEST("", "{\"tool\":\"echo\",\"async\":true,\"arguments\":{}}", "\"error\":\"invalid_request\"");
     NEST("", "{\"tool\":", "\"error\":\"invalid_json\"");
     CHECK_INT(clara_unregister_tool("nester"), CLARA_OK);

@@ -16,7 +16,7 @@ const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const { Client } = await load("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = await load("@modelcontextprotocol/sdk/client/stdio.js");
 const { StreamableHTTPClientTransport } = await load("@modelcontextprotocol/sdk/client/streamableHttp.js");
-const { ToolListChangedNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
+const { ToolListChangedNotificationSchema, LoggingMessageNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
 
 const args = process.argv.slice(2);
 const cHost = args[0] === "--url";
@@ -37,7 +37,7 @@ const names = (await client.listTools()).tools.map((t) => t.name);
 for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
 for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
 for (const n of ["lua_steps", "lua_slow", "audit_peek"]) assert.ok(names.includes(n), `${n} is listed`);
-if (cHost) for (const n of ["c_add", "report_steps", "c_wait", "release_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
+if (cHost) for (const n of ["c_add", "report_steps", "log_steps", "c_wait", "release_steps", "register_more"]) assert.ok(names.includes(n), `${n} is listed`);
 ok("tools/list: the policy's tools, no administrative ones");
 
 let res = await client.callTool({ name: "math_eval", arguments: { expression: "6*7" } });
@@ -95,6 +95,28 @@ while (!slow) {
 }
 ok("notifications/cancelled stops a Lua tool; the audit has the call, in the MCP session");
 
+// Cancelling a call while its deny rule is still deciding (slow_guard.toml:
+// its check of kv_set "guarded" takes seconds) does not let the call
+// through: the rule denies (the audit says why) and nothing is stored.
+const guarded = new AbortController();
+setTimeout(() => guarded.abort("enough"), 100);
+await assert.rejects(
+  client.callTool({ name: "kv_set", arguments: { key: "guarded", value: 1 } }, undefined, { signal: guarded.signal }),
+  (err) => /enough|abort/i.test(String(err)),
+);
+let refused; // the record of the second kv_set, once the call ended (its rule gives up within 5 s)
+for (const until = Date.now() + 30000; !refused && Date.now() < until; ) {
+  const { records } = (await client.callTool({ name: "audit_peek", arguments: {} })).structuredContent;
+  refused = records.filter((r) => r.tool === "kv_set")[1];
+  if (!refused) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+assert.ok(refused, "the cancelled kv_set is in the audit");
+assert.equal(refused.error, "denied");
+assert.match(refused.reason, /denied by rule "slow_guard": its condition could not be evaluated/);
+res = await client.callTool({ name: "kv_get", arguments: { key: "guarded" } });
+assert.deepEqual(res.structuredContent, { key: "guarded", found: false });
+ok("notifications/cancelled while a deny rule decides: denied, nothing stored");
+
 // Progress the client sees before the answer: the tools wait for
 // release_steps once they reported it (the SDK drops progress that arrives
 // together with the answer).
@@ -125,6 +147,28 @@ if (cHost) {
     { progress: 2, total: 2, message: "done" },
   ]);
   ok("a C tool's clara_call_progress: notifications/progress");
+
+  // clara_call_log: what reaches the client's level, before the answer
+  // (the tool waits for release_steps once it logged).
+  const logged = [];
+  let twoLogged;
+  const both = new Promise((resolve) => (twoLogged = resolve));
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+    logged.push(n.params);
+    if (logged.length === 2) twoLogged();
+  });
+  await client.setLoggingLevel("info");
+  const logCall = client.callTool({ name: "log_steps", arguments: {} });
+  await both;
+  assert.equal(text(await client.callTool({ name: "release_steps", arguments: {} })), "released");
+  res = await logCall;
+  assert.deepEqual(logged, [
+    { level: "info", logger: "log_steps", data: "starting" },
+    { level: "warning", logger: "log_steps", data: "half way" },
+  ]);
+  assert.match(res.structuredContent.session, /^mcp-/);
+  assert.equal(res.structuredContent.cancelled, 0);
+  ok("a C tool's clara_call_log: notifications/message at the client's level; clara_call_session");
 
   ({ res: stepped, seen } = await progressOf("lua_steps", { wait: "c_wait" }, 3));
   assert.deepEqual(stepped.structuredContent, { steps: 3 });

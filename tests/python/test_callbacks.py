@@ -34,7 +34,7 @@ class CallbackTestCase(ClaraTestCase):
             self.edits.append(args["files"])
             return {"changed_files": args["files"]}
 
-        self.lib.register_tool({"name": "edit", "input_schema": {
+        self.lib.register_tool({"name": "edit", "reports_changed_files": True, "input_schema": {
             "type": "object", "properties": {"files": {"type": "array", "items": {"type": "string"}}},
             "required": ["files"]}}, edit)
 
@@ -119,7 +119,7 @@ class TestBlocking(CallbackTestCase):
                             '{"status":"success","tool":"edit","result":{"changed_files":["notes.txt",'
                             '"../outside.rs","/etc/x.rs"]}}')
         # Results without a proper changed_files fire nothing either.
-        self.lib.register_tool({"name": "odd"}, lambda args: {"changed_files": "a.rs"})
+        self.lib.register_tool({"name": "odd", "reports_changed_files": True}, lambda args: {"changed_files": "a.rs"})
         self.assertEnvelope('{"tool":"odd"}', '{"status":"success","tool":"odd","result":{"changed_files":"a.rs"}}')
 
     def test_failure_notice_and_log(self):
@@ -159,8 +159,8 @@ class TestBlocking(CallbackTestCase):
         self.assertEqual(sorted(runs), [("batch", "2\n2"), ("each", "ROOT/a.txt"), ("each", "ROOT/b/c.txt")])
 
     def test_lua_tool_reporting_changed_files(self):
-        # Any tool, a Lua one too (SPEC §9.6).
-        self.configure({"tools": [{"name": "lua_edit",
+        # Any tool that declares it, a Lua one too (SPEC §9.6).
+        self.configure({"tools": [{"name": "lua_edit", "reports_changed_files": True,
                                    "lua": "return function(a) return { changed_files = a.files } end"}]})
         self.create("check", "echo lua fired", blocking=True, timeout_secs=10)
         env = self.lib.evaluate({"tool": "lua_edit", "arguments": {"files": ["m.rs"]}})
@@ -406,6 +406,81 @@ class TestSeedTrigger(CallbackTestCase):
                     with open(self.path("lengths.txt")) as f:
                         lines = f.read().splitlines()
             self.assertEqual(sorted(lines), [self.path("src", n) for n in ("bar.rs", "lib.rs", "main.rs")])
+        finally:
+            srv.stdin.close()
+            rc = srv.wait(30)
+            err = srv.stderr.read()
+            srv.stdout.close()
+            srv.stderr.close()
+        self.assertEqual(rc, 0, err)
+
+
+class TestOnlyDeclaredResultsFire(CallbackTestCase):
+    """Issue 25, finding 13: a model calling echo({"changed_files": [...]})
+    ran the configured deploy script. A result's changed_files now counts
+    only for a tool that declares reports_changed_files."""
+
+    def setUp(self):
+        ClaraTestCase.setUp(self)  # not the suite's edit tool: these tests register their own
+        self.root = tempfile.mkdtemp(prefix="clara-callbacks-")
+        self.configure({"project_root": self.root, "state_dir": ".clara", "callbacks": [{
+            "name": "deploy", "pattern": "*", "blocking": True, "timeout_secs": 30,
+            "run": 'touch "$CLARA_PROJECT_ROOT/deployed"'}]})
+
+    def deployed(self):
+        try:
+            os.remove(self.path("deployed"))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def test_echo_and_undeclared_tools_fire_nothing(self):
+        for tool in ("echo", "lua_echo", "py_echo"):
+            if tool == "lua_echo":
+                self.configure({"tools": [{"name": "lua_echo", "lua": "return function(a) return a end"}]})
+            if tool == "py_echo":
+                self.lib.register_tool({"name": "py_echo"}, lambda args: args)
+            env = self.lib.evaluate({"tool": tool, "arguments": {"changed_files": ["src/x.rs"]}})
+            self.assertEqual(env["result"], {"changed_files": ["src/x.rs"]})
+            self.assertNotIn("callbacks", env, tool)
+            self.assertFalse(self.deployed(), tool)
+        # A tool that declares it: its report fires.
+        self.lib.register_tool({"name": "save", "reports_changed_files": True},
+                               lambda args: {"changed_files": args["files"]})
+        self.assertIn("callbacks", self.call("save", files=["src/x.rs"]))
+        self.assertTrue(self.deployed())
+
+    def test_the_decorator_declares_it(self):
+        # @tool(reports_changed_files=True) is the decorator's way to the
+        # descriptor key; the same function undeclared fires nothing.
+        @self.lib.tool(name="save_undeclared")
+        def save_undeclared(files: list) -> dict:
+            return {"changed_files": files}
+
+        @self.lib.tool(name="save_declared", reports_changed_files=True)
+        def save_declared(files: list) -> dict:
+            return {"changed_files": files}
+
+        self.assertNotIn("callbacks", self.call("save_undeclared", files=["src/x.rs"]))
+        self.assertFalse(self.deployed())
+        self.assertIn("callbacks", self.call("save_declared", files=["src/x.rs"]))
+        self.assertTrue(self.deployed())
+        declared = {d["name"]: d for d in self.lib.tools()}
+        self.assertTrue(declared["save_declared"].get("reports_changed_files"))
+        self.assertFalse(declared["save_undeclared"].get("reports_changed_files", False))
+
+    def test_a_model_calling_echo_fires_nothing(self):
+        if not os.path.exists(SERVER):
+            raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
+        srv = subprocess.Popen([SERVER, "-complete", os.path.join(ROOT, "tests", "llm", "echo_changed_files.toml")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        url = srv.stdout.readline().strip()
+        try:
+            self.configure({"llm": {"base_url": url + "/echo_changed_files", "model": "m"}})
+            result = self.ok("chat", "agent", prompt="Deploy.", allow_tools=True, tools=["echo"], max_tool_calls=2)
+            self.assertEqual(result["content"], "Done.")
+            self.assertEqual([(c["name"], c["status"]) for c in result["tool_calls"]], [("echo", "success")])
+            self.assertFalse(self.deployed())
         finally:
             srv.stdin.close()
             rc = srv.wait(30)

@@ -2,7 +2,9 @@
  * clara_mcp_listen, for tests/mcp (the TypeScript SDK's client drives it).
  * Its tools: c_add (C), report_steps (C, reports progress, then waits),
  * c_wait (waits), release_steps (lets one waiting tool return),
- * register_more (C, registers another C tool while serving), and the
+ * register_more (C, registers another C tool while serving), log_steps
+ * (C, logs to the client with clara_call_log, then waits and answers its
+ * clara_call_session), and the
  * configuration's (CLARA_CONFIG). Prints "url URL" and serves until its
  * stdin closes. */
 #include <pthread.h>
@@ -60,6 +62,24 @@ static int report_steps(void *userdata, const char *args, clara_call *call) {
     return 0;
 }
 
+static int log_steps(void *userdata, const char *args, clara_call *call) {
+    char out[320];
+    char *session = clara_call_session(call);
+    (void)userdata;
+    (void)args;
+    clara_call_log(call, CLARA_LOG_DEBUG, "below the client's level");
+    clara_call_log(call, CLARA_LOG_INFO, "starting");
+    clara_call_log(call, CLARA_LOG_WARN, "half way");
+    if (wait_release() == 0 && session != NULL) {
+        snprintf(out, sizeof out, "{\"session\":\"%s\",\"cancelled\":%d}", session, clara_call_cancelled(call));
+        clara_call_result(call, out);
+    } else {
+        clara_call_error(call, "no release_steps within 50 s");
+    }
+    clara_free_string(session);
+    return 0;
+}
+
 static int c_wait(void *userdata, const char *args, clara_call *call) {
     (void)userdata;
     (void)args;
@@ -103,6 +123,9 @@ int main(void) {
         clara_register_tool("{\"name\":\"report_steps\",\"description\":\"Reports two steps of progress, then waits for "
                             "release_steps\",\"limits\":{\"timeout_ms\":60000}}",
                             report_steps, NULL, NULL) != CLARA_OK ||
+        clara_register_tool("{\"name\":\"log_steps\",\"description\":\"Logs to the client, then waits for release_steps\","
+                            "\"limits\":{\"timeout_ms\":60000}}",
+                            log_steps, NULL, NULL) != CLARA_OK ||
         clara_register_tool("{\"name\":\"c_wait\",\"description\":\"Waits for release_steps\",\"limits\":{\"timeout_ms\":60000}}",
                             c_wait, NULL, NULL) != CLARA_OK ||
         clara_register_tool("{\"name\":\"release_steps\",\"description\":\"Lets one waiting tool return\"}", release_steps, NULL,
