@@ -73,13 +73,16 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 		set, _ = rules.Load(good, c.Rules.Thresholds.Map())
 	}
 
-	withTools, err := withPluginTools(c, plugins)
+	withTools, origins, err := withPluginTools(c, plugins, e.tools.Lookup)
 	add(err)
-	if withTools == nil {
-		withTools = c
+	if err != nil { // the configuration's own tools, then
+		withTools, origins, _ = withPluginTools(c, nil, e.tools.Lookup)
 	}
-	_, httpURLs, err := e.compileConfigTools(withTools)
-	add(err)
+	var httpURLs []string
+	if withTools != nil {
+		_, httpURLs, err = e.compileConfigTools(withTools, origins)
+		add(err)
+	}
 	_, err = configuredCallbacks(c)
 	add(err)
 	_, err = e.prepareModels(c, httpURLs)
@@ -87,7 +90,7 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 	if set != nil {
 		add(checkConcepts(c, set))
 	}
-	if _, _, err := serverConfigs(c.MCPServers); err != nil {
+	if _, _, _, err := serverConfigs(c.MCPServers); err != nil {
 		add(err)
 	}
 	add(checkAuditPath(c.Audit.Path))
