@@ -106,15 +106,15 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 		}
 		out = append(out, p)
 	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].priority != out[j].priority {
 			return out[i].priority > out[j].priority
 		}
 		return out[i].name < out[j].name
 	})
+	if len(problems) > 0 {
+		return out, problems // the plugins that did read, for Check
+	}
 	return out, nil
 }
 

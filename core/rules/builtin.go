@@ -15,6 +15,10 @@ var builtinFS embed.FS
 // "builtin/NAME.toml" in errors and listings.
 func BuiltinSources() []Source { return builtinFiles(false) }
 
+// BuiltinTests returns the shipped rules' own test files
+// ("builtin/NAME.test.toml"), written for the default thresholds.
+func BuiltinTests() []Source { return builtinFiles(true) }
+
 // builtinFiles returns the shipped rule files, or with tests their test
 // files (NAME.test.toml).
 func builtinFiles(tests bool) []Source {
