@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
@@ -51,6 +53,7 @@ type plugin struct {
 	sources                    []rules.Source
 	scripts                    []string         // scripts/*.lua
 	tools                      []map[string]any // tools/*.toml's [[tools]], lua_file made absolute
+	luaFiles                   map[string][]byte // tool name -> its lua_file's text, read inside the folder
 	fingerprint                [32]byte         // of everything read, to tell a plugin edited from one left alone
 }
 
@@ -161,7 +164,7 @@ func readPlugin(m rules.Source) (*plugin, error) {
 		return nil, err
 	}
 	for _, f := range toolFiles {
-		tools, err := readPluginTools(dir, f)
+		tools, err := readPluginTools(dir, f, p)
 		if err != nil {
 			return nil, err
 		}
@@ -169,13 +172,22 @@ func readPlugin(m rules.Source) (*plugin, error) {
 		fmt.Fprintf(h, "\x00%s\x00%d\x00", f.Name, len(f.Text))
 		h.Write(f.Text)
 	}
+	for _, m := range p.tools {
+		d, code, _ := config.SplitToolEntry(m) // checked when read
+		if code.LuaFile != nil {
+			fmt.Fprintf(h, "\x00%s\x00%d\x00", *code.LuaFile, len(p.luaFiles[d.Name]))
+			h.Write(p.luaFiles[d.Name])
+		}
+	}
 	copy(p.fingerprint[:], h.Sum(nil))
 	return p, nil
 }
 
 // readPluginTools reads a plugin's tools/NAME.toml: [[tools]] tables as in
-// the configuration, a lua_file relative to the plugin's folder.
-func readPluginTools(dir string, f rules.Source) ([]map[string]any, error) {
+// the configuration, a lua_file relative to the plugin's folder and, once
+// symbolic links are resolved, inside it (an absolute one too). The Lua
+// files are read here, into p.luaFiles.
+func readPluginTools(dir string, f rules.Source, p *plugin) ([]map[string]any, error) {
 	var doc struct {
 		Tools []map[string]any `toml:"tools"`
 	}
@@ -187,14 +199,26 @@ func readPluginTools(dir string, f rules.Source) ([]map[string]any, error) {
 		if err != nil {
 			return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i), Message: err.Error()}}
 		}
-		if code.LuaFile != nil && !filepath.IsAbs(*code.LuaFile) {
-			path := filepath.Join(dir, *code.LuaFile)
-			if !within(dir, path) {
-				return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i),
-					Message: fmt.Sprintf("tool %q: lua_file %q leaves the plugin's folder", d.Name, *code.LuaFile)}}
-			}
-			m["lua_file"] = path
+		if code.LuaFile == nil {
+			continue
 		}
+		path := *code.LuaFile
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		text, err := fsread.In(dir, path, maxLuaToolFile)
+		if err != nil {
+			msg := fmt.Sprintf("tool %q: lua_file: %v", d.Name, err)
+			if errors.Is(err, fsread.ErrOutside) {
+				msg = fmt.Sprintf("tool %q: lua_file %q leaves the plugin's folder (%v)", d.Name, *code.LuaFile, err)
+			}
+			return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i), Message: msg}}
+		}
+		m["lua_file"] = path
+		if p.luaFiles == nil {
+			p.luaFiles = map[string][]byte{}
+		}
+		p.luaFiles[d.Name] = text
 	}
 	return doc.Tools, nil
 }
@@ -213,10 +237,13 @@ func lineOfNth(text []byte, prefix string, n int) int {
 }
 
 // withPluginTools is c with the tools of its enabled plugins after its
-// own [[tools]], for compileConfigTools (c itself when there are none). A
-// name declared twice is a problem.
-func withPluginTools(c *config.Config, plugins []*plugin) (*config.Config, error) {
+// own [[tools]], for compileConfigTools (c itself when there are none),
+// and the text of their lua_files, by tool name (read, inside their
+// plugin's folder, when the plugin was). A name declared twice is a
+// problem.
+func withPluginTools(c *config.Config, plugins []*plugin) (*config.Config, map[string][]byte, error) {
 	var extra []map[string]any
+	var luaFiles map[string][]byte
 	names := map[string]string{}
 	for _, m := range c.Tools {
 		if d, _, err := config.SplitToolEntry(m); err == nil {
@@ -230,19 +257,25 @@ func withPluginTools(c *config.Config, plugins []*plugin) (*config.Config, error
 		for _, m := range p.tools {
 			d, _, _ := config.SplitToolEntry(m) // checked when read
 			if first, dup := names[d.Name]; dup {
-				return nil, protocol.Problems{{File: filepath.Join(p.dir, "tools"),
+				return nil, nil, protocol.Problems{{File: filepath.Join(p.dir, "tools"),
 					Message: fmt.Sprintf("tool %q of plugin %q is declared by %s too", d.Name, p.name, first)}}
 			}
 			names[d.Name] = "plugin " + strconv.Quote(p.name)
 			extra = append(extra, m)
+			if text, ok := p.luaFiles[d.Name]; ok {
+				if luaFiles == nil {
+					luaFiles = map[string][]byte{}
+				}
+				luaFiles[d.Name] = text
+			}
 		}
 	}
 	if len(extra) == 0 {
-		return c, nil
+		return c, nil, nil
 	}
 	with := *c
 	with.Tools = append(append([]map[string]any(nil), c.Tools...), extra...)
-	return &with, nil
+	return &with, luaFiles, nil
 }
 
 // decodeManifest reads plugin.toml strictly: an unknown key or a value of

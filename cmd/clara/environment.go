@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/fsread"
 )
 
 // environment is what every command shares: the engine, built from the
@@ -48,7 +49,7 @@ func (env *environment) start() error {
 	if env.configPath == "" {
 		return nil
 	}
-	text, err := os.ReadFile(env.configPath)
+	text, err := fsread.File(env.configPath, core.MaxConfigFile)
 	if err != nil {
 		return err
 	}
