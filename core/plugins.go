@@ -51,10 +51,10 @@ type plugin struct {
 	enabled                    bool   // in force: plugin.toml's enabled, or plugin_enable's word
 	enabledBy                  string // "plugin.toml" or "plugin_enable"
 	sources                    []rules.Source
-	scripts                    []string         // scripts/*.lua
-	tools                      []map[string]any // tools/*.toml's [[tools]], lua_file made absolute
+	scripts                    []string          // scripts/*.lua
+	tools                      []map[string]any  // tools/*.toml's [[tools]], lua_file made absolute
 	luaFiles                   map[string][]byte // tool name -> its lua_file's text, read inside the folder
-	fingerprint                [32]byte         // of everything read, to tell a plugin edited from one left alone
+	fingerprint                [32]byte          // of everything read, to tell a plugin edited from one left alone
 }
 
 var pluginName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
