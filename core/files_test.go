@@ -260,3 +260,31 @@ func TestIssue25_plugins_and_rules_stay_inside_their_root(t *testing.T) {
 	mustConfigure(t, e, "[plugins]\npaths = []\n"+tool(outside))
 	expectEq(t, "the host's absolute lua_file", evalString(t, e, `{"tool":"t"}`), `{"status":"success","tool":"t","result":"outside"}`)
 }
+
+// TestIssue25_scripts_of_rule_files_the_host_names_outside_the_project: a
+// rule file an absolute pattern of the configuration finds outside
+// project_root is taken as given; its scripts stay inside the folder the
+// pattern starts from.
+func TestIssue25_scripts_of_rule_files_the_host_names_outside_the_project(t *testing.T) {
+	base := t.TempDir()
+	writeTree(t, base, map[string]string{
+		"project/README":        "",
+		"host/rules/a/ok.toml":  strings.Replace(scriptRule("../ok.lua"), "scripted", "ok", 1),
+		"host/rules/ok.lua":     "return true\n",
+		"host/rules/b/bad.toml": scriptRule("../../x.lua"),
+		"host/x.lua":            "return true\n",
+	})
+	e := rulesEngine(t, "project_root = "+jsonText(filepath.Join(base, "project"))+"\n[rules]\nbuiltin = false\n")
+	pattern := filepath.Join(base, "host", "rules", "a", "*.toml")
+	mustConfigure(t, e, `{"rules":{"paths":[`+jsonText(filepath.Join(base, "host", "rules", "*", "ok.toml"))+`]}}`)
+	out := string(e.Configure([]byte(`{"rules":{"paths":[` + jsonText(filepath.Join(base, "host", "rules", "*", "*.toml")) + `]}}`)))
+	if want := `script: ` + filepath.Join(base, "host", "x.lua") + ` is outside ` + filepath.Join(base, "host", "rules"); !strings.Contains(out, want) {
+		t.Errorf("a script above the folder the pattern names: %s\nwant %s", out, want)
+	}
+	// The same file through a pattern that starts lower: its script is
+	// above that folder.
+	out = string(e.Configure([]byte(`{"rules":{"paths":[` + jsonText(pattern) + `]}}`)))
+	if want := `script: ` + filepath.Join(base, "host", "rules", "ok.lua") + ` is outside ` + filepath.Join(base, "host", "rules", "a"); !strings.Contains(out, want) {
+		t.Errorf("a script above the folder the pattern names: %s\nwant %s", out, want)
+	}
+}
