@@ -272,6 +272,10 @@ type toolCall struct {
 	// no room of its request's; kept with the toolCall from call to call,
 	// up to maxKeptOut bytes.
 	out []byte
+	// toldToStop: clara_call_cancelled answered 1 because the call's
+	// context had ended; whatever the tool answers after that is dropped
+	// (finishCall), even when its caller woke too late to have given up.
+	toldToStop bool
 	// room: the request's memory for the call (toolbox.Call.Room), nil
 	// when it has none. A result goes to room.Out and stays there (read
 	// until the answer is written): no copy of its own to allocate.
@@ -314,7 +318,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 // that a worker may still finish).
 func (tc *toolCall) recycle() {
 	tc.mu.Lock()
-	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.room = nil, nil, toolbox.Call{}, nil, nil, nil
+	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.room, tc.toldToStop = nil, nil, toolbox.Call{}, nil, nil, nil, false
 	if cap(tc.out) > maxKeptOut {
 		tc.out = nil
 	}
@@ -575,6 +579,11 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 		}
 		return nil, ctx.Err()
 	}
+	if tc.toldToStop {
+		// Its caller woke late (a loaded machine): the tool was told the
+		// call had ended, so its answer is not the call's.
+		return nil, toolbox.ErrAnsweredLate
+	}
 	switch {
 	case tc.hasErr && tc.errMsg != "":
 		return nil, errors.New(tc.errMsg)
@@ -751,7 +760,11 @@ func claraGoCallCancelled(id C.uintptr_t) (stop C.int) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if !tc.running(id) || tc.ctx.Err() != nil {
+	if !tc.running(id) {
+		return 1
+	}
+	if tc.ctx.Err() != nil {
+		tc.toldToStop = true
 		return 1
 	}
 	return 0
