@@ -98,7 +98,7 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 		chat, err := llm.NewChat(e.out.client, llm.Config{Provider: c.LLM.Provider, BaseURL: c.LLM.BaseURL,
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
-			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens,
+			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens, AppURL: c.LLM.AppURL, AppTitle: c.LLM.AppTitle,
 			MaxToolCalls: c.Limits.MaxToolCalls, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
 		if err != nil {
 			return nil, err
@@ -145,7 +145,12 @@ func secretVariables(c *config.Config) []string {
 			names = append(names, llm.OpenAIAPIKeyEnv)
 		case llm.ProviderAnthropic:
 			names = append(names, llm.AnthropicAPIKeyEnv)
+		case llm.ProviderGemini:
+			names = append(names, llm.GeminiAPIKeyEnv)
 		}
+	}
+	if c.LLM.APIKeyEnv == "" && llm.IsOpenRouter(c.LLM.BaseURL) {
+		names = append(names, llm.OpenRouterAPIKeyEnv)
 	}
 	tables := func(entries []map[string]any, path ...string) {
 		for _, t := range entries {

@@ -67,8 +67,8 @@ type Evaluator struct {
 
 // LLM is the [llm] table.
 type LLM struct {
-	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages). Empty: read from each chat's model, \"claude-*\" anthropic, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
-	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, the key then in OPENAI_API_KEY or ANTHROPIC_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so."`
+	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter), \"anthropic\" (POST base_url/v1/messages) or \"gemini\" (Google's POST base_url/v1beta/models/MODEL:generateContent). Empty: read from each chat's model, \"claude-*\" anthropic, \"gemini-*\" gemini, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
+	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, https://generativelanguage.googleapis.com, the key then in OPENAI_API_KEY, ANTHROPIC_API_KEY or GOOGLE_GENERATIVE_AI_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so. On openrouter.ai the key is in OPENROUTER_API_KEY unless api_key_env says."`
 	Model              string `key:"model" default:"''" doc:"The model a chat uses unless it names one."`
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
@@ -77,6 +77,8 @@ type LLM struct {
 	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
+	AppURL             string `key:"app_url" default:"''" doc:"Sent as HTTP-Referer to OpenRouter (a base_url on openrouter.ai), which lists requests under it; empty sends none. No other server gets it."`
+	AppTitle           string `key:"app_title" default:"'Clara'" doc:"Sent as X-Title to OpenRouter (a base_url on openrouter.ai), the name it shows for the requests; empty sends none. No other server gets it."`
 	EmbeddingModel     string `key:"embedding_model" default:"''" doc:"The model of POST base_url/embeddings (OpenAI's format), which semantic rule conditions use. Empty: a rule with a semantic condition does not load."`
 }
 

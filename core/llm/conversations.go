@@ -38,11 +38,10 @@ type conversation struct {
 	elem    *list.Element
 	lock    chan struct{}
 
-	messages   []message
-	system     string   // the last system prompt given, used when a chat gives none
-	turns      int      // model calls so far
-	lastTokens int      // prompt plus completion tokens of the last call
-	notices    []string // raised by rules but not yet seen by the model
+	messages   []message // without system messages: those are each chat's own
+	turns      int       // model calls so far
+	lastTokens int       // prompt plus completion tokens of the last call
+	notices    []string  // raised by rules but not yet seen by the model
 }
 
 // NewConversations returns an empty store; zero limits mean the defaults.
