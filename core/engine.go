@@ -19,13 +19,19 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/clara-lib/clara/core/async"
+	"github.com/tidwall/gjson"
+
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/json5"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
@@ -206,6 +212,17 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 		}
 	}()
 	d, err := toolbox.ParseDescriptor(descriptor)
+	if err != nil && !json.Valid(descriptor) {
+		// A descriptor is written by hand: JSON5 (docs/protocol.md).
+		text, jerr := e.JSON5(descriptor)
+		if jerr != nil {
+			if strings.HasSuffix(err.Error(), strings.TrimPrefix(jerr.Error(), "JSON5: ")) {
+				return err // the same mistake either way
+			}
+			return fmt.Errorf("%v (nor %v)", err, jerr)
+		}
+		d, err = toolbox.ParseDescriptor(text)
+	}
 	if err != nil {
 		return err
 	}
@@ -219,6 +236,41 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 	}
 	e.log.Logf(logging.Info, "tool %q registered", d.Name)
 	return nil
+}
+
+// SetToolLimits changes the limits of a host tool for the calls that
+// start from now on (seed 002's AI.TOOL.LIMITS): limits is a JSON (or
+// JSON5) object of the limits to change, as in a descriptor. It is a
+// host's request of the tool_limits tool, so policy, rules and the audit
+// see it as any call.
+func (e *Engine) SetToolLimits(name string, limits []byte) *protocol.Error {
+	if limits == nil {
+		return protocol.Errorf(protocol.InvalidArgs, "tool_limits: no limits")
+	}
+	if !json.Valid(limits) {
+		text, err := e.JSON5(limits)
+		if err != nil {
+			return protocol.Errorf(protocol.InvalidArgs, "tool_limits: the limits are neither JSON nor %v", err)
+		}
+		limits = text
+	}
+	req := append(protocol.AppendString([]byte(`{"tool":"tool_limits","arguments":{"name":`), name), `,"limits":`...)
+	req = append(append(req, limits...), "}}"...)
+	env := e.Evaluate(req)
+	if gjson.GetBytes(env, "status").Str == "success" {
+		return nil
+	}
+	return &protocol.Error{Code: protocol.Code(gjson.GetBytes(env, "error").Str), Message: gjson.GetBytes(env, "message").Str}
+}
+
+// JSON5 reads text as JSON5 and returns it as compact JSON, within the
+// request limits in force (limits.max_request_bytes, limits.max_depth).
+func (e *Engine) JSON5(text []byte) ([]byte, error) {
+	lim := e.current.Load().limits
+	if lim.MaxRequestBytes > 0 && len(text) > lim.MaxRequestBytes {
+		return nil, fmt.Errorf("JSON5: the text is %d bytes, more than limits.max_request_bytes (%d)", len(text), lim.MaxRequestBytes)
+	}
+	return json5.ToJSON(text, lim.MaxDepth)
 }
 
 // UnregisterTool removes a host tool; it is released once its running

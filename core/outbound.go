@@ -244,3 +244,19 @@ func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, er
 }
 
 func (m modelTools) ForgetConversation(session string) { m.e.out.convs.Forget(session) }
+
+// History serves chat_history. A call made by a model, a rule or a tool
+// reads its own session's conversation only: another session's is not
+// its to see.
+func (m modelTools) History(ctx context.Context, caller, session string) ([]byte, error) {
+	if session != caller && scopeOf(ctx).depth > 0 {
+		return nil, protocol.Errorf(protocol.Denied, "chat_history: a call made by a model, a rule or a tool reads its own session's conversation only (%q, not %q)", caller, session)
+	}
+	// A request naming no session is in "default", whose chats are not
+	// kept (modelTools.Chat): it has no conversation.
+	if session == protocol.DefaultSession {
+		return []byte(`{"session":"default","turns":0,"messages":[]}`), nil
+	}
+	out := m.e.out.convs.History(nil, session)
+	return m.e.out.secrets.JSON(out), nil
+}

@@ -36,6 +36,9 @@ type Models interface {
 	Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error)
 	ForgetConversation(session string)
+	// History returns the conversation of session (chat_history), for a
+	// call of caller's session.
+	History(ctx context.Context, caller, session string) ([]byte, error)
 }
 
 // Async is what async_result and async_cancel reach: the table of
@@ -106,7 +109,7 @@ func All(d Deps) []toolbox.Builtin {
 	list := []toolbox.Builtin{
 		echo(), getTime(d.Now), mathEval(),
 		kvSet(d.KV), kvGet(d.KV), kvDelete(d.KV), kvList(d.KV),
-		toolsList(d.Registry), auditTail(d.Audit),
+		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit),
 		sessionPolicy(d.Sessions), notificationsDrain(d.Sessions),
 	}
 	if d.Engine != nil {
@@ -115,7 +118,7 @@ func All(d Deps) []toolbox.Builtin {
 			pluginsList(d.Engine), pluginEnable(d.Engine))
 	}
 	if d.Models != nil {
-		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))
+		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models), chatHistory(d.Models))
 	}
 	if d.Input != nil {
 		list = append(list, askUser(d.Input))
