@@ -41,16 +41,16 @@ type conversation struct {
 	elem    *list.Element
 	lock    chan struct{}
 
-	messages   []message // without system messages: those are each chat's own
+	messages []message // without system messages: those are each chat's own
 	// stored and storedTurns are messages and turns as the last chat left
 	// them, read by History under Conversations.mu (messages belong to
 	// the chat holding lock). Never changed in place: a chat builds new
 	// slices.
 	stored      []message
 	storedTurns int
-	turns      int       // model calls so far
-	lastTokens int       // prompt plus completion tokens of the last call
-	notices    []string  // raised by rules but not yet seen by the model
+	turns       int      // model calls so far
+	lastTokens  int      // prompt plus completion tokens of the last call
+	notices     []string // raised by rules but not yet seen by the model
 }
 
 // NewConversations returns an empty store; zero limits mean the defaults.

@@ -49,7 +49,7 @@ func chatHistory(m Models) toolbox.Builtin {
 	return toolbox.Builtin{Name: "chat_history",
 		Description: "Returns the conversation a session's chats continue (the calling session unless one is named): " +
 			"{session, turns, messages: [{role, content, tool_calls?, tool_call_id?, name?, is_error?}]}, without system messages, which are never kept.",
-		Schema: `{"type":"object","properties":{"session":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`,
+		Schema:         `{"type":"object","properties":{"session":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`,
 		MaxOutputBytes: 16 << 20,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 			session := call.Session
