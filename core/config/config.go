@@ -30,8 +30,17 @@ type Config struct {
 	// MCPServers are the remote MCP servers whose tools Clara governs.
 	// Callbacks are the [[callbacks]] tables: file-change callbacks
 	// declared with the project (checked by the engine, which knows them).
-	Callbacks  []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
+	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
+	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+}
+
+// CallbackTools is the [callback_tools] table: what of the callbacks a
+// model reaches (seed 001, where the model creates and manages them).
+type CallbackTools struct {
+	Models          bool `key:"models" default:"false" doc:"true offers callback_upsert, callback_toggle, callback_list and callback_get to models (a chat's tools) and lets calls made by models, rules and tools reach them, as ordinary tools: policy and on_tool_call rules govern them. false keeps them administrative (policy.admin_in_nested_calls)."`
+	RunModelScripts bool `key:"run_model_scripts" default:"false" doc:"true lets the scripts a model wrote (created or edited through callback_upsert in a model's call) run when their callbacks fire; false lists them but never runs them, with a notice. The host's own edit of such a script lets it run again."`
+	PanelBytes      int  `key:"panel_bytes" default:"2048" min:"0" max:"65536" doc:"With models = true, the callbacks panel a chat's model sees in its system prompt at each turn (the session's callbacks, whether each is active, its last result), cut to this many bytes; 0: no panel."`
 }
 
 // MCP is the [mcp] table.

@@ -184,6 +184,10 @@ type Host interface {
 	Turn(ctx context.Context, event string, t Turn) []string
 	// Progress reports ev to the host's event handler, if any.
 	Progress(ev ProgressEvent)
+	// Context is text the model sees after the system prompt at each of
+	// the chat's calls, as it is at that turn ("" for none): seed 001's
+	// callbacks panel. It is never kept in the conversation.
+	Context() string
 }
 
 // ChatInputSchema is the input_schema of the chat tool.
@@ -511,6 +515,7 @@ type chatRun struct {
 	// choice and choiceName are the chat's tool_choice: required and a
 	// named tool hold for its first model call, then the model decides.
 	choice, choiceName string
+	system             string // the chat's system prompt, without the host's Context
 
 	turns      int // model calls of the conversation so far
 	chatTurns  int // model calls of this chat
@@ -594,7 +599,7 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 		r.collected = append(r.collected, conv.notices...)
 	}
 	if a.System != nil {
-		r.req.System = *a.System
+		r.system = *a.System
 	}
 	for _, m := range a.Messages {
 		r.req.Messages = append(r.req.Messages, message{Role: m.Role, Content: m.Content})
@@ -712,6 +717,13 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 			r.pending = nil
 		}
 		r.req.ToolsOff = final
+		r.req.System = r.system
+		if extra := r.host.Context(); extra != "" {
+			if r.req.System != "" {
+				r.req.System += "\n\n"
+			}
+			r.req.System += extra
+		}
 		r.req.ToolChoice, r.req.ChoiceName = r.choice, r.choiceName
 		if r.chatTurns > 1 && (r.choice == ChoiceRequired || r.choice == ChoiceTool) {
 			r.req.ToolChoice, r.req.ChoiceName = ChoiceAuto, ""

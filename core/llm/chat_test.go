@@ -32,6 +32,7 @@ type fakeHost struct {
 	running    int
 	maxRunning int
 	inProgress int // Progress calls running at once (must stay 1)
+	context    string
 }
 
 const weatherSchema = `{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. San Francisco, CA"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`
@@ -132,6 +133,8 @@ func (h *fakeHost) Progress(ev ProgressEvent) {
 	h.inProgress--
 	h.mu.Unlock()
 }
+
+func (h *fakeHost) Context() string { return h.context }
 
 func (h *fakeHost) eventLines() []string {
 	h.mu.Lock()

@@ -94,7 +94,7 @@ type RulesLoad struct {
 // tool's arguments, already checked against its schema. Methods are safe
 // for concurrent use; an error is the call's error.
 type Callbacks interface {
-	Upsert(session string, args []byte) ([]byte, error)
+	Upsert(ctx context.Context, session string, args []byte) ([]byte, error)
 	Toggle(session string, args []byte) ([]byte, error)
 	List(session string, args []byte) ([]byte, error)
 	Get(session string, args []byte) ([]byte, error)
