@@ -56,6 +56,7 @@ type Engine struct {
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
+	docs     docSearchHost // doc_search's index
 	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -93,6 +94,7 @@ func newEngine(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.watcher.e = e
+	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
@@ -125,7 +127,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}, Docs: &e.docs}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {
@@ -284,10 +286,12 @@ func (e *Engine) UnregisterTool(name string) error {
 }
 
 // Close stops what the engine runs in the background of its own accord
-// (the rule watcher) and waits for it. The engine still serves calls; a
-// configuration change that watches starts the watcher again.
+// (the rule watcher, doc_search's file watcher) and waits for it. The
+// engine still serves calls; a configuration change that watches starts
+// the rule watcher again, the next doc_search its index.
 func (e *Engine) Close() {
 	e.watcher.close()
+	e.docs.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

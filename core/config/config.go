@@ -15,13 +15,14 @@ type Config struct {
 	// Clear is what one clara_configure call forgets; never kept.
 	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
 
-	Limits  Limits  `key:"limits" doc:"Default limits of tool calls and requests."`
-	Policy  Policy  `key:"policy" doc:"The configuration's layer of tool policy."`
-	Audit   Audit   `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
-	Rules   Rules   `key:"rules" doc:"The rule engine."`
-	Plugins Plugins `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
-	Async   Async   `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
-	KV      KV      `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	Limits    Limits    `key:"limits" doc:"Default limits of tool calls and requests."`
+	Policy    Policy    `key:"policy" doc:"The configuration's layer of tool policy."`
+	Audit     Audit     `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Rules     Rules     `key:"rules" doc:"The rule engine."`
+	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
+	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
@@ -61,6 +62,14 @@ type KV struct {
 	MaxBytes      int `key:"max_bytes" default:"16777216" min:"1024" max:"1073741824" doc:"The most bytes (keys and values) one session's store holds."`
 	MaxTotalKeys  int `key:"max_total_keys" default:"100000" min:"1" max:"100000000" doc:"The most keys all sessions' stores hold together: every session a request or an MCP client names has a store of its own."`
 	MaxTotalBytes int `key:"max_total_bytes" default:"67108864" min:"1024" max:"17179869184" doc:"The most bytes (keys and values) all sessions' stores hold together."`
+}
+
+// DocSearch is the [doc_search] table.
+type DocSearch struct {
+	Patterns     []string `key:"patterns" default:"['**/*.md']" doc:"The documents doc_search indexes: glob patterns relative to project_root (\"/\"-separated; ** is any number of folders; a wildcard never matches a name starting with a dot); none may leave project_root. Symbolic links are not followed. Empty: doc_search finds nothing."`
+	MaxFiles     int      `key:"max_files" default:"10000" min:"1" max:"1000000" doc:"The most files doc_search indexes; past it the others are left out, with a warning in the log."`
+	MaxFileBytes int      `key:"max_file_bytes" default:"1048576" min:"1" max:"1073741824" doc:"Files larger than this many bytes are left out of doc_search's index (so are files that hold a NUL byte)."`
+	Watch        bool     `key:"watch" default:"true" doc:"true keeps doc_search's index current with a file watcher on the folders that may hold documents; false (or folders that cannot be watched) makes each search look for changed files first."`
 }
 
 // Network is the [network] table.

@@ -20,6 +20,14 @@ type Deps struct {
 	Async     Async             // async_result, async_cancel
 	Models    Models            // chat, evaluate, chat_reset
 	Input     Input             // ask_user
+	Docs      Docs              // doc_search
+}
+
+// Docs is what doc_search reaches: the index of the project's documents.
+type Docs interface {
+	// Search answers doc_search's arguments {query, limit} with
+	// {"results": [{path, line, snippet}]}.
+	Search(ctx context.Context, session string, args []byte) ([]byte, error)
 }
 
 // Input is what ask_user reaches: the host's input handler.
@@ -128,6 +136,9 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Callbacks != nil {
 		list = append(list, callbackTools(d.Callbacks)...)
+	}
+	if d.Docs != nil {
+		list = append(list, docSearch(d.Docs))
 	}
 	return list
 }

@@ -164,3 +164,40 @@ class TestSeeds(ClaraTestCase):
         self.assertEqual(tool_result["result"], {"brightness": 25, "colorTemperature": "warm"})
         self.assertEqual(self.report("gemini_lights")["failures"], [])
         self.assertNotIn("AIza-python-secret", json.dumps(result) + json.dumps(events))
+
+    # Seed 002's starter tool doc_search: the project's documents, found by
+    # word, the index kept current by the file watcher.
+
+    def test_doc_search(self):
+        import tempfile
+        import time
+        import shutil
+        root = tempfile.mkdtemp(prefix="clara-docs-")
+        self.addCleanup(shutil.rmtree, root, True)
+        os.makedirs(os.path.join(root, "docs"))
+        with open(os.path.join(root, "README.md"), "w") as f:
+            f.write("# Basil\n\nBasil is a BASIC dialect.\n\nAI.TOOL.REGISTER adds a tool\nthat the model may call.\n")
+        with open(os.path.join(root, "docs", "tools.md"), "w") as f:
+            f.write("# Tools\n\nLimits: timeout_ms bounds\na tool call.\n")
+        with open(os.path.join(root, "docs", "notes.txt"), "w") as f:
+            f.write("a tool call in a text file\n")
+        clara.configure({"project_root": root, "doc_search": {"patterns": ["*.md", "docs/**/*.md"]}})
+        results = clara.call("doc_search", query="tool call", limit=5)["results"]
+        self.assertEqual([(r["path"], r["line"]) for r in results], [("docs/tools.md", 4), ("README.md", 5)])
+        self.assertIn("[tool]", results[0]["snippet"])
+        with open(os.path.join(root, "docs", "limits.md"), "w") as f:
+            f.write("rate_per_min counts the calls of a minute\n")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            found = clara.call("doc_search", query="rate_per_min")["results"]
+            if found:
+                break
+            time.sleep(0.05)
+        self.assertEqual([(r["path"], r["line"]) for r in found], [("docs/limits.md", 1)])
+        with self.assertRaises(clara.InvalidArgs):
+            clara.call("doc_search", query="?!")
+        tool = [t for t in clara.tools() if t["name"] == "doc_search"][0]
+        self.assertEqual((tool["capabilities"], tool["llm_visible"]), (["fs_read"], True))
+        clara.configure({"doc_search": {"patterns": ["../*.md"]}})
+        with self.assertRaisesRegex(clara.ToolFailed, "leaves project_root"):
+            clara.call("doc_search", query="tool")

@@ -909,7 +909,7 @@ class TestBuiltins(ToolTestCase):
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
-        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_tail", "chat", "chat_history", "chat_reset", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tool_limits", "tools_list"] + callbacks)
         admin = ("async_cancel", "async_result", "audit_tail", "chat", "chat_history", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
