@@ -965,7 +965,7 @@ class TestBuiltins(ToolTestCase):
 
         # What an LLM may see: llm_visible tools only (no admin tools).
         visible = [t["function"]["name"] for t in self.catalog("openai", llm_visible_only=True)]
-        self.assertEqual(visible, ["add", "ask_user", "bare", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
+        self.assertEqual(visible, ["add", "ask_user", "bare", "doc_search", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
                                    "kv_set", "math_eval", "notifications_drain"])
         self.assertEnvelope('{"tool":"tools_list","arguments":{"format":"xml"}}', err(
             "invalid_args", "tool \"tools_list\": arguments do not match input_schema: at /format: "
