@@ -12,6 +12,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	github.com/tidwall/gjson v1.20.0
+	github.com/titanous/json5 v1.0.0
 	github.com/yuin/gopher-lua v1.1.2
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.44.0

@@ -815,3 +815,38 @@ func claraGoUnregisterTool(name *C.char, n C.size_t) (code C.int) {
 	}
 	return -C.CLARA_EINVAL
 }
+
+//export claraGoSetToolLimits
+func claraGoSetToolLimits(name *C.char, n C.size_t, limits *C.char, ln C.size_t) (code C.int) {
+	defer guard("clara_set_tool_limits", func() { code = -C.CLARA_EINTERNAL })
+	perr := engine.SetToolLimits(string(bytesOf(name, n)), bytesOf(limits, ln))
+	if perr == nil {
+		return C.CLARA_OK
+	}
+	engine.Logger().Logf(logging.Error, "clara_set_tool_limits: %s", perr.Message)
+	switch perr.Code {
+	case protocol.UnknownTool:
+		return -C.CLARA_ENOENT
+	case protocol.Denied:
+		return -C.CLARA_EPERM
+	case protocol.InvalidArgs, protocol.InvalidRequest:
+		return -C.CLARA_EINVAL
+	}
+	return -C.CLARA_EINTERNAL
+}
+
+//export claraGoJSON5ToJSON
+func claraGoJSON5ToJSON(text *C.char, n C.size_t, out **C.char) (code C.int) {
+	defer guard("clara_json5_to_json", func() { code = -C.CLARA_EINTERNAL })
+	json, err := engine.JSON5(bytesOf(text, n))
+	code = C.CLARA_OK
+	if err != nil {
+		json, code = []byte(err.Error()), -C.CLARA_EINVAL
+	}
+	p := copyOut(json)
+	if p == nil {
+		return -C.CLARA_ENOMEM
+	}
+	*out = p
+	return code
+}

@@ -82,6 +82,17 @@ int clara_unregister_tool(const char *name) {
     return claraGoUnregisterTool((char *)name, name ? strlen(name) : 0);
 }
 
+int clara_set_tool_limits(const char *name, const char *limits_json) {
+    if (name == NULL || limits_json == NULL) return -CLARA_EINVAL;
+    return claraGoSetToolLimits((char *)name, strlen(name), (char *)limits_json, strlen(limits_json));
+}
+
+int clara_json5_to_json(const char *text, char **json) {
+    if (json != NULL) *json = NULL;
+    if (text == NULL || json == NULL) return -CLARA_EINVAL;
+    return claraGoJSON5ToJSON((char *)text, strlen(text), json);
+}
+
 /* From the tool's own thread the report stays in C (see struct
  * shim_result); from anywhere else it goes to Go by the call's id, which
  * also ignores calls whose tool has returned. */

@@ -108,9 +108,11 @@ static void json_value_free(struct json_value *v) {
  * destroyed: CLIPS then frees its external addresses without discarding
  * them. CLIPS frees the state itself. */
 static void unregister_facts_tools(struct clara_env *st);
+static void stream_stop(struct clara_env *st);
 
 static void clara_env_free(struct clara_env *state) {
     if (state == NULL || state->values.next == NULL) return;
+    stream_stop(state);
     unregister_facts_tools(state);
     while (state->values.next != &state->values) json_value_free(state->values.next);
 }
@@ -291,6 +293,7 @@ static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
     return 1;
 }
 static int build_text(void *env, const char *construct) { return Build(ENV(env), construct) == BE_NO_ERROR; }
+static void print_to(void *env, const char *router, const char *text) { WriteString(ENV(env), router, text); }
 static int template_exists(void *env, const char *name) { return FindDeftemplate(ENV(env), name) != NULL; }
 static void *find_template(void *env, const char *name) { return FindDeftemplate(ENV(env), name); }
 static void on_clear_rebuild(Environment *env, void *context);
@@ -472,6 +475,7 @@ static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
     return 1;
 }
 static int build_text(void *env, const char *construct) { return EnvBuild(env, construct) != 0; }
+static void print_to(void *env, const char *router, const char *text) { EnvPrintRouter(env, router, text); }
 static int template_exists(void *env, const char *name) { return EnvFindDeftemplate(env, name) != NULL; }
 static void *find_template(void *env, const char *name) { return EnvFindDeftemplate(env, name); }
 static void on_clear_rebuild(void *env);
@@ -730,10 +734,62 @@ static void ret_envelope(struct udf_call *c, char *response) {
     clara_free_string(response);
 }
 
+/* The request as JSON when it is not JSON but JSON5, as people write it
+ * by hand ({tool:'echo', arguments:{n:1}}); NULL otherwise. Asked only
+ * once Clara refused the text as JSON: strict requests never come here. */
+static char *json5_request(const char *request) {
+    char *json = NULL;
+    if (clara_json5_to_json(request, &json) == CLARA_OK) return json;
+    clara_free_string(json);
+    return NULL;
+}
+
+/* Whether an envelope is Clara's refusal of a request that is not JSON. */
+static int not_json(const char *envelope) {
+    char *code = NULL;
+    int yes = envelope != NULL && clara_json_get(envelope, "error", &code, NULL) == CLARA_JSON_STRING &&
+              strcmp(code, "invalid_json") == 0;
+    clara_free_string(code);
+    return yes;
+}
+
+/* Evaluates a request written by hand: JSON, or failing that JSON5. */
+static char *evaluate_relaxed(struct clara_env *st, const char *request) {
+    char *r = evaluate_serving(st, request), *json;
+    if (not_json(r) && (json = json5_request(request)) != NULL) {
+        clara_free_string(r);
+        r = evaluate_serving(st, json);
+        clara_free_string(json);
+    }
+    return r;
+}
+
 /* (clara-evaluate ?json) -> the envelope, a STRING. */
 static void clara_evaluate_fn(struct udf_call *c) {
     const char *request;
-    if (arg_string(c, 1, &request)) ret_envelope(c, evaluate_serving(c->state, request));
+    if (arg_string(c, 1, &request)) ret_envelope(c, evaluate_relaxed(c->state, request));
+}
+
+/* (clara-evaluate-json ?json) -> the envelope as a clara-json value, which
+ * get-field reads and clara-call passes on as JSON (seed 000's proposed
+ * API). */
+static void clara_evaluate_json_fn(struct udf_call *c) {
+    const char *request;
+    char *r;
+    struct json_value *v;
+    if (!arg_string(c, 1, &request)) return;
+    r = evaluate_relaxed(c->state, request);
+    if (r == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    v = json_value_new(c->state, r);
+    clara_free_string(r);
+    if (v == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    ret_json(c, v);
 }
 
 /* (clara-emit ?json) -> what the event fired, an envelope STRING. */
@@ -748,13 +804,47 @@ static void clara_emit_fn(struct udf_call *c) {
     }
 }
 
+/* Returns the value at path in json, typed for CLIPS; the kind found (a
+ * negative code once it reported an error). */
+static int ret_json_at(struct udf_call *c, const char *json, const char *path);
+
 /* (json-get ?json ?path) -> the value at path, typed for CLIPS. */
 static void json_get_fn(struct udf_call *c) {
     const char *json, *path;
+    if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
+    ret_json_at(c, json, path);
+}
+
+/* (get-field ?response "field") -> a field of a response (a clara-json
+ * value of clara-evaluate-json, or an envelope STRING): the envelope's own
+ * (status, tool, error, message) or else its result's, as seed 000's flat
+ * responses had them; the path is json-get's. */
+static void get_field_fn(struct udf_call *c) {
+    struct cvalue f;
+    const char *path;
+    char *result_path;
+    size_t n;
+    if (!arg_value(c, 1, &f) || !arg_string(c, 2, &path)) return;
+    if (f.kind != V_JSON && f.kind != V_STRING) {
+        fail_type(c, 1, "clara-json value or string");
+        return;
+    }
+    if (ret_json_at(c, f.text, path) != CLARA_JSON_MISSING || path[0] == '\0') return;
+    n = strlen(path) + sizeof "result.";
+    result_path = malloc(n);
+    if (result_path == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    snprintf(result_path, n, "result.%s", path);
+    ret_json_at(c, f.text, result_path);
+    free(result_path);
+}
+
+static int ret_json_at(struct udf_call *c, const char *json, const char *path) {
     char *text = NULL, *end;
     size_t length = 0;
     int kind;
-    if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
     ret_symbol(c, "nil");
     kind = clara_json_get(json, path, &text, &length);
     switch (kind) {
@@ -795,6 +885,7 @@ static void json_get_fn(struct udf_call *c) {
         break;
     }
     clara_free_string(text);
+    return kind;
 }
 
 /* (clara-json ?text) -> a value that clara-call sends as the JSON it holds.
@@ -1118,9 +1209,17 @@ static int constructs_ready(void *env) {
     " (slot id (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"                  \
     " (slot prompt (type STRING)))"
 
+/* The template of the streamed tokens that (clara-poll) asserts while
+ * (clara-stream facts) is on: seq makes two equal pieces two facts. */
+#define CLARA_TOKEN_TEMPLATE                                                                            \
+    "(deftemplate clara-token \"A piece of a streamed answer of a chat (clara-stream facts).\""          \
+    " (slot seq (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"             \
+    " (slot text (type STRING)))"
+
 static int define_reply_template(void *env) {
     return (template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE)) &&
-           (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE));
+           (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE)) &&
+           (template_exists(env, "clara-token") || build_text(env, CLARA_TOKEN_TEMPLATE));
 }
 
 /* (clear) removes every construct: the template comes back after it. */
@@ -1152,6 +1251,13 @@ static void clara_evaluate_async_fn(struct udf_call *c) {
     int64_t h;
     if (!arg_string(c, 1, &request)) return;
     h = clara_submit(request);
+    if (h == -CLARA_EINVAL) {
+        char *json = json5_request(request); /* written by hand: JSON5 too */
+        if (json != NULL) {
+            h = clara_submit(json);
+            clara_free_string(json);
+        }
+    }
     if (h > 0) {
         ret_integer(c, (long long)h);
         return;
@@ -1233,6 +1339,201 @@ static int assert_reply(struct udf_call *c, int64_t h, const char *tool, const c
     return ok;
 }
 
+/* ---- Streamed tokens ---------------------------------------------------- */
+
+/*
+ * (clara-stream facts) or (clara-stream ROUTER) makes the bridge Clara's
+ * event handler: the text pieces of streamed chats (the "token" events of
+ * chats with "stream": true) are queued as they come, on Clara's threads,
+ * which never wait for the rules; each (clara-poll) hands the queue to the
+ * program, as (clara-token (seq) (handle) (session) (text)) facts or
+ * printed to the router, before the clara-reply facts of the calls that
+ * ended. (clara-stream FALSE) stops. The host's own handler
+ * (clara_clips_forward_events) still gets every event.
+ */
+#define STREAM_MAX_PIECES 65536   /* pieces queued at most; past it the oldest go */
+#define STREAM_ROUTER_MAX 64
+
+struct token_piece {
+    struct token_piece *next;
+    long long handle;
+    char *session, *text;
+};
+
+static pthread_mutex_t stream_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct clara_env *stream_owner;            /* the environment that streams; NULL: none */
+static char stream_router[STREAM_ROUTER_MAX + 1]; /* "" for facts */
+static struct token_piece *stream_head, *stream_tail;
+static long stream_count, stream_dropped;
+static long long stream_seq;
+static clara_event_fn forward_fn;
+static void *forward_userdata;
+
+static void piece_free(struct token_piece *p) {
+    clara_free_string(p->session);
+    clara_free_string(p->text);
+    free(p);
+}
+
+/* Clara's event handler while a program streams: queue tokens, forward
+ * everything, return at once. */
+static void stream_handler(void *userdata, const char *event) {
+    char *kind = NULL, *handle = NULL;
+    clara_event_fn fwd;
+    void *fwd_ud;
+    (void)userdata;
+    if (clara_json_get(event, "event", &kind, NULL) == CLARA_JSON_STRING && strcmp(kind, "token") == 0) {
+        struct token_piece *p = calloc(1, sizeof *p);
+        if (p != NULL && clara_json_get(event, "text", &p->text, NULL) == CLARA_JSON_STRING) {
+            clara_json_get(event, "session", &p->session, NULL);
+            if (clara_json_get(event, "handle", &handle, NULL) == CLARA_JSON_INTEGER) p->handle = strtoll(handle, NULL, 10);
+            pthread_mutex_lock(&stream_mu);
+            if (stream_owner != NULL) {
+                if (stream_tail != NULL) stream_tail->next = p;
+                else stream_head = p;
+                stream_tail = p;
+                p = NULL;
+                if (++stream_count > STREAM_MAX_PIECES) { /* nobody polls: the oldest go */
+                    struct token_piece *old = stream_head;
+                    stream_head = old->next;
+                    stream_count--;
+                    stream_dropped++;
+                    piece_free(old);
+                }
+            }
+            pthread_mutex_unlock(&stream_mu);
+        }
+        if (p != NULL) piece_free(p);
+    }
+    clara_free_string(kind);
+    clara_free_string(handle);
+    pthread_mutex_lock(&stream_mu);
+    fwd = forward_fn;
+    fwd_ud = forward_userdata;
+    pthread_mutex_unlock(&stream_mu);
+    if (fwd != NULL) fwd(fwd_ud, event);
+}
+
+void clara_clips_forward_events(clara_event_fn fn, void *userdata) {
+    int streaming;
+    pthread_mutex_lock(&stream_mu);
+    forward_fn = fn;
+    forward_userdata = userdata;
+    streaming = stream_owner != NULL;
+    pthread_mutex_unlock(&stream_mu);
+    if (!streaming) clara_set_event_handler(fn, userdata);
+}
+
+/* Stops streaming for st (the environment goes, or asked it). */
+static void stream_stop(struct clara_env *st) {
+    struct token_piece *p;
+    clara_event_fn fwd;
+    void *fwd_ud;
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != st || st == NULL) {
+        pthread_mutex_unlock(&stream_mu);
+        return;
+    }
+    stream_owner = NULL;
+    p = stream_head;
+    stream_head = stream_tail = NULL;
+    stream_count = 0;
+    fwd = forward_fn;
+    fwd_ud = forward_userdata;
+    pthread_mutex_unlock(&stream_mu);
+    clara_set_event_handler(fwd, fwd_ud); /* returns once stream_handler is not running */
+    while (p != NULL) {
+        struct token_piece *next = p->next;
+        piece_free(p);
+        p = next;
+    }
+}
+
+/* (clara-stream facts | ROUTER | FALSE) -> TRUE. */
+static void clara_stream_fn(struct udf_call *c) {
+    const char *where;
+    struct cvalue f;
+    if (!arg_value(c, 1, &f)) return;
+    if (f.kind != V_SYMBOL && f.kind != V_STRING) {
+        fail_type(c, 1, "symbol or string");
+        return;
+    }
+    where = f.text;
+    if (strcmp(where, "FALSE") == 0 || strcmp(where, "off") == 0) {
+        stream_stop(c->state);
+        ret_symbol(c, "TRUE");
+        return;
+    }
+    if (strlen(where) > STREAM_ROUTER_MAX) {
+        failf(c, "the router name is longer than %d characters", STREAM_ROUTER_MAX);
+        return;
+    }
+    if (strcmp(where, "facts") == 0 && !define_reply_template(c->env)) {
+        fail(c, "cannot define the clara-token template");
+        return;
+    }
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != NULL && stream_owner != c->state) {
+        pthread_mutex_unlock(&stream_mu);
+        fail(c, "another CLIPS environment streams: it must (clara-stream FALSE) first");
+        return;
+    }
+    /* t stands for standard output, as in printout. */
+    snprintf(stream_router, sizeof stream_router, "%s", strcmp(where, "facts") == 0 ? "" : strcmp(where, "t") == 0 ? "stdout" : where);
+    stream_owner = c->state;
+    pthread_mutex_unlock(&stream_mu);
+    clara_set_event_handler(stream_handler, NULL);
+    ret_symbol(c, "TRUE");
+}
+
+/* Hands the queued pieces to the program: facts, or text on the router.
+ * Returns how many facts it asserted. */
+static long long stream_deliver(struct udf_call *c) {
+    struct token_piece *p;
+    char router[STREAM_ROUTER_MAX + 1];
+    long dropped;
+    long long n = 0;
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != c->state) {
+        pthread_mutex_unlock(&stream_mu);
+        return 0;
+    }
+    p = stream_head;
+    stream_head = stream_tail = NULL;
+    stream_count = 0;
+    dropped = stream_dropped;
+    stream_dropped = 0;
+    memcpy(router, stream_router, sizeof router);
+    pthread_mutex_unlock(&stream_mu);
+    if (dropped > 0) {
+        char message[128];
+        snprintf(message, sizeof message, "[clara-stream: %ld pieces dropped: nothing polled]\n", dropped);
+        print_to(c->env, router[0] ? router : "t", message);
+    }
+    while (p != NULL) {
+        struct token_piece *next = p->next;
+        if (router[0]) {
+            print_to(c->env, router, p->text);
+        } else {
+            struct buf fact = {0};
+            char num[64];
+            snprintf(num, sizeof num, "%lld) (handle %lld", ++stream_seq, p->handle);
+            buf_str(&fact, "(clara-token (seq ");
+            buf_str(&fact, num);
+            buf_str(&fact, ") (session ");
+            buf_clips_string(&fact, p->session ? p->session : "");
+            buf_str(&fact, ") (text ");
+            buf_clips_string(&fact, p->text);
+            buf_str(&fact, "))");
+            if (!fact.failed && assert_text(c, fact.data)) n++;
+            free(fact.data);
+        }
+        piece_free(p);
+        p = next;
+    }
+    return n;
+}
+
 /* Reads item i's field of clara_async_take's list; NULL when missing. */
 static char *take_field(const char *list, long long i, const char *field) {
     char path[64], *text = NULL;
@@ -1260,6 +1561,9 @@ static void clara_poll_fn(struct udf_call *c) {
         fail(c, "cannot define the clara-reply template");
         return;
     }
+    /* The pieces first: those of a call that ended (in list) were all
+     * queued before it ended, so they come before its clara-reply. */
+    asserted += stream_deliver(c);
     for (i = 0; (handle = take_field(list, i, "handle")) != NULL; i++) {
         char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
         int64_t h = strtoll(handle, NULL, 10);
@@ -1657,6 +1961,9 @@ static void clara_expose_fn(struct udf_call *c) {
  */
 #define CLARA_UDFS(X)                                                                   \
     X(clara_evaluate, "clara-evaluate", 1, 1, "bs", "s", "11s")                       \
+    X(clara_evaluate_json, "clara-evaluate-json", 1, 1, "be", "s", "11s")             \
+    X(get_field, "get-field", 2, 2, "bdlsy", "*;es;s", "22uus")                      \
+    X(clara_stream, "clara-stream", 1, 1, "b", "sy", "11k")                           \
     X(clara_emit, "clara-emit", 1, 1, "bs", "s", "11s")                               \
     X(json_get, "json-get", 2, 2, "bdlsy", "s", "22s")                                \
     X(clara_call, "clara-call", 1, ANY_COUNT, "bs", "*;sy", "1*uk")                   \

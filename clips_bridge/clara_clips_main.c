@@ -307,7 +307,7 @@ int main(int argc, char *argv[]) {
                 if (!configure(json, "--evaluator")) return 2;
             }
         } else if (strcmp(a, "--verbose") == 0) {
-            clara_set_event_handler(status_line, NULL);
+            clara_clips_forward_events(status_line, NULL);
         } else if (strcmp(a, "--test-mode") == 0) {
             if (!configure("test_mode = true", "--test-mode")) return 2;
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "-f2") == 0 || strcmp(a, "-l") == 0) {

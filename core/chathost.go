@@ -41,8 +41,10 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		}
 	}
 	var out []llm.ToolSpec
+	modelCallbacks := h.s.config.CallbackTools.Models
 	for _, t := range h.e.tools.List() {
-		if !t.LLMVisible || t.Admin || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
+		offered := t.LLMVisible && !t.Admin || modelCallbacks && modelCallbackTools[t.Name] // callback_tools.models
+		if !offered || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
 			continue
 		}
 		if t.Name == "ask_user" && h.e.input.load() == nil {
@@ -90,6 +92,15 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 // changed.
 func (h *chatHost) endBatch(ctx context.Context) []protocol.Notice {
 	return h.e.cb.fireBatch(ctx, "chat turn", &h.batch)
+}
+
+// Context is seed 001's callbacks panel, with callback_tools.models: the
+// model sees it in its system prompt at each turn.
+func (h *chatHost) Context() string {
+	if !h.s.config.CallbackTools.Models {
+		return ""
+	}
+	return h.e.cb.panel(h.session, h.s.config.CallbackTools.PanelBytes)
 }
 
 // Progress hands ev to the host's event handler, with the session and the

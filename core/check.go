@@ -158,8 +158,8 @@ func keyOfMessage(msg string) string {
 // semantic conditions need an embedding model, in OpenAI's format.
 func checkConcepts(c *config.Config, set *rules.Set) error {
 	if c.LLM.EmbeddingModel != "" && c.LLM.BaseURL != "" {
-		if p := c.LLM.Provider; p == llm.ProviderAnthropic || (p == "" && llm.ProviderOfModel(c.LLM.Model) == llm.ProviderAnthropic) {
-			return fmt.Errorf("llm.embedding_model: embeddings are requested in OpenAI's format; llm.provider is %q", llm.ProviderAnthropic)
+		if p := orProvider(c.LLM.Provider, c.LLM.Model); p == llm.ProviderAnthropic || p == llm.ProviderGemini {
+			return fmt.Errorf("llm.embedding_model: embeddings are requested in OpenAI's format; llm.provider is %q", p)
 		}
 		return nil
 	}

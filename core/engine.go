@@ -19,13 +19,19 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/clara-lib/clara/core/async"
+	"github.com/tidwall/gjson"
+
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/json5"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
@@ -50,6 +56,7 @@ type Engine struct {
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
+	docs     docSearchHost // doc_search's index
 	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
@@ -87,6 +94,7 @@ func newEngine(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.watcher.e = e
+	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
@@ -119,7 +127,7 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}, Docs: &e.docs}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {
@@ -206,6 +214,17 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 		}
 	}()
 	d, err := toolbox.ParseDescriptor(descriptor)
+	if err != nil && !json.Valid(descriptor) {
+		// A descriptor is written by hand: JSON5 (docs/protocol.md).
+		text, jerr := e.JSON5(descriptor)
+		if jerr != nil {
+			if strings.HasSuffix(err.Error(), strings.TrimPrefix(jerr.Error(), "JSON5: ")) {
+				return err // the same mistake either way
+			}
+			return fmt.Errorf("%v (nor %v)", err, jerr)
+		}
+		d, err = toolbox.ParseDescriptor(text)
+	}
 	if err != nil {
 		return err
 	}
@@ -221,6 +240,41 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 	return nil
 }
 
+// SetToolLimits changes the limits of a host tool for the calls that
+// start from now on (seed 002's AI.TOOL.LIMITS): limits is a JSON (or
+// JSON5) object of the limits to change, as in a descriptor. It is a
+// host's request of the tool_limits tool, so policy, rules and the audit
+// see it as any call.
+func (e *Engine) SetToolLimits(name string, limits []byte) *protocol.Error {
+	if limits == nil {
+		return protocol.Errorf(protocol.InvalidArgs, "tool_limits: no limits")
+	}
+	if !json.Valid(limits) {
+		text, err := e.JSON5(limits)
+		if err != nil {
+			return protocol.Errorf(protocol.InvalidArgs, "tool_limits: the limits are neither JSON nor %v", err)
+		}
+		limits = text
+	}
+	req := append(protocol.AppendString([]byte(`{"tool":"tool_limits","arguments":{"name":`), name), `,"limits":`...)
+	req = append(append(req, limits...), "}}"...)
+	env := e.Evaluate(req)
+	if gjson.GetBytes(env, "status").Str == "success" {
+		return nil
+	}
+	return &protocol.Error{Code: protocol.Code(gjson.GetBytes(env, "error").Str), Message: gjson.GetBytes(env, "message").Str}
+}
+
+// JSON5 reads text as JSON5 and returns it as compact JSON, within the
+// request limits in force (limits.max_request_bytes, limits.max_depth).
+func (e *Engine) JSON5(text []byte) ([]byte, error) {
+	lim := e.current.Load().limits
+	if lim.MaxRequestBytes > 0 && len(text) > lim.MaxRequestBytes {
+		return nil, fmt.Errorf("JSON5: the text is %d bytes, more than limits.max_request_bytes (%d)", len(text), lim.MaxRequestBytes)
+	}
+	return json5.ToJSON(text, lim.MaxDepth)
+}
+
 // UnregisterTool removes a host tool; it is released once its running
 // calls finish.
 func (e *Engine) UnregisterTool(name string) error {
@@ -232,10 +286,12 @@ func (e *Engine) UnregisterTool(name string) error {
 }
 
 // Close stops what the engine runs in the background of its own accord
-// (the rule watcher) and waits for it. The engine still serves calls; a
-// configuration change that watches starts the watcher again.
+// (the rule watcher, doc_search's file watcher) and waits for it. The
+// engine still serves calls; a configuration change that watches starts
+// the rule watcher again, the next doc_search its index.
 func (e *Engine) Close() {
 	e.watcher.close()
+	e.docs.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

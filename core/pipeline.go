@@ -104,13 +104,13 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 			return perr
 		}
 	}
-	if t.Admin && c.nested && !s.config.Policy.AdminInNestedCalls {
+	if s.admin(t) && c.nested && !s.config.Policy.AdminInNestedCalls {
 		if c.rep.wantTrace {
 			c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: "nested calls", Reason: adminOutOfReach})
 		}
 		return protocol.Errorf(protocol.Denied, "tool %q denied: %s", t.Name, adminOutOfReach)
 	}
-	if s.onToolCall == nil || (t.Admin && !s.config.Rules.WatchAdminTools) {
+	if s.onToolCall == nil || (s.admin(t) && !s.config.Rules.WatchAdminTools) {
 		return nil // no rule watches calls, or none may deny this one
 	}
 	c.handOn()

@@ -236,6 +236,32 @@ int clara_register_tool(const char *descriptor_json, clara_tool_fn fn, void *use
 int clara_unregister_tool(const char *name);
 
 /*
+ * clara_set_tool_limits - change the limits of a tool added with
+ * clara_register_tool(), for the calls that start from now on.
+ *
+ * limits_json is an object of the limits to change, as in a descriptor
+ * ("timeout_ms", "rate_per_min", "rate_scope", "max_output_bytes",
+ * "max_concurrency"); the limits it leaves out stay as they are. It may be
+ * written as JSON5 ({timeout_ms: 800, rate_per_min: 20}, docs/protocol.md).
+ * Calls already running keep the limits they started with. The change is
+ * a request of the administrative tool tool_limits: the configuration's
+ * policy and the audit see it as any call. clara_register_tool() and
+ * clara_reset() bring back the descriptor's limits.
+ *
+ * Ownership: name and limits_json are borrowed.
+ * Threads:   any thread.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL  name or limits_json is NULL, or the limits are
+ *                           not an object of valid limits (the reason is
+ *                           logged at error level);
+ *            -CLARA_ENOENT  no such tool;
+ *            -CLARA_EPERM   a tool the host did not register (built-in,
+ *                           configured, remote), or a policy denies
+ *                           tool_limits.
+ */
+int clara_set_tool_limits(const char *name, const char *limits_json);
+
+/*
  * clara_call_result - set the result of a call, from inside the tool.
  *
  * For a "returns": "json" tool, result_json must be valid JSON (otherwise
@@ -369,6 +395,26 @@ char *clara_call_evaluate(clara_call *call, const char *request_json);
  *            -CLARA_EINTERNAL a bug in Clara (logged).
  */
 int clara_json_get(const char *json, const char *path, char **text, size_t *length);
+
+/*
+ * clara_json5_to_json - read JSON5, the relaxed JSON people write by hand
+ * (unquoted keys, 'single quotes', trailing commas, comments, hexadecimal
+ * numbers; docs/protocol.md), and write it as compact JSON.
+ *
+ * Object keys come out sorted; a key given twice keeps its last value;
+ * NaN and Infinity, which JSON cannot hold, are refused; text is bounded
+ * by limits.max_request_bytes and limits.max_depth.
+ *
+ * Ownership: text is borrowed. *json receives a malloc'd string that the
+ *            caller frees with clara_free_string(): the JSON on success,
+ *            a message saying what is wrong with text on -CLARA_EINVAL.
+ * Threads:   any thread.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL    text or json is NULL (*json then NULL when
+ *                             json is not), or text is not one JSON5 value;
+ *            -CLARA_ENOMEM    malloc failed.
+ */
+int clara_json5_to_json(const char *text, char **json);
 
 /* ---- Logging ------------------------------------------------------------ */
 

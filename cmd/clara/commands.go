@@ -197,13 +197,15 @@ func callCommand(env *environment) *cobra.Command {
 		Use:   "call TOOL [ARGUMENTS]",
 		Short: "Call a tool; prints its result",
 		Long: `Call a tool through the whole pipeline (policy, rules, validation, limits,
-audit) and print its result as JSON. ARGUMENTS is a JSON object (default {}).
+audit) and print its result as JSON. ARGUMENTS is a JSON object (default {}),
+or a JSON5 one as people write it by hand ({expression: '6*7'}).
 
 --trace asks for the request's trace and prints it on stderr: how each
 policy layer decided, then every rule evaluated around the call, whether it
 matched, what its actions did, and how long it took in microseconds.
 --json prints the whole envelope (trace and notices included) instead.`,
 		Example: `  clara call math_eval '{"expression":"6*7"}'
+  clara call math_eval "{expression: '6*7'}"
   clara call get_time '{"timezone":"Asia/Tokyo"}' --session s1
   clara call echo '{"message":"hi"}' --trace
   clara call nonexistent --json`,
@@ -211,12 +213,18 @@ matched, what its actions did, and how long it took in microseconds.
 		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
 			request := map[string]any{"tool": args[0]}
 			if len(args) == 2 {
-				if !json.Valid([]byte(args[1])) {
-					var v any
-					err := json.Unmarshal([]byte(args[1]), &v)
-					return usageError("the arguments are not JSON: %v", err)
+				arguments := []byte(args[1])
+				if !json.Valid(arguments) {
+					// Written by hand: JSON5 too ({n: 'x'}, docs/protocol.md).
+					relaxed, err := env.engine.JSON5(arguments)
+					if err != nil {
+						var v any
+						strict := json.Unmarshal(arguments, &v)
+						return usageError("the arguments are not JSON: %v; nor %v", strict, err)
+					}
+					arguments = relaxed
 				}
-				request["arguments"] = json.RawMessage(args[1])
+				request["arguments"] = json.RawMessage(arguments)
 			}
 			if session != "" {
 				request["session"] = session

@@ -211,6 +211,23 @@ func TestCall_result_on_stdout_errors_on_stderr(t *testing.T) {
 	}
 }
 
+// TestCall_json5_arguments: ARGUMENTS written by hand as JSON5 (seed
+// 002's option strings) are read as JSON5 once they are not JSON.
+func TestCall_json5_arguments(t *testing.T) {
+	code, out, errs := runClara(t, "call", "math_eval", "{expression: '6*7'}")
+	if code != 0 || out != `{"expression":"6*7","value":42}`+"\n" || errs != "" {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	code, out, errs = runClara(t, "call", "echo", `{ // a comment
+		hex: 0x10, quote: 'say "hi"', list: [1, 2,], }`)
+	if code != 0 || out != `{"hex":16,"list":[1,2],"quote":"say \"hi\""}`+"\n" || errs != "" {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	if code, out, errs := runClara(t, "call", "echo", "{n: Infinity}"); code != 2 || out != "" || !strings.Contains(errs, "nor JSON5: Infinity has no JSON form") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+}
+
 // TestCall_trace prints how the policy layers and the rules decided, with
 // the rules' times in µs, on stderr.
 func TestCall_trace(t *testing.T) {

@@ -179,15 +179,22 @@ func resolveCwd(root, cwd string) (string, error) {
 // or {"action":"deleted","id":ID,"name":NAME}, where CALLBACK is a
 // Definition plus "active" (for the calling worker).
 func (m *Manager) Upsert(session string, args []byte) ([]byte, error) {
+	return m.UpsertBy(session, args, false)
+}
+
+// UpsertBy is Upsert where byModel says that the call was made by a model
+// (or a rule or a tool) rather than the host: a script it writes is
+// marked ByModel.
+func (m *Manager) UpsertBy(session string, args []byte, byModel bool) ([]byte, error) {
 	var a upsertArgs
 	if err := decodeArgs("callback_upsert", args, &a); err != nil {
 		return nil, err
 	}
 	switch a.Action {
 	case "create":
-		return m.create(workerOf(session), &a)
+		return m.create(workerOf(session), &a, byModel)
 	case "update":
-		return m.update(workerOf(session), &a)
+		return m.update(workerOf(session), &a, byModel)
 	case "delete":
 		return m.delete(workerOf(session), &a)
 	case "":
@@ -275,7 +282,7 @@ func applyArgs(root string, d *Definition, a *upsertArgs, creating bool) error {
 	return nil
 }
 
-func (m *Manager) create(worker string, a *upsertArgs) ([]byte, error) {
+func (m *Manager) create(worker string, a *upsertArgs, byModel bool) ([]byte, error) {
 	if a.ID != nil {
 		return nil, invalid("callback_upsert: create takes no id; ids are given out")
 	}
@@ -288,7 +295,7 @@ func (m *Manager) create(worker string, a *upsertArgs) ([]byte, error) {
 	if err := checkScript(*a.ScriptContent); err != nil {
 		return nil, err
 	}
-	d := &Definition{}
+	d := &Definition{ByModel: byModel}
 	if err := m.apply(d, a, true); err != nil {
 		return nil, err
 	}
@@ -346,7 +353,7 @@ func checkScript(s string) error {
 	return nil
 }
 
-func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
+func (m *Manager) update(worker string, a *upsertArgs, byModel bool) ([]byte, error) {
 	key := ""
 	switch {
 	case a.ID != nil:
@@ -416,6 +423,9 @@ func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
 			}
 		}
 		content = &s
+	}
+	if a.ScriptContent != nil || a.OldString != nil {
+		d.ByModel = byModel // whoever wrote the script last
 	}
 	if content != nil {
 		if err := writeAtomic(newPath, scriptText(&d, *content), 0o755); err != nil {

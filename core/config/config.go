@@ -15,13 +15,14 @@ type Config struct {
 	// Clear is what one clara_configure call forgets; never kept.
 	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
 
-	Limits  Limits  `key:"limits" doc:"Default limits of tool calls and requests."`
-	Policy  Policy  `key:"policy" doc:"The configuration's layer of tool policy."`
-	Audit   Audit   `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
-	Rules   Rules   `key:"rules" doc:"The rule engine."`
-	Plugins Plugins `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
-	Async   Async   `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
-	KV      KV      `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	Limits    Limits    `key:"limits" doc:"Default limits of tool calls and requests."`
+	Policy    Policy    `key:"policy" doc:"The configuration's layer of tool policy."`
+	Audit     Audit     `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Rules     Rules     `key:"rules" doc:"The rule engine."`
+	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
+	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
@@ -30,8 +31,17 @@ type Config struct {
 	// MCPServers are the remote MCP servers whose tools Clara governs.
 	// Callbacks are the [[callbacks]] tables: file-change callbacks
 	// declared with the project (checked by the engine, which knows them).
-	Callbacks  []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
+	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
+	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+}
+
+// CallbackTools is the [callback_tools] table: what of the callbacks a
+// model reaches (seed 001, where the model creates and manages them).
+type CallbackTools struct {
+	Models          bool `key:"models" default:"false" doc:"true offers callback_upsert, callback_toggle, callback_list and callback_get to models (a chat's tools) and lets calls made by models, rules and tools reach them, as ordinary tools: policy and on_tool_call rules govern them. false keeps them administrative (policy.admin_in_nested_calls)."`
+	RunModelScripts bool `key:"run_model_scripts" default:"false" doc:"true lets the scripts a model wrote (created or edited through callback_upsert in a model's call) run when their callbacks fire; false lists them but never runs them, with a notice. The host's own edit of such a script lets it run again."`
+	PanelBytes      int  `key:"panel_bytes" default:"2048" min:"0" max:"65536" doc:"With models = true, the callbacks panel a chat's model sees in its system prompt at each turn (the session's callbacks, whether each is active, its last result), cut to this many bytes; 0: no panel."`
 }
 
 // MCP is the [mcp] table.
@@ -54,6 +64,14 @@ type KV struct {
 	MaxTotalBytes int `key:"max_total_bytes" default:"67108864" min:"1024" max:"17179869184" doc:"The most bytes (keys and values) all sessions' stores hold together."`
 }
 
+// DocSearch is the [doc_search] table.
+type DocSearch struct {
+	Patterns     []string `key:"patterns" default:"['**/*.md']" doc:"The documents doc_search indexes: glob patterns relative to project_root (\"/\"-separated; ** is any number of folders; a wildcard never matches a name starting with a dot); none may leave project_root. Symbolic links are not followed. Empty: doc_search finds nothing."`
+	MaxFiles     int      `key:"max_files" default:"10000" min:"1" max:"1000000" doc:"The most files doc_search indexes; past it the others are left out, with a warning in the log."`
+	MaxFileBytes int      `key:"max_file_bytes" default:"1048576" min:"1" max:"1073741824" doc:"Files larger than this many bytes are left out of doc_search's index (so are files that hold a NUL byte)."`
+	Watch        bool     `key:"watch" default:"true" doc:"true keeps doc_search's index current with a file watcher on the folders that may hold documents; false (or folders that cannot be watched) makes each search look for changed files first."`
+}
+
 // Network is the [network] table.
 type Network struct {
 	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A name that resolves to a link-local or metadata address is refused unless that address is listed."`
@@ -67,8 +85,8 @@ type Evaluator struct {
 
 // LLM is the [llm] table.
 type LLM struct {
-	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages). Empty: read from each chat's model, \"claude-*\" anthropic, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
-	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, the key then in OPENAI_API_KEY or ANTHROPIC_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so."`
+	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter), \"anthropic\" (POST base_url/v1/messages) or \"gemini\" (Google's POST base_url/v1beta/models/MODEL:generateContent). Empty: read from each chat's model, \"claude-*\" anthropic, \"gemini-*\" gemini, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
+	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, https://generativelanguage.googleapis.com, the key then in OPENAI_API_KEY, ANTHROPIC_API_KEY or GOOGLE_GENERATIVE_AI_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so. On openrouter.ai the key is in OPENROUTER_API_KEY unless api_key_env says."`
 	Model              string `key:"model" default:"''" doc:"The model a chat uses unless it names one."`
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
@@ -77,6 +95,8 @@ type LLM struct {
 	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
+	AppURL             string `key:"app_url" default:"''" doc:"Sent as HTTP-Referer to OpenRouter (a base_url on openrouter.ai), which lists requests under it; empty sends none. No other server gets it."`
+	AppTitle           string `key:"app_title" default:"'Clara'" doc:"Sent as X-Title to OpenRouter (a base_url on openrouter.ai), the name it shows for the requests; empty sends none. No other server gets it."`
 	EmbeddingModel     string `key:"embedding_model" default:"''" doc:"The model of POST base_url/embeddings (OpenAI's format), which semantic rule conditions use. Empty: a rule with a semantic condition does not load."`
 }
 

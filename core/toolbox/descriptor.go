@@ -273,6 +273,36 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 	return d, nil
 }
 
+// PatchLimits returns base with the limits a JSON object gives replaced
+// (keys as in a descriptor's "limits"; a key not given keeps base's
+// value, 0 means the default or none as in a descriptor). Unknown keys
+// and wrong types are errors; bounds are checked when the tool is made.
+func PatchLimits(base Limits, patch []byte) (Limits, error) {
+	var p struct {
+		TimeoutMS      *int    `json:"timeout_ms"`
+		RatePerMin     *int    `json:"rate_per_min"`
+		RateScope      *string `json:"rate_scope"`
+		MaxOutputBytes *int    `json:"max_output_bytes"`
+		MaxConcurrency *int    `json:"max_concurrency"`
+	}
+	if err := decodeStrict(patch, &p, "limits"); err != nil {
+		return Limits{}, errors.New(err.Error())
+	}
+	l := base
+	for _, f := range []struct {
+		from *int
+		to   *int
+	}{{p.TimeoutMS, &l.TimeoutMS}, {p.RatePerMin, &l.RatePerMin}, {p.MaxOutputBytes, &l.MaxOutputBytes}, {p.MaxConcurrency, &l.MaxConcurrency}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if p.RateScope != nil {
+		l.RateScope = *p.RateScope
+	}
+	return l, nil
+}
+
 // decodeStrict decodes one JSON object into v, refusing unknown keys and
 // anything after the object. prefix names the object in messages ("" for
 // the top level, "limits" for a member).

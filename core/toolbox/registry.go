@@ -222,6 +222,40 @@ func (r *Registry) SwapGuarded(drop func(*Tool) bool, add []*Tool, guard func(pr
 	return left, refused
 }
 
+// SetLimits replaces the limits of the tool registered under name with
+// those limits returns for it, for the calls that start from now on
+// (Tool.WithLimits), and returns the tool before and after. limits runs
+// under the registry's writer lock (it must not call back into the
+// registry); its error is SetLimits'. The tool replaced is retired: it
+// lives on while calls run it or while the new one is in use.
+func (r *Registry) SetLimits(name string, limits func(*Tool) (Limits, error)) (prev, next *Tool, err error) {
+	r.mu.Lock()
+	old := r.tools.Load().byName
+	prev, ok := old[name]
+	if !ok {
+		r.mu.Unlock()
+		return nil, nil, fmt.Errorf("no tool %q: %w", name, ErrNotFound)
+	}
+	l, err := limits(prev)
+	if err == nil {
+		next, err = prev.WithLimits(l)
+	}
+	if err != nil {
+		r.mu.Unlock()
+		return nil, nil, err
+	}
+	m := make(map[string]*Tool, len(old))
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = next
+	r.store(m)
+	r.changed()
+	r.mu.Unlock()
+	prev.retire()
+	return prev, next, nil
+}
+
 // Retire drops the registry's reference to a tool that left it: the tool
 // finishes the calls it is running, then is released.
 func (t *Tool) Retire() { t.retire() }

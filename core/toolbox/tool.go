@@ -201,3 +201,40 @@ func (t *Tool) retire() { t.release() }
 
 // HasSchema reports whether arguments are validated against a schema.
 func (t *Tool) HasSchema() bool { return t.schema != nil }
+
+// WithLimits returns a tool that is t with limits l: the same function,
+// schema and everything else, for the calls that start once it is
+// registered in t's place (Registry.SetLimits). Calls already running
+// keep t's limits. A rate limit or concurrency bound that stays the same
+// carries on with its count; one that changes starts afresh. The new tool
+// holds a reference on t, so that t (and what it releases, such as a C
+// tool's userdata) lives as long as either is in use. It fails when l is
+// out of bounds, or when t is already gone.
+func (t *Tool) WithLimits(l Limits) (*Tool, error) {
+	d := t.Descriptor
+	d.Limits = l
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	n := &Tool{Descriptor: d, Run: t.Run, Builtin: t.Builtin, Inline: t.Inline, SelfTimed: t.SelfTimed, Host: t.Host,
+		pollsDeadline: t.pollsDeadline, compactJSON: t.compactJSON, Admin: t.Admin, KeepsNothing: t.KeepsNothing,
+		Origin: t.Origin, schema: t.schema, simple: t.simple, output: t.output, outputSimple: t.outputSimple, changes: t.changes}
+	if l.MaxConcurrency == t.Limits.MaxConcurrency {
+		n.slots = t.slots
+	} else if l.MaxConcurrency > 0 {
+		n.slots = make(chan struct{}, l.MaxConcurrency)
+	}
+	if l.RatePerMin == t.Limits.RatePerMin && l.RateScope == t.Limits.RateScope {
+		n.rate = t.rate
+	} else if l.RatePerMin > 0 {
+		n.rate = newRateLimiter(l.RatePerMin, l.RateScope == RateScopeSession)
+	}
+	if !t.Builtin {
+		if !t.acquire() {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, ErrNotFound)
+		}
+		n.onRelease = t.release
+	}
+	n.refs.Store(1)
+	return n, nil
+}

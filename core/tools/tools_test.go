@@ -137,7 +137,7 @@ func TestBuiltins_set(t *testing.T) {
 	}
 	want := []string{"echo visible=true admin=false", "get_time visible=true admin=false", "math_eval visible=true admin=false",
 		"kv_set visible=true admin=false", "kv_get visible=true admin=false", "kv_delete visible=true admin=false",
-		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "audit_tail visible=false admin=false",
+		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "tool_limits visible=false admin=true", "audit_tail visible=false admin=false",
 		"session_policy visible=false admin=true", "notifications_drain visible=true admin=false"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
@@ -949,7 +949,7 @@ func TestToolsList_publishedShapes(t *testing.T) {
 	e := newEnv(t)
 	addHostTools(t, e)
 	all := []string{"audit_tail", "echo", "emptyschema", "get_time", "get_weather", "hidden", "kv_delete", "kv_get", "kv_list", "kv_set",
-		"math_eval", "noschema", "notifications_drain", "session_policy", "tools_list", "trueschema"}
+		"math_eval", "noschema", "notifications_drain", "session_policy", "tool_limits", "tools_list", "trueschema"}
 	for _, format := range []string{"openai", "anthropic", "mcp"} {
 		t.Run(format, func(t *testing.T) {
 			// LLM formats default to llm_visible tools only: ask for all.
@@ -1073,7 +1073,7 @@ func TestToolsList_filtering(t *testing.T) {
 			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,notifications_drain,trueschema"},
 		{"llm_visible_only false", `{"llm_visible_only":false,"format":"mcp"}`, onlyTools("hidden", "tools_list", "echo"), "echo,hidden,tools_list"},
 		{"config deny", `{"format":"openai","llm_visible_only":false}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
-			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tools_list,trueschema"},
+			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tool_limits,tools_list,trueschema"},
 		{"LLM formats default to llm_visible", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
 			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,trueschema"},
 		{"session allow", `{"format":"anthropic"}`, toolbox.Scope{Session: toolbox.NewPolicy(`session "s"`, []string{"kv_get", "kv_set", "nonexistent"}, nil)},

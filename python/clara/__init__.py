@@ -56,13 +56,13 @@ __all__ = [
     # calls
     "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
     # tools
-    "tool", "tools", "register_tool", "unregister_tool", "current_call", "ToolCall",
+    "tool", "tools", "register_tool", "unregister_tool", "set_tool_limits", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     "set_input_handler",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
-    "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
+    "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "json5_to_json", "MISSING",
     # errors
     "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
@@ -205,6 +205,17 @@ def register_tool(descriptor: Union[Mapping[str, Any], Text], func: Callable[[Di
 def unregister_tool(name: Union[str, bytes]) -> None:
     """Remove a tool (see Clara.unregister_tool)."""
     _get().unregister_tool(name)
+
+
+def set_tool_limits(name: str, limits: Union[Mapping[str, Any], Text]) -> Dict[str, Any]:
+    """Change a registered tool's limits for the calls that start from now
+    on (see Clara.set_tool_limits)."""
+    return _get().set_tool_limits(name, limits)
+
+
+def json5_to_json(text: Text) -> str:
+    """JSON5 text as compact JSON (see Clara.json5_to_json)."""
+    return _get().json5_to_json(text)
 
 
 # ---- Configuration, events, logging ---------------------------------------------

@@ -1006,6 +1006,37 @@ class Clara:
             raise RegistrationError(code, "clara_unregister_tool(%r): %s" % (name, self.strerror(code)),
                                     name if isinstance(name, str) else name.decode("utf-8", "replace"))
 
+    def set_tool_limits(self, name: str, limits: Union[Mapping[str, Any], Text]) -> Dict[str, Any]:
+        """Change the limits of a tool registered from Python or C, for the
+        calls that start from now on (seed 002's AI.TOOL.LIMITS); the limits
+        not given stay. limits is a dict, or text in JSON or JSON5 as the
+        seed writes it: "{ timeout_ms: 800, rate_per_min: 20 }". It is a
+        call of the administrative tool tool_limits (policy and audit see
+        it); returns {"name", "limits", "previous"}. Raises UnknownTool (no
+        such tool), Denied (a tool Clara or the configuration brings, or a
+        policy that denies tool_limits), InvalidArgs (limits out of bounds
+        or unknown), ValueError (text that is neither JSON nor JSON5)."""
+        value = dict(limits) if isinstance(limits, Mapping) else json.loads(self.json5_to_json(limits))
+        result: Dict[str, Any] = self._call("tool_limits", {"name": name, "limits": value}, None)
+        return result
+
+    def json5_to_json(self, text: Text) -> str:
+        """Read text as JSON5 (unquoted keys, 'single quotes', trailing
+        commas, comments, hexadecimal numbers) and return it as compact
+        JSON, keys sorted (clara_json5_to_json). Raises ValueError, with
+        what is wrong, for text that is not one JSON5 value."""
+        data = _to_bytes(text, "text")
+        if data is None:
+            raise TypeError("text must not be None")
+        out = ctypes.c_void_p()
+        rc: int = self._lib.clara_json5_to_json(data, ctypes.byref(out))
+        message = self._take_string(out.value, "clara_json5_to_json").decode("utf-8") if out.value else ""
+        if rc == -CLARA_EINVAL:
+            raise ValueError(message)
+        if rc != CLARA_OK:
+            raise InternalError("clara_json5_to_json: %s" % self.strerror(-rc))
+        return message
+
     @overload
     def tool(self, fn: F, /) -> F: ...
 

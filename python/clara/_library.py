@@ -148,6 +148,12 @@ def declare(lib: ctypes.CDLL) -> None:
     # int clara_unregister_tool(const char *name);
     lib.clara_unregister_tool.argtypes = [c_char_p]
     lib.clara_unregister_tool.restype = c_int
+    # int clara_set_tool_limits(const char *name, const char *limits_json);
+    lib.clara_set_tool_limits.argtypes = [c_char_p, c_char_p]
+    lib.clara_set_tool_limits.restype = c_int
+    # int clara_json5_to_json(const char *text, char **json);
+    lib.clara_json5_to_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
+    lib.clara_json5_to_json.restype = c_int
     # void clara_call_result(clara_call *call, const char *result_json);
     lib.clara_call_result.argtypes = [c_void_p, c_char_p]
     lib.clara_call_result.restype = None
