@@ -829,7 +829,7 @@ func TestRulesTest(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
 		{`{"path":"a","toml":"b"}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
-		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline:2: case \"x\" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)","details":[{"file":"inline","line":2,"message":"case \"x\" expects nothing (give fired, notices, denied or state_after)"}]}`},
+		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline:2: case \"x\" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)","details":[{"file":"inline","line":2,"message":"case \"x\" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)"}]}`},
 		{`{"toml":"rules = [\"none/*.toml\"]\n[[cases]]\nname = \"x\"\nevent = \"ping\"\nfired = []\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: no rule file matches [\"none/*.toml\"]"}`},
 	}
 	for _, c := range cases {

@@ -13,8 +13,8 @@ import (
 // rendered is an action with its templates evaluated.
 type rendered struct {
 	a     *action
-	text  string // message or reason; rewrite: the new prompt
-	value any    // set_state value, emit_event payload, call_tool and rewrite arguments, a redact script's value
+	text  string           // message or reason; rewrite: the new prompt
+	value any              // set_state value, emit_event payload, call_tool and rewrite arguments, a redact script's value
 	more  []rulelua.Action // what a rewrite or redact script asked for besides
 }
 

@@ -75,7 +75,7 @@ type ruleDoc struct {
 	Trigger     string      `toml:"trigger" json:"trigger"`
 	Priority    int         `toml:"priority" json:"priority"`
 	Stop        bool        `toml:"stop" json:"stop"`
-	Mode        *string     `toml:"mode" json:"mode"` // "enforce" or "shadow" (decide.go)
+	Mode        *string     `toml:"mode" json:"mode"`             // "enforce" or "shadow" (decide.go)
 	TimeoutMS   any         `toml:"timeout_ms" json:"timeout_ms"` // the rule's Lua: deadline, 1 to 5000
 	MemoryMB    any         `toml:"memory_mb" json:"memory_mb"`   // the rule's Lua: memory cap, 1 to 1024
 	Condition   *condDoc    `toml:"condition" json:"condition"`
