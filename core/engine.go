@@ -47,6 +47,11 @@ type Engine struct {
 	out      outbound      // the HTTP client and the conversations of chats
 	events   eventSink     // the host's event handler (chat progress)
 	input    inputHost     // the host's input handler (ask_user)
+	// approvals: the host's approver and the calls waiting for a decision
+	// (approvals.go); shadowCounts: what rules in shadow mode would have
+	// decided, per rule (decisions.go).
+	approvals    approvalHost
+	shadowCounts shadowCounts
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
@@ -110,7 +115,8 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e},
+		Approvals: approvalTools{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

@@ -20,7 +20,7 @@ var fixed = time.Date(2026, 11, 21, 21, 15, 37, 123e6, time.UTC)
 
 // defaultConfigJSON is the embedded default configuration as Configure and
 // Reset report it.
-const defaultConfigJSON = `{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"echo","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_depth":512,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":16777216,"max_tool_calls":1,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}`
+const defaultConfigJSON = `{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"echo","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_calls_per_chat":0,"max_calls_per_session":0,"max_depth":512,"max_open_approvals":64,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":16777216,"max_tool_calls":1,"max_turns":0,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"approval_timeout_ms":120000,"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"mode":"enforce","paths":["rules/*.toml"],"redact_secrets":false,"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}`
 
 func newEngine(t testing.TB) *core.Engine {
 	t.Helper()
@@ -110,7 +110,7 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 func TestConfigure(t *testing.T) {
 	e := newEngine(t)
 	got := string(e.Configure([]byte("default_evaluator = \"get_time\"\n[limits]\nmax_depth = 3\n")))
-	want := `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"get_time","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_depth":3,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":16777216,"max_tool_calls":1,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want := `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"get_time","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_calls_per_chat":0,"max_calls_per_session":0,"max_depth":3,"max_open_approvals":64,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":16777216,"max_tool_calls":1,"max_turns":0,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"approval_timeout_ms":120000,"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"mode":"enforce","paths":["rules/*.toml"],"redact_secrets":false,"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure TOML\n got %s\nwant %s", got, want)
 	}
@@ -122,7 +122,7 @@ func TestConfigure(t *testing.T) {
 	}
 	// JSON merges key by key.
 	got = string(e.Configure([]byte(`{"limits":{"max_request_bytes":10}}`)))
-	want = `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"get_time","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_depth":3,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":10,"max_tool_calls":1,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"paths":["rules/*.toml"],"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
+	want = `{"status":"success","result":{"config":{"async":{"max_pending":10000,"max_running":1000},"audit":{"path":""},"callbacks":[],"default_evaluator":"get_time","evaluator":{"timeout_ms":30000,"url":""},"limits":{"max_calls_per_chat":0,"max_calls_per_session":0,"max_depth":3,"max_open_approvals":64,"max_open_questions":64,"max_output_bytes":65536,"max_overdue_calls":64,"max_request_bytes":10,"max_tool_calls":1,"max_turns":0,"timeout_ms":1000},"llm":{"api_key_env":"","base_url":"","context_window":0,"embedding_model":"","max_history_messages":100,"max_response_bytes":4194304,"max_retries":2,"max_tokens":0,"model":"","provider":"","timeout_ms":60000},"mcp":{"allow_remote":false,"token_env":""},"mcp_servers":[],"network":{"allow_hosts":[]},"plugins":{"paths":["plugins/*"]},"policy":{"admin_in_nested_calls":false,"allow":[],"approval_timeout_ms":120000,"deny":[]},"project_root":".","rules":{"builtin":true,"max_emissions":1000,"mode":"enforce","paths":["rules/*.toml"],"redact_secrets":false,"thresholds":{"iteration_budget":25,"large_result_bytes":32768,"repeated_failures":3,"token_budget":0.8},"watch":true,"watch_admin_tools":false},"state_dir":".clara","test_mode":false,"tools":[]}}}`
 	if got != want {
 		t.Fatalf("Configure JSON\n got %s\nwant %s", got, want)
 	}
@@ -136,7 +136,7 @@ func TestConfigure(t *testing.T) {
 	if e.Config().Limits.MaxDepth != 3 || e.Config().DefaultEvaluator != "get_time" {
 		t.Errorf("a failed configure changed the configuration: %+v", e.Config())
 	}
-	for _, bad := range []string{"a = ", `{"a":`, `{"default_evaluator":"get_time"}]]]`, `{"default_evaluator":"get_time"} }`, `{"default_evaluator":"has space"}`, `{"limits":5}`, `{"limits":{"max_depth":1.5}}`, `{} {}`} {
+	for _, bad := range []string{"a = ", `{"a":`, `{"default_evaluator":"get_time"}]]]`, `{"default_evaluator":"get_time"} }`, `{"default_evaluator":"has space"}`, `{"limits":5}`, `{"limits":{"max_calls_per_chat":0,"max_calls_per_session":0,"max_depth":1.5}}`, `{} {}`} {
 		if got := string(e.Configure([]byte(bad))); !strings.HasPrefix(got, `{"status":"error","error":"invalid_request","message":"clara_configure: `) {
 			t.Errorf("Configure(%q) = %s", bad, got)
 		}
@@ -266,7 +266,7 @@ func TestEngine_concurrentUse(t *testing.T) {
 			default:
 			}
 			e.RegisterTool([]byte(`{"name":"churn"}`), toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return []byte(`1`), nil }})
-			e.Configure([]byte(fmt.Sprintf(`{"limits":{"max_depth":%d}}`, 100+i%10)))
+			e.Configure([]byte(fmt.Sprintf(`{"limits":{"max_calls_per_chat":0,"max_calls_per_session":0,"max_depth":%d}}`, 100+i%10)))
 			e.UnregisterTool("churn")
 		}
 	}()

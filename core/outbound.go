@@ -82,7 +82,7 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
 			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens,
-			MaxToolCalls: c.Limits.MaxToolCalls}, e.out.convs)
+			MaxToolCalls: c.Limits.MaxToolCalls, MaxTurns: c.Limits.MaxTurns}, e.out.convs)
 		if err != nil {
 			return nil, err
 		}

@@ -224,6 +224,9 @@ type Config struct {
 	// MaxToolCalls is the chat's max_tool_calls when the arguments give
 	// none (limits.max_tool_calls): 1 when 0.
 	MaxToolCalls int
+	// MaxTurns is the chat's max_turns when the arguments give none
+	// (limits.max_turns): 0 for no bound but MaxToolCalls.
+	MaxTurns int
 }
 
 // check validates c and fills in its defaults. The provider and the base

@@ -20,6 +20,7 @@ type Deps struct {
 	Async     Async             // async_result, async_cancel
 	Models    Models            // chat, evaluate, chat_reset
 	Input     Input             // ask_user
+	Approvals Approvals         // approvals_list, approval_decide
 }
 
 // Input is what ask_user reaches: the host's input handler.
@@ -122,6 +123,9 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Async != nil {
 		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))
+	}
+	if d.Approvals != nil {
+		list = append(list, approvalsList(d.Approvals), approvalDecide(d.Approvals))
 	}
 	if d.Callbacks != nil {
 		list = append(list, callbackTools(d.Callbacks)...)

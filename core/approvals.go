@@ -1,0 +1,481 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/llm"
+	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
+)
+
+// Approvals (issue 28): a call that a rule's ask, or its tool's
+// needs_approval, holds waits here for a person's decision before it
+// runs. One mechanism serves every surface: the host's Approver (C's
+// clara_set_approval_handler, Python's clara.set_approval_handler, the
+// CLIPS bridge, a terminal prompt of the CLI, MCP elicitation when Clara
+// serves) is asked on a goroutine of its own and may answer at once or
+// leave the approval pending; approval_decide (DecideApproval) decides a
+// pending one from any thread. Nothing runs without a decision: no
+// approver, an approver that fails, no answer within
+// policy.approval_timeout_ms, and the call is rejected with the reason.
+
+// ApprovalRequest is what the approver is shown of a call held for
+// approval. Arguments are the call's validated arguments, with the values
+// of the secrets the configuration names cut out.
+type ApprovalRequest struct {
+	ID        int64           `json:"id"`
+	Tool      string          `json:"tool"`
+	Session   string          `json:"session"`
+	Arguments json.RawMessage `json:"arguments"`
+	Reason    string          `json:"reason"`
+	Rule      string          `json:"rule,omitempty"`   // the rule that asked; "" for needs_approval: true
+	Handle    int64           `json:"handle,omitempty"` // the asynchronous call it belongs to
+	TimeoutMS int64           `json:"timeout_ms"`       // how long the call waits (policy.approval_timeout_ms)
+}
+
+// ApprovalDecision is a decision on a held call: approve it (with
+// Arguments, its arguments replaced by those, validated again against
+// the tool's schema), or reject it with a reason the model (or the
+// caller) is told.
+type ApprovalDecision struct {
+	Approve   bool
+	Reason    string
+	Arguments json.RawMessage // nil: the call's own
+	// By says who decided, for the audit and the trace ("handler" when
+	// the approver answered, "approval_decide" for the tool).
+	By string
+}
+
+// Approver decides calls held for approval. Approve is called on a
+// goroutine of its own, once per approval, and may block until a person
+// answered (ctx then ends when the approval no longer waits: decided
+// elsewhere, timed out, its call cancelled); it returns the decision, or
+// ok false to leave the approval pending for DecideApproval or the
+// timeout. It must not keep req after it returns.
+//
+// This is the seam every surface plugs into: the C and Python handlers
+// (capi), the CLIPS bridge (through capi), a terminal prompt
+// (clara chat --ask), and, when Clara serves MCP, an approver that asks
+// the client through elicitation (issue 30) and answers with the user's
+// choice.
+type Approver interface {
+	Approve(ctx context.Context, req *ApprovalRequest) (d ApprovalDecision, ok bool)
+}
+
+// ApproverFunc is a function that is an Approver.
+type ApproverFunc func(ctx context.Context, req *ApprovalRequest) (ApprovalDecision, bool)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req *ApprovalRequest) (ApprovalDecision, bool) {
+	return f(ctx, req)
+}
+
+// approvalHost holds the approver and the approvals waiting for a
+// decision.
+type approvalHost struct {
+	mu       sync.RWMutex
+	approver Approver
+	lastID   atomic.Int64
+	// open counts the approvals handed to an approver that has not
+	// returned from them yet, those whose call ended included: each may
+	// hold a thread (a C or Python handler blocks in cgo), so their number
+	// is bounded (limits.max_open_approvals).
+	open    atomic.Int64
+	pmu     sync.Mutex
+	pending map[int64]*pendingApproval
+}
+
+// pendingApproval is one call waiting for its decision.
+type pendingApproval struct {
+	req     ApprovalRequest
+	since   time.Time
+	tool    *toolbox.Tool
+	decided chan ApprovalDecision // buffered: the one decision, whoever gives it
+	taken   atomic.Bool           // a decision was given (the first wins)
+}
+
+// decide gives the approval its decision; false when it had one.
+func (p *pendingApproval) decide(d ApprovalDecision) bool {
+	if !p.taken.CompareAndSwap(false, true) {
+		return false
+	}
+	p.decided <- d
+	return true
+}
+
+// SetApprover installs the approver of calls held for approval; nil
+// removes it, and such calls are then rejected at once. Approvals already
+// handed to the previous one go on with it.
+func (e *Engine) SetApprover(a Approver) {
+	e.approvals.mu.Lock()
+	e.approvals.approver = a
+	e.approvals.mu.Unlock()
+}
+
+func (e *Engine) approver() Approver {
+	e.approvals.mu.RLock()
+	defer e.approvals.mu.RUnlock()
+	return e.approvals.approver
+}
+
+// ErrNoApproval is DecideApproval's error for an id that waits for no
+// decision: decided already, timed out, its call ended, or never asked.
+var ErrNoApproval = errors.New("no approval of that id is waiting")
+
+// DecideApproval decides the pending approval id, from any goroutine.
+// Edited arguments are checked against the tool's schema first: when they
+// do not match, the approval stays pending and the error (invalid_args)
+// says why.
+func (e *Engine) DecideApproval(id int64, d ApprovalDecision) error {
+	e.approvals.pmu.Lock()
+	p := e.approvals.pending[id]
+	e.approvals.pmu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%w (%d): decided already, timed out, or its call ended", ErrNoApproval, id)
+	}
+	if d.Approve && d.Arguments != nil {
+		args, perr := editedArguments(p.tool, d.Arguments)
+		if perr != nil {
+			return perr
+		}
+		d.Arguments = args
+	}
+	if d.By == "" {
+		d.By = "approval_decide"
+	}
+	if !p.decide(d) {
+		return fmt.Errorf("%w (%d): decided already", ErrNoApproval, id)
+	}
+	return nil
+}
+
+// PendingApprovals lists the approvals waiting for a decision, oldest
+// first, with how long each has waited.
+func (e *Engine) PendingApprovals() []PendingApproval {
+	e.approvals.pmu.Lock()
+	out := make([]PendingApproval, 0, len(e.approvals.pending))
+	for _, p := range e.approvals.pending {
+		if !p.taken.Load() {
+			out = append(out, PendingApproval{ApprovalRequest: p.req, WaitingMS: e.clock.since(p.since).Milliseconds()})
+		}
+	}
+	e.approvals.pmu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// PendingApproval is an approval approvals_list shows.
+type PendingApproval struct {
+	ApprovalRequest
+	WaitingMS int64 `json:"waiting_ms"`
+}
+
+// editedArguments checks arguments an approver gave: one compact JSON
+// object that matches the tool's input_schema.
+func editedArguments(t *toolbox.Tool, raw json.RawMessage) ([]byte, *protocol.Error) {
+	args := protocol.AppendCompact(nil, bytes.TrimSpace(raw))
+	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "tool %q: the edited arguments must be a JSON object", t.Name)
+	}
+	if perr := t.Validate(args); perr != nil {
+		perr.Message = "the edited arguments do not match: " + perr.Message
+		return nil, perr
+	}
+	return args, nil
+}
+
+// askFor is why a call waits for approval.
+type askFor struct {
+	rule   string // "" for needs_approval: true
+	reason string
+}
+
+// awaitApproval holds the call c for a person's decision. It returns nil
+// when the call may run (c.args replaced by edited arguments), or the
+// error the call fails with: denied when rejected (by a person, for want
+// of an approver, a timeout), the context's error when the call was
+// cancelled meanwhile. The audit and the trace learn how it was decided.
+func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, ask askFor) *protocol.Error {
+	c.handOn()
+	start := e.clock.now()
+	rec := &toolbox.Approval{Rule: ask.rule}
+	c.decided().Approval = rec
+	finish := func(decision, by string) {
+		rec.Decision, rec.By, rec.Waited = decision, by, e.clock.since(start)
+		if c.rep.wantTrace {
+			c.rep.extraTrace = append(c.rep.extraTrace, approvalTrace(t.Name, rec))
+		}
+	}
+	reject := func(by, why string) *protocol.Error {
+		finish("rejected", by)
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s needs a person's approval, and %s", t.Name, asked(ask), why)
+	}
+	a := e.approver()
+	if a == nil {
+		return reject("no handler", "no approval handler is installed (clara_set_approval_handler in C, "+
+			"clara.set_approval_handler in Python; clara-clips has one)")
+	}
+	if err := ctx.Err(); err != nil {
+		finish("cancelled", "cancelled")
+		return notRun(t.Name, err)
+	}
+	if max := int64(s.config.Limits.MaxOpenApprovals); e.approvals.open.Add(1) > max {
+		e.approvals.open.Add(-1)
+		return reject("limit", fmt.Sprintf("%d approvals are already open in the approval handler (limits.max_open_approvals)", max))
+	}
+	timeout := time.Duration(s.config.Policy.ApprovalTimeoutMS) * time.Millisecond
+	p := &pendingApproval{since: start, tool: t, decided: make(chan ApprovalDecision, 1)}
+	p.req = ApprovalRequest{ID: e.approvals.lastID.Add(1), Tool: t.Name, Session: c.session, Reason: ask.reason,
+		Rule: ask.rule, Handle: AsyncHandle(ctx), TimeoutMS: timeout.Milliseconds()}
+	rec.ID = p.req.ID
+	p.req.Arguments = redactSecrets(c.args, configuredSecrets(s.config, e.env.Getenv))
+	e.approvals.pmu.Lock()
+	if e.approvals.pending == nil {
+		e.approvals.pending = map[int64]*pendingApproval{}
+	}
+	e.approvals.pending[p.req.ID] = p
+	e.approvals.pmu.Unlock()
+	defer func() {
+		e.approvals.pmu.Lock()
+		delete(e.approvals.pending, p.req.ID)
+		e.approvals.pmu.Unlock()
+	}()
+	reqJSON, _ := json.Marshal(&p.req)
+	if sink := e.events.load(); sink != nil {
+		sink(append([]byte(`{"event":"approval_required",`), reqJSON[1:]...))
+	}
+	// The approver's context ends when the approval no longer waits.
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var returned atomic.Bool
+	e.Go("the approval handler", func() {
+		defer func() {
+			returned.Store(true)
+			e.approvals.open.Add(-1)
+		}()
+		req := p.req // its own copy: the approver may not keep it, nor change ours
+		d, ok := a.Approve(actx, &req)
+		if ok {
+			if d.By == "" {
+				d.By = "handler"
+			}
+			p.decide(d)
+		}
+	})
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	cancelled := func(why string) {
+		if returned.Load() {
+			return
+		}
+		if sink := e.events.load(); sink != nil {
+			ev := strconv.AppendInt([]byte(`{"event":"approval_cancelled","id":`), p.req.ID, 10)
+			ev = append(ev, `,"reason":`...)
+			ev = protocol.AppendString(ev, why)
+			ev = append(ev, `,"session":`...)
+			ev = protocol.AppendString(ev, c.session)
+			sink(append(ev, '}'))
+		}
+	}
+	select {
+	case d := <-p.decided:
+		return e.decided(t, c, p, d, stop, cancelled, finish, reject)
+	case <-timer.C:
+		if !p.taken.CompareAndSwap(false, true) {
+			return e.decided(t, c, p, <-p.decided, stop, cancelled, finish, reject) // it came in time after all
+		}
+		stop()
+		cancelled("timed out")
+		finish("timed_out", "timeout")
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s needs a person's approval, and none came within %s (policy.approval_timeout_ms)",
+			t.Name, asked(ask), timeout)
+	case <-ctx.Done():
+		p.taken.Store(true)
+		stop()
+		cancelled("cancelled")
+		finish("cancelled", "cancelled")
+		return notRun(t.Name, ctx.Err())
+	}
+}
+
+// decided applies the decision d on the approval p of call c.
+func (e *Engine) decided(t *toolbox.Tool, c *toolCall, p *pendingApproval, d ApprovalDecision, stop func(),
+	cancelled func(string), finish func(string, string), reject func(string, string) *protocol.Error) *protocol.Error {
+	stop()
+	if d.By != "handler" {
+		cancelled("decided") // a handler still showing it may close it
+	}
+	if !d.Approve {
+		why := d.Reason
+		if why == "" {
+			why = "no reason given"
+		}
+		finish("rejected", d.By)
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: the approval was rejected (%s): %s", t.Name, d.By, why)
+	}
+	if d.Arguments != nil {
+		args, perr := editedArguments(t, d.Arguments)
+		if perr != nil {
+			return reject(d.By, perr.Message)
+		}
+		rec := c.decided().Approval
+		rec.Edited, rec.Before = true, sha256.Sum256(c.args)
+		c.args, c.scanned = args, true // compacted, scanned and validated here
+	}
+	finish("approved", d.By)
+	return nil
+}
+
+// asked names who asked for the approval, for messages.
+func asked(ask askFor) string {
+	if ask.rule == "" {
+		return "the tool (needs_approval)"
+	}
+	return fmt.Sprintf("rule %q (%s)", ask.rule, ask.reason)
+}
+
+// approvalTrace is an approval's entry in the trace.
+func approvalTrace(tool string, a *toolbox.Approval) []byte {
+	b := strconv.AppendInt([]byte(`{"approval":`), a.ID, 10)
+	b = append(b, `,"tool":`...)
+	b = protocol.AppendString(b, tool)
+	if a.Rule != "" {
+		b = append(b, `,"rule":`...)
+		b = protocol.AppendString(b, a.Rule)
+	}
+	b = append(b, `,"decision":`...)
+	b = protocol.AppendString(b, a.Decision)
+	b = append(b, `,"by":`...)
+	b = protocol.AppendString(b, a.By)
+	b = append(b, `,"waited_ms":`...)
+	b = strconv.AppendFloat(b, float64(a.Waited.Microseconds())/1000, 'f', -1, 64)
+	if a.Edited {
+		b = append(b, `,"edited":true`...)
+	}
+	return append(b, '}')
+}
+
+// minSecretBytes: values shorter than this are not cut out of what an
+// approver sees (a variable env_from passes may hold "1").
+const minSecretBytes = 8
+
+// configuredSecrets are the values of the environment variables the
+// configuration names as holding secrets: llm.api_key_env (and the
+// providers' own OPENAI_API_KEY and ANTHROPIC_API_KEY), mcp.token_env,
+// the headers_env of HTTP tools and remote MCP servers, and the env_from
+// of those servers.
+func configuredSecrets(cfg *config.Config, getenv func(string) string) []string {
+	names := []string{cfg.LLM.APIKeyEnv, llm.OpenAIAPIKeyEnv, llm.AnthropicAPIKeyEnv, cfg.MCP.TokenEnv}
+	tables := func(entries []map[string]any, paths ...[]string) {
+		for _, m := range entries {
+			for _, path := range paths {
+				var v any = m
+				for _, k := range path {
+					mm, _ := v.(map[string]any)
+					v = mm[k]
+				}
+				if vars, ok := v.(map[string]any); ok {
+					for _, name := range vars {
+						if s, ok := name.(string); ok {
+							names = append(names, s)
+						}
+					}
+				}
+			}
+		}
+	}
+	tables(cfg.Tools, []string{"http", "headers_env"})
+	tables(cfg.MCPServers, []string{"headers_env"}, []string{"env_from"})
+	var out []string
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		if v := getenv(n); len(v) >= minSecretBytes {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// redactedSecret is what a secret's value becomes in what an approver
+// sees.
+const redactedSecret = "[redacted]"
+
+// redactSecrets returns args (a JSON object) with every occurrence of a
+// secret's value cut out of its strings (keys included); args itself when
+// there is none.
+func redactSecrets(args []byte, secrets []string) json.RawMessage {
+	found := false
+	for _, v := range secrets {
+		// A value is found as it is, or escaped in JSON.
+		esc := protocol.AppendString(nil, v)
+		if bytes.Contains(args, []byte(v)) || bytes.Contains(args, esc[1:len(esc)-1]) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return bytes.Clone(args)
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return json.RawMessage(`{}`) // cannot happen: the arguments were validated
+	}
+	v = cutSecrets(v, secrets)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func cutSecrets(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		for _, s := range secrets {
+			x = strings.ReplaceAll(x, s, redactedSecret)
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[cutSecrets(k, secrets).(string)] = cutSecrets(e, secrets)
+		}
+		return out
+	case []any:
+		for i := range x {
+			x[i] = cutSecrets(x[i], secrets)
+		}
+		return x
+	}
+	return v
+}
+
+// approvalTools is the engine as approvals_list and approval_decide reach
+// it (tools.Approvals).
+type approvalTools struct{ e *Engine }
+
+func (a approvalTools) List() ([]byte, error) { return json.Marshal(a.e.PendingApprovals()) }
+
+func (a approvalTools) Decide(id int64, approve bool, reason string, arguments json.RawMessage) error {
+	err := a.e.DecideApproval(id, ApprovalDecision{Approve: approve, Reason: reason, Arguments: arguments})
+	if err != nil && errors.Is(err, ErrNoApproval) {
+		return protocol.Errorf(protocol.InvalidArgs, "approval_decide: %v", err)
+	}
+	return err
+}
