@@ -259,12 +259,8 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	// The approver's context ends when the approval no longer waits.
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	var returned atomic.Bool
 	e.Go("the approval handler", func() {
-		defer func() {
-			returned.Store(true)
-			e.approvals.open.Add(-1)
-		}()
+		defer e.approvals.open.Add(-1)
 		req := p.req // its own copy: the approver may not keep it, nor change ours
 		d, ok := a.Approve(actx, &req)
 		if ok {
@@ -276,10 +272,9 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	})
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	// approval_cancelled tells a handler that still shows the approval,
+	// or one that left it to approval_decide, that it no longer waits.
 	cancelled := func(why string) {
-		if returned.Load() {
-			return
-		}
 		if sink := e.events.load(); sink != nil {
 			ev := strconv.AppendInt([]byte(`{"event":"approval_cancelled","id":`), p.req.ID, 10)
 			ev = append(ev, `,"reason":`...)
@@ -315,7 +310,7 @@ func (e *Engine) decided(t *toolbox.Tool, c *toolCall, p *pendingApproval, d App
 	cancelled func(string), finish func(string, string), reject func(string, string) *protocol.Error) *protocol.Error {
 	stop()
 	if d.By != "handler" {
-		cancelled("decided") // a handler still showing it may close it
+		cancelled("decided")
 	}
 	if !d.Approve {
 		why := d.Reason

@@ -95,7 +95,7 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 // GuardPrompt fires on_chat_start with the chat's prompt (llm.Guards):
 // its rules may deny the chat, rewrite the prompt or redact it.
 func (h *chatHost) GuardPrompt(ctx context.Context, prompt string) (string, *protocol.Error) {
-	out, release := h.guard(ctx, rules.OnChatStart, map[string]any{"prompt": prompt})
+	out, release := h.guard(ctx, rules.OnChatStart, prompt, map[string]any{"prompt": prompt})
 	if out == nil {
 		return prompt, nil
 	}
@@ -119,7 +119,7 @@ func (h *chatHost) GuardPrompt(ctx context.Context, prompt string) (string, *pro
 // GuardAnswer fires on_answer with the chat's final answer (llm.Guards):
 // its rules may block the answer or redact it.
 func (h *chatHost) GuardAnswer(ctx context.Context, prompt, answer string) (string, *protocol.Error) {
-	out, release := h.guard(ctx, rules.OnAnswer, map[string]any{"answer": answer, "prompt": prompt})
+	out, release := h.guard(ctx, rules.OnAnswer, answer, map[string]any{"answer": answer, "prompt": prompt})
 	if out == nil {
 		return answer, nil
 	}
@@ -134,11 +134,11 @@ func (h *chatHost) GuardAnswer(ctx context.Context, prompt, answer string) (stri
 	return red, nil
 }
 
-// guard fires a chat's guard event; nil when no rule watches it or none
-// decided. What rules in shadow mode would have decided goes to the log
+// guard fires a chat's guard event about text (the prompt, the answer);
+// nil when no rule watches it or none decided. What rules in shadow mode would have decided goes to the log
 // and the counts of rules_list (a chat has no audit record of its own
 // but the chat tool's).
-func (h *chatHost) guard(ctx context.Context, event string, payload map[string]any) (*rules.Outcome, func()) {
+func (h *chatHost) guard(ctx context.Context, event, text string, payload map[string]any) (*rules.Outcome, func()) {
 	if !h.s.rules.Watches(event) {
 		return nil, nil
 	}
@@ -146,6 +146,9 @@ func (h *chatHost) guard(ctx context.Context, event string, payload map[string]a
 	out := h.e.fire(ctx, h.s, &report{outcomeOnly: true}, src)
 	src.release()
 	for _, sh := range out.Shadow {
+		if !sh.WouldChange(protocol.AppendString(nil, text)) {
+			continue
+		}
 		h.e.shadowCounts.add(sh.Rule, sh.Decision)
 		h.e.log.Logf(logging.Info, "chat: %s by rule %q (shadow mode) on %s: %s", sh.Decision, sh.Rule, event, sh.Reason)
 	}

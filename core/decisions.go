@@ -195,7 +195,13 @@ func (e *Engine) budgetSpent(ctx context.Context, s *snapshot, t *toolbox.Tool, 
 // out of it. A result that cannot be redacted is blocked: what it holds
 // must not get out.
 func (e *Engine) guardResult(t *toolbox.Tool, c *toolCall, out *rules.Outcome, result []byte, perr *protocol.Error) ([]byte, *protocol.Error) {
-	e.noteShadow(c, out.Shadow)
+	shadow := out.Shadow[:0:0]
+	for i := range out.Shadow {
+		if perr == nil && out.Shadow[i].WouldChange(result) {
+			shadow = append(shadow, out.Shadow[i])
+		}
+	}
+	e.noteShadow(c, shadow)
 	if perr != nil {
 		return result, perr
 	}

@@ -210,6 +210,20 @@ type ShadowDecision struct {
 	Decision string `json:"decision" toml:"decision"`
 	Rule     string `json:"rule" toml:"rule"`
 	Reason   string `json:"reason,omitempty" toml:"reason"`
+	// Redaction is a would_redact's redaction: whoever has the value can
+	// tell whether it would have changed anything (WouldChange).
+	Redaction *Redaction `json:"-" toml:"-"`
+}
+
+// WouldChange reports whether a shadow decision would have changed value
+// (a JSON value): a would_redact whose patterns match nothing in it would
+// not; every other decision would.
+func (d *ShadowDecision) WouldChange(value []byte) bool {
+	if d.Redaction == nil {
+		return true
+	}
+	_, changed, err := Redact(value, []Redaction{*d.Redaction})
+	return changed || err != nil
 }
 
 // Decided reports whether the outcome holds a decision the engine
@@ -264,12 +278,13 @@ func (e *emission) rewrite(rule *Rule, x *rendered, rec *ActionRecord) {
 
 // redact adds a rendered redact action to the outcome's.
 func (e *emission) redact(rule *Rule, x *rendered) {
+	r := Redaction{Rule: rule.ID, Patterns: x.a.patterns, Replace: x.a.replace, Value: x.value, Script: x.a.script != nil}
 	if rule.Mode == ModeShadow {
 		e.decide(rule, ActRedact, "")
+		e.out.Shadow[len(e.out.Shadow)-1].Redaction = &r
 		return
 	}
-	e.out.Redactions = append(e.out.Redactions, Redaction{Rule: rule.ID, Patterns: x.a.patterns, Replace: x.a.replace,
-		Value: x.value, Script: x.a.script != nil})
+	e.out.Redactions = append(e.out.Redactions, r)
 }
 
 // renderRewrite evaluates a rewrite's new arguments or prompt into x. The

@@ -177,13 +177,13 @@ func TestDecide_shadow(t *testing.T) {
 		}
 		var want []ShadowDecision
 		if en.Denied != nil {
-			want = append(want, ShadowDecision{"would_deny", en.Denied.Rule, en.Denied.Reason})
+			want = append(want, ShadowDecision{Decision: "would_deny", Rule: en.Denied.Rule, Reason: en.Denied.Reason})
 		}
 		if en.Asked != nil {
-			want = append(want, ShadowDecision{"would_ask", en.Asked.Rule, en.Asked.Reason})
+			want = append(want, ShadowDecision{Decision: "would_ask", Rule: en.Asked.Rule, Reason: en.Asked.Reason})
 		}
 		if en.Rewrite != nil {
-			want = append(want, ShadowDecision{"would_rewrite", en.Rewrite.Rule, ""})
+			want = append(want, ShadowDecision{Decision: "would_rewrite", Rule: en.Rewrite.Rule})
 		}
 		if !reflect.DeepEqual(sh.Shadow, want) {
 			t.Errorf("%s: shadow %+v, want %+v", tool, sh.Shadow, want)

@@ -312,7 +312,16 @@ func checkDecisions(c TestCase, out *Outcome) []string {
 		problems = append(problems, checkRedacted(c, out)...)
 	}
 	if c.Shadow != nil {
-		got, want := out.Shadow, *c.Shadow
+		// A would_redact counts when it would have changed the value, as
+		// the engine counts it.
+		var got []ShadowDecision
+		value, _ := json.Marshal(guardedValue(c))
+		for _, sh := range out.Shadow {
+			if sh.WouldChange(value) {
+				got = append(got, sh)
+			}
+		}
+		want := *c.Shadow
 		same := len(got) == len(want)
 		for i := 0; same && i < len(got); i++ {
 			same = got[i].Decision == want[i].Decision && got[i].Rule == want[i].Rule &&
@@ -328,16 +337,9 @@ func checkDecisions(c TestCase, out *Outcome) []string {
 // checkRedacted applies the outcome's redactions to the value the case's
 // event carries and compares the result.
 func checkRedacted(c TestCase, out *Outcome) []string {
-	var before any
-	switch c.Event {
-	case OnToolComplete:
-		before = asMap(c.Tool)["result"]
-	case OnAnswer:
-		before = asMap(c.Payload)["answer"]
-	case OnChatStart:
-		before = asMap(c.Payload)["prompt"]
-	default:
-		return []string{fmt.Sprintf("redacted: nothing is redacted on %s", c.Event)}
+	before := guardedValue(c)
+	if before == nil {
+		return []string{fmt.Sprintf("redacted: nothing to redact on %s (tool.result, payload.answer or payload.prompt)", c.Event)}
 	}
 	raw, err := json.Marshal(before)
 	if err != nil {
@@ -367,4 +369,19 @@ func shadowText(ds []ShadowDecision) string {
 		parts = append(parts, p)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// guardedValue is what a case's event carries for guards to redact:
+// tool.result on on_tool_complete, payload.answer on on_answer,
+// payload.prompt on on_chat_start; nil otherwise.
+func guardedValue(c TestCase) any {
+	switch c.Event {
+	case OnToolComplete:
+		return asMap(c.Tool)["result"]
+	case OnAnswer:
+		return asMap(c.Payload)["answer"]
+	case OnChatStart:
+		return asMap(c.Payload)["prompt"]
+	}
+	return nil
 }
