@@ -354,7 +354,9 @@ func TestApprovals_secretsNeverShown(t *testing.T) {
 	if err := e.RegisterTool([]byte(d), toolbox.ToolOptions{Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }}); err != nil {
 		t.Fatal(err)
 	}
-	a := &approverRecorder{decide: func(*core.ApprovalRequest) (core.ApprovalDecision, bool) { return core.ApprovalDecision{Approve: true}, true }}
+	a := &approverRecorder{decide: func(*core.ApprovalRequest) (core.ApprovalDecision, bool) {
+		return core.ApprovalDecision{Approve: true}, true
+	}}
 	e.SetApprover(a)
 	out := evalString(t, e, `{"tool":"note","arguments":{"text":"key sk-decide-0123456789 and hdr-secret-value","sk-decide-0123456789":1}}`)
 	// The call itself runs with its own arguments.

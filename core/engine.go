@@ -43,19 +43,19 @@ type Engine struct {
 	sessions session.Table
 	state    stateStore
 	cb       callbackHost
-	async    *async.Table  // calls submitted with clara_submit or "async": true
-	out      outbound      // the HTTP client and the conversations of chats
-	events   eventSink     // the host's event handler (chat progress)
-	input    inputHost     // the host's input handler (ask_user)
+	async    *async.Table // calls submitted with clara_submit or "async": true
+	out      outbound     // the HTTP client and the conversations of chats
+	events   eventSink    // the host's event handler (chat progress)
+	input    inputHost    // the host's input handler (ask_user)
 	// approvals: the host's approver and the calls waiting for a decision
 	// (approvals.go); shadowCounts: what rules in shadow mode would have
 	// decided, per rule (decisions.go).
 	approvals    approvalHost
 	shadowCounts shadowCounts
-	mcp      mcpServing    // the MCP server while something serves
-	remote   remoteServers // the remote MCP servers of the configuration
-	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
-	env      Options       // TestMode and TestAllow from the environment
+	mcp          mcpServing    // the MCP server while something serves
+	remote       remoteServers // the remote MCP servers of the configuration
+	watcher      ruleWatcher   // reloads the rules when their files change (rules.watch)
+	env          Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
