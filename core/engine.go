@@ -43,19 +43,14 @@ type Engine struct {
 	sessions session.Table
 	state    stateStore
 	cb       callbackHost
-	async    *async.Table // calls submitted with clara_submit or "async": true
-	out      outbound     // the HTTP client and the conversations of chats
-	events   eventSink    // the host's event handler (chat progress)
-	input    inputHost    // the host's input handler (ask_user)
-	// approvals: the host's approver and the calls waiting for a decision
-	// (approvals.go); shadowCounts: what rules in shadow mode would have
-	// decided, per rule (decisions.go).
-	approvals    approvalHost
-	shadowCounts shadowCounts
-	mcp          mcpServing    // the MCP server while something serves
-	remote       remoteServers // the remote MCP servers of the configuration
-	watcher      ruleWatcher   // reloads the rules when their files change (rules.watch)
-	env          Options       // TestMode and TestAllow from the environment
+	async    *async.Table  // calls submitted with clara_submit or "async": true
+	out      outbound      // the HTTP client and the conversations of chats
+	events   eventSink     // the host's event handler (chat progress)
+	input    inputHost     // the host's input handler (ask_user)
+	mcp      mcpServing    // the MCP server while something serves
+	remote   remoteServers // the remote MCP servers of the configuration
+	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
+	env      Options       // TestMode and TestAllow from the environment
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
@@ -67,6 +62,12 @@ type Engine struct {
 
 	defaultSink logging.Sink // the sink SetLogSink(nil) restores
 	defaultMin  logging.Level
+
+	// approvals: the host's approver and the calls waiting for a decision
+	// (approvals.go); shadowCounts: what rules in shadow mode would have
+	// decided, per rule (decisions.go).
+	approvals    approvalHost
+	shadowCounts shadowCounts
 }
 
 // Options configures New. The zero value is valid.
