@@ -29,13 +29,18 @@ import (
 const maxLuaToolFile = 4 << 20
 
 // compileConfigTools compiles the configuration's tools and lists the URLs
-// of its HTTP tools. Nothing is registered: commit does that once the whole
-// configuration is ready.
-func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string, error) {
+// of its HTTP tools; origins says who declares each entry (withPluginTools).
+// Nothing is registered: commit does that once the whole configuration is
+// ready.
+func (e *Engine) compileConfigTools(c *config.Config, origins []toolbox.Origin) ([]*toolbox.Tool, []string, error) {
 	var out []*toolbox.Tool
 	var urls []string
 	var problems protocol.Problems
 	for i, m := range c.Tools {
+		origin := toolbox.Origin{Rank: rankConfig, Name: "the configuration's [[tools]]"}
+		if i < len(origins) {
+			origin = origins[i]
+		}
 		at := fmt.Sprintf("tools[%d]", i)
 		d, code, err := config.SplitToolEntry(m)
 		if err != nil {
@@ -48,7 +53,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			continue
 		}
 		if code.HTTP != nil {
-			t, err := e.httpTool(d, code.HTTP)
+			t, err := e.httpTool(d, code.HTTP, origin)
 			if err != nil {
 				problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 				continue
@@ -77,7 +82,8 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true, KeepsNothing: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true, KeepsNothing: true,
+			Origin: origin})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
@@ -92,7 +98,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 
 // httpTool builds a [[tools]] table's HTTP tool: capability network (so
 // test mode skips it), timed by its own request deadline.
-func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode) (*toolbox.Tool, error) {
+func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode, origin toolbox.Origin) (*toolbox.Tool, error) {
 	f, err := e.httpToolFunc(d, h)
 	if err != nil {
 		return nil, err
@@ -100,7 +106,7 @@ func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode) (*toolbox.To
 	if !contains(d.Capabilities, toolbox.CapNetwork) {
 		d.Capabilities = append(append([]string(nil), d.Capabilities...), toolbox.CapNetwork)
 	}
-	return toolbox.NewTool(d, toolbox.ToolOptions{Run: f, SelfTimed: true})
+	return toolbox.NewTool(d, toolbox.ToolOptions{Run: f, SelfTimed: true, Origin: origin})
 }
 
 // luaProblem positions a Lua compile error of the entry at: a lua_file's
@@ -130,16 +136,14 @@ func luaProblem(err error, at string, inFile bool) protocol.Problem {
 // previous configuration's (those a host has since replaced stay), and
 // returns the tools that left the registry. Called with e.admin held.
 func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
-	keep := map[string]bool{}
-	for _, t := range next {
-		keep[t.Name] = true
-	}
 	mine := map[*toolbox.Tool]bool{}
 	for _, old := range e.configTools {
 		mine[old] = true
 	}
-	left, err := e.tools.Swap(func(t *toolbox.Tool) bool { return mine[t] && !keep[t.Name] }, next)
-	if err != nil {
+	// prepare refused what would take a host tool's name; one the host
+	// registered since is kept, and the configured tool left out.
+	left, refused := e.tools.SwapGuarded(func(t *toolbox.Tool) bool { return mine[t] }, next, e.nameGuard)
+	for _, err := range refused {
 		e.log.Logf(logging.Error, "configured tools: %v", err)
 	}
 	e.configTools = next

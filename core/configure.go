@@ -12,6 +12,7 @@ import (
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/core/tools"
 )
 
 // snapshot is one configuration in force, immutable: the tree it came
@@ -56,11 +57,11 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	withTools, err := withPluginTools(c, plugins)
+	withTools, origins, err := withPluginTools(c, plugins, e.tools.Lookup)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(withTools)
+	configured, httpURLs, err := e.compileConfigTools(withTools, origins)
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +89,12 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
 	s.onToolCall, s.onToolComplete, s.onToolFailure = set.Trigger("on_tool_call"), set.Trigger("on_tool_complete"), set.Trigger("on_tool_failure")
-	remote, err := e.prepareRemote(c) // last: it may start servers
+	remote, err := e.prepareRemote(c, m.clientOptions) // last: it may start servers
 	if err != nil {
+		return nil, err
+	}
+	if err := e.checkEagerNames(remote, c.MCPServers, configured); err != nil {
+		e.discard(&prepared{remote: remote})
 		return nil, err
 	}
 	return &prepared{snap: s, configured: configured, remote: remote}, nil
@@ -109,6 +114,8 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	kv := p.snap.config.KV
+	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
 	e.watcher.sync(p.snap)
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.

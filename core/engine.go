@@ -81,9 +81,9 @@ type Options struct {
 	Getenv func(string) string
 }
 
-// New returns an engine on the default configuration with the built-in
-// tools registered.
-func New(opts Options) *Engine {
+// newEngine is an engine with its built-in tools and no configuration in
+// force yet (New installs the defaults; Check needs none).
+func newEngine(opts Options) *Engine {
 	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), kv: tools.NewKV(), env: opts}
 	if e.log == nil {
 		e.log = &logging.Logger{}
@@ -98,7 +98,16 @@ func New(opts Options) *Engine {
 		e.env.Getenv = os.Getenv
 	}
 	e.out = newOutbound(e.log, e.env.Getenv)
+	// No secret reaches a log line, whoever writes it.
+	e.log.SetFilter(e.out.secrets.String)
 	e.registerBuiltins() // first: configured tools may not take their names
+	return e
+}
+
+// New returns an engine on the default configuration with the built-in
+// tools registered.
+func New(opts Options) *Engine {
+	e := newEngine(opts)
 	base := config.Defaults()
 	if _, err := e.install(base, runtimeRules{}); err != nil {
 		// Rule files found through the default rules.paths do not load:

@@ -9,14 +9,16 @@ import (
 	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // The outbound side (issue 11): one HTTP client for the evaluator, the
-// HTTP tools and the model; the chat tool's loop; the conversations of
-// sessions. The client and the conversations live as long as the engine;
-// what the configuration decides (allowlist, the model, the evaluator's
-// URL) is rebuilt with every snapshot.
+// HTTP tools, the model and (through its Transports) the MCP servers
+// reached by URL; the chat tool's loop; the conversations of sessions; the
+// Redactor that knows every secret the engine holds. They live as long as
+// the engine; what the configuration decides (allowlist, the model, the
+// evaluator's URL) is rebuilt with every snapshot.
 
 // maxConversations bounds the sessions whose conversations are kept.
 const maxConversations = 10000
@@ -25,14 +27,20 @@ type outbound struct {
 	client  *llm.Client
 	convs   *llm.Conversations
 	vectors *llm.VectorCache // semantic conditions' embeddings (semantic.go)
+	// secrets learns every secret value as it is read (the client's
+	// headers, [[mcp_servers]] headers_env and env_from, and at each
+	// configuration the variables it names); the log, the client and the
+	// MCP servers' Managers cut them out of what they write.
+	secrets *secrets.Redactor
 }
 
 func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
-	client, err := llm.NewClient(llm.ClientOptions{Logger: log, Getenv: getenv})
+	red := secrets.New()
+	client, err := llm.NewClient(llm.ClientOptions{Logger: log, Getenv: getenv, Redactor: red})
 	if err != nil {
 		panic("clara: the HTTP client does not start: " + err.Error()) // a bug, caught by this package's tests
 	}
-	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors)}
+	return outbound{client: client, convs: llm.NewConversations(0, maxConversations), vectors: llm.NewVectorCache(maxVectors), secrets: red}
 }
 
 // models is what a configuration decides of the outbound side.
@@ -57,6 +65,7 @@ func retries(n int) int {
 func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, error) {
 	m := &models{clientOptions: llm.ClientOptions{Logger: e.log, Getenv: e.env.Getenv, MaxRetries: retries(c.LLM.MaxRetries),
 		MaxResponseBytes: int64(c.LLM.MaxResponseBytes)}}
+	servers := remoteURLs(c.MCPServers)
 	if len(c.Network.AllowHosts) > 0 {
 		m.clientOptions.AllowHosts = c.Network.AllowHosts
 	} else {
@@ -65,24 +74,32 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 		if modelURL == "" {
 			modelURL = llm.DefaultBaseURL(c.LLM.Provider, c.LLM.Model)
 		}
-		for _, u := range append([]string{modelURL, c.Evaluator.URL}, httpURLs...) {
+		for _, u := range append(append([]string{modelURL, c.Evaluator.URL}, httpURLs...), servers.urls...) {
 			if u != "" {
 				m.clientOptions.ImplicitHosts = append(m.clientOptions.ImplicitHosts, u)
 			}
 		}
 	}
 	// A throwaway client checks the options now, so that commit cannot fail.
-	if probe, err := llm.NewClient(m.clientOptions); err != nil {
+	probe, err := llm.NewClient(m.clientOptions)
+	if err != nil {
 		return nil, fmt.Errorf("network.allow_hosts: %v", err)
-	} else {
-		probe.Close()
+	}
+	probe.Close()
+	// An [[mcp_servers]] url goes through the allowlist like every other
+	// request: one network.allow_hosts does not name is a mistake to say
+	// now, not a connection refused later.
+	for i, u := range servers.urls {
+		if err := probe.CheckHost(u); err != nil {
+			return nil, fmt.Errorf("mcp_servers: server %q: url %s: %v", servers.names[i], u, err)
+		}
 	}
 	if c.LLM.BaseURL != "" || c.LLM.Model != "" {
 		chat, err := llm.NewChat(e.out.client, llm.Config{Provider: c.LLM.Provider, BaseURL: c.LLM.BaseURL,
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
 			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens,
-			MaxToolCalls: c.Limits.MaxToolCalls, MaxTurns: c.Limits.MaxTurns}, e.out.convs)
+			MaxToolCalls: c.Limits.MaxToolCalls, MaxTurns: c.Limits.MaxTurns, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
 		if err != nil {
 			return nil, err
 		}
@@ -100,12 +117,84 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 }
 
 // commitModels applies what cannot fail: the client's allowlist and limits,
-// the conversations' bounds.
+// the conversations' bounds, the secrets the configuration names.
 func (e *Engine) commitModels(c *config.Config, m *models) {
 	if err := e.out.client.Configure(m.clientOptions); err != nil {
 		e.log.Logf(logging.Error, "network: %v", err) // checked in prepareModels
 	}
 	e.out.convs.SetLimits(c.LLM.MaxHistoryMessages, maxConversations)
+	for _, name := range secretVariables(c) {
+		v := e.env.Getenv(name)
+		if v != "" && len(v) < secrets.MinLength {
+			e.log.Logf(logging.Info, "%s holds fewer than %d characters: too short to be told from other text, it is not cut out of answers and logs", name, secrets.MinLength)
+		}
+		e.out.secrets.Add(v)
+	}
+}
+
+// secretVariables are the environment variables c names as holding
+// secrets: llm.api_key_env (or the provider's conventional one),
+// mcp.token_env, the headers_env of HTTP tools and of [[mcp_servers]],
+// and their env_from. Each is read again where it is used, and learnt
+// there too; reading them here makes them secrets before any use.
+func secretVariables(c *config.Config) []string {
+	names := []string{c.LLM.APIKeyEnv, c.MCP.TokenEnv}
+	if c.LLM.APIKeyEnv == "" && c.LLM.BaseURL == "" {
+		switch p := orProvider(c.LLM.Provider, c.LLM.Model); p {
+		case llm.ProviderOpenAI:
+			names = append(names, llm.OpenAIAPIKeyEnv)
+		case llm.ProviderAnthropic:
+			names = append(names, llm.AnthropicAPIKeyEnv)
+		}
+	}
+	tables := func(entries []map[string]any, path ...string) {
+		for _, t := range entries {
+			var v any = t
+			for _, key := range path {
+				m, _ := v.(map[string]any)
+				v = m[key]
+			}
+			if m, ok := v.(map[string]any); ok {
+				for _, source := range m {
+					if s, ok := source.(string); ok {
+						names = append(names, s)
+					}
+				}
+			}
+		}
+	}
+	tables(c.Tools, "http", "headers_env")
+	tables(c.MCPServers, "headers_env")
+	tables(c.MCPServers, "env_from")
+	out := names[:0]
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func orProvider(provider, model string) string {
+	if provider != "" {
+		return provider
+	}
+	return llm.ProviderOfModel(model)
+}
+
+// remoteServerURLs are the url servers of [[mcp_servers]], as given (the
+// tables are checked when their Manager is made).
+type remoteServerURLs struct{ names, urls []string }
+
+func remoteURLs(entries []map[string]any) remoteServerURLs {
+	var out remoteServerURLs
+	for _, t := range entries {
+		if u, ok := t["url"].(string); ok && u != "" {
+			name, _ := t["name"].(string)
+			out.names, out.urls = append(out.names, name), append(out.urls, u)
+		}
+	}
+	return out
 }
 
 // httpToolFunc is a [[tools]] table's http = {...} as a tool function.

@@ -511,9 +511,11 @@ void clara_set_input_handler(clara_input_fn fn, void *userdata);
 /*
  * clara_mcp_serve_stdio - serve MCP over a pair of descriptors.
  *
- * Runs on the calling thread until the client closes in_fd's other end or
- * clara_mcp_stop() is called. The descriptors stay the caller's: Clara
- * does not close them.
+ * Runs on the calling thread until the client closes in_fd's other end (and
+ * the answers to what it asked before are written) or clara_mcp_stop() is
+ * called. A line that is not a JSON-RPC message is answered with the
+ * JSON-RPC error; the session goes on. The descriptors stay the caller's:
+ * Clara does not close them.
  *
  * Returns: CLARA_OK when the session ended; -CLARA_EINVAL when serving
  *          could not start (mcp.token_env names an unset variable, a bad
@@ -527,7 +529,12 @@ int clara_mcp_serve_stdio(int in_fd, int out_fd);
  *
  * addr is "HOST:PORT" (port 0 picks one). Only loopback addresses unless
  * mcp.allow_remote = true; with mcp.token_env set, every request must carry
- * Authorization: Bearer TOKEN.
+ * Authorization: Bearer TOKEN. The listener takes the [mcp] settings in
+ * force when this is called and keeps them (one started earlier keeps its
+ * own until clara_mcp_stop()). At most mcp.max_sessions sessions are open
+ * at once over every listener; an initialize beyond is answered HTTP 503
+ * with a JSON-RPC error. A session idle for mcp.session_idle_timeout_ms
+ * ends.
  *
  * Ownership: addr is borrowed; the returned string is malloc'd (free it
  *            with clara_free_string()).

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -293,7 +294,7 @@ func (anthropic) decode(body []byte) (modelReply, error) {
 					text.WriteString(c.text)
 				case "tool_use":
 					if len(reply.ToolCalls) >= maxCallsPerMessage {
-						r.fail("more than %d tool calls in one message", maxCallsPerMessage)
+						r.stop(errTooManyCalls)
 						return
 					}
 					reply.ToolCalls = append(reply.ToolCalls, toolCall{ID: callID(c.id, len(reply.ToolCalls)), Name: c.name, Arguments: string(c.input)})
@@ -310,6 +311,9 @@ func (anthropic) decode(body []byte) (modelReply, error) {
 		}
 	})
 	if err := r.end(); err != nil {
+		if errors.Is(err, errTooManyCalls) {
+			return modelReply{}, err
+		}
 		return modelReply{}, fmt.Errorf("the answer is not a message: %v", err)
 	}
 	if kind == "error" || errMsg != "" {
@@ -407,7 +411,7 @@ func (s *anStream) event(name string, data []byte, token func(string)) error {
 		switch block.kind {
 		case "tool_use":
 			if len(s.blocks) >= maxCallsPerMessage {
-				return streamErrorf("more than %d tool calls in one message", maxCallsPerMessage)
+				return &streamError{msg: errTooManyCalls.Error()}
 			}
 			st.call = &toolCall{ID: block.id, Name: block.name}
 			st.initial = block.input

@@ -22,6 +22,9 @@ const (
 	maxCallsPerMessage = 128 // tool calls one model message may hold
 )
 
+// errTooManyCalls is a model message past maxCallsPerMessage.
+var errTooManyCalls = fmt.Errorf("the model asked for more than %d tool calls in one message, more than Clara takes", maxCallsPerMessage)
+
 // Turn events, fired around each model call.
 const (
 	EventTurnStart = "on_turn_start"
@@ -711,7 +714,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 		tc := &calls[i]
 		rec := &records[i]
 		rec.Name = tc.Name
-		args, perr := parseArguments(tc.Arguments)
+		args, perr := parseArguments(tc.Arguments, r.ch.cfg.argumentLimits())
 		if args != nil {
 			rec.Arguments = args
 		} else {
@@ -790,18 +793,33 @@ func (r *chatRun) answer(tc *toolCall, rec *toolRecord, result []byte, perr *pro
 	return m
 }
 
-// parseArguments reads a tool call's arguments: a JSON object, compacted
-// (an empty string is {}). Anything else is invalid_args; args is nil when
-// the text is not JSON at all.
-func parseArguments(text string) (args []byte, perr *protocol.Error) {
+// parseArguments reads a tool call's arguments as a request's arguments
+// are read: one JSON value in valid UTF-8, no key twice
+// (protocol.ScanStrict), within limits.max_request_bytes and
+// limits.max_depth (lim), an object, compacted (an empty string is {}).
+// Anything else is invalid_args; args is nil when the text is not JSON
+// within the limits.
+func parseArguments(text string, lim protocol.Limits) (args []byte, perr *protocol.Error) {
 	t := strings.TrimSpace(text)
 	if t == "" {
 		return []byte("{}"), nil
 	}
-	if !json.Valid([]byte(t)) {
-		var v any
-		err := json.Unmarshal([]byte(t), &v)
-		return nil, &protocol.Error{Code: protocol.InvalidArgs, Message: "the arguments are not JSON: " + strings.TrimPrefix(err.Error(), "json: "),
+	if lim.MaxRequestBytes > 0 && len(t) > lim.MaxRequestBytes {
+		return nil, &protocol.Error{Code: protocol.InvalidArgs,
+			Message: fmt.Sprintf("the arguments are %d bytes, more than limits.max_request_bytes (%d)", len(t), lim.MaxRequestBytes),
+			Details: protocol.AppendString(nil, fmt.Sprintf("the arguments are too large; give at most %d bytes", lim.MaxRequestBytes))}
+	}
+	depth := lim.MaxDepth
+	if depth <= 0 {
+		depth = maxJSONDepth
+	}
+	if _, serr := protocol.ScanStrict([]byte(t), depth); serr != nil {
+		if serr.TooDeep {
+			return nil, &protocol.Error{Code: protocol.InvalidArgs,
+				Message: fmt.Sprintf("the arguments nest deeper than limits.max_depth (%d)", depth),
+				Details: protocol.AppendString(nil, fmt.Sprintf("the arguments nest deeper than %d levels; give a flatter object", depth))}
+		}
+		return nil, &protocol.Error{Code: protocol.InvalidArgs, Message: "the arguments are not JSON: " + serr.Error(),
 			Details: protocol.AppendString(nil, "the arguments are not JSON; give a JSON object")}
 	}
 	args = protocol.AppendCompact(nil, []byte(t))

@@ -359,7 +359,7 @@ func TestChat_badToolCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := decodeResult(t, out)
-	want := "get_time \"{tz: Paris\" invalid_args (the arguments are not JSON: invalid character 't' looking for beginning of object key string)\n" +
+	want := "get_time \"{tz: Paris\" invalid_args (the arguments are not JSON: expected a string key, got character 't' at byte 1)\n" +
 		"launch_missiles {} unknown_tool (no tool named \"launch_missiles\" is available; continue without it)\n" +
 		"get_time {\"tz\":\"UTC\"} success\n"
 	if got := recordsString(r.ToolCalls); got != want || r.Content != "It is noon UTC." {
@@ -872,5 +872,76 @@ func TestChat_resultSchemaOwnCallsAreCapped(t *testing.T) {
 	}
 	if last := string(rec[len(rec)-1].Body); strings.Contains(last, `"tools"`) {
 		t.Fatalf("the last call offers tools: %s", last)
+	}
+}
+
+// scriptServer serves one script given as text.
+func scriptServer(t *testing.T, name, text string) *llmtest.Server {
+	t.Helper()
+	script, err := llmtest.ParseScript(name, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := llmtest.NewServer("", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// Tool call arguments deeper than limits.max_depth are refused before any
+// tool sees them, and the result carries them as a string (issue 25,
+// finding 18).
+func TestChat_argumentsPastMaxDepth(t *testing.T) {
+	deep := strings.Repeat(`{\"a\":`, 600) + "1" + strings.Repeat("}", 600)
+	srv := scriptServer(t, "deep", `provider = "openai"
+[[exchange]]
+reply.json = '''{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,
+ "tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_time","arguments":"`+deep+`"}}]},"finish_reason":"tool_calls"}]}'''
+[[exchange]]
+reply.json = '''{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}'''
+`)
+	ch := chatFor(t, srv, "deep", Config{Model: "m", MaxToolCalls: 2, MaxDepth: 512}, nil, nil)
+	h := newFakeHost("get_time")
+	out, err := ch.Run(context.Background(), h, "", []byte(`{"prompt":"x","allow_tools":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.called) != 0 {
+		t.Errorf("the tool ran: %.80s", h.called)
+	}
+	r := decodeResult(t, out)
+	if len(r.ToolCalls) != 1 || r.ToolCalls[0].Status != "invalid_args" || r.ToolCalls[0].Error != "the arguments nest deeper than limits.max_depth (512)" ||
+		r.ToolCalls[0].Arguments[0] != '"' {
+		t.Errorf("%.300s", out)
+	}
+	if _, serr := protocol.Scan(out, 16); serr != nil {
+		t.Errorf("the result nests: %v", serr)
+	}
+}
+
+// Over-long SSE lines and too many streamed tool calls say what they are
+// (issue 25, finding 23).
+func TestChat_streamLimitsSaySo(t *testing.T) {
+	long := `data: {"id":"s","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"` + strings.Repeat("a", 5000) + `"}}]}` + "\n\n"
+	srv := scriptServer(t, "long", "provider = \"openai\"\n[[exchange]]\nreply.sse = '''\n"+long+"'''\n")
+	ch := chatFor(t, srv, "long", Config{Model: "m", MaxResponseBytes: 4096}, nil, nil)
+	_, err := ch.Run(context.Background(), newFakeHost(), "", []byte(`{"prompt":"x","stream":true}`))
+	pe := protoErr(t, err, protocol.ToolFailed)
+	if pe.Message != "model: a line of the event stream is longer than 4096 bytes (llm.max_response_bytes)" {
+		t.Errorf("long line: %q", pe.Message)
+	}
+
+	var calls strings.Builder
+	for i := 0; i < 130; i++ {
+		fmt.Fprintf(&calls, `data: {"id":"s","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":"c%d","type":"function","function":{"name":"get_time","arguments":"{}"}}]}}]}`+"\n\n", i, i)
+	}
+	srv = scriptServer(t, "many", "provider = \"openai\"\n[[exchange]]\nreply.sse = '''\n"+calls.String()+"'''\n")
+	ch = chatFor(t, srv, "many", Config{Model: "m", MaxToolCalls: 200}, nil, nil)
+	_, err = ch.Run(context.Background(), newFakeHost("get_time"), "", []byte(`{"prompt":"x","stream":true,"allow_tools":true}`))
+	pe = protoErr(t, err, protocol.ToolFailed)
+	if pe.Message != "model: the model asked for more than 128 tool calls in one message, more than Clara takes" {
+		t.Errorf("many calls: %q", pe.Message)
 	}
 }

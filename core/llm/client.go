@@ -17,9 +17,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 )
 
 // Defaults of ClientOptions and Request fields left at zero.
@@ -36,6 +38,10 @@ const (
 	retryBase     = 250 * time.Millisecond
 	retryCap      = 8 * time.Second
 	retryAfterCap = 60 * time.Second
+	// retryAfterMax is what a Retry-After past any sensible wait (1e300 ms)
+	// reads as: more than retryAfterCap, and far from time.Duration's
+	// overflow.
+	retryAfterMax = 24 * time.Hour
 )
 
 // excerptBytes is the length of the body excerpt an HTTP failure quotes.
@@ -65,6 +71,11 @@ type ClientOptions struct {
 	// LookupAddrs resolves a host name when dialling: the system resolver
 	// when nil. Tests use it to make a name resolve where they want.
 	LookupAddrs func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Redactor learns every secret the Client reads and cuts the secrets it
+	// knows out of answers, errors and excerpts: the engine's, which knows
+	// every secret Clara holds. Read by NewClient only; nil gives the
+	// Client one of its own.
+	Redactor *secrets.Redactor
 }
 
 // clientSettings is one configuration of a Client, swapped whole.
@@ -90,14 +101,36 @@ type Client struct {
 	transport *http.Transport
 	settings  atomic.Pointer[clientSettings]
 	gen       atomic.Uint64
+	redactor  *secrets.Redactor
 }
 
 // NewClient returns a Client configured with o.
 func NewClient(o ClientOptions) (*Client, error) {
-	c := &Client{}
-	c.transport = &http.Transport{
+	c := &Client{redactor: o.Redactor}
+	if c.redactor == nil {
+		c.redactor = secrets.New()
+	}
+	c.transport = newHTTPTransport(c.settings.Load)
+	c.http = &http.Client{
+		Transport: c.transport,
+		// A redirect is answered as it is (a non-2xx failure): following
+		// it would send the secret headers to wherever it points.
+		CheckRedirect: noRedirects,
+	}
+	if err := c.Configure(o); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// newHTTPTransport is a pool of connections dialled under the allowlist
+// settings returns at the time.
+func newHTTPTransport(settings func() *clientSettings) *http.Transport {
+	return &http.Transport{
 		Proxy:                  nil, // a proxy would make the dial check see the proxy, not the host
-		DialContext:            c.dial,
+		DialContext:            dialer{settings}.dial,
 		ForceAttemptHTTP2:      true,
 		MaxIdleConns:           256,
 		MaxIdleConnsPerHost:    64,
@@ -106,21 +139,29 @@ func NewClient(o ClientOptions) (*Client, error) {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	c.http = &http.Client{
-		Transport: c.transport,
-		// A redirect is answered as it is (a non-2xx failure): following
-		// it would send the secret headers to wherever it points.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	if err := c.Configure(o); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
+
+// Redactor is the Client's redactor (ClientOptions.Redactor).
+func (c *Client) Redactor() *secrets.Redactor { return c.redactor }
 
 // Configure replaces the allowlist and limits. On error the Client keeps
 // its previous configuration.
 func (c *Client) Configure(o ClientOptions) error {
+	s, err := c.newSettings(o)
+	if err != nil {
+		return err
+	}
+	old := c.settings.Swap(s)
+	if old != nil {
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// newSettings checks o and makes the settings it gives, with a new
+// generation (a connection dialled under another generation is checked
+// again before it is used).
+func (c *Client) newSettings(o ClientOptions) (*clientSettings, error) {
 	explicit := o.AllowHosts != nil
 	entries := o.AllowHosts
 	if !explicit {
@@ -128,13 +169,13 @@ func (c *Client) Configure(o ClientOptions) error {
 	}
 	hosts, err := parseHostList(entries, explicit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.MaxRetries < NoRetries {
-		return fmt.Errorf("max_retries must be 0 or more, not %d", o.MaxRetries)
+		return nil, fmt.Errorf("max_retries must be 0 or more, not %d", o.MaxRetries)
 	}
 	if o.MaxResponseBytes < 0 {
-		return fmt.Errorf("max_response_bytes must be positive, not %d", o.MaxResponseBytes)
+		return nil, fmt.Errorf("max_response_bytes must be positive, not %d", o.MaxResponseBytes)
 	}
 	s := &clientSettings{
 		hosts:      hosts,
@@ -161,17 +202,22 @@ func (c *Client) Configure(o ClientOptions) error {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
-	old := c.settings.Swap(s)
-	if old != nil {
-		c.transport.CloseIdleConnections()
+	return s, nil
+}
+
+// CheckHost says why the allowlist refuses requests to rawURL's host
+// (nil when it does not): the name check, made before any connection; the
+// dial check comes when connecting.
+func (c *Client) CheckHost(rawURL string) error {
+	host, err := urlHost(rawURL)
+	if err != nil {
+		return err
+	}
+	if s := c.settings.Load(); !s.hosts.allows(host) {
+		return fmt.Errorf("host %q is %s", host, s.hosts.refusal())
 	}
 	return nil
 }
-
-// HTTPClient is the client's net/http client, for other protocols that
-// must go through the same allowlist (MCP servers reached by URL). It has
-// no Timeout: callers bound their requests with contexts.
-func (c *Client) HTTPClient() *http.Client { return c.http }
 
 // Close closes the idle connections of the pool.
 func (c *Client) Close() { c.transport.CloseIdleConnections() }
@@ -225,9 +271,6 @@ func (s *Stream) Fail(err error) *protocol.Error {
 	return s.cr.bodyError(s.ctx, err)
 }
 
-// Redact cuts the request's secrets out of text from the answer.
-func (s *Stream) Redact(text string) string { return redact(text, s.cr.secrets) }
-
 // StatusError is the Cause of a failure for a non-2xx answer.
 type StatusError struct {
 	StatusCode int
@@ -254,7 +297,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 		if err != nil {
 			return cr.retryable(err), cr.bodyError(ctx, err)
 		}
-		out = &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: redactBytes(body, cr.secrets)}
+		out = &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: c.redactBody(body)}
 		return false, nil
 	})
 	if err != nil {
@@ -291,7 +334,6 @@ type call struct {
 	s        *clientSettings
 	method   string
 	describe string // "POST http://host/path": no query, no credentials
-	secrets  []string
 	maxBytes int64
 	timeout  time.Duration
 	parent   context.Context
@@ -343,7 +385,7 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 			}
 			return protocol.Errorf(protocol.ToolFailed, "environment variable %s (named by %s) is not set or empty", sh.Env, key)
 		}
-		cr.secrets = append(cr.secrets, v)
+		c.redactor.Add(v) // known before anything comes back
 		header.Set(sh.Name, sh.Prefix+v)
 	}
 	if len(req.Body) > 0 && header.Get("Content-Type") == "" {
@@ -391,7 +433,10 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 				if !given {
 					wait = backoff(attempt)
 				}
-				if wait <= retryAfterCap && cr.pause(ctx, attempt, retries, wait, fmt.Sprintf("it answered %d", resp.StatusCode)) {
+				if wait > retryAfterCap {
+					serr.Excerpt = shorten(fmt.Sprintf("asked to retry after %s, longer than Clara waits (%s); %s",
+						roundWait(wait), retryAfterCap, serr.Excerpt), excerptBytes)
+				} else if cr.pause(ctx, attempt, retries, wait, fmt.Sprintf("it answered %d", resp.StatusCode)) {
 					continue
 				}
 			}
@@ -456,22 +501,42 @@ func backoff(attempt int) time.Duration {
 }
 
 // retryAfter reads Retry-After-Ms (milliseconds, as OpenAI and Anthropic
-// send it) or Retry-After (seconds, or an HTTP date).
+// send it) or Retry-After (seconds, or an HTTP date), between 0 and
+// retryAfterMax: the product is taken in floating point and clamped
+// before it becomes a Duration, which 1e300 ms would overflow.
 func retryAfter(h http.Header) (time.Duration, bool) {
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return clampWait(ms * float64(time.Millisecond)), true
 		}
 	}
 	if v := h.Get("Retry-After"); v != "" {
 		if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-			return time.Duration(s * float64(time.Second)), true
+			return clampWait(s * float64(time.Second)), true
 		}
 		if t, err := http.ParseTime(v); err == nil {
-			return max(time.Until(t), 0), true
+			return min(max(time.Until(t), 0), retryAfterMax), true
 		}
 	}
 	return 0, false
+}
+
+// clampWait is a wait in nanoseconds as a Duration of at most
+// retryAfterMax (+Inf included; NaN never gets here: ParseFloat's NaN
+// fails the >= 0 test).
+func clampWait(ns float64) time.Duration {
+	if ns >= float64(retryAfterMax) {
+		return retryAfterMax
+	}
+	return time.Duration(ns)
+}
+
+// roundWait writes a wait for a message: retryAfterMax as "more than a day".
+func roundWait(d time.Duration) string {
+	if d >= retryAfterMax {
+		return "more than a day"
+	}
+	return d.Round(time.Second).String()
 }
 
 // ctxError is the error for a call whose context ended: timeout when a
@@ -498,22 +563,55 @@ func (cr *call) bodyError(ctx context.Context, err error) *protocol.Error {
 	return cr.fail(protocol.ToolFailed, err, "%s: the connection dropped while reading the answer (%s)", cr.describe, connError(err))
 }
 
-// fail builds an error whose message has the request's secrets cut out.
-// The cause is kept for errors.Is/As but never reaches an envelope.
+// fail builds an error whose message has every secret cut out. The cause
+// is kept for errors.Is/As but never reaches an envelope.
 func (cr *call) fail(code protocol.Code, cause error, format string, args ...any) *protocol.Error {
-	return &protocol.Error{Code: code, Message: redact(fmt.Sprintf(format, args...), cr.secrets), Cause: cause}
+	return &protocol.Error{Code: code, Message: cr.c.redactor.String(fmt.Sprintf(format, args...)), Cause: cause}
 }
 
 // excerpt reads the start of a failed answer's body: secrets cut out
-// before it is shortened (so that no prefix of one survives), whitespace
-// folded, at most excerptBytes.
+// (plain or escaped) before it is shortened, so that no prefix of one
+// survives, whitespace folded, at most excerptBytes.
 func (cr *call) excerpt(resp *http.Response) string {
-	longest := 0
-	for _, s := range cr.secrets {
-		longest = max(longest, len(s))
+	// Enough that a secret starting within the excerpt is read whole, even
+	// written with escapes (12 bytes for a character at most).
+	limit := int64(excerptBytes + 12*cr.c.redactor.Len() + 64)
+	buf, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	text := string(buf)
+	if int64(len(buf)) == limit {
+		text = cr.c.redactor.Head(text) // the body goes on: a secret may start at the cut
+	} else {
+		text = cr.c.redactor.String(text)
 	}
-	buf, _ := io.ReadAll(io.LimitReader(resp.Body, int64(excerptBytes+longest+64)))
-	return shorten(strings.Join(strings.Fields(redact(string(buf), cr.secrets)), " "), excerptBytes)
+	return shorten(strings.Join(strings.Fields(text), " "), excerptBytes)
+}
+
+// shorten cuts s to at most n bytes at a character boundary, marking the
+// cut with "…".
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// redactBody cuts the secrets out of a whole answer: inside its strings
+// when it is JSON (so that it stays JSON), as text otherwise.
+func (c *Client) redactBody(body []byte) []byte {
+	for _, b := range body {
+		switch b {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[', '"':
+			return c.redactor.JSON(body)
+		}
+		break
+	}
+	return c.redactor.Bytes(body)
 }
 
 // connError describes a connection failure without Go's error chain
@@ -604,11 +702,17 @@ func (h *hostList) refusal() string {
 	return "not among the hosts the configuration names (set network.allow_hosts to allow others)"
 }
 
+// dialer dials under the allowlist its settings function returns: the
+// Client's in force, or a Transport's.
+type dialer struct {
+	settings func() *clientSettings
+}
+
 // dial resolves the host itself and dials only addresses the allowlist
 // allows, so that a permitted name cannot lead to a link-local, metadata
 // or (unless allowed) loopback address.
-func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	s := c.settings.Load()
+func (d dialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	s := d.settings()
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -640,12 +744,12 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		}
 		return nil, &dialDeniedError{host: host, addrs: addrs, why: why}
 	}
-	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	nd := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	var firstErr error
 	for _, a := range allowed {
-		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		conn, err := nd.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
 		if err == nil {
-			gc := &guardedConn{Conn: conn, c: c, host: host, ip: a}
+			gc := &guardedConn{Conn: conn, settings: d.settings, host: host, ip: a}
 			gc.gen.Store(s.gen)
 			return gc, nil
 		}
@@ -664,14 +768,14 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 // that let it be made.
 type guardedConn struct {
 	net.Conn
-	c    *Client
-	host string
-	ip   netip.Addr
-	gen  atomic.Uint64
+	settings func() *clientSettings
+	host     string
+	ip       netip.Addr
+	gen      atomic.Uint64
 }
 
 func (g *guardedConn) Write(p []byte) (int, error) {
-	if s := g.c.settings.Load(); s.gen != g.gen.Load() {
+	if s := g.settings(); s.gen != g.gen.Load() {
 		if !s.hosts.dialAllowed(g.ip) {
 			g.Conn.Close()
 			return 0, &dialDeniedError{host: g.host, addrs: []netip.Addr{g.ip}, why: "an address the new configuration does not allow"}

@@ -299,6 +299,22 @@ func TestClient_retries(t *testing.T) {
 			t.Fatalf("%d attempts: %v", n.Load(), err)
 		}
 	})
+	// Issue 25, finding 21: 1e300 ms overflowed to a negative wait, and
+	// 10 retries went out at once.
+	t.Run("a Retry-After past any sensible wait ends the call at once", func(t *testing.T) {
+		for _, h := range []map[string]string{{"Retry-After-Ms": "1e300"}, {"Retry-After-Ms": "+Inf"}, {"Retry-After": "1e300"},
+			{"Retry-After-Ms": "9223372036854775807"}, {"Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"}} {
+			srv, n := countingServer(t, status(429, h, "slow down"))
+			c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL}, MaxRetries: 10})
+			start := time.Now()
+			_, err := c.Do(context.Background(), &Request{URL: srv.URL})
+			pe := protoErr(t, err, protocol.ToolFailed)
+			if n.Load() != 1 || time.Since(start) > 2*time.Second ||
+				!strings.Contains(pe.Message, "answered status 429 Too Many Requests: asked to retry after more than a day, longer than Clara waits (1m0s); slow down") {
+				t.Errorf("%v: %d attempts in %v: %v", h, n.Load(), time.Since(start), err)
+			}
+		}
+	})
 	t.Run("a dropped connection is retried", func(t *testing.T) {
 		for _, how := range []string{"reset", "close"} {
 			script, err := llmtest.ParseScript("drop", []byte(`provider = "http"
@@ -452,5 +468,25 @@ func TestClient_refusals(t *testing.T) {
 	}
 	if _, err := NewClient(ClientOptions{AllowHosts: []string{"http://x"}}); err == nil {
 		t.Error("a URL in allow_hosts was accepted")
+	}
+}
+
+func TestRetryAfter_clamped(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"1e300": retryAfterMax, "+Inf": retryAfterMax, "9223372036854775807": retryAfterMax,
+		"86400001": retryAfterMax, "1500": 1500 * time.Millisecond, "0": 0,
+	} {
+		got, ok := retryAfter(http.Header{"Retry-After-Ms": {v}})
+		if !ok || got != want {
+			t.Errorf("Retry-After-Ms %s: %v %v", v, got, ok)
+		}
+	}
+	for _, v := range []string{"-1", "NaN", "soon"} {
+		if _, ok := retryAfter(http.Header{"Retry-After-Ms": {v}}); ok {
+			t.Errorf("Retry-After-Ms %s was taken", v)
+		}
+	}
+	if got, _ := retryAfter(http.Header{"Retry-After": {"1e300"}}); got != retryAfterMax {
+		t.Errorf("Retry-After 1e300: %v", got)
 	}
 }

@@ -32,6 +32,14 @@ func (r *jsonReader) fail(format string, args ...any) {
 	}
 }
 
+// stop records err, a reason to read no further that is not about the
+// JSON itself (a decoder's limit): the decoder reports it as it is.
+func (r *jsonReader) stop(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
 // peek skips whitespace and returns the next byte, 0 at the end or after
 // an error.
 func (r *jsonReader) peek() byte {

@@ -172,6 +172,9 @@ func (openAI) decode(body []byte) (modelReply, error) {
 		}
 	})
 	if err := r.end(); err != nil {
+		if errors.Is(err, errTooManyCalls) {
+			return modelReply{}, err
+		}
 		return modelReply{}, fmt.Errorf("the answer is not a chat completion: %v", err)
 	}
 	if errMsg != nil {
@@ -198,7 +201,7 @@ func oaMessageField(r *jsonReader, k []byte, reply *modelReply) {
 		}
 		r.array(func(int) {
 			if len(reply.ToolCalls) >= maxCallsPerMessage {
-				r.fail("more than %d tool calls in one message", maxCallsPerMessage)
+				r.stop(errTooManyCalls)
 				return
 			}
 			var tc toolCall
@@ -354,6 +357,9 @@ func (s *oaStream) chunk(data []byte, token func(string)) error {
 		}
 	})
 	if err := r.end(); err != nil {
+		if errors.Is(err, errTooManyCalls) {
+			return &streamError{msg: err.Error()}
+		}
 		return streamErrorf("a streamed chunk is not JSON: %v", err)
 	}
 	if s.errMsg != nil {
@@ -431,7 +437,7 @@ func (s *oaStream) toolCallDelta(r *jsonReader) {
 	tc := s.calls[idx]
 	if tc == nil {
 		if len(s.calls) >= maxCallsPerMessage {
-			r.fail("more than %d tool calls in one message", maxCallsPerMessage)
+			r.stop(errTooManyCalls)
 			return
 		}
 		tc = &toolCall{}

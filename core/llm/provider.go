@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/secrets"
 )
 
 // Providers: the wire formats Chat speaks.
@@ -227,6 +229,16 @@ type Config struct {
 	// MaxTurns is the chat's max_turns when the arguments give none
 	// (limits.max_turns): 0 for no bound but MaxToolCalls.
 	MaxTurns int
+	// MaxArgumentBytes and MaxDepth bound the arguments of the model's tool
+	// calls as limits.max_request_bytes and limits.max_depth bound a
+	// request's: none and maxJSONDepth when 0.
+	MaxArgumentBytes int
+	MaxDepth         int
+}
+
+// argumentLimits are the limits of the model's tool calls' arguments.
+func (c *Config) argumentLimits() protocol.Limits {
+	return protocol.Limits{MaxRequestBytes: c.MaxArgumentBytes, MaxDepth: c.MaxDepth}
 }
 
 // check validates c and fills in its defaults. The provider and the base
@@ -244,8 +256,8 @@ func (c *Config) check() error {
 		}
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 {
-		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls and max_response_bytes must not be negative")
+	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 || c.MaxArgumentBytes < 0 || c.MaxDepth < 0 {
+		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls, max_response_bytes and the argument limits must not be negative")
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultModelTimeout
@@ -260,19 +272,51 @@ func (c *Config) check() error {
 }
 
 // callModel sends one request to the model and decodes its answer,
-// streaming when r.Stream (token gets each text delta).
+// streaming when r.Stream (token gets each text delta). Every secret the
+// Client knows is cut out of what comes back, after decoding (a key the
+// server wrote with escapes decodes into plain text): the reply's texts,
+// the tokens (a secret split across deltas included) and the error.
 func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
+	red := ch.client.redactor
+	var tokens *secrets.Stream
+	if token != nil {
+		tokens = red.NewStream(token)
+		token = tokens.Write
+	}
+	reply, err := ch.exchange(ctx, r, token)
+	if tokens != nil {
+		tokens.Flush()
+	}
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return modelReply{}, &protocol.Error{Code: pe.Code, Message: red.String(pe.Message), Details: red.JSON(pe.Details), Cause: pe.Cause}
+		}
+		return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", red.String(err.Error()))
+	}
+	reply.Content = red.String(reply.Content)
+	reply.FinishReason = red.String(reply.FinishReason)
+	for i := range reply.ToolCalls {
+		tc := &reply.ToolCalls[i]
+		tc.ID, tc.Name = red.String(tc.ID), red.String(tc.Name)
+		tc.Arguments = red.JSONString(tc.Arguments)
+	}
+	return reply, nil
+}
+
+// exchange is one model call: the request, the answer decoded.
+func (ch *Chat) exchange(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
 	ep := r.endpoint
 	path, body, err := ep.provider.encode(r)
 	if err != nil {
 		return modelReply{}, protocol.InternalError(err)
 	}
 	h := http.Header{}
-	secrets := ep.provider.headers(h, &ep.cfg)
+	secretHeaders := ep.provider.headers(h, &ep.cfg)
 	for name, env := range ch.cfg.HeadersEnv {
-		secrets = append(secrets, SecretHeader{Name: name, Env: env, Key: "llm.headers_env." + name})
+		secretHeaders = append(secretHeaders, SecretHeader{Name: name, Env: env, Key: "llm.headers_env." + name})
 	}
-	req := &Request{Method: http.MethodPost, URL: ep.cfg.BaseURL + path, Header: h, Secrets: secrets, Body: body,
+	req := &Request{Method: http.MethodPost, URL: ep.cfg.BaseURL + path, Header: h, Secrets: secretHeaders, Body: body,
 		Timeout: ch.cfg.Timeout, MaxRetries: ch.cfg.MaxRetries, MaxResponseBytes: ch.cfg.MaxResponseBytes}
 	if !r.Stream {
 		resp, err := ch.client.Do(ctx, req)
@@ -297,7 +341,7 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 		if err != nil {
 			return modelReply{}, modelError(st.Fail(err))
 		}
-		reply, err := ep.provider.decode([]byte(st.Redact(string(body))))
+		reply, err := ep.provider.decode(body)
 		if err != nil {
 			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", err)
 		}
@@ -308,13 +352,19 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 	}
 	maxLine := int(ch.cfg.MaxResponseBytes)
 	if maxLine == 0 {
-		maxLine = DefaultMaxResponseBytes
+		maxLine = int(ch.client.settings.Load().maxBytes)
 	}
 	reply, err := ep.provider.decodeStream(newSSEReader(st.Body, maxLine), token)
 	if err != nil {
 		var se *streamError
 		if errors.As(err, &se) {
-			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", st.Redact(se.Error()))
+			return modelReply{}, protocol.Errorf(protocol.ToolFailed, "model: %s", se.Error())
+		}
+		if errors.Is(err, bufio.ErrTooLong) {
+			// The line did not fit the reader's buffer: the server's doing,
+			// not a dropped connection.
+			return modelReply{}, protocol.Errorf(protocol.ToolFailed,
+				"model: a line of the event stream is longer than %d bytes (llm.max_response_bytes)", maxLine)
 		}
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF

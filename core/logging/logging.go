@@ -82,6 +82,18 @@ type Logger struct {
 	threshold atomic.Int32
 	mu        sync.RWMutex // held for reading while a sink runs
 	sink      Sink
+	filter    atomic.Pointer[func(string) string]
+}
+
+// SetFilter makes every message pass through f before it reaches a sink
+// (the engine cuts secrets out this way); nil removes it. f must be safe
+// for concurrent use.
+func (l *Logger) SetFilter(f func(string) string) {
+	if f == nil {
+		l.filter.Store(nil)
+		return
+	}
+	l.filter.Store(&f)
 }
 
 // New returns a Logger sending messages at min or above to sink.
@@ -116,6 +128,9 @@ func (l *Logger) Enabled(level Level) bool {
 func (l *Logger) Log(level Level, message string) {
 	if !l.Enabled(level) {
 		return
+	}
+	if f := l.filter.Load(); f != nil {
+		message = (*f)(message)
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()

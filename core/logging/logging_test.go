@@ -94,3 +94,15 @@ func TestMessageLevel(t *testing.T) {
 		}
 	}
 }
+
+func TestLogger_filter(t *testing.T) {
+	var got []string
+	l := logging.New(func(_ logging.Level, m string) { got = append(got, m) }, logging.Debug)
+	l.SetFilter(func(s string) string { return strings.ReplaceAll(s, "secret", "[redacted]") })
+	l.Logf(logging.Info, "the %s is out", "secret")
+	l.SetFilter(nil)
+	l.Log(logging.Info, "secret")
+	if strings.Join(got, ",") != "the [redacted] is out,secret" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -17,11 +17,20 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // DefaultInitTimeout bounds a remote server's start and initialize.
 const DefaultInitTimeout = 10 * time.Second
+
+// Defaults of what a server's tool list may bring (ServerConfig): a server
+// that listed 100,000 tools held 370 MB and filled every chat's catalog.
+const (
+	DefaultMaxTools            = 256
+	DefaultMaxDescriptionBytes = 8 << 10
+	DefaultMaxSchemaBytes      = 64 << 10
+)
 
 // ServerConfig is one [[mcp_servers]] entry: a command spoken to over
 // stdio, or the URL of a Streamable HTTP endpoint.
@@ -54,6 +63,15 @@ type ServerConfig struct {
 	Eager       bool           // Start connects it; otherwise the first listing or call does
 	InitTimeout time.Duration  // start + initialize; 0 means DefaultInitTimeout
 	Limits      toolbox.Limits // the limits of every tool of this server
+
+	// What a server's list may bring (0: the defaults below): the first
+	// MaxTools tools (after allow and deny) are kept, the rest left out
+	// with a warning, and the listing stops there; a description or title
+	// longer than MaxDescriptionBytes is cut there; a tool whose input or
+	// output schema is longer than MaxSchemaBytes is left out.
+	MaxTools            int
+	MaxDescriptionBytes int
+	MaxSchemaBytes      int
 
 	// dial replaces the transport (tests use the SDK's in-memory one).
 	dial func(ctx context.Context) (sdk.Transport, error)
@@ -89,10 +107,20 @@ func (t *ToolSpec) Info() ToolInfo {
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	Logger *logging.Logger
-	// HTTPClient carries the requests to URL servers: pass the engine's, so
-	// that its host allowlist applies. It must not set Timeout (the
-	// server's event stream is a long request); nil is http.DefaultClient.
+	// HTTPClient carries the requests to URL servers: pass one on the
+	// engine's outbound path (llm.Transport), so that its host allowlist
+	// and response cap apply. When its Transport tells its cap
+	// (MaxResponseBytes, as llm.Transport does), the SDK is told too: an
+	// event of a server's stream past it fails the connection, saying so.
+	// It must not set Timeout (the server's event stream is a long
+	// request); nil is http.DefaultClient. Close closes its idle
+	// connections.
 	HTTPClient *http.Client
+	// Redactor learns the values of env_from and headers_env as they are
+	// read, and cuts every secret it knows out of what a server sends back:
+	// results, errors, tool lists, stderr. The engine's knows every secret
+	// Clara holds; nil gives the Manager one of its own.
+	Redactor *secrets.Redactor
 	// OnToolsChanged receives a server's tools whenever its list changes
 	// (first listing included, and after a restart or a list_changed that
 	// changed something). It runs on one goroutine of the Manager, one call
@@ -110,6 +138,7 @@ type ManagerOptions struct {
 // are safe for concurrent use.
 type Manager struct {
 	opts    ManagerOptions
+	red     *secrets.Redactor
 	log     *logging.Logger
 	client  *sdk.Implementation
 	remotes map[string]*remote
@@ -146,8 +175,12 @@ func NewManager(configs []ServerConfig, opts ManagerOptions) (*Manager, error) {
 	if opts.ClientVersion == "" {
 		opts.ClientVersion = "0"
 	}
+	if opts.Redactor == nil {
+		opts.Redactor = secrets.New()
+	}
 	m := &Manager{
 		opts:    opts,
+		red:     opts.Redactor,
 		log:     opts.Logger,
 		client:  &sdk.Implementation{Name: opts.ClientName, Version: opts.ClientVersion},
 		remotes: map[string]*remote{},
@@ -223,6 +256,19 @@ func checkConfig(c *ServerConfig) error {
 	if c.InitTimeout == 0 {
 		c.InitTimeout = DefaultInitTimeout
 	}
+	for _, v := range []struct {
+		n   *int
+		def int
+		key string
+	}{{&c.MaxTools, DefaultMaxTools, "max_tools"}, {&c.MaxDescriptionBytes, DefaultMaxDescriptionBytes, "max_description_bytes"},
+		{&c.MaxSchemaBytes, DefaultMaxSchemaBytes, "max_schema_bytes"}} {
+		switch {
+		case *v.n < 0:
+			return fmt.Errorf("%s: %s must not be negative", where, v.key)
+		case *v.n == 0:
+			*v.n = v.def
+		}
+	}
 	// The limits are checked as a descriptor would be.
 	if _, err := toolbox.NewTool(toolbox.Descriptor{Name: c.Name, Limits: c.Limits},
 		toolbox.ToolOptions{Run: func(context.Context, toolbox.Call) ([]byte, error) { return nil, nil }}); err != nil {
@@ -244,13 +290,28 @@ func checkConfig(c *ServerConfig) error {
 	return nil
 }
 
-// lookupEnv reads a variable through ManagerOptions.Getenv.
+// lookupEnv reads a variable through ManagerOptions.Getenv; the value is
+// a secret from then on.
 func (m *Manager) lookupEnv(name string) (string, bool) {
+	var v string
+	var ok bool
 	if m.opts.Getenv == nil {
-		return os.LookupEnv(name)
+		v, ok = os.LookupEnv(name)
+	} else {
+		v = m.opts.Getenv(name)
+		ok = v != ""
 	}
-	v := m.opts.Getenv(name)
-	return v, v != ""
+	m.red.Add(v)
+	return v, ok
+}
+
+// maxEventSize is the cap of the HTTP client's transport, if it tells it
+// (0: the SDK's default).
+func (m *Manager) maxEventSize() int {
+	if c, ok := m.opts.HTTPClient.Transport.(interface{ MaxResponseBytes() int64 }); ok {
+		return int(min(c.MaxResponseBytes(), 1<<30))
+	}
+	return 0
 }
 
 // Servers lists the configured servers' names, in configuration order.
@@ -296,7 +357,11 @@ func (m *Manager) Tools(ctx context.Context, server string) ([]ToolSpec, error) 
 	if r == nil {
 		return nil, fmt.Errorf("mcp: no server %q is configured", server)
 	}
-	return r.toolList(ctx)
+	tools, err := r.toolList(ctx)
+	if err != nil {
+		return nil, errors.New(m.red.String(err.Error()))
+	}
+	return m.redactSpecs(tools), nil
 }
 
 // Close shuts every server down (a stdio server's stdin is closed, then it
@@ -315,6 +380,9 @@ func (m *Manager) Close() error {
 		}
 		wg.Wait()
 		m.wg.Wait()
+		if m.opts.HTTPClient != http.DefaultClient {
+			m.opts.HTTPClient.CloseIdleConnections()
+		}
 	})
 	return nil
 }
@@ -324,6 +392,7 @@ func (m *Manager) publish(server string, tools []ToolSpec) {
 	if m.opts.OnToolsChanged == nil {
 		return
 	}
+	tools = m.redactSpecs(tools)
 	m.qmu.Lock()
 	if _, queued := m.pending[server]; !queued {
 		m.queue = append(m.queue, server)
@@ -334,6 +403,42 @@ func (m *Manager) publish(server string, tools []ToolSpec) {
 	case m.wake <- struct{}{}:
 	default:
 	}
+}
+
+// redactSpecs cuts every secret out of what a server says of its tools
+// (descriptions, titles, schemas); a tool whose name holds one is left out.
+// The slice is copied only when something changes.
+func (m *Manager) redactSpecs(tools []ToolSpec) []ToolSpec {
+	var out []ToolSpec
+	for i := range tools {
+		t := tools[i]
+		t.Descriptor.Description = m.red.String(t.Descriptor.Description)
+		t.Title = m.red.String(t.Title)
+		t.Descriptor.InputSchema = m.red.JSON(t.Descriptor.InputSchema)
+		t.OutputSchema = m.red.JSON(t.OutputSchema)
+		leftOut := m.red.String(t.Descriptor.Name) != t.Descriptor.Name
+		changed := leftOut || t.Descriptor.Description != tools[i].Descriptor.Description || t.Title != tools[i].Title ||
+			!sameBytes(t.Descriptor.InputSchema, tools[i].Descriptor.InputSchema) || !sameBytes(t.OutputSchema, tools[i].OutputSchema)
+		if changed && out == nil {
+			out = append(make([]ToolSpec, 0, len(tools)), tools[:i]...)
+		}
+		if leftOut {
+			logf(m.log, logging.Warn, "mcp server %q: a tool whose name holds a secret is left out", t.Server)
+			continue
+		}
+		if out != nil {
+			out = append(out, t)
+		}
+	}
+	if out == nil {
+		return tools
+	}
+	return out
+}
+
+// sameBytes: the same slice (a redaction that found nothing returns its input).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // deliver runs OnToolsChanged, one list at a time.

@@ -24,6 +24,10 @@ func RedactSecretsSource() Source {
 	return Source{Name: "builtin/redact_secrets.toml", Text: text}
 }
 
+// BuiltinTests returns the shipped rules' own test files
+// ("builtin/NAME.test.toml"), written for the default thresholds.
+func BuiltinTests() []Source { return builtinFiles(true) }
+
 // builtinFiles returns the shipped rule files, or with tests their test
 // files (NAME.test.toml).
 func builtinFiles(tests bool) []Source { return builtinFilesIn("builtin", tests) }

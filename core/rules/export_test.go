@@ -3,9 +3,6 @@ package rules
 // What the tests (rules_test included) reach that the package does not
 // export.
 
-// BuiltinTests returns the rule tests of the shipped rules.
-func BuiltinTests() []Source { return builtinFiles(true) }
-
 // BuiltinThresholds are the thresholds the built-in rules are written for
 // (the defaults of config rules.thresholds, which the configuration
 // package declares): the tests' own.

@@ -108,12 +108,21 @@ type TestReport struct {
 	Passed int          `json:"passed"`
 	Failed int          `json:"failed"`
 	Cases  []CaseResult `json:"cases"`
+	// Coverage, when asked for (TestOptions.Coverage): what the cases
+	// fired of the set.
+	Coverage *Coverage `json:"coverage,omitempty"`
 }
 
 // Run fires every case against set, re-bound to thresholds (the
 // configuration's) merged with the file's own. Nothing leaves the test:
 // state lives in memory, and call_tool is recorded but not run.
 func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
+	return tf.RunWith(set, thresholds, TestOptions{})
+}
+
+// RunWith is Run with options: only the cases opts.Run selects, and the
+// coverage of set when opts.Coverage.
+func (tf *TestFile) RunWith(set *Set, thresholds map[string]any, opts TestOptions) TestReport {
 	th := map[string]any{}
 	for k, v := range thresholds {
 		th[k] = v
@@ -123,14 +132,25 @@ func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
 	}
 	set = set.withThresholds(th)
 	rep := TestReport{File: tf.Name, Cases: []CaseResult{}}
+	var cov *coverageCounter
+	if opts.Coverage {
+		cov = newCoverageCounter(set)
+	}
 	for _, c := range tf.Cases {
-		res := tf.runCase(set, c)
+		if opts.Run != nil && !opts.Run.MatchString(c.Name) {
+			continue
+		}
+		res, out := tf.runCase(set, c, cov != nil)
+		cov.count(out)
 		if res.Passed {
 			rep.Passed++
 		} else {
 			rep.Failed++
 		}
 		rep.Cases = append(rep.Cases, res)
+	}
+	if cov != nil {
+		rep.Coverage = cov.coverage()
 	}
 	return rep
 }
@@ -208,7 +228,9 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
+// runCase fires one case and judges its outcome; with trace, the outcome
+// lists every rule tried (for coverage).
+func (tf *TestFile) runCase(set *Set, c TestCase, trace bool) (CaseResult, *Outcome) {
 	session := c.Session
 	if session == "" {
 		session = "test"
@@ -218,7 +240,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 	if c.Tool != nil {
 		tool = asMap(c.Tool)
 	}
-	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session,
+	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session, Trace: trace,
 		Context: MapSource(h.context(c.Event, session, asMap(c.Payload), tool))}, h)
 	res := CaseResult{Name: c.Name}
 	if c.Fired != nil {
@@ -258,7 +280,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 		}
 	}
 	res.Passed = len(res.Problems) == 0
-	return res
+	return res, out
 }
 
 func equalStrings(a, b []string) bool {

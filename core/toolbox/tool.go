@@ -55,6 +55,8 @@ type Tool struct {
 	// (see Builtin.KeepsNothing), or a tool that says what it hands on
 	// (ToolOptions.KeepsNothing).
 	KeepsNothing bool
+	// Origin: who brought the tool (see Origin).
+	Origin Origin
 
 	schema       *jsonschema.Schema
 	simple       *simpleSchema      // the direct check of schema; nil when it uses more
@@ -100,7 +102,17 @@ type ToolOptions struct {
 	// nested call, actions applied with the call's context. Core may then
 	// reuse the call's state for the next request, as for the echo.
 	KeepsNothing bool
+	Origin       Origin // see Tool.Origin
 	OnRelease    func() // runs once when the tool is unregistered or replaced and no call is running it
+}
+
+// Origin is who brought a tool into the registry, for the rule of whose
+// name it may take (Registry.SwapGuarded's guard, which the engine
+// writes). The zero value is the host program's.
+type Origin struct {
+	Rank     int    // the engine's order of owners: higher ranks keep their names
+	Name     string // who, for messages
+	Replaces bool   // its configuration says it may take the name of a higher rank
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -140,7 +152,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, Host: o.Host, schema: s,
 		simple: simple, output: out, outputSimple: outSimple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
-		KeepsNothing: o.KeepsNothing}
+		KeepsNothing: o.KeepsNothing, Origin: o.Origin}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}

@@ -131,7 +131,8 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
          capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None,
          on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
          output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
 
@@ -140,21 +141,25 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
          description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
          limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
          llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
          output_schema: Optional[Mapping[str, Any]] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
-    changes_files=..., title=..., annotations=..., idempotent=...,
-    output_schema=...). Returns the function unchanged.
+    changes_files=..., reports_changed_files=..., title=..., annotations=...,
+    idempotent=..., output_schema=...). Returns the function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
     the call (nor of Python's GIL) between threads, but its timeout can no
     longer cut it short (docs/tools.md). changes_files names the arguments
     (or JSON pointers into them) that hold paths the tool changes, for the
-    file-change callbacks. title is a display name for MCP clients;
+    file-change callbacks; reports_changed_files=True says the function's
+    result lists the files it changed ({"changed_files": [...]}), which
+    then fire those callbacks (without it that key is only data). title is
+    a display name for MCP clients;
     annotations MCP's hints ({"readOnlyHint": True, ...}, or an
     mcp.types.ToolAnnotations), which replace those the capabilities give
     and are refused when the capabilities contradict them; idempotent: a
@@ -182,7 +187,8 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     from ._tools import decorate
     return decorate(None, fn, name=name, description=description, input_schema=input_schema,
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                    on_caller_thread=on_caller_thread, changes_files=changes_files, title=title,
+                    on_caller_thread=on_caller_thread, changes_files=changes_files,
+                    reports_changed_files=reports_changed_files, title=title,
                     annotations=annotations, idempotent=idempotent, output_schema=output_schema)
 
 

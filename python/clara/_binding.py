@@ -969,7 +969,8 @@ class Clara:
              input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
              capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
              output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
 
@@ -977,14 +978,16 @@ class Clara:
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
              limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
              output_schema: Optional[Mapping[str, Any]] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                        on_caller_thread=on_caller_thread, changes_files=changes_files, title=title,
+                        on_caller_thread=on_caller_thread, changes_files=changes_files,
+                        reports_changed_files=reports_changed_files, title=title,
                         annotations=annotations, idempotent=idempotent, output_schema=output_schema)
 
     def tools(self) -> List[Dict[str, Any]]:

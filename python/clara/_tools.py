@@ -180,6 +180,7 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
                capabilities: Optional[List[str]], llm_visible: Optional[bool],
                on_caller_thread: Optional[bool] = None,
                changes_files: Optional[List[str]] = None,
+               reports_changed_files: Optional[bool] = None,
                title: Optional[str] = None, annotations: Any = None,
                idempotent: Optional[bool] = None,
                output_schema: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
@@ -224,6 +225,8 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
         if isinstance(changes_files, (str, bytes)):
             raise TypeError("clara.tool: changes_files is a list of argument names or JSON pointers, not a string")
         out["changes_files"] = list(changes_files)
+    if reports_changed_files is not None:
+        out["reports_changed_files"] = bool(reports_changed_files)
     return out
 
 

@@ -45,5 +45,6 @@ void tests_chat(void);
 void tests_nested(void);
 void tests_declared(void);
 void tests_abandoned(void);
+void tests_mcp(void);
 
 #endif

@@ -450,6 +450,25 @@ class TestOnlyDeclaredResultsFire(CallbackTestCase):
         self.assertIn("callbacks", self.call("save", files=["src/x.rs"]))
         self.assertTrue(self.deployed())
 
+    def test_the_decorator_declares_it(self):
+        # @tool(reports_changed_files=True) is the decorator's way to the
+        # descriptor key; the same function undeclared fires nothing.
+        @self.lib.tool(name="save_undeclared")
+        def save_undeclared(files: list) -> dict:
+            return {"changed_files": files}
+
+        @self.lib.tool(name="save_declared", reports_changed_files=True)
+        def save_declared(files: list) -> dict:
+            return {"changed_files": files}
+
+        self.assertNotIn("callbacks", self.call("save_undeclared", files=["src/x.rs"]))
+        self.assertFalse(self.deployed())
+        self.assertIn("callbacks", self.call("save_declared", files=["src/x.rs"]))
+        self.assertTrue(self.deployed())
+        declared = {d["name"]: d for d in self.lib.tools()}
+        self.assertTrue(declared["save_declared"].get("reports_changed_files"))
+        self.assertFalse(declared["save_undeclared"].get("reports_changed_files", False))
+
     def test_a_model_calling_echo_fires_nothing(self):
         if not os.path.exists(SERVER):
             raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
