@@ -9,13 +9,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/clara-lib/clara/core/config"
-	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -240,7 +237,9 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	p.req = ApprovalRequest{ID: e.approvals.lastID.Add(1), Tool: t.Name, Session: c.session, Reason: ask.reason,
 		Rule: ask.rule, Handle: AsyncHandle(ctx), TimeoutMS: timeout.Milliseconds()}
 	rec.ID = p.req.ID
-	p.req.Arguments = redactSecrets(c.args, configuredSecrets(s.config, e.env.Getenv))
+	// The values of the secrets the configuration names never reach the
+	// approver (the engine's one redactor knows them all).
+	p.req.Arguments = bytes.Clone(e.out.secrets.JSON(c.args))
 	e.approvals.pmu.Lock()
 	if e.approvals.pending == nil {
 		e.approvals.pending = map[int64]*pendingApproval{}
@@ -360,105 +359,6 @@ func approvalTrace(tool string, a *toolbox.Approval) []byte {
 		b = append(b, `,"edited":true`...)
 	}
 	return append(b, '}')
-}
-
-// minSecretBytes: values shorter than this are not cut out of what an
-// approver sees (a variable env_from passes may hold "1").
-const minSecretBytes = 8
-
-// configuredSecrets are the values of the environment variables the
-// configuration names as holding secrets: llm.api_key_env (and the
-// providers' own OPENAI_API_KEY and ANTHROPIC_API_KEY), mcp.token_env,
-// the headers_env of HTTP tools and remote MCP servers, and the env_from
-// of those servers.
-func configuredSecrets(cfg *config.Config, getenv func(string) string) []string {
-	names := []string{cfg.LLM.APIKeyEnv, llm.OpenAIAPIKeyEnv, llm.AnthropicAPIKeyEnv, cfg.MCP.TokenEnv}
-	tables := func(entries []map[string]any, paths ...[]string) {
-		for _, m := range entries {
-			for _, path := range paths {
-				var v any = m
-				for _, k := range path {
-					mm, _ := v.(map[string]any)
-					v = mm[k]
-				}
-				if vars, ok := v.(map[string]any); ok {
-					for _, name := range vars {
-						if s, ok := name.(string); ok {
-							names = append(names, s)
-						}
-					}
-				}
-			}
-		}
-	}
-	tables(cfg.Tools, []string{"http", "headers_env"})
-	tables(cfg.MCPServers, []string{"headers_env"}, []string{"env_from"})
-	var out []string
-	for _, n := range names {
-		if n == "" {
-			continue
-		}
-		if v := getenv(n); len(v) >= minSecretBytes {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// redactedSecret is what a secret's value becomes in what an approver
-// sees.
-const redactedSecret = "[redacted]"
-
-// redactSecrets returns args (a JSON object) with every occurrence of a
-// secret's value cut out of its strings (keys included); args itself when
-// there is none.
-func redactSecrets(args []byte, secrets []string) json.RawMessage {
-	found := false
-	for _, v := range secrets {
-		// A value is found as it is, or escaped in JSON.
-		esc := protocol.AppendString(nil, v)
-		if bytes.Contains(args, []byte(v)) || bytes.Contains(args, esc[1:len(esc)-1]) {
-			found = true
-			break
-		}
-	}
-	if !found {
-		return bytes.Clone(args)
-	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return json.RawMessage(`{}`) // cannot happen: the arguments were validated
-	}
-	v = cutSecrets(v, secrets)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-func cutSecrets(v any, secrets []string) any {
-	switch x := v.(type) {
-	case string:
-		for _, s := range secrets {
-			x = strings.ReplaceAll(x, s, redactedSecret)
-		}
-		return x
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[cutSecrets(k, secrets).(string)] = cutSecrets(e, secrets)
-		}
-		return out
-	case []any:
-		for i := range x {
-			x[i] = cutSecrets(x[i], secrets)
-		}
-		return x
-	}
-	return v
 }
 
 // approvalTools is the engine as approvals_list and approval_decide reach

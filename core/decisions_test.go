@@ -364,7 +364,7 @@ func TestApprovals_secretsNeverShown(t *testing.T) {
 		t.Fatal(out)
 	}
 	seen := a.last(t)
-	if string(seen.Arguments) != `{"[redacted]":1,"text":"key [redacted] and [redacted]"}` || seen.Reason != `tool "note" needs approval (needs_approval)` || seen.Rule != "" {
+	if string(seen.Arguments) != `{"text":"key [redacted] and [redacted]","[redacted]":1}` || seen.Reason != `tool "note" needs approval (needs_approval)` || seen.Rule != "" {
 		t.Errorf("the approver saw %+v", seen)
 	}
 }
