@@ -42,6 +42,49 @@ type ApprovalRequest struct {
 	TimeoutMS int64           `json:"timeout_ms"`       // how long the call waits (policy.approval_timeout_ms)
 }
 
+// JSON is the request as an approval handler gets it: {"id", "tool",
+// "session", "arguments", "reason", "rule"?, "handle"?, "timeout_ms"}.
+func (r *ApprovalRequest) JSON() []byte {
+	b, _ := json.Marshal(r) // strings and raw JSON that was validated: cannot fail
+	return b
+}
+
+// ParseApprovalDecision reads a decision as a handler writes it:
+// {"decision": "approve"}, {"decision": "approve", "arguments": {...}}
+// (the call runs with those), or {"decision": "reject", "reason": "..."}.
+func ParseApprovalDecision(text []byte) (ApprovalDecision, error) {
+	var raw struct {
+		Decision  *string         `json:"decision"`
+		Reason    *string         `json:"reason"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return ApprovalDecision{}, fmt.Errorf("not a decision (%v): give {\"decision\": \"approve\" or \"reject\", \"reason\", \"arguments\"}", err)
+	}
+	var d ApprovalDecision
+	switch {
+	case raw.Decision == nil:
+		return d, errors.New(`"decision" is missing: "approve" or "reject"`)
+	case *raw.Decision == "approve":
+		d.Approve = true
+	case *raw.Decision == "reject":
+		if raw.Arguments != nil {
+			return d, errors.New(`"arguments" go with "approve"`)
+		}
+	default:
+		return d, fmt.Errorf(`"decision" is %q: "approve" or "reject"`, *raw.Decision)
+	}
+	if raw.Reason != nil {
+		d.Reason = *raw.Reason
+	}
+	if len(raw.Arguments) > 0 && string(raw.Arguments) != "null" {
+		d.Arguments = raw.Arguments
+	}
+	return d, nil
+}
+
 // ApprovalDecision is a decision on a held call: approve it (with
 // Arguments, its arguments replaced by those, validated again against
 // the tool's schema), or reject it with a reason the model (or the
