@@ -46,5 +46,6 @@ void tests_nested(void);
 void tests_declared(void);
 void tests_abandoned(void);
 void tests_mcp(void);
+void tests_approvals(void);
 
 #endif
