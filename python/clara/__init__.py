@@ -59,7 +59,7 @@ __all__ = [
     "tool", "tools", "register_tool", "unregister_tool", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
-    "set_input_handler",
+    "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
@@ -255,6 +255,29 @@ def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]
     soon: until it does the question holds a thread and counts against
     limits.max_open_questions (see Clara.set_input_handler)."""
     _get().set_input_handler(handler)
+
+
+def set_approval_handler(handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+    """Let handler(request) decide the tool calls that wait for a person's
+    approval: it returns True, False, {"decision": "approve", "arguments":
+    {...}}, {"decision": "reject", "reason": "..."}, or None to decide
+    later with decide_approval(); an async def handler runs on the event
+    loop of async tools and is cancelled when the approval stops waiting.
+    None removes it: such calls are then rejected (see
+    Clara.set_approval_handler)."""
+    _get().set_approval_handler(handler)
+
+
+def approvals() -> List[Dict[str, Any]]:
+    """The tool calls waiting for approval (see Clara.approvals)."""
+    return _get().approvals()
+
+
+def decide_approval(id: int, approve: bool, *, reason: Optional[str] = None,
+                    arguments: Optional[Dict[str, Any]] = None) -> None:
+    """Decide a waiting approval from any thread (see
+    Clara.decide_approval)."""
+    _get().decide_approval(id, approve, reason=reason, arguments=arguments)
 
 
 def mcp_listen(addr: str = "127.0.0.1:0") -> str:

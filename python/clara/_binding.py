@@ -864,6 +864,48 @@ class Clara:
             _input_current = new
             _input_lib = self._lib if new is not None else None
 
+    # -- approvals --
+
+    def set_approval_handler(self, handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+        """Let handler(request: dict) decide the tool calls that wait for a
+        person's approval (a rule's "ask" action, a tool's needs_approval).
+        request is {"id", "tool", "session", "arguments" (validated, the
+        configuration's secrets cut out), "reason", "rule" (absent for
+        needs_approval: true), "handle" (async calls), "timeout_ms"}.
+
+        handler returns True (approve), False (reject), a dict
+        {"decision": "approve", "arguments": {...}} (run with these, checked
+        against the tool's schema) or {"decision": "reject", "reason":
+        "..."} (the model is told the reason), or None to decide later with
+        decide_approval(). An exception rejects the call (logged). It runs on
+        Clara's threads, possibly for several calls at once, and may take as
+        long as the person does, up to policy.approval_timeout_ms; when the
+        approval stops waiting first, the event handler gets {"event":
+        "approval_cancelled", "id": ..., "reason": ...}.
+
+        An async def handler runs on the event loop of async tools: the
+        call waits while it runs, and it is cancelled (CancelledError in
+        it) when the approval stops waiting. None removes the handler:
+        calls that need approval are then rejected."""
+        from . import _approvals   # imported late: it imports this module
+        _approvals.set_approval_handler(self, handler)
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The tool calls waiting for approval (approvals_list), oldest
+        first: each {"id", "tool", "session", "arguments", "reason", "rule"?,
+        "handle"?, "timeout_ms", "waiting_ms"}."""
+        from . import _approvals
+        return _approvals.approvals(self)
+
+    def decide_approval(self, id: int, approve: bool, *, reason: Optional[str] = None,
+                        arguments: Optional[Dict[str, Any]] = None) -> None:
+        """Decide the approval id from any thread (approval_decide): approve
+        it, with arguments to run with instead (InvalidArgs when they do
+        not match the tool's schema; the approval waits on), or reject it
+        with a reason. InvalidArgs when it no longer waits."""
+        from . import _approvals
+        _approvals.decide_approval(self, id, approve, reason, arguments)
+
     # -- MCP --
 
     def mcp_listen(self, addr: str = "127.0.0.1:0") -> str:
