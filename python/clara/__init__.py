@@ -134,7 +134,8 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          changes_files: Optional[List[str]] = None,
          reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
@@ -144,12 +145,14 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
          changes_files: Optional[List[str]] = None,
          reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
     changes_files=..., reports_changed_files=..., title=..., annotations=...,
-    idempotent=..., output_schema=...). Returns the function unchanged.
+    idempotent=..., output_schema=..., needs_approval=...). Returns the
+    function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
@@ -159,7 +162,9 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     file-change callbacks; reports_changed_files=True says the function's
     result lists the files it changed ({"changed_files": [...]}), which
     then fire those callbacks (without it that key is only data). title is
-    a display name for MCP clients;
+    a display name for MCP clients; needs_approval=True holds every call for
+    a person's approval (set_approval_handler), or the id of an on_tool_call
+    rule those its condition matches;
     annotations MCP's hints ({"readOnlyHint": True, ...}, or an
     mcp.types.ToolAnnotations), which replace those the capabilities give
     and are refused when the capabilities contradict them; idempotent: a
@@ -189,7 +194,8 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                     on_caller_thread=on_caller_thread, changes_files=changes_files,
                     reports_changed_files=reports_changed_files, title=title,
-                    annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                    annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                    needs_approval=needs_approval)
 
 
 def tools() -> List[Dict[str, Any]]:

@@ -1014,7 +1014,8 @@ class Clara:
              changes_files: Optional[List[str]] = None,
              reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
     def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
@@ -1023,14 +1024,16 @@ class Clara:
              changes_files: Optional[List[str]] = None,
              reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                         on_caller_thread=on_caller_thread, changes_files=changes_files,
                         reports_changed_files=reports_changed_files, title=title,
-                        annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                        annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                        needs_approval=needs_approval)
 
     def tools(self) -> List[Dict[str, Any]]:
         """The descriptors of every tool (built-in and registered), as the

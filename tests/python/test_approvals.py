@@ -177,6 +177,25 @@ class TestApprovals(ClaraTestCase):
         self.assertEqual(self.runs, [])
         self.assertTrue(any(e["event"] == "approval_cancelled" and e["reason"] == "cancelled" for e in self.events))
 
+    def test_the_decorator_declares_needs_approval(self):
+        @clara.tool(needs_approval=True)
+        def wipe(disk: str) -> str:
+            """Wipes a disk."""
+            return "wiped " + disk
+
+        try:
+            (desc,) = [t for t in clara.tools() if t["name"] == "wipe"]
+            self.assertIs(desc["needs_approval"], True)
+            asked = []
+            clara.set_approval_handler(lambda request: asked.append(request["reason"]) or False)
+            with self.assertRaises(clara.Denied):
+                clara.call("wipe", disk="sda")
+            self.assertEqual(asked, ['tool "wipe" needs approval (needs_approval)'])
+            with self.assertRaises(TypeError):
+                clara.tool(needs_approval=3)(lambda: None)
+        finally:
+            clara.unregister_tool("wipe")
+
     def test_budget_exhausted(self):
         clara.configure({"limits": {"max_calls_per_session": 1}})
         self.assertEqual(clara.call("pay", to="bob", amount=5), {"paid": 5, "to": "bob"})
