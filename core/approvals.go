@@ -260,7 +260,7 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	}
 	reject := func(by, why string) *protocol.Error {
 		finish("rejected", by)
-		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s needs a person's approval, and %s", t.Name, asked(ask), why)
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s, and %s", t.Name, asked(ask), why)
 	}
 	a := e.approver()
 	if a == nil {
@@ -336,7 +336,7 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 		stop()
 		cancelled("timed out")
 		finish("timed_out", "timeout")
-		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s needs a person's approval, and none came within %s (policy.approval_timeout_ms)",
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s, and none came within %s (policy.approval_timeout_ms)",
 			t.Name, asked(ask), timeout)
 	case <-ctx.Done():
 		p.taken.Store(true)
@@ -360,7 +360,7 @@ func (e *Engine) decided(t *toolbox.Tool, c *toolCall, p *pendingApproval, d App
 			why = "no reason given"
 		}
 		finish("rejected", d.By)
-		return protocol.Errorf(protocol.Denied, "tool %q was not run: the approval was rejected (%s): %s", t.Name, d.By, why)
+		return protocol.Errorf(protocol.Denied, "tool %q was not run: the approval was rejected: %s", t.Name, why)
 	}
 	if d.Arguments != nil {
 		args, perr := editedArguments(t, d.Arguments)
@@ -378,9 +378,9 @@ func (e *Engine) decided(t *toolbox.Tool, c *toolCall, p *pendingApproval, d App
 // asked names who asked for the approval, for messages.
 func asked(ask askFor) string {
 	if ask.rule == "" {
-		return "the tool (needs_approval)"
+		return "its needs_approval asks for a person's approval"
 	}
-	return fmt.Sprintf("rule %q (%s)", ask.rule, ask.reason)
+	return fmt.Sprintf("rule %q asks for a person's approval (%s)", ask.rule, ask.reason)
 }
 
 // approvalTrace is an approval's entry in the trace.

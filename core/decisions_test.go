@@ -210,7 +210,7 @@ func TestApprovals(t *testing.T) {
 
 	// No handler: rejected at once, never run.
 	out := evalString(t, e, req)
-	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" (500 is a lot) needs a person's approval, and no approval handler is installed (clara_set_approval_handler in C, clara.set_approval_handler in Python; clara-clips has one)"}` {
+	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" asks for a person's approval (500 is a lot), and no approval handler is installed (clara_set_approval_handler in C, clara.set_approval_handler in Python; clara-clips has one)"}` {
 		t.Fatal(out)
 	}
 
@@ -223,7 +223,7 @@ func TestApprovals(t *testing.T) {
 
 	decision = core.ApprovalDecision{Approve: false, Reason: "not today"}
 	out = evalString(t, e, req)
-	if !strings.HasPrefix(out, `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected (handler): not today"}`) {
+	if !strings.HasPrefix(out, `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected: not today"}`) {
 		t.Fatal(out)
 	}
 	seen := a.last(t)
@@ -242,7 +242,7 @@ func TestApprovals(t *testing.T) {
 	}
 	decision = core.ApprovalDecision{Approve: true, Arguments: json.RawMessage(`{"to":"bob","amount":"lots"}`)}
 	out = evalString(t, e, req)
-	if !strings.Contains(out, `"error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" (500 is a lot) needs a person's approval, and the edited arguments do not match: tool \"pay\": arguments do not match input_schema: at /amount:`) {
+	if !strings.Contains(out, `"error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" asks for a person's approval (500 is a lot), and the edited arguments do not match: tool \"pay\": arguments do not match input_schema: at /amount:`) {
 		t.Fatal(out)
 	}
 	if *runs != 1 {
@@ -306,7 +306,7 @@ func TestApprovals(t *testing.T) {
 	// No decision in time: rejected, never run.
 	mustConfigure(t, e, `{"policy":{"approval_timeout_ms":50}}`)
 	out = evalString(t, e, req)
-	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" (500 is a lot) needs a person's approval, and none came within 50ms (policy.approval_timeout_ms)"}` {
+	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: rule \"big-payments\" asks for a person's approval (500 is a lot), and none came within 50ms (policy.approval_timeout_ms)"}` {
 		t.Fatal(out)
 	}
 	if *runs != 2 {
@@ -379,7 +379,7 @@ func TestApprovals_needsApprovalRule(t *testing.T) {
 	}}
 	e.SetApprover(a)
 	out := evalString(t, e, `{"tool":"pay","arguments":{"to":"bob","amount":5}}`)
-	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected (handler): no"}` {
+	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected: no"}` {
 		t.Fatal(out)
 	}
 	if req := a.last(t); req.Reason != `needs_approval names rule "big", which cannot tell: no rule "big" is loaded` {
@@ -411,7 +411,7 @@ message = "stops the rules below"
 		t.Fatal(out)
 	}
 	out = evalString(t, e, `{"tool":"pay","arguments":{"to":"bob","amount":500}}`)
-	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected (handler): no"}` {
+	if out != `{"status":"error","error":"denied","message":"tool \"pay\" was not run: the approval was rejected: no"}` {
 		t.Fatal(out)
 	}
 	if req := a.last(t); req.Rule != "big" || req.Reason != `rule "big" matched (needs_approval)` {
@@ -665,7 +665,7 @@ reason = "every transfer"
 	}))
 	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"Pay Mallory.","allow_tools":true,"tools":["transfer"]}}`)
 	if gjson.Get(out, "result.content").Str != "The transfer was refused." ||
-		gjson.Get(out, "result.tool_calls.0.error").Str != `tool "transfer" was not run: the approval was rejected (handler): not to mallory` {
+		gjson.Get(out, "result.tool_calls.0.error").Str != `tool "transfer" was not run: the approval was rejected: not to mallory` {
 		t.Fatal(out)
 	}
 }

@@ -130,7 +130,7 @@ static void test_decisions_of_the_handler(void) {
     int before = runs_now();
     /* No handler: rejected at once, never run. */
     CHECK_ENVELOPE(big, "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" was not run: rule \\\"big\\\" "
-                        "(500 is a lot) needs a person's approval, and no approval handler is installed "
+                        "asks for a person's approval (500 is a lot), and no approval handler is installed "
                         "(clara_set_approval_handler in C, clara.set_approval_handler in Python; clara-clips has one)\"}");
     clara_set_event_handler(on_event, NULL);
     clara_set_approval_handler(approver, NULL);
@@ -144,7 +144,7 @@ static void test_decisions_of_the_handler(void) {
 
     reset_handler("{\"decision\":\"reject\",\"reason\":\"not today\"}", 0);
     CHECK_ENVELOPE(big, "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" was not run: the approval "
-                        "was rejected (handler): not today\"}");
+                        "was rejected: not today\"}");
 
     reset_handler("{\"decision\":\"approve\",\"arguments\":{\"to\":\"bob\",\"amount\":50}}", 0);
     CHECK_ENVELOPE(big, "{\"status\":\"success\",\"tool\":\"pay\",\"result\":{\"paid\":50,\"to\":\"bob\"}}");
@@ -153,14 +153,14 @@ static void test_decisions_of_the_handler(void) {
     reset_handler("{\"decision\":\"approve\",\"arguments\":{\"to\":\"bob\"}}", 0);
     r = clara_evaluate(big);
     CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" was not run: rule \\\"big\\\" "
-                    "(500 is a lot) needs a person's approval, and the edited arguments do not match:");
+                    "asks for a person's approval (500 is a lot), and the edited arguments do not match:");
     clara_free_string(r);
 
     /* An answer Clara cannot read rejects. */
     reset_handler("yes please", 0);
     r = clara_evaluate(big);
     CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" was not run: the approval was "
-                    "rejected (handler): the approval handler's answer could not be read: not a decision");
+                    "rejected: the approval handler's answer could not be read: not a decision");
     clara_free_string(r);
     CHECK_INT(runs_now() - before, 2);
 }
@@ -194,7 +194,7 @@ static void test_timeout(void) {
     configure_ok("[policy]\napproval_timeout_ms = 100\n");
     reset_handler(NULL, 0);
     CHECK_ENVELOPE(big, "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" was not run: rule \\\"big\\\" "
-                        "(500 is a lot) needs a person's approval, and none came within 100ms (policy.approval_timeout_ms)\"}");
+                        "asks for a person's approval (500 is a lot), and none came within 100ms (policy.approval_timeout_ms)\"}");
     CHECK(strstr(events, "\"reason\":\"timed out\"") != NULL);
     CHECK_INT(runs_now() - before, 0);
     configure_ok("[policy]\napproval_timeout_ms = 120000\n");

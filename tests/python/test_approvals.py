@@ -49,7 +49,7 @@ class TestApprovals(ClaraTestCase):
     def test_without_a_handler_nothing_runs(self):
         with self.assertRaises(clara.Denied) as cm:
             clara.call("pay", to="bob", amount=500)
-        self.assertIn("needs a person's approval, and no approval handler is installed", cm.exception.message)
+        self.assertIn("asks for a person's approval (500 is a lot), and no approval handler is installed", cm.exception.message)
         self.assertEqual(self.runs, [])
 
     def test_approve_reject_edit(self):
@@ -65,11 +65,11 @@ class TestApprovals(ClaraTestCase):
         self.assertEqual(clara.call("pay", to="bob", amount=500), {"paid": 500, "to": "bob"})
         with self.assertRaises(clara.Denied) as cm:
             clara.call("pay", to="bob", amount=500)
-        self.assertEqual(cm.exception.message, 'tool "pay" was not run: the approval was rejected (handler): not today')
+        self.assertEqual(cm.exception.message, 'tool "pay" was not run: the approval was rejected: not today')
         self.assertEqual(clara.call("pay", to="bob", amount=500), {"paid": 50, "to": "bob"})
         with self.assertRaises(clara.Denied) as cm:
             clara.call("pay", to="bob", amount=500)
-        self.assertEqual(cm.exception.message, 'tool "pay" was not run: the approval was rejected (handler): no reason given')
+        self.assertEqual(cm.exception.message, 'tool "pay" was not run: the approval was rejected: no reason given')
         self.assertEqual(self.runs, [("bob", 500), ("bob", 50)])
         req = seen[0]
         self.assertEqual((req["tool"], req["session"], req["arguments"], req["reason"], req["rule"], req["timeout_ms"]),
@@ -122,8 +122,8 @@ class TestApprovals(ClaraTestCase):
         clara.set_approval_handler(lambda request: None)
         with self.assertRaises(clara.Denied) as cm:
             clara.call("pay", to="bob", amount=500)
-        self.assertEqual(cm.exception.message, 'tool "pay" was not run: rule "big" (500 is a lot) needs a '
-                         "person's approval, and none came within 100ms (policy.approval_timeout_ms)")
+        self.assertEqual(cm.exception.message, 'tool "pay" was not run: rule "big" asks for a person\'s approval (500 is a lot), '
+                         "and none came within 100ms (policy.approval_timeout_ms)")
         self.assertEqual(self.runs, [])
 
     def test_async_handler(self):
