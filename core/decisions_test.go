@@ -687,3 +687,85 @@ func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// A budget of calls per chat: the model's call past it is answered
+// budget_exhausted (the script checks what the model reads), not run, and
+// on_budget_exhausted fires.
+func TestChat_budgetPerChat(t *testing.T) {
+	e := chatEngine(t, "budget_per_chat")
+	d := `{"name":"transfer","input_schema":{"type":"object","properties":{"to":{"type":"string"},"amount":{"type":"integer"}}},` +
+		`"limits":{"max_calls_per_chat":1}}`
+	var runs int
+	if err := e.RegisterTool([]byte(d), toolbox.ToolOptions{Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
+		runs++
+		return []byte(`{"paid":` + gjson.GetBytes(call.Arguments, "amount").Raw + `,"to":` + gjson.GetBytes(call.Arguments, "to").Raw + `}`), nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	loadRules(t, e, "b.toml", `
+[rule]
+id = "spent"
+trigger = "on_budget_exhausted"
+[action]
+type = "set_state"
+key = "spent"
+value = "{{ context.tool }}/{{ context.budget }}"
+`)
+	out := evalString(t, e, `{"tool":"chat","session":"b","arguments":{"prompt":"Pay Bob twice.","allow_tools":true,"tools":["transfer"],"max_tool_calls":5}}`)
+	if gjson.Get(out, "result.content").Str != "Paid Bob once; the budget is spent." || gjson.Get(out, "result.tool_calls.1.status").Str != "budget_exhausted" {
+		t.Fatal(out)
+	}
+	if runs != 1 {
+		t.Errorf("%d runs", runs)
+	}
+	if st := evalString(t, e, `{"tool":"state_get","session":"b","arguments":{"key":"spent"}}`); gjson.Get(st, "result.value").Str != "transfer/chat" {
+		t.Errorf("on_budget_exhausted: %s", st)
+	}
+}
+
+// max_turns: the last turn goes without tools.
+func TestChat_maxTurns(t *testing.T) {
+	e := chatEngine(t, "max_turns")
+	registerTransfer(t, e)
+	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"Pay Bob.","allow_tools":true,"tools":["transfer"],"max_turns":1,"max_tool_calls":5}}`)
+	if gjson.Get(out, "result.content").Str != "I cannot pay anyone in one turn." || gjson.Get(out, "result.turns").Int() != 1 {
+		t.Fatal(out)
+	}
+	bad := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"x","max_turns":0}}`)
+	if !strings.Contains(bad, `"error":"invalid_args"`) {
+		t.Errorf("max_turns 0: %s", bad)
+	}
+}
+
+// Guards on a chat: on_chat_start denies a prompt (the model is never
+// called), on_answer blocks an answer (the chat fails with blocked).
+func TestChat_guards(t *testing.T) {
+	e := chatEngine(t, "max_turns")
+	loadRules(t, e, "g.toml", `
+[[rules]]
+id = "no-secrets-asked"
+trigger = "on_chat_start"
+[rules.condition]
+expression = "context.prompt contains 'password'"
+[[rules.actions]]
+type = "deny"
+reason = "prompts about passwords are not sent"
+
+[[rules]]
+id = "no-refusals"
+trigger = "on_answer"
+[rules.condition]
+expression = "context.answer contains 'cannot' and context.prompt == 'Pay Bob.'"
+[[rules.actions]]
+type = "block"
+reason = "the answer refuses"
+`)
+	out := evalString(t, e, `{"tool":"chat","arguments":{"prompt":"What is the admin password?"}}`)
+	if out != `{"status":"error","error":"denied","message":"chat denied by rule \"no-secrets-asked\": prompts about passwords are not sent"}` {
+		t.Fatal(out)
+	}
+	out = evalString(t, e, `{"tool":"chat","arguments":{"prompt":"Pay Bob.","max_turns":1}}`)
+	if out != `{"status":"error","error":"blocked","message":"the chat's answer was blocked by rule \"no-refusals\": the answer refuses","details":{"rule":"no-refusals","reason":"the answer refuses"}}` {
+		t.Fatal(out)
+	}
+}
