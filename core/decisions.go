@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,17 +39,15 @@ func (e *Engine) noteShadow(c *toolCall, shadow []rules.ShadowDecision) {
 // pipeline validates them next. The rule's action record (in the trace)
 // and the audit get both hashes.
 func (e *Engine) applyRewrite(t *toolbox.Tool, c *toolCall, rw *rules.Rewrite) *protocol.Error {
-	args, err := json.Marshal(rw.Arguments)
-	if err != nil {
-		return protocol.Errorf(protocol.Denied, "tool %q denied: rule %q rewrote its arguments into something that is not JSON: %v", t.Name, rw.Rule, err)
+	// Written as encoding/json would (keys sorted, no duplicate: the
+	// arguments are as a strict scan leaves them), without reflection;
+	// a value JSON cannot hold (NaN) becomes null, which the schema judges.
+	args := rules.AppendJSON(make([]byte, 0, len(c.args)+16), rw.Arguments)
+	d := c.decided()
+	d.Rewrite = &toolbox.Rewritten{Rule: rw.Rule, Before: sha256.Sum256(c.args), After: sha256.Sum256(args)}
+	if rw.Record != nil && c.rep.wantTrace { // the record is seen only in the trace
+		rw.Record.Before, rw.Record.After = hex.EncodeToString(d.Rewrite.Before[:]), hex.EncodeToString(d.Rewrite.After[:])
 	}
-	before, after := sha256.Sum256(c.args), sha256.Sum256(args)
-	if rw.Record != nil {
-		rw.Record.Before, rw.Record.After = hex.EncodeToString(before[:]), hex.EncodeToString(after[:])
-	}
-	c.decided().Rewrite = &toolbox.Rewritten{Rule: rw.Rule, Before: before, After: after}
-	// encoding/json writes no duplicate key: the arguments are as a
-	// strict scan would leave them.
 	c.args, c.scanned, c.rewritten = args, true, rw.Rule
 	return nil
 }

@@ -536,3 +536,7 @@ func (s *Set) Matches(ctx context.Context, id string, ev Event, host Host) (bool
 	e.evaluate(rule, func(*operand) (Value, bool) { return Value{}, false }, &v)
 	return v.matched, v.err
 }
+
+// AppendJSON appends a JSON-like value (a rewrite's arguments) as
+// encoding/json writes it, keys sorted, without reflection.
+func AppendJSON(dst []byte, v any) []byte { return appendValue(dst, v) }
