@@ -373,3 +373,20 @@ shadow = []
 		t.Errorf("problems\n got %q\nwant %q", got, want)
 	}
 }
+
+// A rule in shadow mode with stop = true stops the rules in shadow mode
+// below it, never the enforcing ones.
+func TestDecide_shadowStop(t *testing.T) {
+	set := mustLoad(t, nil,
+		rule("shadow-stop", "on_tool_call", "priority = 9\nstop = true\nmode = \"shadow\"", "", "type = \"deny\"\nreason = \"s\""),
+		rule("shadow-below", "on_tool_call", "priority = 5\nmode = \"shadow\"", "", "type = \"ask\"\nreason = \"b\""),
+		rule("enforced-below", "on_tool_call", "priority = 1", "", "type = \"deny\"\nreason = \"e\""),
+	)
+	out := fire(set, &recHost{}, "on_tool_call", toolCtx("x", nil), false)
+	if got := firedIDs(out); !equal(got, []string{"shadow-stop", "enforced-below"}) {
+		t.Errorf("fired %q", got)
+	}
+	if out.Denied == nil || out.Denied.Rule != "enforced-below" || len(out.Shadow) != 1 {
+		t.Errorf("denied %+v, shadow %+v", out.Denied, out.Shadow)
+	}
+}

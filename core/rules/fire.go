@@ -403,6 +403,9 @@ type emission struct {
 	writes []StateWrite // the set_state writes of the rules fired so far
 	slab   recSlab      // where the action records are made
 	ns     string       // the namespace of the rule being tried
+	// shadowStop: a rule in shadow mode with stop = true fired; the rules
+	// in shadow mode after it are not tried (enforcing ones are).
+	shadowStop bool
 }
 
 // runner is the emission's expression runner, made on first use.
@@ -468,6 +471,9 @@ func (e *emission) release() {
 // fireRule tries one rule: its condition, then, when it matches, its
 // actions. It reports whether the rule fired and stops those after it.
 func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (stop bool) {
+	if e.shadowStop && rule.Mode == ModeShadow {
+		return false // a rule in shadow mode with stop fired above: it stops only the rules in shadow mode
+	}
 	var start time.Time
 	if e.ev.Trace {
 		start = time.Now()
@@ -507,7 +513,14 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 		entry.DurationUS = time.Since(start).Microseconds()
 		e.out.Trace[traceAt] = entry
 	}
-	return v.matched && entry.Skipped == "" && rule.Stop
+	stop = v.matched && entry.Skipped == "" && rule.Stop
+	if stop && rule.Mode == ModeShadow {
+		// What a rule in shadow mode does must not change what the
+		// enforcing rules do: its stop holds for the rules in shadow mode.
+		e.shadowStop = true
+		return false
+	}
+	return stop
 }
 
 // OnToolCall is the event emitted before each tool call, the one whose
