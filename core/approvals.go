@@ -277,7 +277,7 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	}
 	timeout := time.Duration(s.config.Policy.ApprovalTimeoutMS) * time.Millisecond
 	p := &pendingApproval{since: start, tool: t, decided: make(chan ApprovalDecision, 1)}
-	p.req = ApprovalRequest{ID: e.approvals.lastID.Add(1), Tool: t.Name, Session: c.session, Reason: ask.reason,
+	p.req = ApprovalRequest{ID: e.approvals.lastID.Add(1), Tool: t.Name, Session: c.session, Reason: e.out.secrets.String(ask.reason),
 		Rule: ask.rule, Handle: AsyncHandle(ctx), TimeoutMS: timeout.Milliseconds()}
 	rec.ID = p.req.ID
 	// The values of the secrets the configuration names never reach the

@@ -350,6 +350,19 @@ func TestApprovals_secretsNeverShown(t *testing.T) {
 	t.Setenv("CLARA_DECIDE_HEADER", "hdr-secret-value")
 	e := rulesEngine(t, `{"llm":{"api_key_env":"CLARA_DECIDE_KEY"},
 		"tools":[{"name":"fetch_it","http":{"url":"http://127.0.0.1:1/x","headers_env":{"X-Key":"CLARA_DECIDE_HEADER"}}}]}`)
+	loadRules(t, e, "quote.toml", `
+[rule]
+id = "quote"
+trigger = "on_tool_call"
+[condition]
+expression = "context.tool.name == 'quote'"
+[action]
+type = "ask"
+reason = "quoting {{ context.tool.arguments.text }}"
+`)
+	if err := e.RegisterTool([]byte(`{"name":"quote","input_schema":{"type":"object"}}`), toolbox.ToolOptions{Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }}); err != nil {
+		t.Fatal(err)
+	}
 	d := `{"name":"note","input_schema":{"type":"object"},"needs_approval":true}`
 	if err := e.RegisterTool([]byte(d), toolbox.ToolOptions{Run: func(_ context.Context, c toolbox.Call) ([]byte, error) { return c.Arguments, nil }}); err != nil {
 		t.Fatal(err)
@@ -365,6 +378,11 @@ func TestApprovals_secretsNeverShown(t *testing.T) {
 	}
 	seen := a.last(t)
 	if string(seen.Arguments) != `{"text":"key [redacted] and [redacted]","[redacted]":1}` || seen.Reason != `tool "note" needs approval (needs_approval)` || seen.Rule != "" {
+		t.Errorf("the approver saw %+v", seen)
+	}
+	// A reason a rule wrote from the arguments is cut too.
+	evalString(t, e, `{"tool":"quote","arguments":{"text":"sk-decide-0123456789"}}`)
+	if seen := a.last(t); seen.Reason != "quoting [redacted]" || string(seen.Arguments) != `{"text":"[redacted]"}` {
 		t.Errorf("the approver saw %+v", seen)
 	}
 }
