@@ -144,6 +144,9 @@ type pendingApproval struct {
 	tool    *toolbox.Tool
 	decided chan ApprovalDecision // buffered: the one decision, whoever gives it
 	taken   atomic.Bool           // a decision was given (the first wins)
+	// answered: the decision is the approver's own answer (not one made
+	// through DecideApproval while the approver held it).
+	answered atomic.Bool
 }
 
 // decide gives the approval its decision; false when it had one.
@@ -309,6 +312,9 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 			if d.By == "" {
 				d.By = "handler"
 			}
+			if !p.taken.Load() {
+				p.answered.Store(true) // read only by who receives the decision, after it
+			}
 			p.decide(d)
 		}
 	})
@@ -351,8 +357,8 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 func (e *Engine) decided(t *toolbox.Tool, c *toolCall, p *pendingApproval, d ApprovalDecision, stop func(),
 	cancelled func(string), finish func(string, string), reject func(string, string) *protocol.Error) *protocol.Error {
 	stop()
-	if d.By != "handler" {
-		cancelled("decided")
+	if !p.answered.Load() {
+		cancelled("decided") // the approver may still show it
 	}
 	if !d.Approve {
 		why := d.Reason
