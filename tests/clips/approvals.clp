@@ -66,7 +66,7 @@
 (while (not (any-factp ((?r clara-reply)) (eq ?r:handle ?h))) do (clara-poll))
 (do-for-fact ((?r clara-reply)) (eq ?r:handle ?h) (printout t "cancelled: " ?r:status " " (json-get ?r:json "error") crlf))
 (clara-approve ?id)
-; No decision in time (approvals.toml: policy.approval_timeout_ms = 2000):
+; No decision in time (approvals.toml: policy.approval_timeout_ms = 5000):
 ; rejected, never run.
 (bind ?h (clara-evaluate-async "{\"tool\":\"pay\",\"arguments\":{\"to\":\"erin\",\"amount\":1}}"))
 (while (not (any-factp ((?r clara-reply)) (eq ?r:handle ?h))) do (clara-poll))
