@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/state"
@@ -81,7 +82,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 			name = "inline"
 		}
 		// Script paths of inline rules are relative to the project root.
-		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root})
+		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root, Root: root})
 	}
 	if len(r.Paths) > 0 {
 		read, unmatched, err := readRuleFiles(root, root, r.Paths, true)
@@ -159,7 +160,7 @@ func (r runtimeRules) reread() (runtimeRules, error) {
 		if !r.files[src.Name] {
 			continue
 		}
-		text, err := readRegularFile(src.Name, maxRuleFile)
+		text, err := fsread.In(src.Root, src.Name, maxRuleFile) // rules_load read it inside the root
 		if err != nil {
 			return r, protocol.Problems{{File: src.Name, Message: err.Error()}}
 		}

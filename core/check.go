@@ -32,7 +32,7 @@ func Check(text []byte, source string) protocol.Problems {
 }
 
 func (e *Engine) check(text []byte, source string) protocol.Problems {
-	over, err := config.Parse(text, source, maxConfigFile)
+	over, err := config.Parse(text, source, MaxConfigFile)
 	if err != nil {
 		return problemsIn(err, source)
 	}
@@ -73,14 +73,14 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 		set, _ = rules.Load(good, c.Rules.Thresholds.Map())
 	}
 
-	withTools, origins, err := withPluginTools(c, plugins, e.tools.Lookup)
+	withTools, origins, pluginLua, err := withPluginTools(c, plugins, e.tools.Lookup)
 	add(err)
 	if err != nil { // the configuration's own tools, then
-		withTools, origins, _ = withPluginTools(c, nil, e.tools.Lookup)
+		withTools, origins, pluginLua, _ = withPluginTools(c, nil, e.tools.Lookup)
 	}
 	var httpURLs []string
 	if withTools != nil {
-		_, httpURLs, err = e.compileConfigTools(withTools, origins)
+		_, httpURLs, err = e.compileConfigTools(withTools, origins, pluginLua)
 		add(err)
 	}
 	_, err = configuredCallbacks(c)

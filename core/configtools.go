@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
@@ -20,7 +21,10 @@ import (
 
 // Tools declared in configuration ([[tools]], SPEC §8): a descriptor plus
 // the Lua that runs it, inline (lua) or in a file (lua_file, relative to
-// project_root). They are compiled when a configuration is prepared and
+// project_root). A relative lua_file stays inside project_root, symbolic
+// links resolved, as rules.paths does; an absolute one is taken as given,
+// since the host's own configuration could name any file anyway (a
+// plugin's tools are held to the plugin's folder: plugins.go). They are compiled when a configuration is prepared and
 // registered when it is committed, in place of the previous
 // configuration's.
 
@@ -29,10 +33,11 @@ import (
 const maxLuaToolFile = 4 << 20
 
 // compileConfigTools compiles the configuration's tools and lists the URLs
-// of its HTTP tools; origins says who declares each entry (withPluginTools).
-// Nothing is registered: commit does that once the whole configuration is
-// ready.
-func (e *Engine) compileConfigTools(c *config.Config, origins []toolbox.Origin) ([]*toolbox.Tool, []string, error) {
+// of its HTTP tools; origins says who declares each entry (withPluginTools),
+// and pluginLua holds the lua_files of plugins' tools, read when the
+// plugins were. Nothing is registered: commit does that once the whole
+// configuration is ready.
+func (e *Engine) compileConfigTools(c *config.Config, origins []toolbox.Origin, pluginLua map[string][]byte) ([]*toolbox.Tool, []string, error) {
 	var out []*toolbox.Tool
 	var urls []string
 	var problems protocol.Problems
@@ -67,10 +72,16 @@ func (e *Engine) compileConfigTools(c *config.Config, origins []toolbox.Origin) 
 			src = *code.Lua
 		} else {
 			name = *code.LuaFile
-			if !filepath.IsAbs(name) {
+			text, ok := pluginLua[d.Name]
+			var err error
+			switch {
+			case ok: // a plugin's, read inside its folder
+			case filepath.IsAbs(name):
+				text, err = fsread.File(name, maxLuaToolFile)
+			default:
 				name = filepath.Join(c.ProjectRoot, name)
+				text, err = fsread.In(c.ProjectRoot, name, maxLuaToolFile)
 			}
-			text, err := readRegularFile(name, maxLuaToolFile)
 			if err != nil {
 				problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: lua_file: %v", at, err)})
 				continue

@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"syscall"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
@@ -57,11 +56,11 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	withTools, origins, err := withPluginTools(c, plugins, e.tools.Lookup)
+	withTools, origins, pluginLua, err := withPluginTools(c, plugins, e.tools.Lookup)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(withTools, origins)
+	configured, httpURLs, err := e.compileConfigTools(withTools, origins, pluginLua)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +307,7 @@ func (e *Engine) setBase(text []byte, source string) error {
 
 // loadBaseFile reads and applies the start-up file.
 func (e *Engine) loadBaseFile(path string) error {
-	text, err := readRegularFile(path, maxConfigFile)
+	text, err := fsread.File(path, MaxConfigFile)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -324,9 +323,10 @@ func configCap(s *snapshot) int {
 
 const minConfigCap = 1 << 20
 
-// maxConfigFile bounds the start-up file, as limits.max_request_bytes does
-// a clara_configure text by default.
-const maxConfigFile = 16 << 20
+// MaxConfigFile bounds a configuration file (CLARA_CONFIG, bin/clara
+// --config), as limits.max_request_bytes does a clara_configure text by
+// default.
+const MaxConfigFile = 16 << 20
 
 // reset returns to the base configuration, dropping host tools, session
 // data and run-time rules.
@@ -371,42 +371,4 @@ func configEnvelope(t config.Tree) []byte {
 	result := bytes.TrimRight(buf.Bytes(), "\n")
 	env := protocol.Success{Result: []byte(`{"config":` + string(result) + `}`)}
 	return env.Append(nil)
-}
-
-// readRegularFile reads a file Clara was told to read (configuration, rule
-// files, scripts), refusing anything but a regular file (a device or a
-// named pipe would never end) and files over max bytes.
-func readRegularFile(path string, max int64) ([]byte, error) {
-	// O_NONBLOCK: opening a named pipe must not wait for a writer (it is
-	// refused just below); regular files ignore the flag.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if info.Size() > max {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, info.Size(), max)
-	}
-	buf := make([]byte, 0, info.Size()+1)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			break
-		}
-		if int64(len(buf)) > max {
-			return nil, fmt.Errorf("%s grew past the %d-byte limit while it was read", path, max)
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
-	return buf, nil
 }

@@ -24,7 +24,9 @@ const defaultConfigJSON = `{"async":{"max_pending":10000,"max_running":1000},"au
 
 func newEngine(t testing.TB) *core.Engine {
 	t.Helper()
-	return core.New(core.Options{Now: func() time.Time { return fixed }})
+	e := core.New(core.Options{Now: func() time.Time { return fixed }})
+	t.Cleanup(e.Close) // an engine with a project_root and a state_dir watches it
+	return e
 }
 
 func TestEvaluate_envelopes(t *testing.T) {

@@ -57,7 +57,12 @@ func (e *Engine) checkEagerNames(p *preparedRemote, entries []map[string]any, co
 		return nil
 	}
 	e.remote.mu.Lock()
-	delivered := e.remote.early[p.manager]
+	// A copy: the manager's servers may deliver again (a list_changed)
+	// while this runs, writing into the map under the lock.
+	delivered := make(map[string][]mcp.ToolSpec, len(e.remote.early[p.manager]))
+	for server, specs := range e.remote.early[p.manager] {
+		delivered[server] = specs
+	}
 	e.remote.mu.Unlock()
 	type owner struct {
 		rank int

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -47,7 +48,7 @@ func (env *environment) start() error {
 	if env.configPath == "" {
 		return nil
 	}
-	text, err := os.ReadFile(env.configPath)
+	text, err := readConfigFile(env.configPath)
 	if err != nil {
 		return env.configError("--config", env.configPath, err)
 	}
@@ -85,9 +86,11 @@ func (env *environment) configError(what, path string, err error) error {
 	return &exitError{code: exitUsage}
 }
 
-// readConfigFile reads a configuration file the command names.
+// readConfigFile reads a configuration file the command names: a regular
+// file of at most core.MaxConfigFile bytes (a named pipe or /dev/zero is
+// refused at once, never waited on or read without end).
 func readConfigFile(path string) ([]byte, error) {
-	return os.ReadFile(path)
+	return fsread.File(path, core.MaxConfigFile)
 }
 
 // envelope is an answer of the engine, decoded.

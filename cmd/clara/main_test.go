@@ -610,3 +610,34 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("call: %d %q", code, out)
 	}
 }
+
+// TestConfig_is_a_regular_file (issue 25, finding 2): --config naming a
+// named pipe hung bin/clara for ever, and /dev/zero was read until memory
+// ran out; both are refused at once, saying what they are.
+func TestConfig_is_a_regular_file(t *testing.T) {
+	t.Setenv("CLARA_CONFIG", "")
+	fifo := filepath.Join(t.TempDir(), "config.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // should the read hang (the bug), a writer lets it end
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	for path, what := range map[string]string{fifo: "a named pipe", "/dev/zero": "a device"} {
+		done := make(chan string, 1)
+		go func() {
+			code, _, errs := runClara(t, "--config", path, "call", "echo", "{}")
+			done <- fmt.Sprint(code, " ", errs)
+		}()
+		select {
+		case got := <-done:
+			if want := "2 clara: --config: " + path + " is " + what + ", not a regular file\n"; got != want {
+				t.Errorf("--config %s: %q, want %q", path, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("--config %s hangs", path)
+		}
+	}
+}

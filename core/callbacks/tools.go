@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clara-lib/clara/core/callbacks/pattern"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -396,7 +397,7 @@ func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
 	case a.ScriptContent != nil:
 		content = a.ScriptContent
 	case a.OldString != nil || d.Name != old.Name:
-		file, err := os.ReadFile(oldPath)
+		file, err := fsread.File(oldPath, maxScriptFile)
 		if err != nil {
 			return nil, fmt.Errorf("callback_upsert: read the script of %s: %w", old.ID, err)
 		}
@@ -587,7 +588,7 @@ func (m *Manager) Get(session string, args []byte) ([]byte, error) {
 		return json.Marshal(got{listed{*e.def, true}, e.def.run, ""})
 	}
 	path := filepath.Join(s.dir, scriptsDir, e.def.Name+".sh")
-	file, err := os.ReadFile(path)
+	file, err := fsread.File(path, maxScriptFile)
 	if err != nil {
 		return nil, fmt.Errorf("callback_get: read the script: %w", err)
 	}

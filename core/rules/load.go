@@ -43,6 +43,9 @@ type Source struct {
 	// Dir is where the Lua script paths of its rules (script = "x.lua")
 	// are resolved; "" is the directory of Name.
 	Dir string
+	// Root is the folder those scripts must stay inside, symbolic links
+	// resolved (the project root, a plugin's folder); "" is Dir.
+	Root string
 	// Namespace is the plugin the rules belong to ("" for none): their
 	// set_state keys, context.state and Lua's state.get live in it.
 	Namespace string

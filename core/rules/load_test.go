@@ -97,7 +97,7 @@ message = "y"
 		{"lua syntax error", []Source{src("l.toml", "[rule]\nid = \"a\"\ntrigger = \"on_x\"\n[condition]\nlua = \"return (\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n")},
 			[]string{"l.toml:5: rule \"a\": condition: "}},
 		{"lua script", []Source{src("l.toml", "[rule]\nid = \"a\"\ntrigger = \"on_x\"\n[condition]\nscript = \"x.lua\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n")},
-			[]string{"l.toml:5: rule \"a\": condition: script: stat x.lua: no such file"}},
+			[]string{"l.toml:5: rule \"a\": condition: script: open x.lua: no such file"}},
 		{"expression and lua", []Source{src("l.toml", "[rule]\nid = \"a\"\ntrigger = \"on_x\"\n[condition]\nexpression = \"true\"\nlua = \"return true\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n")},
 			[]string{"l.toml:2: rule \"a\": condition: give one of expression, lua, script or semantic"}},
 		{"empty condition table", []Source{src("l.toml", "[rule]\nid = \"a\"\ntrigger = \"on_x\"\n[condition]\n[action]\ntype = \"log\"\nmessage = \"x\"\n")},

@@ -83,7 +83,7 @@ func TestLoad_luaProblemsAtTheirLine(t *testing.T) {
 		{"files", files, []protocol.Problem{
 			{File: filepath.Join(dir, "cond.lua"), Line: 3, Message: `rule "f": condition: `},
 			{File: filepath.Join(dir, "act.lua"), Line: 2, Message: `rule "f": action 1 (lua): `}}},
-		{"missing file", missing, []protocol.Problem{{File: "r.toml", Line: 5, Message: `rule "m": condition: script: stat `}}},
+		{"missing file", missing, []protocol.Problem{{File: "r.toml", Line: 5, Message: `rule "m": condition: script: open `}}},
 	} {
 		ps := loadProblems(t, Source{Name: "r.toml", Text: []byte(tc.text), Dir: dir})
 		if len(ps) != len(tc.want) {

@@ -29,6 +29,7 @@ import ctypes
 import json
 import logging
 import os
+import stat
 import threading
 import weakref
 from types import TracebackType
@@ -97,6 +98,49 @@ def _to_bytes(value: Optional[Text], what: str) -> Optional[bytes]:
         raise ValueError("%s contains a NUL byte, which the C interface cannot carry "
                          "(write it as \\u0000 inside a JSON string)" % what)
     return data
+
+
+# The largest configuration file read, as Clara's own bound on one
+# (core.MaxConfigFile: CLARA_CONFIG, bin/clara --config).
+_MAX_CONFIG_FILE = 16 << 20
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _read_config_file(path: "os.PathLike[str]") -> bytes:
+    """The bytes of a configuration file, read as Clara reads the files it
+    is named (core/fsread): a regular file of at most 16 MiB. A named pipe
+    or a device raises ValueError at once instead of waiting on it or
+    reading it without end."""
+    name = os.fspath(path)
+    # Refused before the open, which alone can have effects on a device.
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # the open says why
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{name} is {_file_kind(mode)}, not a regular file")
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{name} is {_file_kind(info.st_mode)}, not a regular file")
+        if info.st_size > _MAX_CONFIG_FILE:
+            raise ValueError(f"{name} is {info.st_size} bytes, over the {_MAX_CONFIG_FILE}-byte limit")
+        data = f.read(_MAX_CONFIG_FILE + 1)
+        if len(data) > _MAX_CONFIG_FILE:
+            raise ValueError(f"{name} grew past the {_MAX_CONFIG_FILE}-byte limit while it was read")
+        return data
 
 
 def _json_bytes(value: Any, what: str) -> Optional[bytes]:
@@ -676,10 +720,11 @@ class Clara:
         invalid_request envelope whose "details" lists each problem (then
         nothing was applied). config is a dict (sent as JSON), TOML or JSON
         text (str/bytes), or a path (os.PathLike, e.g. pathlib.Path) of a
-        TOML or JSON file."""
+        TOML or JSON file: a regular file of at most 16 MiB (ValueError
+        otherwise, OSError when it cannot be opened)."""
+        data: Optional[bytes]
         if isinstance(config, os.PathLike):
-            with open(config, "rb") as f:
-                data = _to_bytes(f.read(), "config")
+            data = _read_config_file(config)
         elif isinstance(config, Mapping):
             data = _json_bytes(dict(config), "config")
         else:
