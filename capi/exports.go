@@ -243,6 +243,40 @@ func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
 	})
 }
 
+// claraGoSetApprovalHandler installs fn as the engine's approver (issue
+// 28). The request is handed over in C memory; the decision, malloc'd by
+// the host, is copied into Go memory and freed at once. NULL leaves the
+// approval pending (approval_decide, or the timeout). A decision that
+// cannot be read rejects the call: nothing runs on an answer Clara does
+// not understand.
+//
+//export claraGoSetApprovalHandler
+func claraGoSetApprovalHandler(fn C.clara_approval_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_approval_handler", nil)
+	if fn == nil {
+		engine.SetApprover(nil)
+		return
+	}
+	engine.SetApprover(core.ApproverFunc(func(_ context.Context, r *core.ApprovalRequest) (core.ApprovalDecision, bool) {
+		req := copyOut(r.JSON())
+		if req == nil {
+			return core.ApprovalDecision{Reason: "out of memory asking the approval handler"}, true
+		}
+		defer C.shim_free(unsafe.Pointer(req))
+		answer := C.shim_call_approval(fn, userdata, req)
+		if answer == nil {
+			return core.ApprovalDecision{}, false
+		}
+		defer C.shim_free(unsafe.Pointer(answer))
+		d, err := core.ParseApprovalDecision([]byte(C.GoString(answer)))
+		if err != nil {
+			engine.Logger().Logf(logging.Warn, "approval %d: the approval handler's answer: %v; the call is rejected", r.ID, err)
+			return core.ApprovalDecision{Reason: "the approval handler's answer could not be read: " + err.Error()}, true
+		}
+		return d, true
+	}))
+}
+
 // ---- C tools --------------------------------------------------------------
 
 // toolCall collects what a running C tool reports through its clara_call.

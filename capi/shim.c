@@ -136,6 +136,10 @@ void clara_set_input_handler(clara_input_fn fn, void *userdata) {
     claraGoSetInputHandler(fn, (uintptr_t)userdata);
 }
 
+void clara_set_approval_handler(clara_approval_fn fn, void *userdata) {
+    claraGoSetApprovalHandler(fn, (uintptr_t)userdata);
+}
+
 int64_t clara_submit(const char *request_json) {
     return claraGoSubmit((char *)request_json, request_json ? strlen(request_json) : 0);
 }
@@ -182,6 +186,10 @@ void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_js
 }
 
 char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json) {
+    return fn((void *)userdata, request_json);
+}
+
+char *shim_call_approval(clara_approval_fn fn, uintptr_t userdata, const char *request_json) {
     return fn((void *)userdata, request_json);
 }
 

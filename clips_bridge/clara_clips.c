@@ -1107,20 +1107,26 @@ static char *clips_input_handler(void *userdata, const char *request) {
     return answer;
 }
 
+static char *clips_approval_handler(void *userdata, const char *request);
+static void approvals_reject(long long handle, const char *why);
+
 static void input_install(void) {
     pthread_mutex_lock(&input_mu);
     input_installed = 1;
     pthread_mutex_unlock(&input_mu);
     clara_set_input_handler(clips_input_handler, NULL);
+    clara_set_approval_handler(clips_approval_handler, NULL);
 }
 
 /* The environment goes: no question can be answered any more. */
 static void input_uninstall(void) {
     clara_set_input_handler(NULL, NULL);
+    clara_set_approval_handler(NULL, NULL);
     pthread_mutex_lock(&input_mu);
     input_installed = 0;
     release_locked(0);
     pthread_mutex_unlock(&input_mu);
+    approvals_reject(0, "the CLIPS environment that would decide it is gone");
 }
 
 static void buf_clips_string(struct buf *b, const char *s);
@@ -1191,6 +1197,256 @@ static void clara_answer_fn(struct udf_call *c) {
     ret_symbol(c, "TRUE");
 }
 
+/* ---- Approvals ---------------------------------------------------------- */
+
+/*
+ * The bridge is Clara's approval handler too (clara_set_approval_handler)
+ * while an environment owns the facts tools. A tool call that a rule's ask
+ * or a tool's needs_approval holds is left pending (the handler returns
+ * NULL) and becomes a (clara-approval-required ...) fact at (clara-poll);
+ * a rule decides it with (clara-approve ?id) or (clara-reject ?id "why"),
+ * through the approval_decide tool. An approval of a call the program
+ * waits for, and so cannot decide (a synchronous clara-evaluate, the call
+ * clara-eval-result waits for), is rejected at once, saying why. The list
+ * shares input_mu with the questions of ask_user.
+ */
+struct approval {
+    struct approval *next;
+    long long id, handle;
+    char *tool, *reason, *rule, *session, *arguments;
+    int announced;
+};
+
+static struct approval *approvals_open; /* waiting for a decision, under input_mu */
+
+static void approval_free(struct approval *a) {
+    clara_free_string(a->tool);
+    clara_free_string(a->reason);
+    clara_free_string(a->rule);
+    clara_free_string(a->session);
+    clara_free_string(a->arguments);
+    free(a);
+}
+
+/* A rejection as the handler answers it: malloc'd JSON. */
+static char *approval_rejection(const char *why) {
+    struct buf b = {0};
+    buf_str(&b, "{\"decision\":\"reject\",\"reason\":");
+    buf_json_string(&b, why);
+    buf_str(&b, "}");
+    if (b.failed) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}
+
+static char *clips_approval_handler(void *userdata, const char *request) {
+    struct approval *a;
+    char *id = request_field(request, "id"), *handle = request_field(request, "handle");
+    long long h = handle != NULL ? strtoll(handle, NULL, 10) : 0;
+    (void)userdata;
+    if (h == 0) {
+        clara_free_string(id);
+        return approval_rejection("the CLIPS program waits for this call (clara-evaluate), so no rule can approve it; "
+                                  "make the call with clara-evaluate-async");
+    }
+    a = calloc(1, sizeof *a);
+    if (a == NULL) {
+        clara_free_string(id);
+        clara_free_string(handle);
+        return approval_rejection("out of memory");
+    }
+    a->id = id != NULL ? strtoll(id, NULL, 10) : 0;
+    a->handle = h;
+    clara_free_string(id);
+    clara_free_string(handle);
+    a->tool = request_field(request, "tool");
+    a->reason = request_field(request, "reason");
+    a->rule = request_field(request, "rule");
+    a->session = request_field(request, "session");
+    a->arguments = request_field(request, "arguments");
+    pthread_mutex_lock(&input_mu);
+    if (!input_installed || h == input_awaited) {
+        pthread_mutex_unlock(&input_mu);
+        approval_free(a);
+        return approval_rejection("the CLIPS program waits for this call (clara-eval-result), so no rule can approve it");
+    }
+    a->next = approvals_open;
+    approvals_open = a;
+    pthread_mutex_unlock(&input_mu);
+    return NULL; /* decided by a rule, through approval_decide */
+}
+
+/* Takes the approvals of handle (every one when 0) off the list and
+ * returns them. Under input_mu. */
+static struct approval *approvals_take_locked(long long handle) {
+    struct approval *taken = NULL, **p = &approvals_open;
+    while (*p != NULL) {
+        struct approval *a = *p;
+        if (handle == 0 || a->handle == handle) {
+            *p = a->next;
+            a->next = taken;
+            taken = a;
+        } else {
+            p = &a->next;
+        }
+    }
+    return taken;
+}
+
+/* Asks approval_decide; NULL when it decided, else the reason it did not
+ * (malloc'd). arguments, when not NULL, is the JSON of edited arguments. */
+static char *approval_decide(long long id, int approve, const char *reason, const char *arguments) {
+    struct buf req = {0};
+    char num[32], *env, *message = NULL;
+    snprintf(num, sizeof num, "%lld", id);
+    buf_str(&req, "{\"tool\":\"approval_decide\",\"arguments\":{\"id\":");
+    buf_str(&req, num);
+    buf_str(&req, approve ? ",\"decision\":\"approve\"" : ",\"decision\":\"reject\"");
+    if (reason != NULL) {
+        buf_str(&req, ",\"reason\":");
+        if (!buf_json_string(&req, reason)) req.failed = 1;
+    }
+    if (arguments != NULL) {
+        buf_str(&req, ",\"arguments\":");
+        buf_str(&req, arguments);
+    }
+    buf_str(&req, "}}");
+    if (req.failed) {
+        free(req.data);
+        return strdup("the decision is not valid UTF-8, or out of memory");
+    }
+    env = clara_evaluate(req.data);
+    free(req.data);
+    if (env == NULL) return strdup("out of memory");
+    if (strncmp(env, "{\"status\":\"success\"", strlen("{\"status\":\"success\"")) == 0) {
+        clara_free_string(env);
+        return NULL;
+    }
+    if (clara_json_get(env, "message", &message, NULL) != CLARA_JSON_STRING) message = strdup(env);
+    clara_free_string(env);
+    return message;
+}
+
+/* Rejects every approval of handle (every one when 0) with why: the
+ * program can no longer decide them. */
+static void approvals_reject(long long handle, const char *why) {
+    struct approval *a, *next;
+    pthread_mutex_lock(&input_mu);
+    a = approvals_take_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+    for (; a != NULL; a = next) {
+        next = a->next;
+        clara_free_string(approval_decide(a->id, 0, why, NULL));
+        approval_free(a);
+    }
+}
+
+/* Forgets the approvals of a call that ended. */
+static void approvals_drop(long long handle) {
+    struct approval *a, *next;
+    pthread_mutex_lock(&input_mu);
+    a = approvals_take_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+    for (; a != NULL; a = next) {
+        next = a->next;
+        approval_free(a);
+    }
+}
+
+/* Asserts (clara-approval-required ...) for each approval not yet
+ * announced; returns how many. */
+static long long approvals_announce(struct udf_call *c) {
+    struct approval *a;
+    long long n = 0;
+    pthread_mutex_lock(&input_mu);
+    for (a = approvals_open; a != NULL; a = a->next) {
+        struct buf fact = {0};
+        char num[64];
+        if (a->announced) continue;
+        a->announced = 1;
+        snprintf(num, sizeof num, "%lld) (handle %lld", a->id, a->handle);
+        buf_str(&fact, "(clara-approval-required (id ");
+        buf_str(&fact, num);
+        buf_str(&fact, ") (tool ");
+        buf_clips_string(&fact, a->tool != NULL ? a->tool : "");
+        buf_str(&fact, ") (reason ");
+        buf_clips_string(&fact, a->reason != NULL ? a->reason : "");
+        buf_str(&fact, ") (rule ");
+        buf_clips_string(&fact, a->rule != NULL ? a->rule : "");
+        buf_str(&fact, ") (session ");
+        buf_clips_string(&fact, a->session != NULL ? a->session : "");
+        buf_str(&fact, ") (arguments ");
+        buf_clips_string(&fact, a->arguments != NULL ? a->arguments : "{}");
+        buf_str(&fact, "))");
+        if (!fact.failed && assert_text(c, fact.data)) n++;
+        free(fact.data);
+    }
+    pthread_mutex_unlock(&input_mu);
+    return n;
+}
+
+/* Takes approval id off the list once decided. */
+static void approval_decided(long long id) {
+    struct approval *a, **p;
+    pthread_mutex_lock(&input_mu);
+    for (p = &approvals_open; *p != NULL && (*p)->id != id; p = &(*p)->next) {
+    }
+    a = *p;
+    if (a != NULL) *p = a->next;
+    pthread_mutex_unlock(&input_mu);
+    if (a != NULL) approval_free(a);
+}
+
+/* (clara-approve ?id) -> TRUE: approves the call of a
+ * (clara-approval-required) fact; (clara-approve ?id "{json}") approves it
+ * with those arguments instead. FALSE with an error when Clara refuses
+ * (no such approval waits, arguments that do not match the tool's
+ * schema: then it waits on). */
+static void clara_approve_fn(struct udf_call *c) {
+    struct cvalue idv;
+    const char *arguments = NULL;
+    char *why;
+    if (!arg_value(c, 1, &idv)) return;
+    if (idv.kind != V_INTEGER) {
+        fail_type(c, 1, "integer");
+        return;
+    }
+    if (arg_count(c) > 1 && !arg_string(c, 2, &arguments)) return;
+    why = approval_decide(idv.integer, 1, NULL, arguments);
+    if (why != NULL) {
+        failf(c, "approval %lld: %s", idv.integer, why);
+        free(why);
+        return;
+    }
+    approval_decided(idv.integer);
+    ret_symbol(c, "TRUE");
+}
+
+/* (clara-reject ?id "why") -> TRUE: rejects the call of a
+ * (clara-approval-required) fact; the model (or the caller) is told why.
+ * FALSE with an error when no such approval waits. */
+static void clara_reject_fn(struct udf_call *c) {
+    struct cvalue idv;
+    const char *reason = NULL;
+    char *why;
+    if (!arg_value(c, 1, &idv)) return;
+    if (idv.kind != V_INTEGER) {
+        fail_type(c, 1, "integer");
+        return;
+    }
+    if (arg_count(c) > 1 && !arg_string(c, 2, &reason)) return;
+    why = approval_decide(idv.integer, 0, reason, NULL);
+    if (why != NULL) {
+        failf(c, "approval %lld: %s", idv.integer, why);
+        free(why);
+        return;
+    }
+    approval_decided(idv.integer);
+    ret_symbol(c, "TRUE");
+}
+
 /* ---- Asynchronous calls ------------------------------------------------- */
 
 /* The template of the facts (clara-poll) asserts, one per finished call. */
@@ -1216,10 +1472,19 @@ static int constructs_ready(void *env) {
     " (slot seq (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"             \
     " (slot text (type STRING)))"
 
+/* The template of the tool calls waiting for approval that (clara-poll)
+ * asserts. */
+#define CLARA_APPROVAL_TEMPLATE                                                                             \
+    "(deftemplate clara-approval-required \"A tool call waiting for approval: decide with (clara-approve ?id)" \
+    " or (clara-reject ?id \\\"why\\\").\" (slot id (type INTEGER)) (slot handle (type INTEGER))"                \
+    " (slot tool (type STRING)) (slot reason (type STRING)) (slot rule (type STRING))"                      \
+    " (slot session (type STRING)) (slot arguments (type STRING)))"
+
 static int define_reply_template(void *env) {
     return (template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE)) &&
            (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE)) &&
-           (template_exists(env, "clara-token") || build_text(env, CLARA_TOKEN_TEMPLATE));
+           (template_exists(env, "clara-token") || build_text(env, CLARA_TOKEN_TEMPLATE)) &&
+           (template_exists(env, "clara-approval-required") || build_text(env, CLARA_APPROVAL_TEMPLATE));
 }
 
 /* (clear) removes every construct: the template comes back after it. */
@@ -1285,6 +1550,7 @@ static void clara_eval_result_fn(struct udf_call *c) {
     if (arg_handle(c, 1, &h)) {
         char *r;
         input_waiting_on(h);
+        approvals_reject(h, "the CLIPS program waits for this call (clara-eval-result), so no rule can approve it");
         enter_clara(c->state);
         r = clara_wait(h, -1);
         leave_clara(c->state);
@@ -1303,6 +1569,7 @@ static void clara_eval_cancel_fn(struct udf_call *c) {
         return;
     }
     input_release(h);
+    approvals_drop(h);
     ret_symbol(c, "TRUE");
 }
 
@@ -1568,6 +1835,7 @@ static void clara_poll_fn(struct udf_call *c) {
         char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
         int64_t h = strtoll(handle, NULL, 10);
         input_release(h); /* the call ended: nothing waits for its questions */
+        approvals_drop(h);
         if (assert_reply(c, h, tool ? tool : "", status ? status : "error")) asserted++;
         clara_free_string(handle);
         clara_free_string(tool);
@@ -1575,6 +1843,7 @@ static void clara_poll_fn(struct udf_call *c) {
     }
     clara_free_string(list);
     asserted += input_announce(c);
+    asserted += approvals_announce(c);
     ret_integer(c, asserted);
 }
 
@@ -1974,6 +2243,8 @@ static void clara_expose_fn(struct udf_call *c) {
     X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
     X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")                               \
     X(clara_answer, "clara-answer", 2, 2, "b", "*;l;sy", "22uik")                     \
+    X(clara_approve, "clara-approve", 1, 2, "b", "*;l;s", "12uis")                    \
+    X(clara_reject, "clara-reject", 1, 2, "b", "*;l;s", "12uis")                      \
     X(clara_mcp_listen, "clara-mcp-listen", 1, 1, "bs", "s", "11s")                  \
     X(clara_mcp_stop, "clara-mcp-stop", 0, 0, "b", NULL, "00")                         \
     X(clara_expose, "clara-expose", 1, 1, "b", "s", "11s")

@@ -193,6 +193,11 @@ type ruleInfo struct {
 	Condition   string `json:"condition"`
 	File        string `json:"file"`
 	Line        int    `json:"line"`
+	// Mode is "shadow" for a rule in shadow mode ("" otherwise); Would
+	// counts what the rule decided in shadow mode (would_deny, would_ask,
+	// ...) since the last reset.
+	Mode  string           `json:"mode,omitempty"`
+	Would map[string]int64 `json:"would,omitempty"`
 }
 
 // ListRules serves rules_list: the rules in force (of one trigger), and
@@ -204,7 +209,11 @@ func (a adminTools) ListRules(trigger string) ([]byte, error) {
 		if trigger != "" && r.Trigger != trigger {
 			continue
 		}
-		list = append(list, ruleInfo{r.ID, r.Description, r.Trigger, r.Priority, r.Stop, r.CondSource, r.File, r.Line})
+		info := ruleInfo{r.ID, r.Description, r.Trigger, r.Priority, r.Stop, r.CondSource, r.File, r.Line, "", a.e.shadowCounts.of(r.ID)}
+		if r.Mode == rules.ModeShadow {
+			info.Mode = rules.ModeShadow
+		}
+		list = append(list, info)
 	}
 	unmatched := s.unmatched
 	if unmatched == nil {

@@ -229,6 +229,8 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 			}
 		case rules.ActDeny:
 			return errors.New("deny() acts only in on_tool_call rules, not in a tool")
+		case rules.ActAsk, rules.ActBlock:
+			return fmt.Errorf("%s() acts only in rules, not in a tool", a.Type)
 		}
 	}
 	if len(writes) > 0 {

@@ -356,6 +356,7 @@ func (e *Engine) forgetSessions() {
 	e.sessions.Reset()
 	e.kv.Reset()
 	e.out.convs.ForgetAll()
+	e.shadowCounts.reset()
 }
 
 // configEnvelope is the answer of a configuration change: the whole

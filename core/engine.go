@@ -69,6 +69,12 @@ type Engine struct {
 
 	defaultSink logging.Sink // the sink SetLogSink(nil) restores
 	defaultMin  logging.Level
+
+	// approvals: the host's approver and the calls waiting for a decision
+	// (approvals.go); shadowCounts: what rules in shadow mode would have
+	// decided, per rule (decisions.go).
+	approvals    approvalHost
+	shadowCounts shadowCounts
 }
 
 // Options configures New. The zero value is valid.
@@ -127,7 +133,8 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}, Docs: &e.docs}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}, Docs: &e.docs,
+		Approvals: approvalTools{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {

@@ -99,7 +99,7 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
 			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens, AppURL: c.LLM.AppURL, AppTitle: c.LLM.AppTitle,
-			MaxToolCalls: c.Limits.MaxToolCalls, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
+			MaxToolCalls: c.Limits.MaxToolCalls, MaxTurns: c.Limits.MaxTurns, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
 		if err != nil {
 			return nil, err
 		}

@@ -38,6 +38,9 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
 	}
+	if c.Rules.RedactSecrets {
+		sources = append(sources, rules.RedactSecretsSource())
+	}
 	files, unmatched, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
 	if err != nil {
 		return nil, nil, nil, err
@@ -49,6 +52,9 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 	}
 	sources = append(sources, pluginSources(plugins)...)
 	sources = append(sources, runtime.sources...)
+	for i := range sources {
+		sources[i].Shadow = c.Rules.Mode == rules.ModeShadow // every rule watched, none enforced
+	}
 	set, err := rules.Load(sources, c.Rules.Thresholds.Map())
 	if err != nil {
 		return nil, nil, nil, err

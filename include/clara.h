@@ -542,6 +542,71 @@ typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
  */
 void clara_set_input_handler(clara_input_fn fn, void *userdata);
 
+/* ---- Approving tool calls ----------------------------------------------- */
+
+/*
+ * clara_approval_fn - decides a tool call that waits for a person's
+ * approval: one that a rule's "ask" action holds, or a call of a tool whose
+ * descriptor says "needs_approval" (docs/rules.md, "Decisions").
+ *
+ * request_json is one JSON object, NUL-terminated, borrowed for the
+ * duration of the call: {"id":N,"tool":"...","session":"s","arguments":
+ * {...},"reason":"...","rule":"r","handle":H,"timeout_ms":T}. arguments
+ * are the call's validated arguments, with the values of the secrets the
+ * configuration names cut out; "rule" is absent for needs_approval: true,
+ * "handle" for a call that is not asynchronous; timeout_ms is how long the
+ * call waits (policy.approval_timeout_ms). The event handler gets
+ * {"event":"approval_required", ...the same fields} just before.
+ *
+ * Returns:   the decision, NUL-terminated JSON allocated with malloc()
+ *            (strdup() will do), which Clara frees with free():
+ *              {"decision":"approve"}                        the call runs
+ *              {"decision":"approve","arguments":{...}}      it runs with
+ *                                  these arguments, checked against the
+ *                                  tool's input_schema (a mismatch rejects)
+ *              {"decision":"reject","reason":"..."}          it does not
+ *                                  run; it fails with "denied" and the
+ *                                  reason, which a model is told
+ *            Anything else rejects the call (and is logged). NULL decides
+ *            nothing now: the approval stays pending until the
+ *            approval_decide tool decides it (any thread, clara_evaluate
+ *            of {"tool":"approval_decide","arguments":{"id":N,"decision":
+ *            "approve"}}) or policy.approval_timeout_ms passes (rejected).
+ * Threads:   called on a thread of Clara's, never the caller's of
+ *            clara_evaluate(), possibly for several calls at once; it may
+ *            block as long as the person takes, and may call clara_*
+ *            functions. It must return normally: no longjmp and no C++
+ *            exception may cross Clara's frames.
+ * Ends:      when the approval stops waiting otherwise (decided through
+ *            approval_decide, timed out, its call cancelled), the event
+ *            handler gets {"event":"approval_cancelled","id":N,"reason":
+ *            "decided" | "timed out" | "cancelled","session":"s"} and a
+ *            decision returned later is dropped. Until it returns, the
+ *            approval holds the thread it runs on; past
+ *            limits.max_open_approvals of them (default 64), calls that
+ *            need approval are rejected without asking.
+ * Without:   with no handler installed, a call that needs approval is
+ *            rejected at once ("denied"), never run.
+ */
+typedef char *(*clara_approval_fn)(void *userdata, const char *request_json);
+
+/*
+ * clara_set_approval_handler - let fn decide the tool calls that wait for
+ * approval.
+ *
+ * Passing fn == NULL removes it (the default): such calls are then
+ * rejected. The approvals_list tool lists the calls waiting, and
+ * approval_decide decides one, whichever handler is installed.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, new approvals go to
+ *            the new handler; those already handed to the previous one go
+ *            on there, so free its userdata only once they have returned.
+ *            clara-clips and the CLIPS bridge's registration install one
+ *            (docs/clips.md).
+ */
+void clara_set_approval_handler(clara_approval_fn fn, void *userdata);
+
 /* ---- MCP ------------------------------------------------------------------ */
 
 /*

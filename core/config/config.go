@@ -113,11 +113,18 @@ type Limits struct {
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
 	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
+	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
+
+	// Budgets of calls per tool (issue 28), unless a tool's descriptor
+	// sets its own (limits.max_calls_per_chat, max_calls_per_session).
+	MaxCallsPerChat    int `key:"max_calls_per_chat" default:"0" min:"0" max:"1000000" doc:"How many times one chat's model may call each tool, unless the tool's descriptor sets limits.max_calls_per_chat; past it the model gets {\"error\": \"budget_exhausted\", \"tool\": NAME} and on_budget_exhausted fires. 0: no budget. The administrative tools have none."`
+	MaxCallsPerSession int `key:"max_calls_per_session" default:"0" min:"0" max:"1000000000" doc:"How many times each tool may be called in one session (until session_end), unless the tool's descriptor sets limits.max_calls_per_session; past it calls fail with budget_exhausted and on_budget_exhausted fires. 0: no budget. The administrative tools have none."`
 
 	// Host code that goes on running after its caller gave up on it, each
 	// on a thread of its own until it returns (issue 25): bounded so that
 	// cancelling cannot exhaust the process's threads.
 	MaxOpenQuestions int `key:"max_open_questions" default:"64" min:"1" max:"4096" doc:"The most ask_user questions the input handler may hold at once, those whose call was cancelled or timed out counted until the handler returns from them (each holds a thread): past it ask_user is refused with tool_failed, without asking. A handler learns that a question was cancelled from the input_cancelled event."`
+	MaxOpenApprovals int `key:"max_open_approvals" default:"64" min:"1" max:"4096" doc:"The most approvals the approval handler may hold at once, those whose call ended first counted until the handler returns from them (each holds a thread): past it a call that needs approval is rejected without asking."`
 	MaxOverdueCalls  int `key:"max_overdue_calls" default:"64" min:"1" max:"4096" doc:"The most calls of C and Python tools that ran past their deadline while the tool's function goes on running, each holding a thread until it returns: past it a call of any C or Python tool (but one that runs on_caller_thread) is refused with tool_failed until one of them returns."`
 }
 
@@ -128,6 +135,8 @@ type Policy struct {
 	// AdminInNestedCalls lets calls made by rules, Lua and models reach the
 	// administrative tools.
 	AdminInNestedCalls bool `key:"admin_in_nested_calls" default:"false" doc:"true lets calls made by rules (call_tool), Lua scripts and tools reach the administrative tools (rules_*, session_policy, state_*, callback_*); false keeps those for the host's own requests."`
+	// ApprovalTimeoutMS bounds how long a call held for approval waits.
+	ApprovalTimeoutMS int `key:"approval_timeout_ms" default:"120000" min:"1" max:"86400000" doc:"How long a call that a rule's ask or the tool's needs_approval holds waits for a person's decision (the approval handler, approval_decide), in milliseconds; past it the call is rejected, never run."`
 }
 
 // Audit is the [audit] table.
@@ -142,6 +151,8 @@ type Rules struct {
 	// WatchAdminTools lets on_tool_call rules deny the administrative
 	// tools.
 	WatchAdminTools bool       `key:"watch_admin_tools" default:"false" doc:"true lets on_tool_call rules deny the administrative tools too; false keeps rules_load, session_policy and the other administrative tools out of their reach, so that a rule cannot lock the host out."`
+	Mode            string     `key:"mode" default:"'enforce'" check:"rule_mode" doc:"\"shadow\" puts every rule in shadow mode: its decisions (deny, ask, rewrite, block, redact) are recorded in the trace and the audit as would_deny, would_ask, ... and counted in rules_list, but not enforced; \"enforce\" leaves each rule to its own mode (mode = \"shadow\" in a rule or at the top of its file)."`
+	RedactSecrets   bool       `key:"redact_secrets" default:"false" doc:"true loads the built-in rules redact_secrets and redact_secrets_answer, which cut what looks like an API key, a token or a private key out of every tool result and every chat's answer."`
 	MaxEmissions    int        `key:"max_emissions" default:"1000" min:"1" max:"1000000" doc:"The most events one emission may set off, counting every event its rules emit (emit_event) however deep: past it the rest are refused with an error in the answer."`
 	Watch           bool       `key:"watch" default:"true" doc:"true: the rule files, their Lua scripts and the plugins in force are watched, and a change reloads them (as rules_load does: a broken file keeps the rules in force and logs where it is broken). Only with a state_dir: \"\" (an engine without a disk of its own) watches nothing."`
 	Thresholds      Thresholds `key:"thresholds" doc:"What rules see as thresholds.NAME: the built-in rules' settings, and any number a project's own rules read."`

@@ -18,6 +18,7 @@ import (
 // Limits of one chat's arguments and of one model message.
 const (
 	maxToolCallsCap    = 256 // the largest max_tool_calls a chat may ask for
+	maxTurnsCap        = 10000
 	maxCallsPerMessage = 128 // tool calls one model message may hold
 )
 
@@ -190,6 +191,16 @@ type Host interface {
 	Context() string
 }
 
+// Guards is a Host that guards what goes into a chat and what comes out
+// of it (the engine's on_chat_start and on_answer rules, issue 28).
+// GuardPrompt sees the prompt before the model does and returns it,
+// perhaps rewritten or redacted, or the error that ends the chat;
+// GuardAnswer does the same with the final answer before anyone sees it.
+type Guards interface {
+	GuardPrompt(ctx context.Context, prompt string) (string, *protocol.Error)
+	GuardAnswer(ctx context.Context, prompt, answer string) (string, *protocol.Error)
+}
+
 // ChatInputSchema is the input_schema of the chat tool.
 const ChatInputSchema = `{"type":"object","properties":{` +
 	`"prompt":{"type":"string","description":"The user's message."},` +
@@ -199,6 +210,7 @@ const ChatInputSchema = `{"type":"object","properties":{` +
 	`"allow_tools":{"type":"boolean","description":"Let the model call tools (false by default)."},` +
 	`"tools":{"type":"array","items":{"type":"string"},"description":"The tools the model may call; all that policy allows when absent."},` +
 	`"max_tool_calls":{"type":"integer","minimum":0,"maximum":256},` +
+	`"max_turns":{"type":"integer","minimum":1,"maximum":10000,"description":"The model calls this chat may make, the last without tools; llm's limits.max_turns when absent."},` +
 	`"temperature":{"type":"number","minimum":0,"maximum":2},` +
 	`"max_tokens":{"type":"integer","minimum":1},` +
 	`"stream":{"type":"boolean","description":"Call the model with server-sent events and report progress."},` +
@@ -250,6 +262,7 @@ type chatArgs struct {
 	AllowTools   bool         `json:"allow_tools"`
 	Tools        []string     `json:"tools"` // nil when absent; empty when [] was given
 	MaxToolCalls *int         `json:"max_tool_calls"`
+	MaxTurns     *int         `json:"max_turns"`
 	Temperature  *float64     `json:"temperature"`
 	MaxTokens    *int         `json:"max_tokens"`
 	Stream       bool         `json:"stream"`
@@ -336,6 +349,8 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 			a.Stream = boolean("stream")
 		case "max_tool_calls":
 			a.MaxToolCalls = integer("max_tool_calls")
+		case "max_turns":
+			a.MaxTurns = integer("max_turns")
 		case "max_tokens":
 			a.MaxTokens = integer("max_tokens")
 		case "temperature":
@@ -435,6 +450,8 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 		bad = "give a prompt or messages"
 	case a.MaxToolCalls != nil && (*a.MaxToolCalls < 0 || *a.MaxToolCalls > maxToolCallsCap):
 		bad = fmt.Sprintf("max_tool_calls must be between 0 and %d", maxToolCallsCap)
+	case a.MaxTurns != nil && (*a.MaxTurns < 1 || *a.MaxTurns > maxTurnsCap):
+		bad = fmt.Sprintf("max_turns must be between 1 and %d", maxTurnsCap)
 	case a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2):
 		bad = "temperature must be between 0 and 2"
 	case a.MaxTokens != nil && *a.MaxTokens < 1:
@@ -525,6 +542,8 @@ type chatRun struct {
 	records    []toolRecord
 	pending    []string // notices for the next call
 	collected  []string // every notice this chat received, kept when it fails
+	maxTurns   int      // model calls this chat may make (0: no bound but max_tool_calls)
+	prompt     string   // the prompt as the model saw it, for on_answer
 }
 
 // Run runs one chat: args are the chat tool's arguments, session ("" for
@@ -582,6 +601,10 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if a.MaxToolCalls != nil {
 		maxCalls = *a.MaxToolCalls
 	}
+	r.maxTurns = ch.cfg.MaxTurns
+	if a.MaxTurns != nil {
+		r.maxTurns = *a.MaxTurns
+	}
 
 	var conv *conversation
 	if session != "" && ch.convs != nil {
@@ -601,11 +624,27 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if a.System != nil {
 		r.system = *a.System
 	}
+	given := len(r.req.Messages) // the messages this chat brings start here
 	for _, m := range a.Messages {
 		r.req.Messages = append(r.req.Messages, message{Role: m.Role, Content: m.Content})
 	}
 	if a.Prompt != nil {
 		r.req.Messages = append(r.req.Messages, message{Role: roleUser, Content: *a.Prompt})
+	}
+	if g, ok := host.(Guards); ok {
+		// The guard sees the user's last word: the prompt, or the last
+		// user message given.
+		for i := len(r.req.Messages) - 1; i >= given; i-- {
+			if m := &r.req.Messages[i]; m.Role == roleUser {
+				guarded, perr := g.GuardPrompt(ctx, m.Content)
+				if perr != nil {
+					return nil, perr
+				}
+				m.Content = guarded
+				r.prompt = m.Content
+				break
+			}
+		}
 	}
 
 	var ownSpecs []ToolSpec
@@ -711,6 +750,9 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 		r.turns++
 		r.chatTurns++
 		res.Turns = r.chatTurns
+		if r.maxTurns > 0 && res.Turns >= r.maxTurns {
+			final = true // the last turn: the model answers without tools
+		}
 		r.notice(r.host.Turn(ctx, EventTurnStart, r.turn()))
 		if len(r.pending) > 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: strings.Join(r.pending, "\n")})
@@ -751,12 +793,12 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 				r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: reminder})
 				continue
 			}
-			return r.end(res, reply, reply.FinishReason)
+			return r.end(ctx, res, reply, reply.FinishReason)
 		}
 		r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
 		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, maxCalls)...)
 		if r.own != nil && r.own.finished {
-			return r.end(res, reply, FinishReasonFinish)
+			return r.end(ctx, res, reply, FinishReasonFinish)
 		}
 		// The last call goes without tools once max_tool_calls is spent
 		// (and, with a result_schema, the result is set), or once the
@@ -773,7 +815,20 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 // end fills in the chat's result after the model's last reply. A chat
 // that gave a result_schema fails when the model never set a valid
 // result: its caller asked for a typed value and must not get none.
-func (r *chatRun) end(res *chatResult, reply modelReply, finishReason string) (*chatResult, error) {
+func (r *chatRun) end(ctx context.Context, res *chatResult, reply modelReply, finishReason string) (*chatResult, error) {
+	if g, ok := r.host.(Guards); ok {
+		answer, perr := g.GuardAnswer(ctx, r.prompt, reply.Content)
+		if perr != nil {
+			return nil, perr
+		}
+		if answer != reply.Content {
+			// What the conversation keeps is what was let out.
+			if last := &r.req.Messages[len(r.req.Messages)-1]; last.Role == roleAssistant && last.Content == reply.Content {
+				last.Content = answer
+			}
+			reply.Content = answer
+		}
+	}
 	if r.own != nil {
 		if r.own.result == nil {
 			return nil, protocol.Errorf(protocol.ToolFailed, "chat: the model ended without setting a result that matches result_schema (set_result)")
@@ -976,6 +1031,13 @@ func errorObject(perr *protocol.Error) []byte {
 	case protocol.Denied, protocol.UnknownTool:
 		b = append(b, `,"message":`...)
 		b = protocol.AppendString(b, perr.Message)
+	case protocol.BudgetExhausted, protocol.Blocked:
+		// {"error":"budget_exhausted","tool":...,"budget":...,"limit":...}
+		// and {"error":"blocked","rule":...,"reason":...}: the details.
+		if len(perr.Details) > 2 && perr.Details[0] == '{' && json.Valid(perr.Details) {
+			b = append(b, ',')
+			b = append(b, perr.Details[1:len(perr.Details)-1]...)
+		}
 	}
 	return append(b, '}')
 }

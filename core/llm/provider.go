@@ -272,6 +272,9 @@ type Config struct {
 	// MaxToolCalls is the chat's max_tool_calls when the arguments give
 	// none (limits.max_tool_calls): 1 when 0.
 	MaxToolCalls int
+	// MaxTurns is the chat's max_turns when the arguments give none
+	// (limits.max_turns): 0 for no bound but MaxToolCalls.
+	MaxTurns int
 	// MaxArgumentBytes and MaxDepth bound the arguments of the model's tool
 	// calls as limits.max_request_bytes and limits.max_depth bound a
 	// request's: none and maxJSONDepth when 0.

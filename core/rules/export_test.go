@@ -12,3 +12,7 @@ var BuiltinThresholds = map[string]any{
 	"large_result_bytes": 32768.0,
 	"repeated_failures":  3.0,
 }
+
+// OptionalTests returns the rule tests of the shipped rules that load
+// only when asked for, with the folder they are in.
+func OptionalTests() []Source { return builtinFilesIn("builtin/optional", true) }

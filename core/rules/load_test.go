@@ -129,7 +129,7 @@ message = "y"
 		{"emit_event bad name", []Source{src("a.toml", rule("a", "on_x", "", "", "type = \"emit_event\"\nevent = \"Bad Name\""))},
 			[]string{"a.toml:6: ", "event must be an event name"}},
 		{"deny on another trigger", []Source{src("a.toml", rule("a", "on_tool_complete", "", "", "type = \"deny\"\nreason = \"no\""))},
-			[]string{"a.toml:6: rule \"a\": action 1 (deny): deny only acts on on_tool_call, not on_tool_complete"}},
+			[]string{"a.toml:6: rule \"a\": action 1 (deny): deny only acts on on_tool_call and on_chat_start, not on_tool_complete"}},
 		{"deny without reason", []Source{src("a.toml", rule("a", "on_tool_call", "", "", "type = \"deny\""))},
 			[]string{"a.toml:6: ", "action 1 (deny): reason is missing"}},
 		{"call_tool without tool", []Source{src("a.toml", rule("a", "on_x", "", "", "type = \"call_tool\"\narguments = { a = 1 }"))},

@@ -196,11 +196,12 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 			if a.Payload != nil {
 				r.value = a.Payload
 			}
-		case ActDeny:
-			if trigger != OnToolCall {
-				return nil, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
+		case ActDeny, ActAsk, ActBlock:
+			d, err := luaDecision(a, trigger)
+			if err != nil {
+				return nil, err
 			}
-			r.text = a.Reason
+			r = d
 		default:
 			return nil, fmt.Errorf("unknown script action %q", a.Type)
 		}

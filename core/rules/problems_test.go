@@ -112,7 +112,7 @@ func TestParseTests_problems(t *testing.T) {
 		{"two bad cases", "[[cases]]\nname = \"a\"\nevent = \"Bad\"\nfired = []\n\n[[cases]]\nname = \"b\"\nevent = \"e\"\n",
 			[]protocol.Problem{
 				{File: "t.test.toml", Line: 2, Message: "case 1: name and a valid event are required"},
-				{File: "t.test.toml", Line: 7, Message: `case "b" expects nothing (give fired, notices, denied or state_after)`}}},
+				{File: "t.test.toml", Line: 7, Message: `case "b" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)`}}},
 	} {
 		_, err := ParseTests(Source{Name: "t.test.toml", Text: []byte(tc.text)})
 		var ps protocol.Problems

@@ -46,6 +46,18 @@ type TestCase struct {
 	Notices    *[]string      `toml:"notices" json:"notices"`         // exactly these messages
 	Denied     *string        `toml:"denied" json:"denied"`           // the deny reason; "" for not denied
 	StateAfter map[string]any `toml:"state_after" json:"state_after"` // keys set_state wrote, with their values
+
+	// The other decisions (decide.go).
+	Asked     *string `toml:"asked" json:"asked"`         // the ask's reason; "" for not asked
+	Blocked   *string `toml:"blocked" json:"blocked"`     // the block's reason; "" for not blocked
+	Rewritten any     `toml:"rewritten" json:"rewritten"` // the new arguments (a table) or prompt (a string)
+	// Redacted is the value after the redactions: of tool.result on
+	// on_tool_complete, of payload.answer on on_answer, of payload.prompt
+	// on on_chat_start.
+	Redacted any `toml:"redacted" json:"redacted"`
+	// Shadow: exactly these decisions of rules in shadow mode, in order
+	// (a reason is compared only when given).
+	Shadow *[]ShadowDecision `toml:"shadow" json:"shadow"`
 }
 
 // ParseTests reads a rule test file. Its error is a protocol.Problems,
@@ -71,9 +83,10 @@ func ParseTests(src Source) (*TestFile, error) {
 				Message: fmt.Sprintf("case %d: name and a valid event are required", i+1)})
 			continue
 		}
-		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil {
+		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil && c.Asked == nil &&
+			c.Blocked == nil && c.Rewritten == nil && c.Redacted == nil && c.Shadow == nil {
 			problems = append(problems, protocol.Problem{File: src.Name, Line: at,
-				Message: fmt.Sprintf("case %q expects nothing (give fired, notices, denied or state_after)", c.Name)})
+				Message: fmt.Sprintf("case %q expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)", c.Name)})
 		}
 	}
 	if len(problems) > 0 {
@@ -257,6 +270,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase, trace bool) (CaseResult, *Outc
 			res.Problems = append(res.Problems, fmt.Sprintf("denied: got %q, want %q", got, *c.Denied))
 		}
 	}
+	res.Problems = append(res.Problems, checkDecisions(c, out)...)
 	if c.StateAfter != nil {
 		want := asMap(c.StateAfter)
 		for _, k := range sortedKeys(want) {
@@ -279,4 +293,117 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// reasonOf is a decision's reason, "" when there is none.
+func reasonOf(d *Denial) string {
+	if d == nil {
+		return ""
+	}
+	return d.Reason
+}
+
+// checkDecisions compares what a case expects of the decisions beyond
+// deny with the outcome.
+func checkDecisions(c TestCase, out *Outcome) []string {
+	var problems []string
+	for _, d := range []struct {
+		name string
+		want *string
+		got  *Denial
+	}{{"asked", c.Asked, out.Asked}, {"blocked", c.Blocked, out.Blocked}} {
+		if d.want != nil && reasonOf(d.got) != *d.want {
+			problems = append(problems, fmt.Sprintf("%s: got %q, want %q", d.name, reasonOf(d.got), *d.want))
+		}
+	}
+	if c.Rewritten != nil {
+		want := jsonish(c.Rewritten)
+		var got any
+		switch rw := out.Rewrite; {
+		case rw == nil:
+		case rw.Arguments != nil:
+			got = jsonish(rw.Arguments)
+		default:
+			got = rw.Prompt
+		}
+		if !reflect.DeepEqual(got, want) {
+			problems = append(problems, fmt.Sprintf("rewritten: got %s, want %s", text(got), text(want)))
+		}
+	}
+	if c.Redacted != nil {
+		problems = append(problems, checkRedacted(c, out)...)
+	}
+	if c.Shadow != nil {
+		// A would_redact counts when it would have changed the value, as
+		// the engine counts it.
+		var got []ShadowDecision
+		value, _ := json.Marshal(guardedValue(c))
+		for _, sh := range out.Shadow {
+			if sh.WouldChange(value) {
+				got = append(got, sh)
+			}
+		}
+		want := *c.Shadow
+		same := len(got) == len(want)
+		for i := 0; same && i < len(got); i++ {
+			same = got[i].Decision == want[i].Decision && got[i].Rule == want[i].Rule &&
+				(want[i].Reason == "" || got[i].Reason == want[i].Reason)
+		}
+		if !same {
+			problems = append(problems, fmt.Sprintf("shadow: got %s, want %s", shadowText(got), shadowText(want)))
+		}
+	}
+	return problems
+}
+
+// checkRedacted applies the outcome's redactions to the value the case's
+// event carries and compares the result.
+func checkRedacted(c TestCase, out *Outcome) []string {
+	before := guardedValue(c)
+	if before == nil {
+		return []string{fmt.Sprintf("redacted: nothing to redact on %s (tool.result, payload.answer or payload.prompt)", c.Event)}
+	}
+	raw, err := json.Marshal(before)
+	if err != nil {
+		return []string{"redacted: " + err.Error()}
+	}
+	after, _, err := Redact(raw, out.Redactions)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var got any
+	if err := json.Unmarshal(after, &got); err != nil {
+		return []string{"redacted: " + err.Error()}
+	}
+	if want := jsonish(c.Redacted); !reflect.DeepEqual(got, want) {
+		return []string{fmt.Sprintf("redacted: got %s, want %s", text(got), text(want))}
+	}
+	return nil
+}
+
+func shadowText(ds []ShadowDecision) string {
+	parts := make([]string, 0, len(ds))
+	for _, d := range ds {
+		p := d.Decision + " by " + d.Rule
+		if d.Reason != "" {
+			p += fmt.Sprintf(" (%q)", d.Reason)
+		}
+		parts = append(parts, p)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// guardedValue is what a case's event carries for guards to redact:
+// tool.result on on_tool_complete, payload.answer on on_answer,
+// payload.prompt on on_chat_start; nil otherwise.
+func guardedValue(c TestCase) any {
+	switch c.Event {
+	case OnToolComplete:
+		return asMap(c.Tool)["result"]
+	case OnAnswer:
+		return asMap(c.Payload)["answer"]
+	case OnChatStart:
+		return asMap(c.Payload)["prompt"]
+	}
+	return nil
 }

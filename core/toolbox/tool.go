@@ -134,6 +134,10 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		a := *d.Annotations
 		d.Annotations = &a
 	}
+	if d.NeedsApproval != nil {
+		n := *d.NeedsApproval
+		d.NeedsApproval = &n
+	}
 	if err := d.check(); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ type Deps struct {
 	Models    Models            // chat, evaluate, chat_reset
 	Input     Input             // ask_user
 	Docs      Docs              // doc_search
+	Approvals Approvals         // approvals_list, approval_decide
 }
 
 // Docs is what doc_search reaches: the index of the project's documents.
@@ -133,6 +134,9 @@ func All(d Deps) []toolbox.Builtin {
 	}
 	if d.Async != nil {
 		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))
+	}
+	if d.Approvals != nil {
+		list = append(list, approvalsList(d.Approvals), approvalDecide(d.Approvals))
 	}
 	if d.Callbacks != nil {
 		list = append(list, callbackTools(d.Callbacks)...)

@@ -39,9 +39,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar,
 
 from . import _binding
 from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
-from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
-                      OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
-                      UnknownTool, check)
+from ._errors import (Blocked, BudgetExhausted, ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON,
+                      InvalidRequest, OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError,
+                      ToolFailed, UnknownTool, check)
 from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
                        CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
                        CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
@@ -59,13 +59,14 @@ __all__ = [
     "tool", "tools", "register_tool", "unregister_tool", "set_tool_limits", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
-    "set_input_handler",
+    "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "json5_to_json", "MISSING",
     # errors
     "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
+    "BudgetExhausted", "Blocked",
     # constants of clara.h
     "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
     "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
@@ -89,7 +90,7 @@ def call(tool: str, /, **arguments: Any) -> Any:
     """Call a tool with keyword arguments and return its result (a Python
     value). Raises the ClaraError subclass of the error: UnknownTool,
     InvalidArgs, Denied, RateLimited, Timeout, OutputTooLarge, ToolFailed,
-    InternalError, InvalidRequest."""
+    InternalError, InvalidRequest, BudgetExhausted, Blocked."""
     return _get()._call(tool, arguments, None)
 
 
@@ -133,7 +134,8 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          changes_files: Optional[List[str]] = None,
          reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
@@ -143,12 +145,14 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
          changes_files: Optional[List[str]] = None,
          reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
     changes_files=..., reports_changed_files=..., title=..., annotations=...,
-    idempotent=..., output_schema=...). Returns the function unchanged.
+    idempotent=..., output_schema=..., needs_approval=...). Returns the
+    function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
@@ -158,7 +162,9 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     file-change callbacks; reports_changed_files=True says the function's
     result lists the files it changed ({"changed_files": [...]}), which
     then fire those callbacks (without it that key is only data). title is
-    a display name for MCP clients;
+    a display name for MCP clients; needs_approval=True holds every call for
+    a person's approval (set_approval_handler), or the id of an on_tool_call
+    rule those its condition matches;
     annotations MCP's hints ({"readOnlyHint": True, ...}, or an
     mcp.types.ToolAnnotations), which replace those the capabilities give
     and are refused when the capabilities contradict them; idempotent: a
@@ -188,7 +194,8 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                     on_caller_thread=on_caller_thread, changes_files=changes_files,
                     reports_changed_files=reports_changed_files, title=title,
-                    annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                    annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                    needs_approval=needs_approval)
 
 
 def tools() -> List[Dict[str, Any]]:
@@ -265,6 +272,29 @@ def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]
     soon: until it does the question holds a thread and counts against
     limits.max_open_questions (see Clara.set_input_handler)."""
     _get().set_input_handler(handler)
+
+
+def set_approval_handler(handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+    """Let handler(request) decide the tool calls that wait for a person's
+    approval: it returns True, False, {"decision": "approve", "arguments":
+    {...}}, {"decision": "reject", "reason": "..."}, or None to decide
+    later with decide_approval(); an async def handler runs on the event
+    loop of async tools and is cancelled when the approval stops waiting.
+    None removes it: such calls are then rejected (see
+    Clara.set_approval_handler)."""
+    _get().set_approval_handler(handler)
+
+
+def approvals() -> List[Dict[str, Any]]:
+    """The tool calls waiting for approval (see Clara.approvals)."""
+    return _get().approvals()
+
+
+def decide_approval(id: int, approve: bool, *, reason: Optional[str] = None,
+                    arguments: Optional[Dict[str, Any]] = None) -> None:
+    """Decide a waiting approval from any thread (see
+    Clara.decide_approval)."""
+    _get().decide_approval(id, approve, reason=reason, arguments=arguments)
 
 
 def mcp_listen(addr: str = "127.0.0.1:0") -> str:

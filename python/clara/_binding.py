@@ -909,6 +909,48 @@ class Clara:
             _input_current = new
             _input_lib = self._lib if new is not None else None
 
+    # -- approvals --
+
+    def set_approval_handler(self, handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+        """Let handler(request: dict) decide the tool calls that wait for a
+        person's approval (a rule's "ask" action, a tool's needs_approval).
+        request is {"id", "tool", "session", "arguments" (validated, the
+        configuration's secrets cut out), "reason", "rule" (absent for
+        needs_approval: true), "handle" (async calls), "timeout_ms"}.
+
+        handler returns True (approve), False (reject), a dict
+        {"decision": "approve", "arguments": {...}} (run with these, checked
+        against the tool's schema) or {"decision": "reject", "reason":
+        "..."} (the model is told the reason), or None to decide later with
+        decide_approval(). An exception rejects the call (logged). It runs on
+        Clara's threads, possibly for several calls at once, and may take as
+        long as the person does, up to policy.approval_timeout_ms; when the
+        approval stops waiting first, the event handler gets {"event":
+        "approval_cancelled", "id": ..., "reason": ...}.
+
+        An async def handler runs on the event loop of async tools: the
+        call waits while it runs, and it is cancelled (CancelledError in
+        it) when the approval stops waiting. None removes the handler:
+        calls that need approval are then rejected."""
+        from . import _approvals   # imported late: it imports this module
+        _approvals.set_approval_handler(self, handler)
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The tool calls waiting for approval (approvals_list), oldest
+        first: each {"id", "tool", "session", "arguments", "reason", "rule"?,
+        "handle"?, "timeout_ms", "waiting_ms"}."""
+        from . import _approvals
+        return _approvals.approvals(self)
+
+    def decide_approval(self, id: int, approve: bool, *, reason: Optional[str] = None,
+                        arguments: Optional[Dict[str, Any]] = None) -> None:
+        """Decide the approval id from any thread (approval_decide): approve
+        it, with arguments to run with instead (InvalidArgs when they do
+        not match the tool's schema; the approval waits on), or reject it
+        with a reason. InvalidArgs when it no longer waits."""
+        from . import _approvals
+        _approvals.decide_approval(self, id, approve, reason, arguments)
+
     # -- MCP --
 
     def mcp_listen(self, addr: str = "127.0.0.1:0") -> str:
@@ -1048,7 +1090,8 @@ class Clara:
              changes_files: Optional[List[str]] = None,
              reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
     def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
@@ -1057,14 +1100,16 @@ class Clara:
              changes_files: Optional[List[str]] = None,
              reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                         on_caller_thread=on_caller_thread, changes_files=changes_files,
                         reports_changed_files=reports_changed_files, title=title,
-                        annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                        annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                        needs_approval=needs_approval)
 
     def tools(self) -> List[Dict[str, Any]]:
         """The descriptors of every tool (built-in and registered), as the

@@ -78,6 +78,7 @@ int main(void) {
     tests_abandoned();
     tests_mcp();
     tests_seeds();
+    tests_approvals();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

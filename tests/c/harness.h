@@ -47,5 +47,6 @@ void tests_declared(void);
 void tests_abandoned(void);
 void tests_mcp(void);
 void tests_seeds(void);
+void tests_approvals(void);
 
 #endif
