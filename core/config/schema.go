@@ -143,6 +143,13 @@ var checks = map[string]func(string) error{
 		}
 		return nil
 	},
+	"log_format": func(s string) error {
+		switch s {
+		case "text", "json":
+			return nil
+		}
+		return fmt.Errorf("%q is not a log format (text, json)", s)
+	},
 	"clear": func(s string) error {
 		switch s {
 		case ClearRules, ClearSessionPolicies:
