@@ -24,11 +24,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clara-lib/clara/core/async"
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
@@ -51,6 +56,8 @@ type Engine struct {
 	remote   remoteServers // the remote MCP servers of the configuration
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
 	env      Options       // TestMode and TestAllow from the environment
+	tel      telemetry.T   // traces, metrics, OTLP logs (telemetryhost.go)
+	telEnv   telemetryEnv  // what the OTEL_* variables asked for, read once
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
@@ -73,6 +80,12 @@ type Options struct {
 	// Getenv reads the environment variables that hold secrets
 	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
 	Getenv func(string) string
+	// A Go host's own OpenTelemetry providers: each one given receives
+	// what Clara records of its signal, whatever [telemetry] and the
+	// OTEL_* variables say (docs/observability.md).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	LoggerProvider otellog.LoggerProvider
 }
 
 // New returns an engine on the default configuration with the built-in
@@ -94,6 +107,7 @@ func New(opts Options) *Engine {
 	e.out = newOutbound(e.log, e.env.Getenv)
 	// No secret reaches a log line, whoever writes it.
 	e.log.SetFilter(e.out.secrets.String)
+	e.setupTelemetry()
 	e.registerBuiltins() // first: configured tools may not take their names
 	base := config.Defaults()
 	if _, err := e.install(base, runtimeRules{}); err != nil {

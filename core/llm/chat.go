@@ -435,6 +435,7 @@ type chatRun struct {
 	records    []toolRecord
 	pending    []string // notices for the next call
 	collected  []string // every notice this chat received, kept when it fails
+	stats      *RunStats
 }
 
 // Run runs one chat: args are the chat tool's arguments, session ("" for
@@ -446,7 +447,7 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if perr != nil {
 		return nil, perr
 	}
-	r := &chatRun{ch: ch, host: host}
+	r := &chatRun{ch: ch, host: host, stats: runStatsOf(ctx)}
 	r.req.Model = ch.cfg.Model
 	if a.Model != "" {
 		r.req.Model = a.Model
@@ -560,6 +561,9 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 	for {
 		r.turns++
 		res.Turns++
+		if r.stats != nil {
+			r.stats.Turns++
+		}
 		r.notice(r.host.Turn(ctx, EventTurnStart, r.turn()))
 		if len(r.pending) > 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: strings.Join(r.pending, "\n")})
@@ -712,7 +716,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 						r.ch.client.settings.Load().log.Logf(logging.Error, "llm: %v", perr.Cause)
 					}
 				}()
-				result, perr = r.host.CallTool(ctx, tc.Name, args)
+				result, perr = r.host.CallTool(r.ch.withToolCallID(ctx, tc.ID), tc.Name, args)
 			}()
 			answers[i] = r.answer(tc, rec, result, perr, time.Since(start))
 		}()

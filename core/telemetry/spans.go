@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
@@ -35,6 +36,16 @@ func (t *T) Start(ctx context.Context, name string, kind trace.SpanKind, attrs .
 		ctx = context.WithValue(ctx, tKey{}, t)
 	}
 	return st.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+}
+
+// StartAt is Start for something that began at a time past (a callback
+// run that ended before it was reported).
+func (t *T) StartAt(ctx context.Context, name string, at time.Time, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	st := t.state()
+	if st == nil || st.tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return st.tracer.Start(ctx, name, trace.WithTimestamp(at), trace.WithAttributes(attrs...))
 }
 
 // Fail marks span as failed with errorType (error.type) and a message.

@@ -88,8 +88,9 @@ type T struct {
 	// Gauges, when set, reports the queue depths observed at each metric
 	// export.
 	Gauges func() Gauges
-	// OnError receives the exporters' errors (once each kind), for the log.
-	OnError func(error)
+	// Go runs the shutdown of exporters that Apply replaced, so that it
+	// does not hold up the configuration (a goroutine when nil).
+	Go func(what string, f func())
 }
 
 // Gauges are the depths reported by the observable instruments.
@@ -149,9 +150,16 @@ func (t *T) Apply(s Settings) error {
 	t.cur.Store(next)
 	t.on.Store(next != nil)
 	if old != nil && old.stop != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = old.stop(ctx)
+		stop := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = old.stop(ctx)
+		}
+		if t.Go != nil {
+			t.Go("shutting down replaced telemetry exporters", stop)
+		} else {
+			go stop()
+		}
 	}
 	return nil
 }

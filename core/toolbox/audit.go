@@ -345,7 +345,8 @@ func (a *Audit) Add(r Record, args []byte) {
 			af = a.file.Load()
 		}
 		if ex != nil {
-			(*ex)(&r, line[:len(line)-1])
+			rc := r // its own copy: taking r's address would put r on the heap on every call
+			(*ex)(&rc, line[:len(line)-1])
 		}
 	}
 }

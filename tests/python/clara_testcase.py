@@ -49,7 +49,8 @@ def child_env(**extra):
 # CLARA_CONFIG, which the Makefile unsets).
 DEFAULT_CONFIG = {
     "async": {"max_pending": 10000, "max_running": 1000},
-    "audit": {"path": ""},
+    "audit": {"compress": False, "decision_ids": False, "max_age_days": 0, "max_backups": 0,
+              "max_size_mb": 0, "path": ""},
     "callbacks": [],
     "default_evaluator": "echo",
     "evaluator": {"timeout_ms": 30000, "url": ""},
@@ -60,6 +61,7 @@ DEFAULT_CONFIG = {
             "max_history_messages": 100,
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
             "provider": "", "timeout_ms": 60000},
+    "log": {"format": "text"},
     "mcp": {"allow_remote": False, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
@@ -71,6 +73,8 @@ DEFAULT_CONFIG = {
                              "repeated_failures": 3, "token_budget": 0.8},
               "watch": True, "watch_admin_tools": False},
     "state_dir": ".clara",
+    "telemetry": {"content": False, "enabled": False, "endpoint": "", "logs": True,
+                  "metric_interval_ms": 60000, "metrics": True, "service_name": "", "traces": True},
     "test_mode": False,
     "tools": [],
 }
