@@ -93,7 +93,7 @@ func (e *Engine) mcpServer() (*mcp.Server, error) {
 		return e.mcp.server, nil
 	}
 	c := e.current.Load().config
-	opts := mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, AllowRemote: c.MCP.AllowRemote,
+	opts := mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, AllowRemote: c.MCP.AllowRemote, Telemetry: &e.tel,
 		OnSessionEnd: func(session string) {
 			if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
 				e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)
