@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
@@ -194,6 +191,12 @@ func (t *T) build(s Settings) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, u := range []string{signalURL(s.Endpoint, s.TracesEndpoint, "/v1/traces"), signalURL(s.Endpoint, s.MetricsEndpoint, "/v1/metrics"),
+		signalURL(s.Endpoint, s.LogsEndpoint, "/v1/logs")} {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("telemetry: the OTLP endpoint %q is not an http:// or https:// URL", u)
+		}
+	}
 	st := &state{settings: s}
 	var stops, flushes []func(context.Context) error
 	fail := func(err error) (*state, error) {
@@ -210,14 +213,7 @@ func (t *T) build(s Settings) (*state, error) {
 			flushes = append(flushes, f.ForceFlush)
 		}
 	case s.Traces:
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(signalURL(s.Endpoint, s.TracesEndpoint, "/v1/traces"))}
-		if len(s.Headers) > 0 {
-			opts = append(opts, otlptracehttp.WithHeaders(s.Headers))
-		}
-		exp, err := otlptracehttp.New(ctx, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("telemetry: traces: %w", err))
-		}
+		exp := spanExporter{newPoster(signalURL(s.Endpoint, s.TracesEndpoint, "/v1/traces"), s.Headers)}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		st.tracer = tp.Tracer(ScopeName, scopeOpts...)
 		stops, flushes = append(stops, tp.Shutdown), append(flushes, tp.ForceFlush)
@@ -230,14 +226,7 @@ func (t *T) build(s Settings) (*state, error) {
 			flushes = append(flushes, f.ForceFlush)
 		}
 	case s.Metrics:
-		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(signalURL(s.Endpoint, s.MetricsEndpoint, "/v1/metrics"))}
-		if len(s.Headers) > 0 {
-			opts = append(opts, otlpmetrichttp.WithHeaders(s.Headers))
-		}
-		exp, err := otlpmetrichttp.New(ctx, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("telemetry: metrics: %w", err))
-		}
+		exp := metricExporter{newPoster(signalURL(s.Endpoint, s.MetricsEndpoint, "/v1/metrics"), s.Headers)}
 		var ropts []sdkmetric.PeriodicReaderOption
 		if s.MetricInterval > 0 {
 			ropts = append(ropts, sdkmetric.WithInterval(s.MetricInterval))
@@ -260,14 +249,7 @@ func (t *T) build(s Settings) (*state, error) {
 			flushes = append(flushes, f.ForceFlush)
 		}
 	case s.Logs:
-		opts := []otlploghttp.Option{otlploghttp.WithEndpointURL(signalURL(s.Endpoint, s.LogsEndpoint, "/v1/logs"))}
-		if len(s.Headers) > 0 {
-			opts = append(opts, otlploghttp.WithHeaders(s.Headers))
-		}
-		exp, err := otlploghttp.New(ctx, opts...)
-		if err != nil {
-			return fail(fmt.Errorf("telemetry: logs: %w", err))
-		}
+		exp := &logExporter{p: newPoster(signalURL(s.Endpoint, s.LogsEndpoint, "/v1/logs"), s.Headers)}
 		lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewBatchProcessor(exp)), sdklog.WithResource(res))
 		st.logger = lp.Logger(ScopeName, otellog.WithInstrumentationVersion(s.Version), otellog.WithSchemaURL(SchemaURL))
 		stops, flushes = append(stops, lp.Shutdown), append(flushes, lp.ForceFlush)
