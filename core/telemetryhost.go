@@ -32,6 +32,9 @@ type telemetryEnv struct {
 func (e *Engine) setupTelemetry() {
 	e.tel.Redact = e.out.secrets.String
 	e.tel.Go = e.Go
+	e.tel.OnError = func(err error) {
+		e.log.Logf(logging.Warn, "telemetry: %v (further export errors within a minute are not reported)", err)
+	}
 	e.tel.Gauges = func() telemetry.Gauges {
 		return telemetry.Gauges{AsyncRunning: e.async.Running(), AsyncPending: e.async.Pending()}
 	}

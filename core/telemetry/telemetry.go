@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
@@ -88,6 +89,30 @@ type T struct {
 	// Go runs the shutdown of exporters that Apply replaced, so that it
 	// does not hold up the configuration (a goroutine when nil).
 	Go func(what string, f func())
+	// OnError receives the export errors of the exporters Clara builds
+	// (a collector that is down), instead of the SDK's default, which
+	// writes them to standard error. At most one a minute.
+	OnError func(error)
+}
+
+// errorSink is the OnError of the T that built exporters last: the SDK's
+// error handler is one per process.
+var (
+	errorSink     atomic.Pointer[T]
+	errorHandler  sync.Once
+	lastErrorTime atomic.Int64
+)
+
+func handleExportError(err error) {
+	t := errorSink.Load()
+	if t == nil || t.OnError == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	if last := lastErrorTime.Load(); now-last < int64(time.Minute) || !lastErrorTime.CompareAndSwap(last, now) {
+		return
+	}
+	t.OnError(err)
 }
 
 // Gauges are the depths reported by the observable instruments.
@@ -196,6 +221,10 @@ func (t *T) build(s Settings) (*state, error) {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return nil, fmt.Errorf("telemetry: the OTLP endpoint %q is not an http:// or https:// URL", u)
 		}
+	}
+	if s.TracerProvider == nil || s.MeterProvider == nil || s.LoggerProvider == nil {
+		errorSink.Store(t)
+		errorHandler.Do(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(handleExportError)) })
 	}
 	st := &state{settings: s}
 	var stops, flushes []func(context.Context) error

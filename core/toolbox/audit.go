@@ -414,14 +414,15 @@ func (a *Audit) Tail(n int) []Record {
 	var all []shardRecord
 	for i := range a.shards {
 		sh := &a.shards[i]
-		lo := uint64(0)
-		if hi := sh.head.Load(); hi > uint64(n) {
-			lo = hi - uint64(n) // nothing older than this shard's last n can be among them
-		}
-		for j := range sh.slots {
-			s := &sh.slots[j]
+		// Walk back from the newest ticket: a ticket of a call still
+		// running (audit_tail's own, one left to a C tool) has no record
+		// yet, and must not hide an older one.
+		hi := sh.head.Load()
+		found := 0
+		for k := hi; k > 0 && hi-k < AuditRingSize && found < n; k-- {
+			s := &sh.slots[(k-1)%AuditRingSize]
 			s.mu.Lock()
-			if s.seq > lo {
+			if s.seq == k {
 				r := s.rec
 				r.Session = string(s.session)
 				if s.hasID {
@@ -430,14 +431,15 @@ func (a *Audit) Tail(n int) []Record {
 				if s.hasMeta {
 					r.Meta = bytes.Clone(s.meta)
 				}
+				if !s.hashed {
+					r.ArgsSHA256 = sha256.Sum256(s.args)
+				}
 				if r.Chat != nil {
 					c := *r.Chat
 					r.Chat = &c
 				}
-				if !s.hashed {
-					r.ArgsSHA256 = sha256.Sum256(s.args)
-				}
 				all = append(all, shardRecord{r, i})
+				found++
 			}
 			s.mu.Unlock()
 		}

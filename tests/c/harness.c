@@ -76,6 +76,7 @@ int main(void) {
     tests_nested();
     tests_declared();
     tests_abandoned();
+    tests_audit();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

@@ -8,13 +8,13 @@
 
 /* The configuration as Clara reports it; the parts tests change are macros. */
 #define CONFIG(evaluator, depth)                                                                              \
-    "{\"async\":{\"max_pending\":10000,\"max_running\":1000},\"audit\":{\"path\":\"\"},\"callbacks\":[],\"default_evaluator\":\"" evaluator "\",\"evaluator\":{\"timeout_ms\":30000,\"url\":\"\"},\"limits\":{\"max_depth\":" depth                   \
+    "{\"async\":{\"max_pending\":10000,\"max_running\":1000},\"audit\":{\"compress\":false,\"decision_ids\":false,\"max_age_days\":0,\"max_backups\":0,\"max_size_mb\":0,\"path\":\"\"},\"callbacks\":[],\"default_evaluator\":\"" evaluator "\",\"evaluator\":{\"timeout_ms\":30000,\"url\":\"\"},\"limits\":{\"max_depth\":" depth                   \
     ",\"max_open_questions\":64,\"max_output_bytes\":65536,\"max_overdue_calls\":64,\"max_request_bytes\":16777216,\"max_tool_calls\":1,\"timeout_ms\":1000},"  \
-    "\"llm\":{\"api_key_env\":\"\",\"base_url\":\"\",\"context_window\":0,\"embedding_model\":\"\",\"max_history_messages\":100,\"max_response_bytes\":4194304,\"max_retries\":2,\"max_tokens\":0,\"model\":\"\",\"provider\":\"\",\"timeout_ms\":60000},\"mcp\":{\"allow_remote\":false,\"token_env\":\"\"},\"mcp_servers\":[],\"network\":{\"allow_hosts\":[]},"                                   \
+    "\"llm\":{\"api_key_env\":\"\",\"base_url\":\"\",\"context_window\":0,\"embedding_model\":\"\",\"max_history_messages\":100,\"max_response_bytes\":4194304,\"max_retries\":2,\"max_tokens\":0,\"model\":\"\",\"provider\":\"\",\"timeout_ms\":60000},\"log\":{\"format\":\"text\"},\"mcp\":{\"allow_remote\":false,\"token_env\":\"\"},\"mcp_servers\":[],\"network\":{\"allow_hosts\":[]},"                                   \
     "\"plugins\":{\"paths\":[\"plugins/*\"]},\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"deny\":[]},"                                             \
     "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"paths\":[\"rules/*.toml\"],"              \
     "\"thresholds\":{\"iteration_budget\":25,\"large_result_bytes\":32768,\"repeated_failures\":3,\"token_budget\":0.8},"   \
-    "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\",\"test_mode\":false,\"tools\":[]}"
+    "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\",\"telemetry\":{\"content\":false,\"enabled\":false,\"endpoint\":\"\",\"logs\":true,\"metric_interval_ms\":60000,\"metrics\":true,\"service_name\":\"\",\"traces\":true},\"test_mode\":false,\"tools\":[]}"
 #define DEFAULT_CONFIG CONFIG("echo", "512")
 
 static void check_config_envelope(const char *test, int line, char *r, const char *want) {
