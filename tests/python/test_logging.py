@@ -21,7 +21,7 @@ EMPTY_ARGS_SHA256 = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61ca
 def audit_re(tool):
     return re.compile(r'^audit \{"ts":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z","session":"default",'
                       r'"tool":%s,"args_sha256":"%s","duration_us":\d+,"status":"error",'
-                      r'"error":"unknown_tool"\}$' % (re.escape('"%s"' % tool), EMPTY_ARGS_SHA256))
+                      r'"error":"unknown_tool","decision_id":"[0-9a-f]{8}-\d+-\d+"\}$' % (re.escape('"%s"' % tool), EMPTY_ARGS_SHA256))
 
 
 NOPE_AUDIT = audit_re("nope")
