@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clara-lib/clara/core/llm"
+	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -208,6 +211,18 @@ func (c *toolCall) recordIDs(r *toolbox.Record) {
 // against a shipped record stays the same bytes for the same call.
 func (e *Engine) showDecision(s *snapshot, c *toolCall) bool {
 	return c.ticket.Valid() && (s.config.Audit.DecisionIDs || e.audit.Shipped() || e.tel.On())
+}
+
+// logCallFailure is logFailure for a call the pipeline ran, with its
+// session and decision id as attributes (call of "t" failed: code
+// session=s decision_id=...; or one JSON object with log.format = json).
+func (e *Engine) logCallFailure(c *toolCall, perr *protocol.Error) {
+	if perr.Code == protocol.Internal || !e.log.Enabled(logging.Debug) {
+		e.logFailure(c.name, perr)
+		return
+	}
+	e.log.LogAttrs(logging.Debug, fmt.Sprintf("call of %q failed: %s", c.name, perr.Code),
+		slog.String("tool", c.name), slog.String("session", c.session), slog.String("decision_id", c.ticket.String()))
 }
 
 // chatStats hands a chat call's figures holder to the chat loop.

@@ -84,7 +84,7 @@ func (e *Engine) answerCall(ctx context.Context, dst []byte, s *snapshot, c *too
 		extras.DecisionID = c.ticket.AppendText(idBuf[:0])
 	}
 	if perr != nil {
-		e.logFailure(c.name, perr)
+		e.logCallFailure(c, perr)
 		return protocol.AppendErrorExtras(dst, c.id, perr, extras)
 	}
 	env := protocol.Success{ID: c.id, Tool: c.name, Result: result, Truncated: truncated, Extras: extras}
