@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,6 +22,28 @@ type instruments struct {
 	mcpServerDur metric.Float64Histogram
 	mcpClientDur metric.Float64Histogram
 	gauges       metric.Registration
+	// toolSets caches the attribute set of a tool and status: every call
+	// records one, and a set costs allocations and a sort to build.
+	toolSets     sync.Map // toolStatus -> metric.MeasurementOption
+	toolSetCount atomic.Int64
+}
+
+type toolStatus struct{ tool, status string }
+
+// maxToolSets bounds the cache (tools are registered by hosts, and
+// unregistered: names may come and go).
+const maxToolSets = 4096
+
+func (in *instruments) toolSet(tool, status string) metric.MeasurementOption {
+	k := toolStatus{tool, status}
+	if v, ok := in.toolSets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	set := metricAttrs(attribute.String(AttrToolName, tool), attribute.String(AttrStatus, status))
+	if in.toolSetCount.Add(1) <= maxToolSets {
+		in.toolSets.Store(k, set)
+	}
+	return set
 }
 
 // Bucket boundaries the GenAI conventions advise.
@@ -90,7 +114,7 @@ func (t *T) ToolCall(ctx context.Context, tool, status string, took time.Duratio
 	if st == nil || st.inst == nil {
 		return
 	}
-	set := metricAttrs(attribute.String(AttrToolName, tool), attribute.String(AttrStatus, status))
+	set := st.inst.toolSet(tool, status)
 	st.inst.toolCalls.Add(ctx, 1, set)
 	st.inst.toolDuration.Record(ctx, took.Seconds(), set)
 	if status == "rate_limited" {

@@ -41,6 +41,7 @@ ROWS = [
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
     ("audit", "one audit record (Go)", "echo, whole call (Go)", "time", None, None),
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
+    ("telemetry", "echo, telemetry on: batches to OTLP on loopback (Go)", "echo, telemetry off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
     ("lua_rule", "Lua rule", "lupa (LuaJIT), context converted", "throughput", ">=", 2.5),
@@ -89,6 +90,9 @@ LEGEND = [
     "additionalProperties) vs without: the cost of validating the arguments.",
     "audit: Go benchmark of recording one call in the audit ring (toolbox.Audit.Add), beside the engine's "
     "whole echo call (no cgo), which includes it; alternated one run each.",
+    "echo, telemetry on: Go benchmark of the engine's echo with [telemetry] enabled (a span per call with its "
+    "decision events, the metrics, the audit record as an OTLP log), the SDK's batch processors exporting to a "
+    "receiver on loopback that decodes every batch; beside the same echo with telemetry off (the default).",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "condition: one rule whose condition is `context.tool.result_bytes > thresholds.large_result_bytes and "
@@ -276,7 +280,8 @@ def main():
                       ("python_tool", "calling a Python tool through Clara costs over calling it directly"),
                       ("lua_tool", "a Lua tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),
-                      ("rules_watch", "a rule watching every completed call costs")):
+                      ("rules_watch", "a rule watching every completed call costs"),
+                      ("telemetry", "telemetry on (traces, metrics, OTLP logs) costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):
             diff = statistics.median(s["clara"]) - statistics.median(s["ref"])
