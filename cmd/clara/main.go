@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // command is one subcommand: it gets the arguments after its name and
@@ -60,7 +61,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "clara: %v\n", err)
 				return 2
 			}
-			return c.run(env, args[1:])
+			rc := c.run(env, args[1:])
+			// What telemetry still holds goes out before the process does.
+			_ = env.engine.FlushTelemetry(2 * time.Second)
+			return rc
 		}
 	}
 	fmt.Fprintf(stderr, "clara: unknown command %q (clara help lists them)\n", args[0])

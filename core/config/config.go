@@ -122,7 +122,7 @@ type Telemetry struct {
 	Metrics          bool   `key:"metrics" default:"true" doc:"With enabled: export metrics."`
 	Logs             bool   `key:"logs" default:"true" doc:"With enabled: export every audit record as an OTLP log record."`
 	Content          bool   `key:"content" default:"false" doc:"true records prompts, answers, tool arguments and results on spans, after every secret Clara knows is cut out. Off, spans carry names, ids, sizes and outcomes only."`
-	MetricIntervalMS int    `key:"metric_interval_ms" default:"60000" min:"100" max:"86400000" doc:"How often metrics are exported, in milliseconds (OTEL_METRIC_EXPORT_INTERVAL when this is left at its default)."`
+	MetricIntervalMS int    `key:"metric_interval_ms" default:"60000" min:"100" max:"86400000" doc:"How often metrics are exported, in milliseconds; OTEL_METRIC_EXPORT_INTERVAL, when set, wins."`
 }
 
 // Rules is the [rules] table.
