@@ -270,7 +270,7 @@ func (e *Engine) record(start time.Time, took time.Duration, c *toolCall, tool s
 			r.Reason = perr.Message // policy and rules wrote it, not the caller
 		}
 	}
-	e.audit.Add(r, c.args)
+	e.audit.AddRecord(&r, c.args)
 }
 
 // logFailure logs a failed call: internal errors at error level with their

@@ -297,7 +297,12 @@ func (a *Audit) Reserve() Ticket {
 // args are copied; r.Tool must be a string Clara owns. r.Seq and
 // r.ArgsSHA256 are filled in here, and r.Decision when it was not
 // reserved.
-func (a *Audit) Add(r Record, args []byte) {
+func (a *Audit) Add(r Record, args []byte) { a.AddRecord(&r, args) }
+
+// AddRecord is Add without copying the record on the way in (the call
+// path's: a Record is a few hundred bytes). r is changed (Seq, the hash,
+// the decision id) and not kept.
+func (a *Audit) AddRecord(r *Record, args []byte) {
 	r.Meta = cappedMeta(r.Meta)
 	af := a.file.Load()
 	ex := a.export.Load()
@@ -316,7 +321,7 @@ func (a *Audit) Add(r Record, args []byte) {
 	s.mu.Lock()
 	if s.seq < n { // a slower writer of an older call must not overwrite a newer one
 		s.seq = n
-		s.rec = r
+		s.rec = *r
 		s.rec.Session, s.rec.ID, s.rec.Meta = "", nil, nil
 		if r.Chat != nil {
 			s.chat = *r.Chat
@@ -345,7 +350,7 @@ func (a *Audit) Add(r Record, args []byte) {
 			af = a.file.Load()
 		}
 		if ex != nil {
-			rc := r // its own copy: taking r's address would put r on the heap on every call
+			rc := *r // its own copy: handing r on would put the caller's record on the heap on every call
 			(*ex)(&rc, line[:len(line)-1])
 		}
 	}
