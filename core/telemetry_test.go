@@ -15,6 +15,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/llm/llmtest"
@@ -474,5 +476,24 @@ func TestTelemetry_off(t *testing.T) {
 	}
 	if out := off.Configure([]byte(`{"telemetry":{"endpoint":"ftp://x"}}`)); !strings.Contains(string(out), "telemetry.endpoint") {
 		t.Fatalf("a bad endpoint: %s", out)
+	}
+}
+
+// TestTelemetry_a_go_hosts_own_provider: spans go to the TracerProvider a
+// Go host hands in, with no exporter of Clara's and nothing in the
+// environment.
+func TestTelemetry_a_go_hosts_own_provider(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	e := core.New(core.Options{TracerProvider: tp, Getenv: func(string) string { return "" }})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, "state_dir = \"\"\n[rules]\npaths = []\n")
+	if !e.TelemetryOn() {
+		t.Fatal("a host's provider did not turn tracing on")
+	}
+	evalString(t, e, `{"tool":"echo","arguments":{}}`)
+	spans := exp.GetSpans()
+	if len(spans) != 1 || spans[0].Name != "execute_tool echo" {
+		t.Fatalf("%+v", spans)
 	}
 }

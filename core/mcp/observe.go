@@ -238,7 +238,7 @@ func (s *Server) watchLogLevel(method string, req sdk.Request) {
 	ls := &logSession{queue: make(chan logMessage, 256)}
 	ss := r.Session
 	ls.remove = s.log.AddTap(claraLevel(r.Params.Level), func(level logging.Level, message string) {
-		if strings.HasPrefix(message, "mcp sdk: ") {
+		if strings.HasPrefix(message, "mcp sdk: ") || strings.HasPrefix(message, `{"msg":"mcp sdk: `) {
 			return // the SDK's own lines, which sending may add to: never a loop
 		}
 		select {
