@@ -561,9 +561,7 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 	for {
 		r.turns++
 		res.Turns++
-		if r.stats != nil {
-			r.stats.Turns++
-		}
+		r.stats.turn()
 		r.notice(r.host.Turn(ctx, EventTurnStart, r.turn()))
 		if len(r.pending) > 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: strings.Join(r.pending, "\n")})

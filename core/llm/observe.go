@@ -45,6 +45,18 @@ func (s *RunStats) Snapshot() RunStats {
 		Turns: s.Turns, ModelCalls: s.ModelCalls, ModelTime: s.ModelTime}
 }
 
+// turn counts one turn of the chat (nil: none kept). The chat may go on
+// after its caller stopped waiting for it (cancelled, past its deadline),
+// while the caller reads the figures: under the lock.
+func (s *RunStats) turn() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.Turns++
+	s.mu.Unlock()
+}
+
 type runStatsKey struct{}
 
 // WithRunStats makes the chat run in ctx fill st.
