@@ -7,8 +7,10 @@
 #   make demo         build and run the CLIPS demo (examples_c/demo.clp)
 #   make test         everything CI runs (see test-* below)
 #   make bench        the performance table (docs/performance.md)
-#   make wheel        the Python package as a wheel carrying the library (build/dist/)
-#   make install PREFIX=/usr/local
+#   make wheel        the Python package as a wheel carrying the library (build/dist/),
+#                     tagged manylinux_2_34 once tests/check-glibc.sh has checked the library
+#   make install PREFIX=/usr/local   (then ldconfig when the dynamic linker searches PREFIX/lib,
+#                     else the lines to build against it: tests/post-install.sh)
 #   make help         this list
 #
 # `make demo` and `make test` install the Debian packages they need when
@@ -88,7 +90,7 @@ print-version: ## print the version (core/version.go)
 	@echo $(VERSION)
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
+	@grep -E '^[a-zA-Z0-9_./-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 18
 
 setup: ## install missing Debian packages needed to build and test
 	@bash tests/setup-debian.sh build
@@ -114,10 +116,13 @@ debug: ## everything `make` builds, with the library's symbols and DWARF kept
 
 lib/$(LIBFILE): $(GO_SOURCES) $(LIB_STAMP)
 	@mkdir -p lib build
+	@# The first build is silent for minutes: say why.
+	@test -e build/go-built || echo "make: building libclara.so with Go; the first build in a clone compiles Clara and every Go module it uses (SQLite, Lua, MCP, ...) and takes a few minutes, later builds seconds"
 	$(GO) build -buildmode=c-shared -trimpath -o build/libclara.so \
 	  -ldflags "$(STRIP_LDFLAGS) -extldflags '-Wl,-soname,$(SONAME) -Wl,--version-script=$(CURDIR)/capi/clara.map'" ./capi
 	rm -f build/libclara.h   # cgo's own header; include/clara.h is the real one
 	cp build/libclara.so $@.tmp && mv -f $@.tmp $@   # a new inode: running programs keep the old file
+	@touch build/go-built
 
 lib/$(SONAME): lib/$(LIBFILE)
 	ln -sf $(LIBFILE) $@
@@ -129,9 +134,10 @@ lib/libclara.so: lib/$(SONAME)
 
 clips: bin/clara-clips ## build bin/clara-clips
 
-bin/clara: $(GO_SOURCES) $(wildcard cmd/clara/*.go) $(LIB_STAMP) ## the command line (cmd/clara): chat, call, tools, rules test
+# Stripped as the library is (make debug keeps the symbols).
+bin/clara: $(GO_SOURCES) $(wildcard cmd/clara/*.go) $(LIB_STAMP) ## the command line (cmd/clara): chat, call, tools, check, rules test, audit tail, mcp
 	@mkdir -p bin
-	$(GO) build -o $@ ./cmd/clara
+	$(GO) build -trimpath -ldflags "$(STRIP_LDFLAGS)" -o $@ ./cmd/clara
 
 bin/clara-clips: clips_bridge/clara_clips_main.c clips_bridge/userfunctions.c $(BRIDGE) include/clara.h lib/libclara.so \
                  $(CLIPS_DEPS) $(CLIPS_STAMP)
@@ -187,7 +193,7 @@ test: ## everything CI runs
 	@echo "make test: all passed"
 
 test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
-	@out=$$($(GOFMT) -l core capi rulelua) || exit 1; test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
+	@out=$$($(GOFMT) -l core capi rulelua cmd tests) || exit 1; test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/tests/mcp$$')
 	$(GO) test -count=1 -run 'TestAttackCorpus' ./rulelua
@@ -274,7 +280,11 @@ bench: ## the performance table of docs/performance.md
 # (another python3 may come first on PATH).
 SYSTEM_PYTHON ?= /usr/bin/python3
 PY_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/clara/_version.py)
-WHEEL_PLATFORM := $(shell $(SYSTEM_PYTHON) -c 'import sysconfig; print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))' 2>/dev/null)
+# The wheel is tagged manylinux_2_34: the library needs only glibc, at
+# most the symbol versions of glibc 2.34, which tests/check-glibc.sh checks
+# before the wheel is built (a newer one fails the build).
+WHEEL_GLIBC    := 2.34
+WHEEL_PLATFORM := manylinux_$(subst .,_,$(WHEEL_GLIBC))_$(shell uname -m)
 WHEEL := build/dist/clara-$(PY_VERSION)-py3-none-$(WHEEL_PLATFORM).whl
 
 wheel: $(WHEEL) ## build/dist/clara-VERSION-py3-none-PLATFORM.whl, libclara.so inside
@@ -284,7 +294,8 @@ $(WHEEL): lib/libclara.so $(shell find python -type f ! -path 'python/build/*' !
 	@# A copy of python/: setuptools writes its build/ and egg-info beside the sources.
 	cp -r python build/wheel/src && rm -rf build/wheel/src/build build/wheel/src/*.egg-info
 	rm -f build/dist/clara-*.whl
-	CLARA_WHEEL_LIBRARY=$(CURDIR)/lib/$(LIBFILE) $(SYSTEM_PYTHON) -m pip wheel -q --no-index --no-build-isolation \
+	bash tests/check-glibc.sh lib/$(LIBFILE) $(WHEEL_GLIBC)
+	CLARA_WHEEL_LIBRARY=$(CURDIR)/lib/$(LIBFILE) CLARA_WHEEL_PLATFORM=$(WHEEL_PLATFORM) $(SYSTEM_PYTHON) -m pip wheel -q --no-index --no-build-isolation \
 	  --no-deps -w build/dist build/wheel/src
 	@test -f $@ || { echo "wheel: $@ was not built"; ls build/dist; exit 1; }
 
@@ -306,6 +317,8 @@ install: all ## install library, links, headers, clara.pc, clara-clips and the C
 	install -m 0755 bin/clara $(DESTDIR)$(PREFIX)/bin/clara
 	install -m 0644 clips_bridge/clara_clips.c clips_bridge/clara_clips.h clips_bridge/userfunctions.c \
 	  $(DESTDIR)$(PREFIX)/share/clara/clips/
+	@# ldconfig when the dynamic linker searches PREFIX/lib, else how to build against it.
+	@bash tests/post-install.sh '$(PREFIX)' '$(DESTDIR)'
 
 uninstall: ## remove what install put under PREFIX
 	rm -f $(DESTDIR)$(PREFIX)/lib/$(LIBFILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME) $(DESTDIR)$(PREFIX)/lib/libclara.so \

@@ -266,6 +266,40 @@ func claraGoSetInputHandler(fn C.clara_input_fn, userdata C.uintptr_t) {
 	})
 }
 
+// claraGoSetApprovalHandler installs fn as the engine's approver (issue
+// 28). The request is handed over in C memory; the decision, malloc'd by
+// the host, is copied into Go memory and freed at once. NULL leaves the
+// approval pending (approval_decide, or the timeout). A decision that
+// cannot be read rejects the call: nothing runs on an answer Clara does
+// not understand.
+//
+//export claraGoSetApprovalHandler
+func claraGoSetApprovalHandler(fn C.clara_approval_fn, userdata C.uintptr_t) {
+	defer guard("clara_set_approval_handler", nil)
+	if fn == nil {
+		engine.SetApprover(nil)
+		return
+	}
+	engine.SetApprover(core.ApproverFunc(func(_ context.Context, r *core.ApprovalRequest) (core.ApprovalDecision, bool) {
+		req := copyOut(r.JSON())
+		if req == nil {
+			return core.ApprovalDecision{Reason: "out of memory asking the approval handler"}, true
+		}
+		defer C.shim_free(unsafe.Pointer(req))
+		answer := C.shim_call_approval(fn, userdata, req)
+		if answer == nil {
+			return core.ApprovalDecision{}, false
+		}
+		defer C.shim_free(unsafe.Pointer(answer))
+		d, err := core.ParseApprovalDecision([]byte(C.GoString(answer)))
+		if err != nil {
+			engine.Logger().Logf(logging.Warn, "approval %d: the approval handler's answer: %v; the call is rejected", r.ID, err)
+			return core.ApprovalDecision{Reason: "the approval handler's answer could not be read: " + err.Error()}, true
+		}
+		return d, true
+	}))
+}
+
 // ---- C tools --------------------------------------------------------------
 
 // toolCall collects what a running C tool reports through its clara_call.
@@ -295,6 +329,10 @@ type toolCall struct {
 	// no room of its request's; kept with the toolCall from call to call,
 	// up to maxKeptOut bytes.
 	out []byte
+	// toldToStop: clara_call_cancelled answered 1 because the call's
+	// context had ended; whatever the tool answers after that is dropped
+	// (finishCall), even when its caller woke too late to have given up.
+	toldToStop bool
 	// room: the request's memory for the call (toolbox.Call.Room), nil
 	// when it has none. A result goes to room.Out and stays there (read
 	// until the answer is written): no copy of its own to allocate.
@@ -337,7 +375,7 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 // that a worker may still finish).
 func (tc *toolCall) recycle() {
 	tc.mu.Lock()
-	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.room = nil, nil, toolbox.Call{}, nil, nil, nil
+	tc.result, tc.ctx, tc.call, tc.caller, tc.tool, tc.room, tc.toldToStop = nil, nil, toolbox.Call{}, nil, nil, nil, false
 	if cap(tc.out) > maxKeptOut {
 		tc.out = nil
 	}
@@ -598,6 +636,11 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 		}
 		return nil, ctx.Err()
 	}
+	if tc.toldToStop {
+		// Its caller woke late (a loaded machine): the tool was told the
+		// call had ended, so its answer is not the call's.
+		return nil, toolbox.ErrAnsweredLate
+	}
 	switch {
 	case tc.hasErr && tc.errMsg != "":
 		return nil, errors.New(tc.errMsg)
@@ -774,7 +817,11 @@ func claraGoCallCancelled(id C.uintptr_t) (stop C.int) {
 	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
-	if !tc.running(id) || tc.ctx.Err() != nil {
+	if !tc.running(id) {
+		return 1
+	}
+	if tc.ctx.Err() != nil {
+		tc.toldToStop = true
 		return 1
 	}
 	return 0
@@ -824,4 +871,39 @@ func claraGoUnregisterTool(name *C.char, n C.size_t) (code C.int) {
 		return -C.CLARA_ENOENT
 	}
 	return -C.CLARA_EINVAL
+}
+
+//export claraGoSetToolLimits
+func claraGoSetToolLimits(name *C.char, n C.size_t, limits *C.char, ln C.size_t) (code C.int) {
+	defer guard("clara_set_tool_limits", func() { code = -C.CLARA_EINTERNAL })
+	perr := engine.SetToolLimits(string(bytesOf(name, n)), bytesOf(limits, ln))
+	if perr == nil {
+		return C.CLARA_OK
+	}
+	engine.Logger().Logf(logging.Error, "clara_set_tool_limits: %s", perr.Message)
+	switch perr.Code {
+	case protocol.UnknownTool:
+		return -C.CLARA_ENOENT
+	case protocol.Denied:
+		return -C.CLARA_EPERM
+	case protocol.InvalidArgs, protocol.InvalidRequest:
+		return -C.CLARA_EINVAL
+	}
+	return -C.CLARA_EINTERNAL
+}
+
+//export claraGoJSON5ToJSON
+func claraGoJSON5ToJSON(text *C.char, n C.size_t, out **C.char) (code C.int) {
+	defer guard("clara_json5_to_json", func() { code = -C.CLARA_EINTERNAL })
+	json, err := engine.JSON5(bytesOf(text, n))
+	code = C.CLARA_OK
+	if err != nil {
+		json, code = []byte(err.Error()), -C.CLARA_EINVAL
+	}
+	p := copyOut(json)
+	if p == nil {
+		return -C.CLARA_ENOMEM
+	}
+	*out = p
+	return code
 }

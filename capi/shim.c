@@ -82,6 +82,17 @@ int clara_unregister_tool(const char *name) {
     return claraGoUnregisterTool((char *)name, name ? strlen(name) : 0);
 }
 
+int clara_set_tool_limits(const char *name, const char *limits_json) {
+    if (name == NULL || limits_json == NULL) return -CLARA_EINVAL;
+    return claraGoSetToolLimits((char *)name, strlen(name), (char *)limits_json, strlen(limits_json));
+}
+
+int clara_json5_to_json(const char *text, char **json) {
+    if (json != NULL) *json = NULL;
+    if (text == NULL || json == NULL) return -CLARA_EINVAL;
+    return claraGoJSON5ToJSON((char *)text, strlen(text), json);
+}
+
 /* From the tool's own thread the report stays in C (see struct
  * shim_result); from anywhere else it goes to Go by the call's id, which
  * also ignores calls whose tool has returned. */
@@ -127,6 +138,10 @@ void clara_set_event_handler(clara_event_fn fn, void *userdata) {
 
 void clara_set_input_handler(clara_input_fn fn, void *userdata) {
     claraGoSetInputHandler(fn, (uintptr_t)userdata);
+}
+
+void clara_set_approval_handler(clara_approval_fn fn, void *userdata) {
+    claraGoSetApprovalHandler(fn, (uintptr_t)userdata);
 }
 
 int64_t clara_submit(const char *request_json) {
@@ -175,6 +190,10 @@ void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_js
 }
 
 char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json) {
+    return fn((void *)userdata, request_json);
+}
+
+char *shim_call_approval(clara_approval_fn fn, uintptr_t userdata, const char *request_json) {
     return fn((void *)userdata, request_json);
 }
 

@@ -30,6 +30,7 @@ char *shim_copy_out(const char *p, size_t n);
 void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *message);
 void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json);
 char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json);
+char *shim_call_approval(clara_approval_fn fn, uintptr_t userdata, const char *request_json);
 
 /* Calls a tool's free_userdata for Go. */
 typedef void (*shim_free_fn)(void *);

@@ -108,9 +108,11 @@ static void json_value_free(struct json_value *v) {
  * destroyed: CLIPS then frees its external addresses without discarding
  * them. CLIPS frees the state itself. */
 static void unregister_facts_tools(struct clara_env *st);
+static void stream_stop(struct clara_env *st);
 
 static void clara_env_free(struct clara_env *state) {
     if (state == NULL || state->values.next == NULL) return;
+    stream_stop(state);
     unregister_facts_tools(state);
     while (state->values.next != &state->values) json_value_free(state->values.next);
 }
@@ -291,6 +293,7 @@ static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
     return 1;
 }
 static int build_text(void *env, const char *construct) { return Build(ENV(env), construct) == BE_NO_ERROR; }
+static void print_to(void *env, const char *router, const char *text) { WriteString(ENV(env), router, text); }
 static int template_exists(void *env, const char *name) { return FindDeftemplate(ENV(env), name) != NULL; }
 static void *find_template(void *env, const char *name) { return FindDeftemplate(ENV(env), name); }
 static void on_clear_rebuild(Environment *env, void *context);
@@ -472,6 +475,7 @@ static int eval_text(struct udf_call *c, const char *expr, struct cvalue *f) {
     return 1;
 }
 static int build_text(void *env, const char *construct) { return EnvBuild(env, construct) != 0; }
+static void print_to(void *env, const char *router, const char *text) { EnvPrintRouter(env, router, text); }
 static int template_exists(void *env, const char *name) { return EnvFindDeftemplate(env, name) != NULL; }
 static void *find_template(void *env, const char *name) { return EnvFindDeftemplate(env, name); }
 static void on_clear_rebuild(void *env);
@@ -730,10 +734,62 @@ static void ret_envelope(struct udf_call *c, char *response) {
     clara_free_string(response);
 }
 
+/* The request as JSON when it is not JSON but JSON5, as people write it
+ * by hand ({tool:'echo', arguments:{n:1}}); NULL otherwise. Asked only
+ * once Clara refused the text as JSON: strict requests never come here. */
+static char *json5_request(const char *request) {
+    char *json = NULL;
+    if (clara_json5_to_json(request, &json) == CLARA_OK) return json;
+    clara_free_string(json);
+    return NULL;
+}
+
+/* Whether an envelope is Clara's refusal of a request that is not JSON. */
+static int not_json(const char *envelope) {
+    char *code = NULL;
+    int yes = envelope != NULL && clara_json_get(envelope, "error", &code, NULL) == CLARA_JSON_STRING &&
+              strcmp(code, "invalid_json") == 0;
+    clara_free_string(code);
+    return yes;
+}
+
+/* Evaluates a request written by hand: JSON, or failing that JSON5. */
+static char *evaluate_relaxed(struct clara_env *st, const char *request) {
+    char *r = evaluate_serving(st, request), *json;
+    if (not_json(r) && (json = json5_request(request)) != NULL) {
+        clara_free_string(r);
+        r = evaluate_serving(st, json);
+        clara_free_string(json);
+    }
+    return r;
+}
+
 /* (clara-evaluate ?json) -> the envelope, a STRING. */
 static void clara_evaluate_fn(struct udf_call *c) {
     const char *request;
-    if (arg_string(c, 1, &request)) ret_envelope(c, evaluate_serving(c->state, request));
+    if (arg_string(c, 1, &request)) ret_envelope(c, evaluate_relaxed(c->state, request));
+}
+
+/* (clara-evaluate-json ?json) -> the envelope as a clara-json value, which
+ * get-field reads and clara-call passes on as JSON (seed 000's proposed
+ * API). */
+static void clara_evaluate_json_fn(struct udf_call *c) {
+    const char *request;
+    char *r;
+    struct json_value *v;
+    if (!arg_string(c, 1, &request)) return;
+    r = evaluate_relaxed(c->state, request);
+    if (r == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    v = json_value_new(c->state, r);
+    clara_free_string(r);
+    if (v == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    ret_json(c, v);
 }
 
 /* (clara-emit ?json) -> what the event fired, an envelope STRING. */
@@ -748,13 +804,47 @@ static void clara_emit_fn(struct udf_call *c) {
     }
 }
 
+/* Returns the value at path in json, typed for CLIPS; the kind found (a
+ * negative code once it reported an error). */
+static int ret_json_at(struct udf_call *c, const char *json, const char *path);
+
 /* (json-get ?json ?path) -> the value at path, typed for CLIPS. */
 static void json_get_fn(struct udf_call *c) {
     const char *json, *path;
+    if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
+    ret_json_at(c, json, path);
+}
+
+/* (get-field ?response "field") -> a field of a response (a clara-json
+ * value of clara-evaluate-json, or an envelope STRING): the envelope's own
+ * (status, tool, error, message) or else its result's, as seed 000's flat
+ * responses had them; the path is json-get's. */
+static void get_field_fn(struct udf_call *c) {
+    struct cvalue f;
+    const char *path;
+    char *result_path;
+    size_t n;
+    if (!arg_value(c, 1, &f) || !arg_string(c, 2, &path)) return;
+    if (f.kind != V_JSON && f.kind != V_STRING) {
+        fail_type(c, 1, "clara-json value or string");
+        return;
+    }
+    if (ret_json_at(c, f.text, path) != CLARA_JSON_MISSING || path[0] == '\0') return;
+    n = strlen(path) + sizeof "result.";
+    result_path = malloc(n);
+    if (result_path == NULL) {
+        fail(c, "out of memory");
+        return;
+    }
+    snprintf(result_path, n, "result.%s", path);
+    ret_json_at(c, f.text, result_path);
+    free(result_path);
+}
+
+static int ret_json_at(struct udf_call *c, const char *json, const char *path) {
     char *text = NULL, *end;
     size_t length = 0;
     int kind;
-    if (!arg_string(c, 1, &json) || !arg_string(c, 2, &path)) return;
     ret_symbol(c, "nil");
     kind = clara_json_get(json, path, &text, &length);
     switch (kind) {
@@ -795,6 +885,7 @@ static void json_get_fn(struct udf_call *c) {
         break;
     }
     clara_free_string(text);
+    return kind;
 }
 
 /* (clara-json ?text) -> a value that clara-call sends as the JSON it holds.
@@ -1016,20 +1107,26 @@ static char *clips_input_handler(void *userdata, const char *request) {
     return answer;
 }
 
+static char *clips_approval_handler(void *userdata, const char *request);
+static void approvals_reject(long long handle, const char *why);
+
 static void input_install(void) {
     pthread_mutex_lock(&input_mu);
     input_installed = 1;
     pthread_mutex_unlock(&input_mu);
     clara_set_input_handler(clips_input_handler, NULL);
+    clara_set_approval_handler(clips_approval_handler, NULL);
 }
 
 /* The environment goes: no question can be answered any more. */
 static void input_uninstall(void) {
     clara_set_input_handler(NULL, NULL);
+    clara_set_approval_handler(NULL, NULL);
     pthread_mutex_lock(&input_mu);
     input_installed = 0;
     release_locked(0);
     pthread_mutex_unlock(&input_mu);
+    approvals_reject(0, "the CLIPS environment that would decide it is gone");
 }
 
 static void buf_clips_string(struct buf *b, const char *s);
@@ -1100,6 +1197,256 @@ static void clara_answer_fn(struct udf_call *c) {
     ret_symbol(c, "TRUE");
 }
 
+/* ---- Approvals ---------------------------------------------------------- */
+
+/*
+ * The bridge is Clara's approval handler too (clara_set_approval_handler)
+ * while an environment owns the facts tools. A tool call that a rule's ask
+ * or a tool's needs_approval holds is left pending (the handler returns
+ * NULL) and becomes a (clara-approval-required ...) fact at (clara-poll);
+ * a rule decides it with (clara-approve ?id) or (clara-reject ?id "why"),
+ * through the approval_decide tool. An approval of a call the program
+ * waits for, and so cannot decide (a synchronous clara-evaluate, the call
+ * clara-eval-result waits for), is rejected at once, saying why. The list
+ * shares input_mu with the questions of ask_user.
+ */
+struct approval {
+    struct approval *next;
+    long long id, handle;
+    char *tool, *reason, *rule, *session, *arguments;
+    int announced;
+};
+
+static struct approval *approvals_open; /* waiting for a decision, under input_mu */
+
+static void approval_free(struct approval *a) {
+    clara_free_string(a->tool);
+    clara_free_string(a->reason);
+    clara_free_string(a->rule);
+    clara_free_string(a->session);
+    clara_free_string(a->arguments);
+    free(a);
+}
+
+/* A rejection as the handler answers it: malloc'd JSON. */
+static char *approval_rejection(const char *why) {
+    struct buf b = {0};
+    buf_str(&b, "{\"decision\":\"reject\",\"reason\":");
+    buf_json_string(&b, why);
+    buf_str(&b, "}");
+    if (b.failed) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}
+
+static char *clips_approval_handler(void *userdata, const char *request) {
+    struct approval *a;
+    char *id = request_field(request, "id"), *handle = request_field(request, "handle");
+    long long h = handle != NULL ? strtoll(handle, NULL, 10) : 0;
+    (void)userdata;
+    if (h == 0) {
+        clara_free_string(id);
+        return approval_rejection("the CLIPS program waits for this call (clara-evaluate), so no rule can approve it; "
+                                  "make the call with clara-evaluate-async");
+    }
+    a = calloc(1, sizeof *a);
+    if (a == NULL) {
+        clara_free_string(id);
+        clara_free_string(handle);
+        return approval_rejection("out of memory");
+    }
+    a->id = id != NULL ? strtoll(id, NULL, 10) : 0;
+    a->handle = h;
+    clara_free_string(id);
+    clara_free_string(handle);
+    a->tool = request_field(request, "tool");
+    a->reason = request_field(request, "reason");
+    a->rule = request_field(request, "rule");
+    a->session = request_field(request, "session");
+    a->arguments = request_field(request, "arguments");
+    pthread_mutex_lock(&input_mu);
+    if (!input_installed || h == input_awaited) {
+        pthread_mutex_unlock(&input_mu);
+        approval_free(a);
+        return approval_rejection("the CLIPS program waits for this call (clara-eval-result), so no rule can approve it");
+    }
+    a->next = approvals_open;
+    approvals_open = a;
+    pthread_mutex_unlock(&input_mu);
+    return NULL; /* decided by a rule, through approval_decide */
+}
+
+/* Takes the approvals of handle (every one when 0) off the list and
+ * returns them. Under input_mu. */
+static struct approval *approvals_take_locked(long long handle) {
+    struct approval *taken = NULL, **p = &approvals_open;
+    while (*p != NULL) {
+        struct approval *a = *p;
+        if (handle == 0 || a->handle == handle) {
+            *p = a->next;
+            a->next = taken;
+            taken = a;
+        } else {
+            p = &a->next;
+        }
+    }
+    return taken;
+}
+
+/* Asks approval_decide; NULL when it decided, else the reason it did not
+ * (malloc'd). arguments, when not NULL, is the JSON of edited arguments. */
+static char *approval_decide(long long id, int approve, const char *reason, const char *arguments) {
+    struct buf req = {0};
+    char num[32], *env, *message = NULL;
+    snprintf(num, sizeof num, "%lld", id);
+    buf_str(&req, "{\"tool\":\"approval_decide\",\"arguments\":{\"id\":");
+    buf_str(&req, num);
+    buf_str(&req, approve ? ",\"decision\":\"approve\"" : ",\"decision\":\"reject\"");
+    if (reason != NULL) {
+        buf_str(&req, ",\"reason\":");
+        if (!buf_json_string(&req, reason)) req.failed = 1;
+    }
+    if (arguments != NULL) {
+        buf_str(&req, ",\"arguments\":");
+        buf_str(&req, arguments);
+    }
+    buf_str(&req, "}}");
+    if (req.failed) {
+        free(req.data);
+        return strdup("the decision is not valid UTF-8, or out of memory");
+    }
+    env = clara_evaluate(req.data);
+    free(req.data);
+    if (env == NULL) return strdup("out of memory");
+    if (strncmp(env, "{\"status\":\"success\"", strlen("{\"status\":\"success\"")) == 0) {
+        clara_free_string(env);
+        return NULL;
+    }
+    if (clara_json_get(env, "message", &message, NULL) != CLARA_JSON_STRING) message = strdup(env);
+    clara_free_string(env);
+    return message;
+}
+
+/* Rejects every approval of handle (every one when 0) with why: the
+ * program can no longer decide them. */
+static void approvals_reject(long long handle, const char *why) {
+    struct approval *a, *next;
+    pthread_mutex_lock(&input_mu);
+    a = approvals_take_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+    for (; a != NULL; a = next) {
+        next = a->next;
+        clara_free_string(approval_decide(a->id, 0, why, NULL));
+        approval_free(a);
+    }
+}
+
+/* Forgets the approvals of a call that ended. */
+static void approvals_drop(long long handle) {
+    struct approval *a, *next;
+    pthread_mutex_lock(&input_mu);
+    a = approvals_take_locked(handle);
+    pthread_mutex_unlock(&input_mu);
+    for (; a != NULL; a = next) {
+        next = a->next;
+        approval_free(a);
+    }
+}
+
+/* Asserts (clara-approval-required ...) for each approval not yet
+ * announced; returns how many. */
+static long long approvals_announce(struct udf_call *c) {
+    struct approval *a;
+    long long n = 0;
+    pthread_mutex_lock(&input_mu);
+    for (a = approvals_open; a != NULL; a = a->next) {
+        struct buf fact = {0};
+        char num[64];
+        if (a->announced) continue;
+        a->announced = 1;
+        snprintf(num, sizeof num, "%lld) (handle %lld", a->id, a->handle);
+        buf_str(&fact, "(clara-approval-required (id ");
+        buf_str(&fact, num);
+        buf_str(&fact, ") (tool ");
+        buf_clips_string(&fact, a->tool != NULL ? a->tool : "");
+        buf_str(&fact, ") (reason ");
+        buf_clips_string(&fact, a->reason != NULL ? a->reason : "");
+        buf_str(&fact, ") (rule ");
+        buf_clips_string(&fact, a->rule != NULL ? a->rule : "");
+        buf_str(&fact, ") (session ");
+        buf_clips_string(&fact, a->session != NULL ? a->session : "");
+        buf_str(&fact, ") (arguments ");
+        buf_clips_string(&fact, a->arguments != NULL ? a->arguments : "{}");
+        buf_str(&fact, "))");
+        if (!fact.failed && assert_text(c, fact.data)) n++;
+        free(fact.data);
+    }
+    pthread_mutex_unlock(&input_mu);
+    return n;
+}
+
+/* Takes approval id off the list once decided. */
+static void approval_decided(long long id) {
+    struct approval *a, **p;
+    pthread_mutex_lock(&input_mu);
+    for (p = &approvals_open; *p != NULL && (*p)->id != id; p = &(*p)->next) {
+    }
+    a = *p;
+    if (a != NULL) *p = a->next;
+    pthread_mutex_unlock(&input_mu);
+    if (a != NULL) approval_free(a);
+}
+
+/* (clara-approve ?id) -> TRUE: approves the call of a
+ * (clara-approval-required) fact; (clara-approve ?id "{json}") approves it
+ * with those arguments instead. FALSE with an error when Clara refuses
+ * (no such approval waits, arguments that do not match the tool's
+ * schema: then it waits on). */
+static void clara_approve_fn(struct udf_call *c) {
+    struct cvalue idv;
+    const char *arguments = NULL;
+    char *why;
+    if (!arg_value(c, 1, &idv)) return;
+    if (idv.kind != V_INTEGER) {
+        fail_type(c, 1, "integer");
+        return;
+    }
+    if (arg_count(c) > 1 && !arg_string(c, 2, &arguments)) return;
+    why = approval_decide(idv.integer, 1, NULL, arguments);
+    if (why != NULL) {
+        failf(c, "approval %lld: %s", idv.integer, why);
+        free(why);
+        return;
+    }
+    approval_decided(idv.integer);
+    ret_symbol(c, "TRUE");
+}
+
+/* (clara-reject ?id "why") -> TRUE: rejects the call of a
+ * (clara-approval-required) fact; the model (or the caller) is told why.
+ * FALSE with an error when no such approval waits. */
+static void clara_reject_fn(struct udf_call *c) {
+    struct cvalue idv;
+    const char *reason = NULL;
+    char *why;
+    if (!arg_value(c, 1, &idv)) return;
+    if (idv.kind != V_INTEGER) {
+        fail_type(c, 1, "integer");
+        return;
+    }
+    if (arg_count(c) > 1 && !arg_string(c, 2, &reason)) return;
+    why = approval_decide(idv.integer, 0, reason, NULL);
+    if (why != NULL) {
+        failf(c, "approval %lld: %s", idv.integer, why);
+        free(why);
+        return;
+    }
+    approval_decided(idv.integer);
+    ret_symbol(c, "TRUE");
+}
+
 /* ---- Asynchronous calls ------------------------------------------------- */
 
 /* The template of the facts (clara-poll) asserts, one per finished call. */
@@ -1118,9 +1465,26 @@ static int constructs_ready(void *env) {
     " (slot id (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"                  \
     " (slot prompt (type STRING)))"
 
+/* The template of the streamed tokens that (clara-poll) asserts while
+ * (clara-stream facts) is on: seq makes two equal pieces two facts. */
+#define CLARA_TOKEN_TEMPLATE                                                                            \
+    "(deftemplate clara-token \"A piece of a streamed answer of a chat (clara-stream facts).\""          \
+    " (slot seq (type INTEGER)) (slot handle (type INTEGER)) (slot session (type STRING))"             \
+    " (slot text (type STRING)))"
+
+/* The template of the tool calls waiting for approval that (clara-poll)
+ * asserts. */
+#define CLARA_APPROVAL_TEMPLATE                                                                             \
+    "(deftemplate clara-approval-required \"A tool call waiting for approval: decide with (clara-approve ?id)" \
+    " or (clara-reject ?id \\\"why\\\").\" (slot id (type INTEGER)) (slot handle (type INTEGER))"                \
+    " (slot tool (type STRING)) (slot reason (type STRING)) (slot rule (type STRING))"                      \
+    " (slot session (type STRING)) (slot arguments (type STRING)))"
+
 static int define_reply_template(void *env) {
     return (template_exists(env, "clara-reply") || build_text(env, CLARA_REPLY_TEMPLATE)) &&
-           (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE));
+           (template_exists(env, "clara-input-required") || build_text(env, CLARA_INPUT_TEMPLATE)) &&
+           (template_exists(env, "clara-token") || build_text(env, CLARA_TOKEN_TEMPLATE)) &&
+           (template_exists(env, "clara-approval-required") || build_text(env, CLARA_APPROVAL_TEMPLATE));
 }
 
 /* (clear) removes every construct: the template comes back after it. */
@@ -1152,6 +1516,13 @@ static void clara_evaluate_async_fn(struct udf_call *c) {
     int64_t h;
     if (!arg_string(c, 1, &request)) return;
     h = clara_submit(request);
+    if (h == -CLARA_EINVAL) {
+        char *json = json5_request(request); /* written by hand: JSON5 too */
+        if (json != NULL) {
+            h = clara_submit(json);
+            clara_free_string(json);
+        }
+    }
     if (h > 0) {
         ret_integer(c, (long long)h);
         return;
@@ -1179,6 +1550,7 @@ static void clara_eval_result_fn(struct udf_call *c) {
     if (arg_handle(c, 1, &h)) {
         char *r;
         input_waiting_on(h);
+        approvals_reject(h, "the CLIPS program waits for this call (clara-eval-result), so no rule can approve it");
         enter_clara(c->state);
         r = clara_wait(h, -1);
         leave_clara(c->state);
@@ -1197,6 +1569,7 @@ static void clara_eval_cancel_fn(struct udf_call *c) {
         return;
     }
     input_release(h);
+    approvals_drop(h);
     ret_symbol(c, "TRUE");
 }
 
@@ -1233,6 +1606,201 @@ static int assert_reply(struct udf_call *c, int64_t h, const char *tool, const c
     return ok;
 }
 
+/* ---- Streamed tokens ---------------------------------------------------- */
+
+/*
+ * (clara-stream facts) or (clara-stream ROUTER) makes the bridge Clara's
+ * event handler: the text pieces of streamed chats (the "token" events of
+ * chats with "stream": true) are queued as they come, on Clara's threads,
+ * which never wait for the rules; each (clara-poll) hands the queue to the
+ * program, as (clara-token (seq) (handle) (session) (text)) facts or
+ * printed to the router, before the clara-reply facts of the calls that
+ * ended. (clara-stream FALSE) stops. The host's own handler
+ * (clara_clips_forward_events) still gets every event.
+ */
+#define STREAM_MAX_PIECES 65536   /* pieces queued at most; past it the oldest go */
+#define STREAM_ROUTER_MAX 64
+
+struct token_piece {
+    struct token_piece *next;
+    long long handle;
+    char *session, *text;
+};
+
+static pthread_mutex_t stream_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct clara_env *stream_owner;            /* the environment that streams; NULL: none */
+static char stream_router[STREAM_ROUTER_MAX + 1]; /* "" for facts */
+static struct token_piece *stream_head, *stream_tail;
+static long stream_count, stream_dropped;
+static long long stream_seq;
+static clara_event_fn forward_fn;
+static void *forward_userdata;
+
+static void piece_free(struct token_piece *p) {
+    clara_free_string(p->session);
+    clara_free_string(p->text);
+    free(p);
+}
+
+/* Clara's event handler while a program streams: queue tokens, forward
+ * everything, return at once. */
+static void stream_handler(void *userdata, const char *event) {
+    char *kind = NULL, *handle = NULL;
+    clara_event_fn fwd;
+    void *fwd_ud;
+    (void)userdata;
+    if (clara_json_get(event, "event", &kind, NULL) == CLARA_JSON_STRING && strcmp(kind, "token") == 0) {
+        struct token_piece *p = calloc(1, sizeof *p);
+        if (p != NULL && clara_json_get(event, "text", &p->text, NULL) == CLARA_JSON_STRING) {
+            clara_json_get(event, "session", &p->session, NULL);
+            if (clara_json_get(event, "handle", &handle, NULL) == CLARA_JSON_INTEGER) p->handle = strtoll(handle, NULL, 10);
+            pthread_mutex_lock(&stream_mu);
+            if (stream_owner != NULL) {
+                if (stream_tail != NULL) stream_tail->next = p;
+                else stream_head = p;
+                stream_tail = p;
+                p = NULL;
+                if (++stream_count > STREAM_MAX_PIECES) { /* nobody polls: the oldest go */
+                    struct token_piece *old = stream_head;
+                    stream_head = old->next;
+                    stream_count--;
+                    stream_dropped++;
+                    piece_free(old);
+                }
+            }
+            pthread_mutex_unlock(&stream_mu);
+        }
+        if (p != NULL) piece_free(p);
+    }
+    clara_free_string(kind);
+    clara_free_string(handle);
+    pthread_mutex_lock(&stream_mu);
+    fwd = forward_fn;
+    fwd_ud = forward_userdata;
+    pthread_mutex_unlock(&stream_mu);
+    if (fwd != NULL) fwd(fwd_ud, event);
+}
+
+void clara_clips_forward_events(clara_event_fn fn, void *userdata) {
+    int streaming;
+    pthread_mutex_lock(&stream_mu);
+    forward_fn = fn;
+    forward_userdata = userdata;
+    streaming = stream_owner != NULL;
+    pthread_mutex_unlock(&stream_mu);
+    if (!streaming) clara_set_event_handler(fn, userdata);
+}
+
+/* Stops streaming for st (the environment goes, or asked it). */
+static void stream_stop(struct clara_env *st) {
+    struct token_piece *p;
+    clara_event_fn fwd;
+    void *fwd_ud;
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != st || st == NULL) {
+        pthread_mutex_unlock(&stream_mu);
+        return;
+    }
+    stream_owner = NULL;
+    p = stream_head;
+    stream_head = stream_tail = NULL;
+    stream_count = 0;
+    fwd = forward_fn;
+    fwd_ud = forward_userdata;
+    pthread_mutex_unlock(&stream_mu);
+    clara_set_event_handler(fwd, fwd_ud); /* returns once stream_handler is not running */
+    while (p != NULL) {
+        struct token_piece *next = p->next;
+        piece_free(p);
+        p = next;
+    }
+}
+
+/* (clara-stream facts | ROUTER | FALSE) -> TRUE. */
+static void clara_stream_fn(struct udf_call *c) {
+    const char *where;
+    struct cvalue f;
+    if (!arg_value(c, 1, &f)) return;
+    if (f.kind != V_SYMBOL && f.kind != V_STRING) {
+        fail_type(c, 1, "symbol or string");
+        return;
+    }
+    where = f.text;
+    if (strcmp(where, "FALSE") == 0 || strcmp(where, "off") == 0) {
+        stream_stop(c->state);
+        ret_symbol(c, "TRUE");
+        return;
+    }
+    if (strlen(where) > STREAM_ROUTER_MAX) {
+        failf(c, "the router name is longer than %d characters", STREAM_ROUTER_MAX);
+        return;
+    }
+    if (strcmp(where, "facts") == 0 && !define_reply_template(c->env)) {
+        fail(c, "cannot define the clara-token template");
+        return;
+    }
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != NULL && stream_owner != c->state) {
+        pthread_mutex_unlock(&stream_mu);
+        fail(c, "another CLIPS environment streams: it must (clara-stream FALSE) first");
+        return;
+    }
+    /* t stands for standard output, as in printout. */
+    snprintf(stream_router, sizeof stream_router, "%s", strcmp(where, "facts") == 0 ? "" : strcmp(where, "t") == 0 ? "stdout" : where);
+    stream_owner = c->state;
+    pthread_mutex_unlock(&stream_mu);
+    clara_set_event_handler(stream_handler, NULL);
+    ret_symbol(c, "TRUE");
+}
+
+/* Hands the queued pieces to the program: facts, or text on the router.
+ * Returns how many facts it asserted. */
+static long long stream_deliver(struct udf_call *c) {
+    struct token_piece *p;
+    char router[STREAM_ROUTER_MAX + 1];
+    long dropped;
+    long long n = 0;
+    pthread_mutex_lock(&stream_mu);
+    if (stream_owner != c->state) {
+        pthread_mutex_unlock(&stream_mu);
+        return 0;
+    }
+    p = stream_head;
+    stream_head = stream_tail = NULL;
+    stream_count = 0;
+    dropped = stream_dropped;
+    stream_dropped = 0;
+    memcpy(router, stream_router, sizeof router);
+    pthread_mutex_unlock(&stream_mu);
+    if (dropped > 0) {
+        char message[128];
+        snprintf(message, sizeof message, "[clara-stream: %ld pieces dropped: nothing polled]\n", dropped);
+        print_to(c->env, router[0] ? router : "t", message);
+    }
+    while (p != NULL) {
+        struct token_piece *next = p->next;
+        if (router[0]) {
+            print_to(c->env, router, p->text);
+        } else {
+            struct buf fact = {0};
+            char num[64];
+            snprintf(num, sizeof num, "%lld) (handle %lld", ++stream_seq, p->handle);
+            buf_str(&fact, "(clara-token (seq ");
+            buf_str(&fact, num);
+            buf_str(&fact, ") (session ");
+            buf_clips_string(&fact, p->session ? p->session : "");
+            buf_str(&fact, ") (text ");
+            buf_clips_string(&fact, p->text);
+            buf_str(&fact, "))");
+            if (!fact.failed && assert_text(c, fact.data)) n++;
+            free(fact.data);
+        }
+        piece_free(p);
+        p = next;
+    }
+    return n;
+}
+
 /* Reads item i's field of clara_async_take's list; NULL when missing. */
 static char *take_field(const char *list, long long i, const char *field) {
     char path[64], *text = NULL;
@@ -1260,10 +1828,14 @@ static void clara_poll_fn(struct udf_call *c) {
         fail(c, "cannot define the clara-reply template");
         return;
     }
+    /* The pieces first: those of a call that ended (in list) were all
+     * queued before it ended, so they come before its clara-reply. */
+    asserted += stream_deliver(c);
     for (i = 0; (handle = take_field(list, i, "handle")) != NULL; i++) {
         char *tool = take_field(list, i, "tool"), *status = take_field(list, i, "status");
         int64_t h = strtoll(handle, NULL, 10);
         input_release(h); /* the call ended: nothing waits for its questions */
+        approvals_drop(h);
         if (assert_reply(c, h, tool ? tool : "", status ? status : "error")) asserted++;
         clara_free_string(handle);
         clara_free_string(tool);
@@ -1271,6 +1843,7 @@ static void clara_poll_fn(struct udf_call *c) {
     }
     clara_free_string(list);
     asserted += input_announce(c);
+    asserted += approvals_announce(c);
     ret_integer(c, asserted);
 }
 
@@ -1657,6 +2230,9 @@ static void clara_expose_fn(struct udf_call *c) {
  */
 #define CLARA_UDFS(X)                                                                   \
     X(clara_evaluate, "clara-evaluate", 1, 1, "bs", "s", "11s")                       \
+    X(clara_evaluate_json, "clara-evaluate-json", 1, 1, "be", "s", "11s")             \
+    X(get_field, "get-field", 2, 2, "bdlsy", "*;es;s", "22uus")                      \
+    X(clara_stream, "clara-stream", 1, 1, "b", "sy", "11k")                           \
     X(clara_emit, "clara-emit", 1, 1, "bs", "s", "11s")                               \
     X(json_get, "json-get", 2, 2, "bdlsy", "s", "22s")                                \
     X(clara_call, "clara-call", 1, ANY_COUNT, "bs", "*;sy", "1*uk")                   \
@@ -1667,6 +2243,8 @@ static void clara_expose_fn(struct udf_call *c) {
     X(clara_eval_cancel, "clara-eval-cancel", 1, 1, "b", "l", "11i")                  \
     X(clara_poll, "clara-poll", 0, 0, "bl", NULL, "00")                               \
     X(clara_answer, "clara-answer", 2, 2, "b", "*;l;sy", "22uik")                     \
+    X(clara_approve, "clara-approve", 1, 2, "b", "*;l;s", "12uis")                    \
+    X(clara_reject, "clara-reject", 1, 2, "b", "*;l;s", "12uis")                      \
     X(clara_mcp_listen, "clara-mcp-listen", 1, 1, "bs", "s", "11s")                  \
     X(clara_mcp_stop, "clara-mcp-stop", 0, 0, "b", NULL, "00")                         \
     X(clara_expose, "clara-expose", 1, 1, "b", "s", "11s")

@@ -13,6 +13,10 @@
  *   (clara-call TOOL [key value]... [:session S] [:policy P] [:id X] [:trace B])
  *                            a request built from CLIPS values; the envelope
  *   (clara-json ?text)       a value clara-call sends as the JSON it holds
+ *   (clara-evaluate-json ?json) the envelope as a clara-json value
+ *   (get-field ?response ?path) a field of the envelope, or else of its result
+ *   (clara-stream facts|ROUTER|FALSE) streamed chats' text pieces at each
+ *                            (clara-poll): clara-token facts, or printed
  *
  * The same source builds against CLIPS 6.30 (Debian's libclips-dev) and
  * CLIPS 6.4x; the version is chosen at compile time from the CLIPS headers.
@@ -58,6 +62,19 @@ extern "C" {
  *            refused a definition.
  */
 int clara_clips_register(void *environment);
+
+/*
+ * clara_clips_forward_events - the host program's own handler of Clara's
+ * events (clara_set_event_handler()), kept while a CLIPS program streams.
+ *
+ * (clara-stream ...) makes the bridge Clara's event handler; it passes
+ * every event on to fn (NULL: none). Call this instead of
+ * clara_set_event_handler() in a program that loads CLIPS programs which
+ * may stream: while none streams, it installs fn itself. fn has the
+ * contract of clara_event_fn.
+ * Threads:   any thread.
+ */
+void clara_clips_forward_events(void (*fn)(void *userdata, const char *event_json), void *userdata);
 
 #ifdef __cplusplus
 }

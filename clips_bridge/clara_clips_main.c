@@ -25,9 +25,13 @@
  * plain clips shell does. Exit status: what (exit N) gives, 0 at the end of
  * input, or 2 when an option or the configuration is invalid.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "clips.h"
 
@@ -49,32 +53,84 @@ static const char usage[] =
     "  -h, --help        this text\n"
     "  --version         Clara's and CLIPS's versions\n";
 
-/* Reads a whole file into a malloc'd NUL-terminated string. */
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
+/* The largest configuration file read: Clara's own bound on one
+ * (core.MaxConfigFile, bin/clara --config, CLARA_CONFIG). */
+#define MAX_CONFIG_FILE (16L << 20)
+
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a named pipe";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    return "not a regular file";
+}
+
+/* Reads a whole regular file of at most MAX_CONFIG_FILE bytes into a
+ * malloc'd NUL-terminated string, as Clara reads the files it is named
+ * (core/fsread): a named pipe or a device is refused, never waited on nor
+ * read without end. On failure returns NULL with the reason in why. */
+static char *read_file(const char *path, char *why, size_t why_len) {
+    struct stat st;
     char *text = NULL;
-    size_t len = 0, cap = 0, n;
-    if (f == NULL) return NULL;
-    int failed = 0;
-    do {
+    size_t len = 0, cap;
+    int fd;
+    /* Refused before the open, which alone can have effects on a device. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(why, why_len, "%s is %s, not a regular file", path, file_kind(st.st_mode));
+        return NULL;
+    }
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, why_len, "%s", strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, why_len, "%s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_len, "%s is %s, not a regular file", path, file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size > MAX_CONFIG_FILE) {
+        snprintf(why, why_len, "%s is %lld bytes, over the %ld-byte limit", path, (long long)st.st_size,
+                 MAX_CONFIG_FILE);
+        close(fd);
+        return NULL;
+    }
+    cap = (size_t)st.st_size + 4096;
+    text = malloc(cap);
+    while (text != NULL) {
+        ssize_t n = read(fd, text + len, cap - len - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            snprintf(why, why_len, "%s", strerror(errno));
+            free(text);
+            text = NULL;
+            break;
+        }
+        if (n == 0) {
+            text[len] = '\0';
+            break;
+        }
+        len += (size_t)n;
+        if (len > (size_t)MAX_CONFIG_FILE) {
+            snprintf(why, why_len, "%s grew past the %ld-byte limit while it was read", path, MAX_CONFIG_FILE);
+            free(text);
+            text = NULL;
+            break;
+        }
         if (cap - len < 4096) {
-            char *grown = realloc(text, cap = cap * 2 + 4096);
-            if (grown == NULL) {
-                failed = 1; /* never hand on part of a file */
-                break;
-            }
+            char *grown = realloc(text, cap *= 2);
+            if (grown == NULL) free(text); /* never hand on part of a file */
             text = grown;
         }
-        n = fread(text + len, 1, cap - len - 1, f);
-        len += n;
-    } while (n > 0);
-    if (failed || ferror(f) || text == NULL) {
-        free(text);
-        text = NULL;
-    } else {
-        text[len] = '\0';
     }
-    fclose(f);
+    if (text == NULL && why[0] == '\0') snprintf(why, why_len, "out of memory");
+    close(fd);
     return text;
 }
 
@@ -230,10 +286,11 @@ int main(int argc, char *argv[]) {
                 return 2;
             }
             if (a[2] == 'c') {
-                char *text = read_file(argv[++i]);
+                char why[512] = "";
+                char *text = read_file(argv[++i], why, sizeof why);
                 int ok;
                 if (text == NULL) {
-                    fprintf(stderr, "clara-clips: cannot read %s\n", argv[i]);
+                    fprintf(stderr, "clara-clips: cannot read %s: %s\n", argv[i], why);
                     return 2;
                 }
                 ok = configure(text, argv[i]);
@@ -250,7 +307,7 @@ int main(int argc, char *argv[]) {
                 if (!configure(json, "--evaluator")) return 2;
             }
         } else if (strcmp(a, "--verbose") == 0) {
-            clara_set_event_handler(status_line, NULL);
+            clara_clips_forward_events(status_line, NULL);
         } else if (strcmp(a, "--test-mode") == 0) {
             if (!configure("test_mode = true", "--test-mode")) return 2;
         } else if (strcmp(a, "-f") == 0 || strcmp(a, "-f2") == 0 || strcmp(a, "-l") == 0) {

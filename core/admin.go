@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/state"
@@ -81,7 +82,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 			name = "inline"
 		}
 		// Script paths of inline rules are relative to the project root.
-		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root})
+		added = append(added, ruleSource{Name: name, Text: []byte(*r.TOML), Dir: root, Root: root})
 	}
 	if len(r.Paths) > 0 {
 		read, unmatched, err := readRuleFiles(root, root, r.Paths, true)
@@ -159,7 +160,7 @@ func (r runtimeRules) reread() (runtimeRules, error) {
 		if !r.files[src.Name] {
 			continue
 		}
-		text, err := readRegularFile(src.Name, maxRuleFile)
+		text, err := fsread.In(src.Root, src.Name, maxRuleFile) // rules_load read it inside the root
 		if err != nil {
 			return r, protocol.Problems{{File: src.Name, Message: err.Error()}}
 		}
@@ -192,6 +193,11 @@ type ruleInfo struct {
 	Condition   string `json:"condition"`
 	File        string `json:"file"`
 	Line        int    `json:"line"`
+	// Mode is "shadow" for a rule in shadow mode ("" otherwise); Would
+	// counts what the rule decided in shadow mode (would_deny, would_ask,
+	// ...) since the last reset.
+	Mode  string           `json:"mode,omitempty"`
+	Would map[string]int64 `json:"would,omitempty"`
 }
 
 // ListRules serves rules_list: the rules in force (of one trigger), and
@@ -203,7 +209,11 @@ func (a adminTools) ListRules(trigger string) ([]byte, error) {
 		if trigger != "" && r.Trigger != trigger {
 			continue
 		}
-		list = append(list, ruleInfo{r.ID, r.Description, r.Trigger, r.Priority, r.Stop, r.CondSource, r.File, r.Line})
+		info := ruleInfo{r.ID, r.Description, r.Trigger, r.Priority, r.Stop, r.CondSource, r.File, r.Line, "", a.e.shadowCounts.of(r.ID)}
+		if r.Mode == rules.ModeShadow {
+			info.Mode = rules.ModeShadow
+		}
+		list = append(list, info)
 	}
 	unmatched := s.unmatched
 	if unmatched == nil {
@@ -218,7 +228,28 @@ func (a adminTools) ListRules(trigger string) ([]byte, error) {
 // TestRules serves rules_test: a test file (inside project_root) or inline
 // TOML, against the rules in force or the rule files the test names.
 func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]byte, error) {
-	s := a.e.current.Load()
+	rep, err := a.e.testRules(path, toml, rules.TestOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(rep)
+	if err != nil {
+		return nil, fmt.Errorf("rules_test: %v", err)
+	}
+	return out, nil
+}
+
+// TestRules runs a rule test file as the rules_test tool does (path inside
+// project_root, against the rules in force or the rule files it names),
+// with opts: the cases it selects, and coverage. `clara rules test` runs
+// it.
+func (e *Engine) TestRules(path string, opts rules.TestOptions) (rules.TestReport, error) {
+	return e.testRules(path, nil, opts)
+}
+
+func (e *Engine) testRules(path string, toml *string, opts rules.TestOptions) (rules.TestReport, error) {
+	var none rules.TestReport
+	s := e.current.Load()
 	root := s.config.ProjectRoot
 	var src rules.Source
 	dir := root // where the rule files a test names are looked for
@@ -228,19 +259,19 @@ func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]b
 	case path != "" && toml == nil:
 		files, _, err := readRuleFiles(root, root, []string{path}, true)
 		if err != nil {
-			return nil, loadRefusal(err, "rules_test: ", "")
+			return none, loadRefusal(err, "rules_test: ", "")
 		}
 		if len(files) == 0 {
-			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: %s: no such file (inside project_root)", path)
+			return none, protocol.Errorf(protocol.InvalidArgs, "rules_test: %s: no such file (inside project_root)", path)
 		}
 		src = rules.Source{Name: path, Text: files[0].Text}
 		dir = filepath.Dir(files[0].Name)
 	default:
-		return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: give path or toml")
+		return none, protocol.Errorf(protocol.InvalidArgs, "rules_test: give path or toml")
 	}
 	tf, err := rules.ParseTests(src)
 	if err != nil {
-		return nil, loadRefusal(err, "rules_test: ", "")
+		return none, loadRefusal(err, "rules_test: ", "")
 	}
 	set := s.rules
 	thresholds := s.config.Rules.Thresholds.Map()
@@ -248,18 +279,14 @@ func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]b
 		// The rule files the test names, relative to the test file.
 		files, unmatched, err := readRuleFiles(dir, root, tf.Rules, true)
 		if err != nil {
-			return nil, loadRefusal(err, "rules_test: ", "")
+			return none, loadRefusal(err, "rules_test: ", "")
 		}
 		if len(files) == 0 || len(unmatched) > 0 {
-			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: no rule file matches %q", unmatched)
+			return none, protocol.Errorf(protocol.InvalidArgs, "rules_test: no rule file matches %q", unmatched)
 		}
 		if set, err = rules.Load(files, thresholds); err != nil {
-			return nil, loadRefusal(err, "rules_test: ", "")
+			return none, loadRefusal(err, "rules_test: ", "")
 		}
 	}
-	out, err := json.Marshal(tf.Run(set, thresholds))
-	if err != nil {
-		return nil, fmt.Errorf("rules_test: %v", err)
-	}
-	return out, nil
+	return tf.RunWith(set, thresholds, opts), nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -17,6 +18,49 @@ import (
 func BenchmarkEvaluate_echo(b *testing.B) { benchEcho(b, nil) }
 func BenchmarkEvaluate_echo_noRules(b *testing.B) {
 	benchEcho(b, func(e *Engine) { e.Configure([]byte("[rules]\nbuiltin = false\n")) })
+}
+
+// BenchmarkEvaluate_echo_ruleAllows and _ruleRewrites (issue 28) call the
+// echo through one on_tool_call rule that reads the arguments and lets the
+// call through, and through one that rewrites them (a template of the
+// same two fields, merged), beside _noRules: what deciding on a call
+// costs. The rules are the only ones in force.
+func BenchmarkEvaluate_echo_ruleAllows(b *testing.B) { benchEchoRule(b, allowRule) }
+func BenchmarkEvaluate_echo_ruleRewrites(b *testing.B) {
+	benchEchoRule(b, rewriteRule)
+}
+
+const allowRule = `
+[rule]
+id = "allow-small"
+trigger = "on_tool_call"
+[condition]
+expression = "context.tool.name == 'echo' and context.tool.arguments.n > 1000"
+[action]
+type = "deny"
+reason = "too big"
+`
+
+const rewriteRule = `
+[rule]
+id = "shout"
+trigger = "on_tool_call"
+[condition]
+expression = "context.tool.name == 'echo'"
+[action]
+type = "rewrite"
+arguments = { message = "{{ context.tool.arguments.message | upper }}" }
+merge = true
+`
+
+func benchEchoRule(b *testing.B, rule string) {
+	benchEcho(b, func(e *Engine) {
+		e.Configure([]byte("state_dir = \"\"\n[rules]\nbuiltin = false\npaths = []\n"))
+		req := append(append([]byte(`{"tool":"rules_load","arguments":{"name":"bench.toml","toml":`), protocol.AppendString(nil, rule)...), "}}"...)
+		if out := e.Evaluate(req); !bytes.HasPrefix(out, []byte(`{"status":"success"`)) {
+			b.Fatal(string(out))
+		}
+	})
 }
 
 // BenchmarkEvaluate_schema5 and _noSchema call the same Go tool (run

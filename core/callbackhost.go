@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
 
@@ -32,6 +35,31 @@ type callbackHost struct {
 	root   string             // the Manager's paths, to see when they change
 	dir    string
 	decl   string // the [[callbacks]] tables in force, as JSON, to see when they change
+	models bool   // callback_tools.run_model_scripts in force
+
+	lastMu sync.Mutex
+	last   map[string]map[string]lastRun // by session, then callback name: the panel's last results
+}
+
+// lastRun is a callback's last result in a session, for the panel.
+type lastRun struct {
+	ok       bool
+	exitCode int
+	timedOut bool
+	at       time.Time
+}
+
+// maxPanelSessions bounds the sessions whose last results are kept.
+const maxPanelSessions = 1024
+
+// modelCallbackTools are the tools callback_tools.models offers to models:
+// seed 001's Callback_upsert, Callback_toggle and its panel's reads.
+var modelCallbackTools = map[string]bool{"callback_upsert": true, "callback_toggle": true, "callback_list": true, "callback_get": true}
+
+// admin reports whether t is administrative under configuration s: the
+// callback tools are not once callback_tools.models offers them.
+func (s *snapshot) admin(t *toolbox.Tool) bool {
+	return t.Admin && !(s.config.CallbackTools.Models && modelCallbackTools[t.Name])
 }
 
 // configuredCallbacks reads the configuration's [[callbacks]] tables.
@@ -77,6 +105,7 @@ func (h *callbackHost) options(c *config.Config) (o callbacks.Options, ok bool) 
 	} else {
 		e.log.Logf(logging.Error, "callbacks: %v", err)
 	}
+	o.RunModelScripts = c.CallbackTools.RunModelScripts
 	o.StateDir = c.StateDir
 	if !filepath.IsAbs(o.StateDir) {
 		o.StateDir = filepath.Join(root, o.StateDir)
@@ -96,10 +125,10 @@ func (h *callbackHost) sync(c *config.Config) {
 	decl, _ := json.Marshal(c.Callbacks)
 	if h.mgr == nil {
 		h.mgr = callbacks.New(o)
-	} else if o.ProjectRoot != h.root || o.StateDir != h.dir || string(decl) != h.decl {
+	} else if o.ProjectRoot != h.root || o.StateDir != h.dir || string(decl) != h.decl || o.RunModelScripts != h.models {
 		h.mgr.Reconfigure(o)
 	}
-	h.root, h.dir, h.decl = o.ProjectRoot, o.StateDir, string(decl)
+	h.root, h.dir, h.decl, h.models = o.ProjectRoot, o.StateDir, string(decl), o.RunModelScripts
 }
 
 // manager returns the Manager, or an error saying why callbacks are off.
@@ -114,8 +143,11 @@ func (h *callbackHost) manager() (*callbacks.Manager, error) {
 
 // The callback_* tools.
 
-func (h *callbackHost) Upsert(session string, args []byte) ([]byte, error) {
-	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.Upsert(session, args) })
+// Upsert serves callback_upsert: a script written by a call made inside
+// another (a model's, a rule's, a tool's) is the model's (ByModel).
+func (h *callbackHost) Upsert(ctx context.Context, session string, args []byte) ([]byte, error) {
+	byModel := scopeOf(ctx).depth > 0
+	return h.with(func(m *callbacks.Manager) ([]byte, error) { return m.UpsertBy(session, args, byModel) })
 }
 
 func (h *callbackHost) Toggle(session string, args []byte) ([]byte, error) {
@@ -154,10 +186,12 @@ func (h *callbackHost) Trigger(ctx context.Context, session string, args []byte)
 	if err != nil {
 		return nil, err
 	}
+	h.refused(session, out, nil)
 	for _, r := range out.Runs {
 		if r.StillRunning {
 			continue // it reports when it ends, through done
 		}
+		h.record(session, r)
 		// The rules' notices reach the session's queue.
 		h.fireEvent(ctx, &report{}, callbacks.Completion{Session: session, RunResult: r, Files: r.Files})
 	}
@@ -169,6 +203,7 @@ func (h *callbackHost) Trigger(ctx context.Context, session string, args []byte)
 func (h *callbackHost) done(c callbacks.Completion) {
 	e := h.engine
 	defer e.guard("the completion of callback "+c.Name, nil)
+	h.record(c.Session, c.RunResult)
 	e.sessions.Get(c.Session).Queue([]protocol.Notice{{Callback: c.Name, Message: c.Notice, Priority: callbackPriority(c.OK), Event: callbackEvent(c.OK)}})
 	h.fireEvent(context.Background(), &report{}, c)
 }
@@ -265,6 +300,7 @@ func (h *callbackHost) fire(ctx context.Context, tool, session string, files []s
 			rep.notices = append(rep.notices, protocol.Notice{Callback: r.Name, Message: r.Notice, Priority: "low"})
 			continue // it reports when it ends, through done
 		}
+		h.record(session, r)
 		rep.notices = append(rep.notices, protocol.Notice{Callback: r.Name, Message: r.Notice, Priority: callbackPriority(r.OK), Event: callbackEvent(r.OK)})
 		// Blocking runs fire the same events as background ones; the rules'
 		// notices join this call's.
@@ -276,6 +312,109 @@ func (h *callbackHost) fire(ctx context.Context, tool, session string, files []s
 	for _, b := range out.Skipped {
 		rep.notices = append(rep.notices, protocol.Notice{Callback: b.Name, Message: fmt.Sprintf("Callback '%s' skipped: a run is already going (on_busy = skip)", b.Name), Priority: "low"})
 	}
+	h.refused(session, out, rep)
+}
+
+// refused records the callbacks a trigger did not run because a model
+// wrote their scripts: in the panel, and as notices of the call (rep).
+func (h *callbackHost) refused(session string, out *callbacks.Outcome, rep *report) {
+	for _, b := range out.Refused {
+		h.record(session, callbacks.RunResult{Name: b.Name, ExitCode: -1, Skipped: "not run: a model wrote its script"})
+		if rep != nil {
+			rep.notices = append(rep.notices, protocol.Notice{Callback: b.Name, Priority: "normal",
+				Message: fmt.Sprintf("Callback '%s' not run: a model wrote its script, and callback_tools.run_model_scripts is false", b.Name)})
+		}
+	}
+}
+
+// record keeps a run's outcome as its callback's last result in session.
+func (h *callbackHost) record(session string, r callbacks.RunResult) {
+	h.lastMu.Lock()
+	defer h.lastMu.Unlock()
+	if h.last == nil {
+		h.last = map[string]map[string]lastRun{}
+	}
+	runs := h.last[session]
+	if runs == nil {
+		if len(h.last) >= maxPanelSessions {
+			for k := range h.last { // forget one: the panel is a summary, not a record
+				delete(h.last, k)
+				break
+			}
+		}
+		runs = map[string]lastRun{}
+		h.last[strings.Clone(session)] = runs
+	}
+	runs[r.Name] = lastRun{ok: r.OK && r.Skipped == "", exitCode: r.ExitCode, timedOut: r.TimedOut, at: time.Now()}
+}
+
+// panel is seed 001's callbacks panel as a chat's model sees it at each
+// turn: the callbacks of the session, whether each is active, its
+// pattern and whether it blocks, and its last result; at most max bytes.
+// "" when callbacks are off or there are none.
+func (h *callbackHost) panel(session string, max int) string {
+	if max <= 0 {
+		return ""
+	}
+	m, err := h.manager()
+	if err != nil {
+		return ""
+	}
+	raw, err := m.List(session, nil)
+	if err != nil {
+		return ""
+	}
+	var list struct {
+		Callbacks []struct {
+			ID, Name string
+			Pattern  []string
+			Blocking bool
+			Active   bool
+			ByModel  bool `json:"by_model"`
+		}
+	}
+	if json.Unmarshal(raw, &list) != nil || len(list.Callbacks) == 0 {
+		return ""
+	}
+	h.lastMu.Lock()
+	runs := h.last[session]
+	h.lastMu.Unlock()
+	var b strings.Builder
+	b.WriteString("Callbacks (scripts run when files matching their pattern change; manage them with callback_upsert and callback_toggle):\n")
+	b.WriteString("ID | Name | Pattern | Blocking | Active | Last result\n")
+	for i, c := range list.Callbacks {
+		line := fmt.Sprintf("%s | %s | %s | %s | %s | %s\n", c.ID, c.Name, strings.Join(c.Pattern, " "), yesNo(c.Blocking), yesNo(c.Active), lastResult(runs, c.Name, c.ByModel, h.models))
+		if b.Len()+len(line) > max {
+			fmt.Fprintf(&b, "… %d more (callback_list)\n", len(list.Callbacks)-i)
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func yesNo(v bool) string {
+	if v {
+		return "yes"
+	}
+	return "no"
+}
+
+func lastResult(runs map[string]lastRun, name string, byModel, modelScriptsRun bool) string {
+	r, ok := runs[name]
+	switch {
+	case byModel && !modelScriptsRun:
+		return "not run: a model wrote its script (callback_tools.run_model_scripts is false)"
+	case !ok:
+		return "not run yet"
+	case r.ok:
+		return "✓ passed " + r.at.UTC().Format(time.RFC3339)
+	case r.timedOut:
+		return "✗ timed out " + r.at.UTC().Format(time.RFC3339)
+	case r.exitCode == -1:
+		return "✗ did not run " + r.at.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("✗ exit %d %s", r.exitCode, r.at.UTC().Format(time.RFC3339))
 }
 
 // callbackBatch gathers the files changed by the tool calls of one batch

@@ -2,12 +2,15 @@ package core
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"sync"
 
 	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
@@ -26,6 +29,9 @@ type chatHost struct {
 	// batch gathers the files the tool calls of one turn change; the next
 	// turn's start (or the chat's end) fires their callbacks at once.
 	batch callbackBatch
+	// budgets count the calls the chat's model made of each tool
+	// (max_calls_per_chat).
+	budgets chatBudgets
 }
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
@@ -41,8 +47,10 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		}
 	}
 	var out []llm.ToolSpec
+	modelCallbacks := h.s.config.CallbackTools.Models
 	for _, t := range h.e.tools.List() {
-		if !t.LLMVisible || t.Admin || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
+		offered := t.LLMVisible && !t.Admin || modelCallbacks && modelCallbackTools[t.Name] // callback_tools.models
+		if !offered || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
 			continue
 		}
 		if t.Name == "ask_user" && h.e.input.load() == nil {
@@ -60,7 +68,7 @@ func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]by
 	cs.nestUnder(ctx) // the chat is the parent of the calls its model makes
 	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
 	ctx = withCallbackBatch(ctx, &h.batch)
-	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}}
+	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}, chat: &h.budgets}
 	result, _, perr := h.e.callTool(ctx, h.s, c)
 	return result, perr
 }
@@ -87,10 +95,92 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	return out
 }
 
+// GuardPrompt fires on_chat_start with the chat's prompt (llm.Guards):
+// its rules may deny the chat, rewrite the prompt or redact it.
+func (h *chatHost) GuardPrompt(ctx context.Context, prompt string) (string, *protocol.Error) {
+	out, release := h.guard(ctx, rules.OnChatStart, prompt, map[string]any{"prompt": prompt})
+	if out == nil {
+		return prompt, nil
+	}
+	defer release()
+	if d := out.Denied; d != nil {
+		return "", protocol.Errorf(protocol.Denied, "chat denied by rule %q: %s", d.Rule, d.Reason)
+	}
+	if rw := out.Rewrite; rw != nil {
+		if rw.Record != nil {
+			rw.Record.Before, rw.Record.After = hashText(prompt), hashText(rw.Prompt)
+		}
+		prompt = rw.Prompt
+	}
+	red, err := rules.RedactText(prompt, out.Redactions)
+	if err != nil {
+		return "", protocol.Errorf(protocol.Denied, "chat denied: its prompt could not be redacted: %v", err)
+	}
+	return red, nil
+}
+
+// GuardAnswer fires on_answer with the chat's final answer (llm.Guards):
+// its rules may block the answer or redact it.
+func (h *chatHost) GuardAnswer(ctx context.Context, prompt, answer string) (string, *protocol.Error) {
+	out, release := h.guard(ctx, rules.OnAnswer, answer, map[string]any{"answer": answer, "prompt": prompt})
+	if out == nil {
+		return answer, nil
+	}
+	defer release()
+	if b := out.Blocked; b != nil {
+		return "", blockedError("the chat's answer was blocked by rule "+strconv.Quote(b.Rule), b)
+	}
+	red, err := rules.RedactText(answer, out.Redactions)
+	if err != nil {
+		return "", blockedError("the chat's answer was blocked", &rules.Denial{Rule: out.Redactions[0].Rule, Reason: err.Error()})
+	}
+	return red, nil
+}
+
+// guard fires a chat's guard event about text (the prompt, the answer);
+// nil when no rule watches it or none decided. What rules in shadow mode would have decided goes to the log
+// and the counts of rules_list (a chat has no audit record of its own
+// but the chat tool's).
+func (h *chatHost) guard(ctx context.Context, event, text string, payload map[string]any) (*rules.Outcome, func()) {
+	if !h.s.rules.Watches(event) {
+		return nil, nil
+	}
+	src := h.e.newEventSource(h.s, event, h.session, payload)
+	out := h.e.fire(ctx, h.s, &report{outcomeOnly: true}, src)
+	src.release()
+	for _, sh := range out.Shadow {
+		if !sh.WouldChange(protocol.AppendString(nil, text)) {
+			continue
+		}
+		h.e.shadowCounts.add(sh.Rule, sh.Decision)
+		h.e.log.Logf(logging.Info, "chat: %s by rule %q (shadow mode) on %s: %s", sh.Decision, sh.Rule, event, sh.Reason)
+	}
+	if !out.Decided() {
+		out.Release()
+		return nil, nil
+	}
+	return out, out.Release
+}
+
+// hashText is the SHA-256 of a text, in hex (a rewritten prompt's).
+func hashText(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
 // endBatch fires the callbacks of the files the last turn's tool calls
 // changed.
 func (h *chatHost) endBatch(ctx context.Context) []protocol.Notice {
 	return h.e.cb.fireBatch(ctx, "chat turn", &h.batch)
+}
+
+// Context is seed 001's callbacks panel, with callback_tools.models: the
+// model sees it in its system prompt at each turn.
+func (h *chatHost) Context() string {
+	if !h.s.config.CallbackTools.Models {
+		return ""
+	}
+	return h.e.cb.panel(h.session, h.s.config.CallbackTools.PanelBytes)
 }
 
 // Progress hands ev to the host's event handler, with the session and the

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
@@ -20,7 +21,10 @@ import (
 
 // Tools declared in configuration ([[tools]], SPEC §8): a descriptor plus
 // the Lua that runs it, inline (lua) or in a file (lua_file, relative to
-// project_root). They are compiled when a configuration is prepared and
+// project_root). A relative lua_file stays inside project_root, symbolic
+// links resolved, as rules.paths does; an absolute one is taken as given,
+// since the host's own configuration could name any file anyway (a
+// plugin's tools are held to the plugin's folder: plugins.go). They are compiled when a configuration is prepared and
 // registered when it is committed, in place of the previous
 // configuration's.
 
@@ -29,13 +33,19 @@ import (
 const maxLuaToolFile = 4 << 20
 
 // compileConfigTools compiles the configuration's tools and lists the URLs
-// of its HTTP tools. Nothing is registered: commit does that once the whole
+// of its HTTP tools; origins says who declares each entry (withPluginTools),
+// and pluginLua holds the lua_files of plugins' tools, read when the
+// plugins were. Nothing is registered: commit does that once the whole
 // configuration is ready.
-func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string, error) {
+func (e *Engine) compileConfigTools(c *config.Config, origins []toolbox.Origin, pluginLua map[string][]byte) ([]*toolbox.Tool, []string, error) {
 	var out []*toolbox.Tool
 	var urls []string
 	var problems protocol.Problems
 	for i, m := range c.Tools {
+		origin := toolbox.Origin{Rank: rankConfig, Name: "the configuration's [[tools]]"}
+		if i < len(origins) {
+			origin = origins[i]
+		}
 		at := fmt.Sprintf("tools[%d]", i)
 		d, code, err := config.SplitToolEntry(m)
 		if err != nil {
@@ -48,7 +58,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			continue
 		}
 		if code.HTTP != nil {
-			t, err := e.httpTool(d, code.HTTP)
+			t, err := e.httpTool(d, code.HTTP, origin)
 			if err != nil {
 				problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 				continue
@@ -62,10 +72,16 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			src = *code.Lua
 		} else {
 			name = *code.LuaFile
-			if !filepath.IsAbs(name) {
+			text, ok := pluginLua[d.Name]
+			var err error
+			switch {
+			case ok: // a plugin's, read inside its folder
+			case filepath.IsAbs(name):
+				text, err = fsread.File(name, maxLuaToolFile)
+			default:
 				name = filepath.Join(c.ProjectRoot, name)
+				text, err = fsread.In(c.ProjectRoot, name, maxLuaToolFile)
 			}
-			text, err := readRegularFile(name, maxLuaToolFile)
 			if err != nil {
 				problems = append(problems, protocol.Problem{Message: fmt.Sprintf("%s: lua_file: %v", at, err)})
 				continue
@@ -77,7 +93,8 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 			problems = append(problems, luaProblem(err, at, code.LuaFile != nil))
 			continue
 		}
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true, KeepsNothing: true})
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: e.luaToolRun(script), SelfTimed: true, PollsDeadline: true, CompactJSON: true, KeepsNothing: true,
+			Origin: origin})
 		if err != nil {
 			problems = append(problems, protocol.Problem{Message: at + ": " + err.Error()})
 			continue
@@ -92,7 +109,7 @@ func (e *Engine) compileConfigTools(c *config.Config) ([]*toolbox.Tool, []string
 
 // httpTool builds a [[tools]] table's HTTP tool: capability network (so
 // test mode skips it), timed by its own request deadline.
-func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode) (*toolbox.Tool, error) {
+func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode, origin toolbox.Origin) (*toolbox.Tool, error) {
 	f, err := e.httpToolFunc(d, h)
 	if err != nil {
 		return nil, err
@@ -100,7 +117,7 @@ func (e *Engine) httpTool(d toolbox.Descriptor, h *config.HTTPCode) (*toolbox.To
 	if !contains(d.Capabilities, toolbox.CapNetwork) {
 		d.Capabilities = append(append([]string(nil), d.Capabilities...), toolbox.CapNetwork)
 	}
-	return toolbox.NewTool(d, toolbox.ToolOptions{Run: f, SelfTimed: true})
+	return toolbox.NewTool(d, toolbox.ToolOptions{Run: f, SelfTimed: true, Origin: origin})
 }
 
 // luaProblem positions a Lua compile error of the entry at: a lua_file's
@@ -130,16 +147,14 @@ func luaProblem(err error, at string, inFile bool) protocol.Problem {
 // previous configuration's (those a host has since replaced stay), and
 // returns the tools that left the registry. Called with e.admin held.
 func (e *Engine) swapConfigTools(next []*toolbox.Tool) []*toolbox.Tool {
-	keep := map[string]bool{}
-	for _, t := range next {
-		keep[t.Name] = true
-	}
 	mine := map[*toolbox.Tool]bool{}
 	for _, old := range e.configTools {
 		mine[old] = true
 	}
-	left, err := e.tools.Swap(func(t *toolbox.Tool) bool { return mine[t] && !keep[t.Name] }, next)
-	if err != nil {
+	// prepare refused what would take a host tool's name; one the host
+	// registered since is kept, and the configured tool left out.
+	left, refused := e.tools.SwapGuarded(func(t *toolbox.Tool) bool { return mine[t] }, next, e.nameGuard)
+	for _, err := range refused {
 		e.log.Logf(logging.Error, "configured tools: %v", err)
 	}
 	e.configTools = next
@@ -214,6 +229,8 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 			}
 		case rules.ActDeny:
 			return errors.New("deny() acts only in on_tool_call rules, not in a tool")
+		case rules.ActAsk, rules.ActBlock:
+			return fmt.Errorf("%s() acts only in rules, not in a tool", a.Type)
 		}
 	}
 	if len(writes) > 0 {

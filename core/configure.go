@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
-	"syscall"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
+	"github.com/clara-lib/clara/core/tools"
 )
 
 // snapshot is one configuration in force, immutable: the tree it came
@@ -56,11 +56,11 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
-	withTools, err := withPluginTools(c, plugins)
+	withTools, origins, pluginLua, err := withPluginTools(c, plugins, e.tools.Lookup)
 	if err != nil {
 		return nil, err
 	}
-	configured, httpURLs, err := e.compileConfigTools(withTools)
+	configured, httpURLs, err := e.compileConfigTools(withTools, origins, pluginLua)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +95,10 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkEagerNames(remote, c.MCPServers, configured); err != nil {
+		e.discard(&prepared{remote: remote})
+		return nil, err
+	}
 	return &prepared{snap: s, configured: configured, remote: remote}, nil
 }
 
@@ -113,6 +117,8 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	kv := p.snap.config.KV
+	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
 	e.watcher.sync(p.snap)
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.
@@ -305,7 +311,7 @@ func (e *Engine) setBase(text []byte, source string) error {
 
 // loadBaseFile reads and applies the start-up file.
 func (e *Engine) loadBaseFile(path string) error {
-	text, err := readRegularFile(path, maxConfigFile)
+	text, err := fsread.File(path, MaxConfigFile)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
@@ -321,9 +327,10 @@ func configCap(s *snapshot) int {
 
 const minConfigCap = 1 << 20
 
-// maxConfigFile bounds the start-up file, as limits.max_request_bytes does
-// a clara_configure text by default.
-const maxConfigFile = 16 << 20
+// MaxConfigFile bounds a configuration file (CLARA_CONFIG, bin/clara
+// --config), as limits.max_request_bytes does a clara_configure text by
+// default.
+const MaxConfigFile = 16 << 20
 
 // reset returns to the base configuration, dropping host tools, session
 // data and run-time rules.
@@ -353,6 +360,7 @@ func (e *Engine) forgetSessions() {
 	e.sessions.Reset()
 	e.kv.Reset()
 	e.out.convs.ForgetAll()
+	e.shadowCounts.reset()
 }
 
 // configEnvelope is the answer of a configuration change: the whole
@@ -367,42 +375,4 @@ func configEnvelope(t config.Tree) []byte {
 	result := bytes.TrimRight(buf.Bytes(), "\n")
 	env := protocol.Success{Result: []byte(`{"config":` + string(result) + `}`)}
 	return env.Append(nil)
-}
-
-// readRegularFile reads a file Clara was told to read (configuration, rule
-// files, scripts), refusing anything but a regular file (a device or a
-// named pipe would never end) and files over max bytes.
-func readRegularFile(path string, max int64) ([]byte, error) {
-	// O_NONBLOCK: opening a named pipe must not wait for a writer (it is
-	// refused just below); regular files ignore the flag.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if info.Size() > max {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", path, info.Size(), max)
-	}
-	buf := make([]byte, 0, info.Size()+1)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			break
-		}
-		if int64(len(buf)) > max {
-			return nil, fmt.Errorf("%s grew past the %d-byte limit while it was read", path, max)
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-	}
-	return buf, nil
 }

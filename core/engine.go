@@ -19,7 +19,10 @@ package core
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +32,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/clara-lib/clara/core/async"
+	"github.com/tidwall/gjson"
+
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/json5"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
@@ -55,6 +61,7 @@ type Engine struct {
 	mcp      mcpServing    // the MCP server while something serves
 	remote   remoteServers // the remote MCP servers of the configuration
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
+	docs     docSearchHost // doc_search's index
 	env      Options       // TestMode and TestAllow from the environment
 	tel      telemetry.T   // traces, metrics, OTLP logs (telemetryhost.go)
 	telEnv   telemetryEnv  // what the OTEL_* variables asked for, read once
@@ -69,6 +76,12 @@ type Engine struct {
 
 	defaultSink logging.Sink // the sink SetLogSink(nil) restores
 	defaultMin  logging.Level
+
+	// approvals: the host's approver and the calls waiting for a decision
+	// (approvals.go); shadowCounts: what rules in shadow mode would have
+	// decided, per rule (decisions.go).
+	approvals    approvalHost
+	shadowCounts shadowCounts
 }
 
 // Options configures New. The zero value is valid.
@@ -88,9 +101,9 @@ type Options struct {
 	LoggerProvider otellog.LoggerProvider
 }
 
-// New returns an engine on the default configuration with the built-in
-// tools registered.
-func New(opts Options) *Engine {
+// newEngine is an engine with its built-in tools and no configuration in
+// force yet (New installs the defaults; Check needs none).
+func newEngine(opts Options) *Engine {
 	e := &Engine{log: opts.Logger, tools: toolbox.NewRegistry(), kv: tools.NewKV(), env: opts}
 	if e.log == nil {
 		e.log = &logging.Logger{}
@@ -100,6 +113,7 @@ func New(opts Options) *Engine {
 	e.state.log = e.log
 	e.cb.engine = e
 	e.watcher.e = e
+	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
@@ -109,6 +123,13 @@ func New(opts Options) *Engine {
 	e.log.SetFilter(e.out.secrets.String)
 	e.setupTelemetry()
 	e.registerBuiltins() // first: configured tools may not take their names
+	return e
+}
+
+// New returns an engine on the default configuration with the built-in
+// tools registered.
+func New(opts Options) *Engine {
+	e := newEngine(opts)
 	base := config.Defaults()
 	if _, err := e.install(base, runtimeRules{}); err != nil {
 		// Rule files found through the default rules.paths do not load:
@@ -126,7 +147,8 @@ func New(opts Options) *Engine {
 
 func (e *Engine) registerBuiltins() {
 	deps := tools.Deps{Now: e.clock.now, Registry: e.tools, Audit: e.audit, KV: e.kv, Sessions: &e.sessions,
-		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}}
+		Engine: adminTools{e}, Callbacks: &e.cb, Async: e.async, Models: modelTools{e}, Input: userInput{e}, Docs: &e.docs,
+		Approvals: approvalTools{e}}
 	for _, b := range tools.All(deps) {
 		t, err := b.Tool()
 		if err == nil {
@@ -213,6 +235,17 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 		}
 	}()
 	d, err := toolbox.ParseDescriptor(descriptor)
+	if err != nil && !json.Valid(descriptor) {
+		// A descriptor is written by hand: JSON5 (docs/protocol.md).
+		text, jerr := e.JSON5(descriptor)
+		if jerr != nil {
+			if strings.HasSuffix(err.Error(), strings.TrimPrefix(jerr.Error(), "JSON5: ")) {
+				return err // the same mistake either way
+			}
+			return fmt.Errorf("%v (nor %v)", err, jerr)
+		}
+		d, err = toolbox.ParseDescriptor(text)
+	}
 	if err != nil {
 		return err
 	}
@@ -228,6 +261,41 @@ func (e *Engine) RegisterTool(descriptor []byte, opts toolbox.ToolOptions) (err 
 	return nil
 }
 
+// SetToolLimits changes the limits of a host tool for the calls that
+// start from now on (seed 002's AI.TOOL.LIMITS): limits is a JSON (or
+// JSON5) object of the limits to change, as in a descriptor. It is a
+// host's request of the tool_limits tool, so policy, rules and the audit
+// see it as any call.
+func (e *Engine) SetToolLimits(name string, limits []byte) *protocol.Error {
+	if limits == nil {
+		return protocol.Errorf(protocol.InvalidArgs, "tool_limits: no limits")
+	}
+	if !json.Valid(limits) {
+		text, err := e.JSON5(limits)
+		if err != nil {
+			return protocol.Errorf(protocol.InvalidArgs, "tool_limits: the limits are neither JSON nor %v", err)
+		}
+		limits = text
+	}
+	req := append(protocol.AppendString([]byte(`{"tool":"tool_limits","arguments":{"name":`), name), `,"limits":`...)
+	req = append(append(req, limits...), "}}"...)
+	env := e.Evaluate(req)
+	if gjson.GetBytes(env, "status").Str == "success" {
+		return nil
+	}
+	return &protocol.Error{Code: protocol.Code(gjson.GetBytes(env, "error").Str), Message: gjson.GetBytes(env, "message").Str}
+}
+
+// JSON5 reads text as JSON5 and returns it as compact JSON, within the
+// request limits in force (limits.max_request_bytes, limits.max_depth).
+func (e *Engine) JSON5(text []byte) ([]byte, error) {
+	lim := e.current.Load().limits
+	if lim.MaxRequestBytes > 0 && len(text) > lim.MaxRequestBytes {
+		return nil, fmt.Errorf("JSON5: the text is %d bytes, more than limits.max_request_bytes (%d)", len(text), lim.MaxRequestBytes)
+	}
+	return json5.ToJSON(text, lim.MaxDepth)
+}
+
 // UnregisterTool removes a host tool; it is released once its running
 // calls finish.
 func (e *Engine) UnregisterTool(name string) error {
@@ -239,10 +307,12 @@ func (e *Engine) UnregisterTool(name string) error {
 }
 
 // Close stops what the engine runs in the background of its own accord
-// (the rule watcher) and waits for it. The engine still serves calls; a
-// configuration change that watches starts the watcher again.
+// (the rule watcher, doc_search's file watcher) and waits for it. The
+// engine still serves calls; a configuration change that watches starts
+// the rule watcher again, the next doc_search its index.
 func (e *Engine) Close() {
 	e.watcher.close()
+	e.docs.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

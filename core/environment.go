@@ -58,3 +58,9 @@ func isOn(v string) bool {
 	}
 	return false
 }
+
+// LoadBaseFile applies a start-up configuration file as CLARA_CONFIG is
+// applied: on top of the defaults, and what Reset returns to. Its problems
+// are positioned in path. bin/clara reads CLARA_CONFIG with it, to refuse a
+// bad file rather than run without it.
+func (e *Engine) LoadBaseFile(path string) error { return e.loadBaseFile(path) }

@@ -42,9 +42,10 @@ type eventSource struct {
 	// Of a tool event: its figures (Name "" when the event is not one; the
 	// same facts the pipeline's quick test read), its arguments and the
 	// request's _meta (both borrowed for the call).
-	tool rules.ToolFacts
-	args []byte
-	meta []byte
+	tool   rules.ToolFacts
+	args   []byte
+	meta   []byte
+	result []byte // on_tool_complete: the result, decoded only when a rule reads context.tool.result
 }
 
 var eventSources = sync.Pool{New: func() any { return new(eventSource) }}
@@ -183,6 +184,12 @@ func (src *eventSource) toolInfo() map[string]any {
 		}
 		if needs.ToolField("duration_ms") {
 			info["duration_ms"] = src.tool.DurationMS
+		}
+		if needs.ToolField("result") && len(src.result) > 0 {
+			var decoded any
+			if json.Unmarshal(src.result, &decoded) == nil {
+				info["result"] = decoded
+			}
 		}
 		if needs.ToolField("error") {
 			if src.tool.Error != "" {

@@ -295,7 +295,7 @@ func TestRulesLoad_failureKeepsRules(t *testing.T) {
 		{"unknown key", "[rule]\nid = \"x\"\ntrigger = \"t\"\nwhen = 1\n[action]\ntype = \"log\"\nmessage = \"m\"\n",
 			`{"status":"error","error":"invalid_args","message":"rules_load: bad.toml:4:1: unknown key \"rule.when\"` + unchanged + `","details":[{"file":"bad.toml","line":4,"col":1,"message":"unknown key \"rule.when\""}]}`},
 		{"several problems", "[[rules]]\nid = \"a\"\ntrigger = \"Bad\"\n[[rules.actions]]\ntype = \"log\"\nmessage = \"m\"\n\n[[rules]]\nid = \"b\"\ntrigger = \"t\"\n[[rules.actions]]\ntype = \"deny\"\nreason = \"no\"\n",
-			`{"status":"error","error":"invalid_args","message":"rules_load: 2 problems: bad.toml:3: rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*); bad.toml:12: rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t` + unchanged + `","details":[{"file":"bad.toml","line":3,"message":"rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*)"},{"file":"bad.toml","line":12,"message":"rule \"b\": action 1 (deny): deny only acts on on_tool_call, not t"}]}`},
+			`{"status":"error","error":"invalid_args","message":"rules_load: 2 problems: bad.toml:3: rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*); bad.toml:12: rule \"b\": action 1 (deny): deny only acts on on_tool_call and on_chat_start, not t` + unchanged + `","details":[{"file":"bad.toml","line":3,"message":"rule \"a\": trigger \"Bad\" is not an event name ([a-z][a-z0-9_.]*)"},{"file":"bad.toml","line":12,"message":"rule \"b\": action 1 (deny): deny only acts on on_tool_call and on_chat_start, not t"}]}`},
 		{"same id twice", "[rule]\nid = \"greet\"\ntrigger = \"t\"\n[action]\ntype = \"log\"\nmessage = \"m\"\n",
 			`{"status":"error","error":"invalid_args","message":"rules_load: bad.toml:2: rule \"greet\" is defined twice (first at visitors.toml:3)` + unchanged + `","details":[{"file":"bad.toml","line":2,"message":"rule \"greet\" is defined twice (first at visitors.toml:3)"}]}`},
 	}
@@ -829,7 +829,7 @@ func TestRulesTest(t *testing.T) {
 	cases := []struct{ args, want string }{
 		{`{}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
 		{`{"path":"a","toml":"b"}`, `{"status":"error","error":"invalid_args","message":"rules_test: give path or toml"}`},
-		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline:2: case \"x\" expects nothing (give fired, notices, denied or state_after)","details":[{"file":"inline","line":2,"message":"case \"x\" expects nothing (give fired, notices, denied or state_after)"}]}`},
+		{`{"toml":"[[cases]]\nname = \"x\"\nevent = \"ping\"\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: inline:2: case \"x\" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)","details":[{"file":"inline","line":2,"message":"case \"x\" expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)"}]}`},
 		{`{"toml":"rules = [\"none/*.toml\"]\n[[cases]]\nname = \"x\"\nevent = \"ping\"\nfired = []\n"}`, `{"status":"error","error":"invalid_args","message":"rules_test: no rule file matches [\"none/*.toml\"]"}`},
 	}
 	for _, c := range cases {
@@ -886,7 +886,7 @@ message = "tool={{ context.tool | json }} failures={{ context.history.consecutiv
 	expectEq(t, "success", evalString(t, e, `{"tool":"echo","session":"c","arguments":{"b":[1,"x"]}}`),
 		`{"status":"success","tool":"echo","result":{"b":[1,"x"]},"notices":[`+
 			`{"rule":"call","message":"tool={\"arguments\":{\"b\":[1,\"x\"]},\"name\":\"echo\"} event={\"name\":\"on_tool_call\",\"session\":\"c\"}","priority":"normal","event":"on_tool_call"},`+
-			`{"rule":"complete","message":"tool={\"arguments\":{\"b\":[1,\"x\"]},\"duration_ms\":0,\"error\":null,\"name\":\"echo\",\"result_bytes\":13} event={\"name\":\"on_tool_complete\",\"session\":\"c\"}","priority":"normal","event":"on_tool_complete"}]}`)
+			`{"rule":"complete","message":"tool={\"arguments\":{\"b\":[1,\"x\"]},\"duration_ms\":0,\"error\":null,\"name\":\"echo\",\"result\":{\"b\":[1,\"x\"]},\"result_bytes\":13} event={\"name\":\"on_tool_complete\",\"session\":\"c\"}","priority":"normal","event":"on_tool_complete"}]}`)
 	for i := 1; i <= 2; i++ {
 		want := fmt.Sprintf(`{"status":"error","error":"tool_failed","message":"disk on fire","notices":[`+
 			`{"rule":"call","message":"tool={\"arguments\":{},\"name\":\"broken\"} event={\"name\":\"on_tool_call\",\"session\":\"c\"}","priority":"normal","event":"on_tool_call"},`+

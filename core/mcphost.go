@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/mcp"
@@ -14,8 +15,9 @@ import (
 )
 
 // Serving Clara's tools over MCP (issue 13): the engine is the Host of one
-// mcp.Server, made when serving starts, with the [mcp] settings then in
-// force. MCPStop ends it; serving again makes a new one.
+// mcp.Server, made when serving starts; each listener takes the [mcp]
+// settings in force when it starts. MCPStop ends it; serving again makes a
+// new one.
 
 // mcpServing holds the server while something serves.
 type mcpServing struct {
@@ -44,6 +46,11 @@ func (h mcpHost) Tools() []mcp.ToolInfo {
 func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, progress mcp.ProgressFunc) ([]byte, *protocol.Error) {
 	e := h.e
 	s := e.current.Load()
+	args, perr := mcpArguments(args, s.limits)
+	if perr != nil {
+		e.logFailure(name, perr)
+		return nil, perr
+	}
 	c := &toolCall{name: name, session: session, args: args,
 		scope: toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(session)}, rep: &report{}}
 	if progress != nil {
@@ -54,6 +61,34 @@ func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, pr
 		e.logFailure(name, perr)
 	}
 	return result, perr
+}
+
+// mcpArguments checks a client's arguments as a request's are checked,
+// with the same scanner and limits (limits.max_request_bytes,
+// limits.max_depth, valid UTF-8, no key twice), and that they are a JSON
+// object, as every tool is promised; they come back compact. The SDK has
+// only decoded them as far as JSON goes, at any depth up to its own.
+func mcpArguments(args []byte, lim protocol.Limits) ([]byte, *protocol.Error) {
+	if lim.MaxRequestBytes > 0 && len(args) > lim.MaxRequestBytes {
+		return nil, protocol.Errorf(protocol.InvalidRequest,
+			"the arguments are %d bytes, more than limits.max_request_bytes (%d)", len(args), lim.MaxRequestBytes)
+	}
+	sc, serr := protocol.ScanStrict(args, lim.MaxDepth)
+	if serr != nil {
+		if serr.TooDeep {
+			return nil, protocol.Errorf(protocol.InvalidRequest,
+				"the arguments nest deeper than limits.max_depth (%d) at byte %d", lim.MaxDepth, serr.Offset)
+		}
+		return nil, protocol.Errorf(protocol.InvalidArgs, "the arguments are not valid JSON: %v", serr)
+	}
+	doc := args[sc.Start:sc.End]
+	if doc[0] != '{' {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "the arguments must be a JSON object, not %s", protocol.KindOf(doc[0]))
+	}
+	if sc.Spaced {
+		doc = protocol.AppendCompact(nil, doc)
+	}
+	return doc, nil
 }
 
 func (h mcpHost) OnToolsChanged(fn func()) (stop func()) { return h.e.tools.OnChange(fn) }
@@ -85,59 +120,66 @@ func ClientLogOf(ctx context.Context) ClientLogFunc {
 	return nil
 }
 
-// mcpServer returns the server, made with the settings in force.
-func (e *Engine) mcpServer() (*mcp.Server, error) {
+// mcpServer returns the server, made when first needed. It holds no
+// [mcp] setting: each listen takes those in force when it is called.
+func (e *Engine) mcpServer() *mcp.Server {
 	e.mcp.mu.Lock()
 	defer e.mcp.mu.Unlock()
-	if e.mcp.server != nil {
-		return e.mcp.server, nil
+	if e.mcp.server == nil {
+		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, Telemetry: &e.tel,
+			OnSessionEnd: func(session string) {
+				if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
+					e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)
+				}
+			}})
 	}
-	c := e.current.Load().config
-	opts := mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, AllowRemote: c.MCP.AllowRemote, Telemetry: &e.tel,
-		OnSessionEnd: func(session string) {
-			if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
-				e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)
-			}
-		}}
-	if c.MCP.TokenEnv != "" {
-		if opts.BearerToken = e.env.Getenv(c.MCP.TokenEnv); opts.BearerToken == "" {
-			return nil, fmt.Errorf("mcp.token_env names %s, which is not set", c.MCP.TokenEnv)
+	return e.mcp.server
+}
+
+// mcpListenOptions are the [mcp] settings in force, for one listener (issue
+// 25, finding 12: the server once kept those of its first listen, so a
+// later listen served without the token the configuration now asked for).
+func (e *Engine) mcpListenOptions() (mcp.ListenOptions, error) {
+	c := e.current.Load().config.MCP
+	opts := mcp.ListenOptions{AllowRemote: c.AllowRemote, MaxSessions: c.MaxSessions,
+		SessionIdleTimeout: time.Duration(c.SessionIdleTimeoutMS) * time.Millisecond}
+	if c.TokenEnv != "" {
+		if opts.BearerToken = e.env.Getenv(c.TokenEnv); opts.BearerToken == "" {
+			return opts, fmt.Errorf("mcp.token_env names %s, which is not set", c.TokenEnv)
 		}
 	}
-	e.mcp.server = mcp.NewServer(mcpHost{e}, opts)
-	return e.mcp.server, nil
+	return opts, nil
 }
 
 // MCPServeFDs serves MCP over a pair of descriptors (stdio) on the calling
 // goroutine until the client closes its end or MCPStop.
 func (e *Engine) MCPServeFDs(inFD, outFD int) (err error) {
 	defer e.guard("mcp serve", func() { err = errors.New("internal error (see the log)") })
-	srv, err := e.mcpServer()
-	if err != nil {
-		return err
+	if _, err := e.mcpListenOptions(); err != nil {
+		return err // a configuration that cannot serve HTTP serves nothing
 	}
-	return srv.ServeFDs(context.Background(), inFD, outFD)
+	return e.mcpServer().ServeFDs(context.Background(), inFD, outFD)
 }
 
 // MCPServeStdio serves MCP over in and out (bin/clara mcp) until EOF or
 // MCPStop.
 func (e *Engine) MCPServeStdio(in io.Reader, out io.Writer) error {
-	srv, err := e.mcpServer()
-	if err != nil {
+	if _, err := e.mcpListenOptions(); err != nil {
 		return err
 	}
-	return srv.ServeStdio(context.Background(), in, out)
+	return e.mcpServer().ServeStdio(context.Background(), in, out)
 }
 
 // MCPListen serves MCP's Streamable HTTP transport at http://ADDR/mcp on
 // goroutines of its own and returns the address bound (ADDR may end in :0).
+// The listener takes the [mcp] settings in force now and keeps them.
 func (e *Engine) MCPListen(addr string) (bound string, err error) {
 	defer e.guard("mcp listen", func() { err = errors.New("internal error (see the log)") })
-	srv, err := e.mcpServer()
+	opts, err := e.mcpListenOptions()
 	if err != nil {
 		return "", err
 	}
-	a, err := srv.Listen(addr)
+	a, err := e.mcpServer().Listen(addr, opts)
 	if err != nil {
 		return "", err
 	}

@@ -339,3 +339,35 @@ func drain(ch chan struct{}) {
 		}
 	}
 }
+
+// A client's arguments go through the request scanner and its limits,
+// and must be an object (issue 25, findings 18 and 19): echo would hand
+// anything back.
+func TestMCP_arguments_are_an_object_within_the_limits(t *testing.T) {
+	e := rulesEngine(t, mcpTestConfig)
+	c := serveEngine(t, e)
+	for _, args := range []any{[]any{1, 2}, "text", 5, true} {
+		res := c.call(t, "echo", args, false)
+		if !res.IsError || res.Meta["clara/error"] != "invalid_args" || !strings.Contains(resultText(res), "must be a JSON object") {
+			t.Errorf("arguments %v: %+v %s", args, res.Meta, resultText(res))
+		}
+	}
+	deep := json.RawMessage(`{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}`)
+	res := c.call(t, "echo", deep, false)
+	if !res.IsError || res.Meta["clara/error"] != "invalid_request" || !strings.Contains(resultText(res), "limits.max_depth (512)") {
+		t.Errorf("600 deep: %+v %.200s", res.Meta, resultText(res))
+	}
+	res = c.call(t, "echo", json.RawMessage(`{"a":1,"a":2}`), false)
+	if !res.IsError || res.Meta["clara/error"] != "invalid_args" || !strings.Contains(resultText(res), "duplicate") {
+		t.Errorf("a key twice: %+v %s", res.Meta, resultText(res))
+	}
+	// What does pass reaches the tool compact; no arguments are {}.
+	res = c.call(t, "echo", json.RawMessage(`{ "a" : [ 1 , 2 ] }`), false)
+	if res.IsError || mustJSONText(t, res.StructuredContent) != `{"a":[1,2]}` {
+		t.Errorf("spaced: %+v %s", res, resultText(res))
+	}
+	res = c.call(t, "echo", nil, false)
+	if res.IsError || mustJSONText(t, res.StructuredContent) != `{}` {
+		t.Errorf("none: %+v %s", res, resultText(res))
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,7 @@ type remoteServers struct {
 	manager *mcp.Manager
 	key     string                     // the [[mcp_servers]] it was made from
 	tools   map[string][]*toolbox.Tool // per server, as registered
+	replace map[string]replaceRule     // per server: the names its tools may take from others
 	// Lists a Manager delivered before it was put in force (its eager
 	// servers connect while the configuration is prepared).
 	early map[*mcp.Manager]map[string][]mcp.ToolSpec
@@ -40,21 +43,122 @@ type preparedRemote struct {
 	// transport carries the url servers' requests: under the prepared
 	// allowlist until committed, then the one in force.
 	transport *llm.Transport
+	eager     []string // servers connected while preparing, in configuration order
+	replace   map[string]replaceRule
 }
 
+// checkEagerNames finds the tools of the servers connected while preparing
+// that would take a name another owner will hold once the configuration is
+// in force (the built-ins, the host's tools, configured, those of a server
+// before them), unless their entry's replace lets them: each is a
+// configuration problem naming both (toolnames.go).
+func (e *Engine) checkEagerNames(p *preparedRemote, entries []map[string]any, configured []*toolbox.Tool) error {
+	if p == nil || p.manager == nil || len(p.eager) == 0 {
+		return nil
+	}
+	e.remote.mu.Lock()
+	// A copy: the manager's servers may deliver again (a list_changed)
+	// while this runs, writing into the map under the lock.
+	delivered := make(map[string][]mcp.ToolSpec, len(e.remote.early[p.manager]))
+	for server, specs := range e.remote.early[p.manager] {
+		delivered[server] = specs
+	}
+	e.remote.mu.Unlock()
+	type owner struct {
+		rank int
+		name string
+	}
+	holder := map[string]owner{}
+	for _, t := range e.tools.List() {
+		if r := rankOf(t); r == rankBuiltin || r == rankHost { // the rest is replaced by the configuration
+			holder[t.Name] = owner{r, ownerOf(t)}
+		}
+	}
+	for _, t := range configured {
+		if _, taken := holder[t.Name]; !taken {
+			holder[t.Name] = owner{rankOf(t), ownerOf(t)}
+		}
+	}
+	index := map[string]int{}
+	for i, m := range entries {
+		if name, ok := m["name"].(string); ok {
+			index[name] = i
+		}
+	}
+	var problems []string
+	for _, server := range p.eager {
+		rule := p.replace[server]
+		for _, spec := range delivered[server] {
+			name := spec.Descriptor.Name
+			by, taken := holder[name]
+			switch {
+			case !taken:
+				holder[name] = owner{rankRemote, "mcp server " + strconv.Quote(server)}
+				continue
+			case by.rank == rankBuiltin:
+				problems = append(problems, fmt.Sprintf("mcp_servers[%d] (%s): its tool %q would take the name of the built-in tool %q; leave it out with tools = { deny = [%q] } or give the server a prefix",
+					index[server], server, spec.RemoteName, name, spec.RemoteName))
+			case !rule.allows(spec.RemoteName):
+				problems = append(problems, fmt.Sprintf("mcp_servers[%d] (%s): its tool %q would replace the tool %q of %s; say replace = true (or replace = [%q]) in this entry to let it",
+					index[server], server, spec.RemoteName, name, by.name, spec.RemoteName))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// replaceRule is an [[mcp_servers]] entry's replace: true (all) or the
+// remote names of the tools that may take a name another owner holds
+// (toolnames.go).
+type replaceRule struct {
+	all   bool
+	names map[string]bool
+}
+
+func (r replaceRule) allows(remoteName string) bool { return r.all || r.names[remoteName] }
+
 // serverConfigs reads the [[mcp_servers]] tables.
-func serverConfigs(entries []map[string]any) ([]mcp.ServerConfig, bool, error) {
+func serverConfigs(entries []map[string]any) ([]mcp.ServerConfig, map[string]replaceRule, bool, error) {
 	var out []mcp.ServerConfig
+	replace := map[string]replaceRule{}
 	eager := false
 	for i, m := range entries {
 		sc, err := serverConfig(m)
+		if err == nil {
+			replace[sc.Name], err = replaceOf(m)
+		}
 		if err != nil {
-			return nil, false, fmt.Errorf("mcp_servers[%d]: %v", i, err)
+			return nil, nil, false, fmt.Errorf("mcp_servers[%d]: %v", i, err)
 		}
 		eager = eager || sc.Eager
 		out = append(out, sc)
 	}
-	return out, eager, nil
+	return out, replace, eager, nil
+}
+
+// replaceOf reads an entry's replace: true, false or a list of remote tool
+// names.
+func replaceOf(m map[string]any) (replaceRule, error) {
+	switch v := m["replace"].(type) {
+	case nil:
+		return replaceRule{}, nil
+	case bool:
+		return replaceRule{all: v}, nil
+	case []any:
+		names, err := stringList(m, "replace")
+		if err != nil {
+			break
+		}
+		r := replaceRule{names: map[string]bool{}}
+		for _, n := range names {
+			r.names[n] = true
+		}
+		return r, nil
+	}
+	return replaceRule{}, fmt.Errorf("replace must be true, false or a list of the server's tool names")
 }
 
 func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
@@ -85,7 +189,8 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms":
+		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
+			"max_tools", "max_description_bytes", "max_schema_bytes":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
 		}
@@ -133,6 +238,22 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 		return sc, err
 	}
 	sc.Limits.TimeoutMS = int(timeout / time.Millisecond)
+	for _, b := range []struct {
+		key      string
+		min, max int64
+		to       *int
+	}{{"max_tools", 1, 100000, &sc.MaxTools}, {"max_description_bytes", 64, 1 << 20, &sc.MaxDescriptionBytes},
+		{"max_schema_bytes", 256, 16 << 20, &sc.MaxSchemaBytes}} {
+		v, ok := m[b.key]
+		if !ok {
+			continue
+		}
+		n, ok := v.(int64)
+		if !ok || n < b.min || n > b.max {
+			return sc, fmt.Errorf("%s must be an integer from %d to %d", b.key, b.min, b.max)
+		}
+		*b.to = int(n)
+	}
 	return sc, nil
 }
 
@@ -209,13 +330,14 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	if same || len(c.MCPServers) == 0 {
 		return p, nil
 	}
-	configs, eager, err := serverConfigs(c.MCPServers)
+	configs, replace, eager, err := serverConfigs(c.MCPServers)
 	if err != nil {
 		return nil, err
 	}
 	if p.transport, err = e.out.client.NewTransport(netOpts); err != nil {
 		return nil, fmt.Errorf("network.allow_hosts: %v", err) // checked by prepareModels already
 	}
+	p.replace = replace
 	var m *mcp.Manager
 	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets, Telemetry: &e.tel,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
@@ -234,6 +356,7 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 			p.lazy = append(p.lazy, sc.Name)
 			continue
 		}
+		p.eager = append(p.eager, sc.Name)
 		// The eager servers' tools are there when the configuration is.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		specs, err := m.Tools(ctx, sc.Name)
@@ -259,7 +382,7 @@ func (e *Engine) commitRemote(p *preparedRemote) (left []*toolbox.Tool) {
 		return nil
 	}
 	old, oldTools := e.remote.manager, e.remote.tools
-	e.remote.manager, e.remote.key, e.remote.tools = p.manager, p.key, map[string][]*toolbox.Tool{}
+	e.remote.manager, e.remote.key, e.remote.tools, e.remote.replace = p.manager, p.key, map[string][]*toolbox.Tool{}, p.replace
 	if p.transport != nil {
 		p.transport.Commit() // the client is configured already (commitModels)
 	}
@@ -333,19 +456,25 @@ func (e *Engine) dropEarly(m *mcp.Manager) {
 }
 
 // registerRemoteLocked puts a server's tools in the registry in place of
-// its previous ones and returns those that left (e.remote.mu held).
+// its previous ones and returns those that left (e.remote.mu held). A tool
+// whose name another owner holds is left out with a warning, unless the
+// entry's replace lets it (toolnames.go); what was registered is what the
+// server is known to own, so that all of it goes with the server (issue
+// 25, finding 20).
 func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*toolbox.Tool {
 	var add []*toolbox.Tool
+	rule := e.remote.replace[server]
 	for _, spec := range specs {
 		d := spec.Descriptor
 		d.Title, d.OutputSchema, d.Idempotent = spec.Title, spec.OutputSchema, spec.Idempotent
-		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+		origin := remoteOrigin(server, rule.allows(spec.RemoteName))
+		t, err := toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true, Origin: origin})
 		if oe := (*toolbox.OutputSchemaError)(nil); errors.As(err, &oe) {
 			// An output schema Clara cannot compile (an external $ref, say)
 			// costs the tool its check of results, not the tool itself.
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v; served without its output schema", server, spec.Descriptor.Name, err)
 			d.OutputSchema = nil
-			t, err = toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true})
+			t, err = toolbox.NewTool(d, toolbox.ToolOptions{Run: spec.Run, SelfTimed: true, Origin: origin})
 		}
 		if err != nil {
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v", server, spec.Descriptor.Name, err)
@@ -357,12 +486,17 @@ func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*to
 	for _, t := range e.remote.tools[server] {
 		old[t] = true
 	}
-	left, err := e.tools.Swap(func(t *toolbox.Tool) bool { return old[t] }, add)
-	if err != nil {
-		e.log.Logf(logging.Error, "mcp server %s: %v", server, err)
-		return nil
+	left, refused := e.tools.SwapGuarded(func(t *toolbox.Tool) bool { return old[t] }, add, e.nameGuard)
+	for _, err := range refused {
+		e.log.Logf(logging.Warn, "mcp server %s: %v", server, err)
 	}
-	e.remote.tools[server] = add
-	e.log.Logf(logging.Info, "mcp server %s: %d tools", server, len(add))
+	registered := add[:0:0]
+	for _, t := range add {
+		if now, ok := e.tools.Lookup(t.Name); ok && now == t {
+			registered = append(registered, t)
+		}
+	}
+	e.remote.tools[server] = registered
+	e.log.Logf(logging.Info, "mcp server %s: %d tools", server, len(registered))
 	return left
 }

@@ -150,7 +150,7 @@ func (e *Engine) leaveCall(ctx context.Context, c *toolCall, t *toolbox.Tool, to
 		span.SetAttributes(attribute.String(telemetry.AttrToolCallResult, e.tel.RedactedContent(string(result))))
 	}
 	span.SetAttributes(attribute.String(telemetry.AttrStatus, status))
-	if ch := c.chat; ch != nil {
+	if ch := c.chatRec; ch != nil {
 		span.SetAttributes(attribute.String(telemetry.AttrProviderName, ch.Provider), attribute.String(telemetry.AttrRequestModel, ch.Model),
 			attribute.Int64(telemetry.AttrInputTokens, ch.InputTokens), attribute.Int64(telemetry.AttrOutputTokens, ch.OutputTokens))
 	}
@@ -201,7 +201,7 @@ func (c *toolCall) recordIDs(r *toolbox.Record) {
 			r.TraceID, r.SpanID = sc.TraceID(), sc.SpanID()
 		}
 	}
-	r.Chat = c.chat
+	r.Chat = c.chatRec
 }
 
 // showDecision says whether the envelope of c carries its decision id:
@@ -244,6 +244,6 @@ func (c *toolCall) chatRecord() {
 	if st.ModelCalls == 0 {
 		return
 	}
-	c.chat = &toolbox.ChatRecord{Provider: st.Provider, Model: st.Model, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,
+	c.chatRec = &toolbox.ChatRecord{Provider: st.Provider, Model: st.Model, InputTokens: st.InputTokens, OutputTokens: st.OutputTokens,
 		Turns: st.Turns, ModelCalls: st.ModelCalls, ModelMS: durationMS(st.ModelTime)}
 }

@@ -98,8 +98,8 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 		chat, err := llm.NewChat(e.out.client, llm.Config{Provider: c.LLM.Provider, BaseURL: c.LLM.BaseURL,
 			Model: c.LLM.Model, APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
 			ContextWindow: c.LLM.ContextWindow, MaxRetries: retries(c.LLM.MaxRetries),
-			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens,
-			MaxToolCalls: c.Limits.MaxToolCalls, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
+			MaxResponseBytes: int64(c.LLM.MaxResponseBytes), MaxTokens: c.LLM.MaxTokens, AppURL: c.LLM.AppURL, AppTitle: c.LLM.AppTitle,
+			MaxToolCalls: c.Limits.MaxToolCalls, MaxTurns: c.Limits.MaxTurns, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,12 @@ func secretVariables(c *config.Config) []string {
 			names = append(names, llm.OpenAIAPIKeyEnv)
 		case llm.ProviderAnthropic:
 			names = append(names, llm.AnthropicAPIKeyEnv)
+		case llm.ProviderGemini:
+			names = append(names, llm.GeminiAPIKeyEnv)
 		}
+	}
+	if c.LLM.APIKeyEnv == "" && llm.IsOpenRouter(c.LLM.BaseURL) {
+		names = append(names, llm.OpenRouterAPIKeyEnv)
 	}
 	tables := func(entries []map[string]any, path ...string) {
 		for _, t := range entries {
@@ -239,3 +244,19 @@ func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, er
 }
 
 func (m modelTools) ForgetConversation(session string) { m.e.out.convs.Forget(session) }
+
+// History serves chat_history. A call made by a model, a rule or a tool
+// reads its own session's conversation only: another session's is not
+// its to see.
+func (m modelTools) History(ctx context.Context, caller, session string) ([]byte, error) {
+	if session != caller && scopeOf(ctx).depth > 0 {
+		return nil, protocol.Errorf(protocol.Denied, "chat_history: a call made by a model, a rule or a tool reads its own session's conversation only (%q, not %q)", caller, session)
+	}
+	// A request naming no session is in "default", whose chats are not
+	// kept (modelTools.Chat): it has no conversation.
+	if session == protocol.DefaultSession {
+		return []byte(`{"session":"default","turns":0,"messages":[]}`), nil
+	}
+	out := m.e.out.convs.History(nil, session)
+	return m.e.out.secrets.JSON(out), nil
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -41,7 +42,21 @@ type toolCall struct {
 	denial         denial         // who denied it, where the pipeline knows
 	span           trace.Span     // nil unless tracing
 	chatStats      *llm.RunStats  // a chat's figures, filled by its loop
-	chat           *toolbox.ChatRecord
+	chatRec        *toolbox.ChatRecord
+	// The decisions beyond allow and deny (issue 28; decisions.go).
+	chat      *chatBudgets     // the chat whose model made the call (max_calls_per_chat); nil otherwise
+	ask       *askFor          // the call waits for a person's approval before it runs
+	rewritten string           // the rule that rewrote the arguments
+	dec       *toolbox.Decided // what the audit keeps of them; nil when none
+}
+
+// decided is what the audit keeps of the call's decisions, made on first
+// need.
+func (c *toolCall) decided() *toolbox.Decided {
+	if c.dec == nil {
+		c.dec = &toolbox.Decided{}
+	}
+	return c.dec
 }
 
 // handOn notes that the call's context or report goes where it may outlive
@@ -60,6 +75,9 @@ type report struct {
 	policy    []toolbox.Verdict // how the policy layers decided (trace)
 	trace     []rules.TraceEntry
 	callbacks [][]byte // results of blocking callbacks (JSON objects)
+	// extraTrace are the trace's entries of approvals and spent budgets
+	// (JSON objects), after the rules'.
+	extraTrace [][]byte
 
 	// outcomeOnly: the answer is the emission's outcome, which lists its
 	// notices itself (clara_emit), so fire need not gather them here.
@@ -98,7 +116,7 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 		return nil, false, perr
 	}
 	result, truncated, perr = e.execute(ctx, s, t, c, start)
-	took = e.afterCall(ctx, s, t, c, result, perr, start)
+	result, perr, took = e.afterCall(ctx, s, t, c, result, perr, start)
 	return result, truncated, perr
 }
 
@@ -121,23 +139,44 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 			return perr
 		}
 	}
-	if t.Admin && c.nested && !s.config.Policy.AdminInNestedCalls {
+	if s.admin(t) && c.nested && !s.config.Policy.AdminInNestedCalls {
 		c.denial.layer = "nested calls"
 		if c.rep.wantTrace {
 			c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: "nested calls", Reason: adminOutOfReach})
 		}
 		return protocol.Errorf(protocol.Denied, "tool %q denied: %s", t.Name, adminOutOfReach)
 	}
-	if s.onToolCall == nil || (t.Admin && !s.config.Rules.WatchAdminTools) {
+	if s.onToolCall == nil || (s.admin(t) && !s.config.Rules.WatchAdminTools) {
+		if t.NeedsApproval != nil {
+			return e.needsApproval(ctx, s, t, c)
+		}
 		return nil // no rule watches calls, or none may deny this one
 	}
 	c.handOn()
 	src := e.newToolEventSource(s, s.onToolCall, "on_tool_call", c, &rules.ToolFacts{Name: t.Name})
 	out := e.fire(ctx, s, c.rep, src)
 	src.release()
-	if out.Denied != nil {
-		c.denial = denial{layer: "rule", rule: out.Denied.Rule}
-		return protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
+	if out.Decided() {
+		// deny > ask > rewrite > allow: a denial wins; an ask holds the
+		// call with the rewrite applied, so that the person approves what
+		// will run.
+		e.noteShadow(c, out.Shadow)
+		if out.Denied != nil {
+			c.denial = denial{layer: "rule", rule: out.Denied.Rule}
+			return protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
+		}
+		if out.Rewrite != nil {
+			if perr := e.applyRewrite(t, c, out.Rewrite); perr != nil {
+				return perr
+			}
+		}
+		if out.Asked != nil {
+			c.ask = &askFor{rule: out.Asked.Rule, reason: out.Asked.Reason}
+			telemetry.RecordDecision(ctx, telemetry.Decision{Tool: t.Name, Layer: "rule", Rule: out.Asked.Rule, Outcome: telemetry.OutcomeAsk, Reason: out.Asked.Reason})
+		}
+	}
+	if t.NeedsApproval != nil && c.ask == nil {
+		return e.needsApproval(ctx, s, t, c)
 	}
 	return nil
 }
@@ -154,7 +193,20 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 		perr = t.Validate(c.args)
 	}
 	if perr != nil {
+		if c.rewritten != "" {
+			return nil, false, protocol.Errorf(protocol.Denied, "tool %q denied: the arguments rule %q rewrote do not match its input_schema: %s",
+				t.Name, c.rewritten, perr.Message)
+		}
 		return nil, false, perr
+	}
+	if perr := e.takeBudgets(ctx, s, t, c); perr != nil {
+		return nil, false, perr
+	}
+	if c.ask != nil {
+		if perr := e.awaitApproval(ctx, s, t, c, *c.ask); perr != nil {
+			e.giveBackBudgets(s, t, c)
+			return nil, false, perr
+		}
 	}
 	if perr := t.Admit(c.session, start); perr != nil {
 		return nil, false, perr
@@ -188,8 +240,10 @@ func notRun(tool string, err error) *protocol.Error {
 
 // afterCall keeps the session's history, fires on_tool_complete or
 // on_tool_failure, then the callbacks for the files the tool says it
-// changed (reports_changed_files, changes_files). It returns how long the call took, measured once.
-func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) time.Duration {
+// changed (reports_changed_files, changes_files). It returns the result
+// as the rules left it (blocked: an error instead; redacted), and how long
+// the call took, measured once.
+func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall, result []byte, perr *protocol.Error, start time.Time) ([]byte, *protocol.Error, time.Duration) {
 	// Measured here, once: the history, the rules and the audit see the
 	// same end of the call, and the clock is read once for all three.
 	took := e.clock.since(start)
@@ -198,6 +252,7 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 		end = start.Add(took)
 	}
 	e.sessions.Get(c.session).RecordCall(t.Name, perr != nil, end)
+	ran, ranResult := perr == nil, result // what the tool did, whatever the guards show of it
 	event, trigger := "on_tool_complete", s.onToolComplete
 	if perr != nil {
 		event, trigger = "on_tool_failure", s.onToolFailure
@@ -213,14 +268,18 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 		if c.rep.wantTrace || !trigger.RuledOut(&facts) {
 			c.handOn()
 			src := e.newToolEventSource(s, trigger, event, c, &facts)
-			e.fire(ctx, s, c.rep, src)
+			src.result = result
+			out := e.fire(ctx, s, c.rep, src)
 			src.release()
+			if out.Decided() {
+				result, perr = e.guardResult(t, c, out, result, perr)
+			}
 		}
 	}
-	if perr == nil {
+	if ran { // a result blocked or redacted still changed what it changed
 		var files []string
 		if t.ReportsChangedFiles { // only a tool that says so: echo would hand back what the caller wrote
-			files = e.changedFiles(t.Name, result)
+			files = e.changedFiles(t.Name, ranResult)
 		}
 		if t.ChangesFiles() {
 			files = append(files, t.ChangedPaths(c.args)...)
@@ -234,7 +293,7 @@ func (e *Engine) afterCall(ctx context.Context, s *snapshot, t *toolbox.Tool, c 
 			}
 		}
 	}
-	return took
+	return result, perr, took
 }
 
 // skippedByTestMode: in test mode, tools that reach outside the process
@@ -262,7 +321,7 @@ func testModeResult(name string) []byte {
 // record adds the call to the audit. tool must be a string Clara owns (the
 // registered name, or a clone); the audit copies what else it keeps.
 func (e *Engine) record(start time.Time, took time.Duration, c *toolCall, tool string, perr *protocol.Error) {
-	r := toolbox.Record{Time: start, Session: c.session, Tool: tool, Duration: took, ID: c.id, Meta: c.meta}
+	r := toolbox.Record{Time: start, Session: c.session, Tool: tool, Duration: took, ID: c.id, Meta: c.meta, Decided: c.dec}
 	c.recordIDs(&r)
 	if perr != nil {
 		r.Code = perr.Code

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -13,9 +14,11 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // Plugins (seed 004's Oracle plugins): a folder holding plugin.toml (name,
@@ -49,9 +52,12 @@ type plugin struct {
 	enabled                    bool   // in force: plugin.toml's enabled, or plugin_enable's word
 	enabledBy                  string // "plugin.toml" or "plugin_enable"
 	sources                    []rules.Source
-	scripts                    []string         // scripts/*.lua
-	tools                      []map[string]any // tools/*.toml's [[tools]], lua_file made absolute
-	fingerprint                [32]byte         // of everything read, to tell a plugin edited from one left alone
+	scripts                    []string          // scripts/*.lua
+	tools                      []map[string]any  // tools/*.toml's [[tools]], lua_file made absolute
+	luaFiles                   map[string][]byte // tool name -> its lua_file's text, read inside the folder
+	fingerprint                [32]byte          // of everything read, to tell a plugin edited from one left alone
+
+	toolAt []protocol.Problem // where each of tools is declared (File, Line)
 }
 
 var pluginName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -103,15 +109,15 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 		}
 		out = append(out, p)
 	}
-	if len(problems) > 0 {
-		return nil, problems
-	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].priority != out[j].priority {
 			return out[i].priority > out[j].priority
 		}
 		return out[i].name < out[j].name
 	})
+	if len(problems) > 0 {
+		return out, problems // the plugins that did read, for Check
+	}
 	return out, nil
 }
 
@@ -161,21 +167,33 @@ func readPlugin(m rules.Source) (*plugin, error) {
 		return nil, err
 	}
 	for _, f := range toolFiles {
-		tools, err := readPluginTools(dir, f)
+		tools, err := readPluginTools(dir, f, p)
 		if err != nil {
 			return nil, err
 		}
 		p.tools = append(p.tools, tools...)
+		for i := range tools {
+			p.toolAt = append(p.toolAt, protocol.Problem{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i)})
+		}
 		fmt.Fprintf(h, "\x00%s\x00%d\x00", f.Name, len(f.Text))
 		h.Write(f.Text)
+	}
+	for _, m := range p.tools {
+		d, code, _ := config.SplitToolEntry(m) // checked when read
+		if code.LuaFile != nil {
+			fmt.Fprintf(h, "\x00%s\x00%d\x00", *code.LuaFile, len(p.luaFiles[d.Name]))
+			h.Write(p.luaFiles[d.Name])
+		}
 	}
 	copy(p.fingerprint[:], h.Sum(nil))
 	return p, nil
 }
 
 // readPluginTools reads a plugin's tools/NAME.toml: [[tools]] tables as in
-// the configuration, a lua_file relative to the plugin's folder.
-func readPluginTools(dir string, f rules.Source) ([]map[string]any, error) {
+// the configuration, a lua_file relative to the plugin's folder and, once
+// symbolic links are resolved, inside it (an absolute one too). The Lua
+// files are read here, into p.luaFiles.
+func readPluginTools(dir string, f rules.Source, p *plugin) ([]map[string]any, error) {
 	var doc struct {
 		Tools []map[string]any `toml:"tools"`
 	}
@@ -187,14 +205,26 @@ func readPluginTools(dir string, f rules.Source) ([]map[string]any, error) {
 		if err != nil {
 			return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i), Message: err.Error()}}
 		}
-		if code.LuaFile != nil && !filepath.IsAbs(*code.LuaFile) {
-			path := filepath.Join(dir, *code.LuaFile)
-			if !within(dir, path) {
-				return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i),
-					Message: fmt.Sprintf("tool %q: lua_file %q leaves the plugin's folder", d.Name, *code.LuaFile)}}
-			}
-			m["lua_file"] = path
+		if code.LuaFile == nil {
+			continue
 		}
+		path := *code.LuaFile
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		text, err := fsread.In(dir, path, maxLuaToolFile)
+		if err != nil {
+			msg := fmt.Sprintf("tool %q: lua_file: %v", d.Name, err)
+			if errors.Is(err, fsread.ErrOutside) {
+				msg = fmt.Sprintf("tool %q: lua_file %q leaves the plugin's folder (%v)", d.Name, *code.LuaFile, err)
+			}
+			return nil, protocol.Problems{{File: f.Name, Line: lineOfNth(f.Text, "[[tools]]", i), Message: msg}}
+		}
+		m["lua_file"] = path
+		if p.luaFiles == nil {
+			p.luaFiles = map[string][]byte{}
+		}
+		p.luaFiles[d.Name] = text
 	}
 	return doc.Tools, nil
 }
@@ -213,36 +243,70 @@ func lineOfNth(text []byte, prefix string, n int) int {
 }
 
 // withPluginTools is c with the tools of its enabled plugins after its
-// own [[tools]], for compileConfigTools (c itself when there are none). A
-// name declared twice is a problem.
-func withPluginTools(c *config.Config, plugins []*plugin) (*config.Config, error) {
+// own [[tools]], for compileConfigTools (c itself when there are none),
+// who declares each entry, and the text of their lua_files, by tool name
+// (read, inside their plugin's folder, when the plugin was). A name
+// declared twice is a problem; so is a name a tool the host registered
+// holds (clara_register_tool, a Python @tool), unless the entry says
+// replace = true (issue 25, finding 15).
+func withPluginTools(c *config.Config, plugins []*plugin, registered func(string) (*toolbox.Tool, bool)) (*config.Config, []toolbox.Origin, map[string][]byte, error) {
 	var extra []map[string]any
+	var problems protocol.Problems
+	var luaFiles map[string][]byte
 	names := map[string]string{}
-	for _, m := range c.Tools {
-		if d, _, err := config.SplitToolEntry(m); err == nil {
-			names[d.Name] = "the configuration"
+	origins := make([]toolbox.Origin, 0, len(c.Tools))
+	hostTool := func(d toolbox.Descriptor, code config.ToolCode, by string) string {
+		if t, ok := registered(d.Name); ok && !code.Replace && !t.Builtin && rankOf(t) == rankHost {
+			return fmt.Sprintf("tool %q of %s would replace the tool %q the host registered; say replace = true in its entry to let it", d.Name, by, d.Name)
+		}
+		return ""
+	}
+	for i, m := range c.Tools {
+		d, code, err := config.SplitToolEntry(m)
+		origins = append(origins, toolbox.Origin{Rank: rankConfig, Name: "the configuration's [[tools]]", Replaces: code.Replace})
+		if err != nil {
+			continue // compileConfigTools says why
+		}
+		names[d.Name] = "the configuration"
+		if msg := hostTool(d, code, "the configuration's [[tools]]"); msg != "" {
+			problems = append(problems, protocol.Problem{Message: fmt.Sprintf("tools[%d] (%s): %s", i, d.Name, msg)})
 		}
 	}
 	for _, p := range plugins {
 		if !p.enabled {
 			continue
 		}
-		for _, m := range p.tools {
-			d, _, _ := config.SplitToolEntry(m) // checked when read
+		for i, m := range p.tools {
+			d, code, _ := config.SplitToolEntry(m) // checked when read
+			at := p.toolAt[i]
 			if first, dup := names[d.Name]; dup {
-				return nil, protocol.Problems{{File: filepath.Join(p.dir, "tools"),
+				return nil, nil, nil, protocol.Problems{{File: at.File, Line: at.Line,
 					Message: fmt.Sprintf("tool %q of plugin %q is declared by %s too", d.Name, p.name, first)}}
 			}
-			names[d.Name] = "plugin " + strconv.Quote(p.name)
+			by := "plugin " + strconv.Quote(p.name)
+			names[d.Name] = by
+			if msg := hostTool(d, code, by); msg != "" {
+				problems = append(problems, protocol.Problem{File: at.File, Line: at.Line, Message: msg})
+			}
 			extra = append(extra, m)
+			origins = append(origins, toolbox.Origin{Rank: rankPlugin, Name: by, Replaces: code.Replace})
+			if text, ok := p.luaFiles[d.Name]; ok {
+				if luaFiles == nil {
+					luaFiles = map[string][]byte{}
+				}
+				luaFiles[d.Name] = text
+			}
 		}
 	}
+	if len(problems) > 0 {
+		return nil, nil, nil, problems
+	}
 	if len(extra) == 0 {
-		return c, nil
+		return c, origins, luaFiles, nil
 	}
 	with := *c
 	with.Tools = append(append([]map[string]any(nil), c.Tools...), extra...)
-	return &with, nil
+	return &with, origins, luaFiles, nil
 }
 
 // decodeManifest reads plugin.toml strictly: an unknown key or a value of

@@ -107,15 +107,16 @@ func (rep *report) extras() protocol.Extras {
 		x.Callbacks = append(append([]byte{'['}, bytes.Join(rep.callbacks, []byte{','})...), ']')
 	}
 	if rep.wantTrace {
-		x.Trace = appendTrace(nil, rep.policy, rep.trace)
+		x.Trace = appendTrace(nil, rep.policy, rep.trace, rep.extraTrace)
 	}
 	return x
 }
 
 // appendTrace writes a call's trace: how each policy layer decided
 // ({"policy", "allowed", "reason"}), then every rule evaluated around the
-// call (SPEC §7.7).
-func appendTrace(dst []byte, policy []toolbox.Verdict, entries []rules.TraceEntry) []byte {
+// call (SPEC §7.7), then extra: how an approval was decided, a budget
+// spent (JSON objects).
+func appendTrace(dst []byte, policy []toolbox.Verdict, entries []rules.TraceEntry, extra [][]byte) []byte {
 	ruleTrace := rules.AppendTrace(nil, entries) // [...]
 	dst = append(dst, '[')
 	for i, v := range policy {
@@ -137,6 +138,12 @@ func appendTrace(dst []byte, policy []toolbox.Verdict, entries []rules.TraceEntr
 			dst = append(dst, ',')
 		}
 		dst = append(dst, ruleTrace[1:len(ruleTrace)-1]...)
+	}
+	for _, x := range extra {
+		if len(dst) > 0 && dst[len(dst)-1] != '[' {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, x...)
 	}
 	return append(dst, ']')
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 )
@@ -37,6 +38,9 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
 	}
+	if c.Rules.RedactSecrets {
+		sources = append(sources, rules.RedactSecretsSource())
+	}
 	files, unmatched, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
 	if err != nil {
 		return nil, nil, nil, err
@@ -48,6 +52,9 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 	}
 	sources = append(sources, pluginSources(plugins)...)
 	sources = append(sources, runtime.sources...)
+	for i := range sources {
+		sources[i].Shadow = c.Rules.Mode == rules.ModeShadow // every rule watched, none enforced
+	}
 	set, err := rules.Load(sources, c.Rules.Thresholds.Map())
 	if err != nil {
 		return nil, nil, nil, err
@@ -62,11 +69,16 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 // they say). A wildcard does not match rule tests (NAME.test.toml), which
 // may sit beside the rules they test. unmatched lists the patterns that
 // matched nothing.
+//
+// Each source's Root is the folder the scripts its rules name must stay
+// in: root, or, for a file an absolute pattern finds outside root, the
+// folder the pattern starts from (the host named that folder, not what
+// lies beside it).
 func readRuleFiles(base, root string, patterns []string, insideOnly bool) (out []rules.Source, unmatched []string, err error) {
 	var names []string
-	seen := map[string]bool{}
+	found := map[string]ruleMatch{}
 	for _, p := range patterns {
-		matches, err := globRuleFiles(base, root, p, insideOnly)
+		matches, how, err := globRuleFiles(base, root, p, insideOnly)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -78,35 +90,53 @@ func readRuleFiles(base, root string, patterns []string, insideOnly bool) (out [
 			if wildcard && isRuleTest(m) {
 				continue // a test kept beside the rules, as the shipped ones are
 			}
-			if !seen[m] {
-				seen[m] = true
+			if _, seen := found[m]; !seen {
+				found[m] = how
 				names = append(names, m)
 			}
 		}
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		text, err := readRegularFile(n, maxRuleFile)
+		how := found[n]
+		var text []byte
+		if how.inside != "" {
+			text, err = fsread.In(how.inside, n, maxRuleFile)
+		} else {
+			text, err = fsread.File(n, maxRuleFile)
+		}
 		if err != nil {
 			return nil, nil, protocol.Problems{{File: n, Message: err.Error()}}
 		}
-		out = append(out, rules.Source{Name: n, Text: text})
+		scripts := how.inside
+		if scripts == "" {
+			scripts = how.from
+			if abs, err := filepath.Abs(root); err == nil && fsread.Inside(abs, n) {
+				scripts = abs
+			}
+		}
+		out = append(out, rules.Source{Name: n, Text: text, Root: scripts})
 	}
 	return out, unmatched, nil
 }
+
+// ruleMatch says how the files one pattern matched are read: inside a
+// folder (the root, absolute), or, when inside is "", as given; from is
+// the folder the pattern starts from.
+type ruleMatch struct{ inside, from string }
 
 // globRuleFiles expands one pattern: path.Match syntax in each component,
 // and "**" as a whole component for any number of directories. Only
 // regular files match; directories reached through a ** are walked without
 // following symbolic links.
-func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, error) {
+func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, ruleMatch, error) {
 	absRoot, err := filepath.Abs(root)
 	if err != nil {
-		return nil, err
+		return nil, ruleMatch{}, err
 	}
 	absBase, err := filepath.Abs(base)
 	if err != nil {
-		return nil, err
+		return nil, ruleMatch{}, err
 	}
 	p := filepath.FromSlash(pattern)
 	if !filepath.IsAbs(p) {
@@ -116,8 +146,9 @@ func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, error
 	}
 	p = filepath.Clean(p)
 	if absRoot != "" && !within(absRoot, p) {
-		return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q leaves project_root", pattern)}}
+		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q leaves project_root", pattern)}}
 	}
+	how := ruleMatch{inside: absRoot}
 	// The part before the first wildcard is a directory to start from.
 	parts := strings.Split(filepath.ToSlash(p), "/")
 	start := 0
@@ -125,24 +156,26 @@ func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, error
 		start++
 	}
 	if start == len(parts) { // no wildcard: one file
+		how.from = filepath.Dir(p)
 		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && insideRoot(absRoot, p) {
-			return []string{p}, nil
+			return []string{p}, how, nil
 		}
-		return nil, nil
+		return nil, how, nil
 	}
 	for _, part := range parts[start:] {
 		if _, err := path.Match(part, ""); err != nil {
-			return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q: %v", pattern, err)}}
+			return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q: %v", pattern, err)}}
 		}
 	}
 	dir := filepath.FromSlash(strings.Join(parts[:start], "/"))
 	if dir == "" {
 		dir = "/"
 	}
+	how.from = dir
 	g := globber{budget: maxGlobEntries}
 	g.expand(dir, parts[start:])
 	if g.budget < 0 {
-		return nil, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q looks at more than %d directory entries", pattern, maxGlobEntries)}}
+		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q looks at more than %d directory entries", pattern, maxGlobEntries)}}
 	}
 	var out []string
 	for _, m := range g.found {
@@ -150,7 +183,7 @@ func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, error
 			out = append(out, m)
 		}
 	}
-	return out, nil
+	return out, how, nil
 }
 
 type globber struct {
@@ -207,15 +240,7 @@ func within(root, p string) bool {
 // insideRoot reports whether the file p really is below root once
 // symbolic links are resolved (always true when root is "").
 func insideRoot(root, p string) bool {
-	if root == "" {
-		return true
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return false
-	}
-	real, err := filepath.EvalSymlinks(p)
-	return err == nil && within(realRoot, real)
+	return root == "" || fsread.Inside(root, p)
 }
 
 // isRuleTest reports whether a file is a rule test (NAME.test.toml or

@@ -27,25 +27,36 @@ const reloadDelay = 150 * time.Millisecond
 
 // watchList is what a snapshot's rules came from: the folders to watch.
 type watchList struct {
-	dirs []string // sorted, each once
+	dirs []string // sorted, each once: a change to a rule file, script or folder in them reloads
+	// parents are watched for the folders of awaited only: the parent of
+	// each folder of dirs, so that one deleted and made again (a
+	// checkout, rsync --delete) is seen, and the nearest existing folder
+	// above one that rules.paths or plugins.paths starts from but that
+	// does not exist yet.
+	parents []string
+	awaited map[string]bool
 }
 
 // watchedBy lists the folders of configuration c's rule files (and where
 // rules.paths and plugins.paths look for more), of its rules' scripts, of
-// rules_load's files and of the plugins. Empty when c watches nothing, and
-// when no rule came from a file: an engine without rule files of its own
-// runs no watcher.
+// rules_load's files and of the plugins, and the folders above them.
+// Empty when c watches nothing. An engine left at the default
+// project_root (the process's working directory) watches only once a
+// rule came from a file: a program that uses Clara without rules does not
+// watch the folder it was started in. A project_root the configuration
+// names is watched for rule folders even while they are empty or missing.
 func watchedBy(c *config.Config, set *rules.Set, runtime runtimeRules, plugins []*plugin) watchList {
 	if !c.Rules.Watch || c.StateDir == "" {
 		return watchList{}
 	}
-	fromFiles := len(plugins) > 0 || len(runtime.files) > 0
+	watch := len(plugins) > 0 || len(runtime.files) > 0 || filepath.Clean(c.ProjectRoot) != "."
 	for _, r := range set.Rules() {
-		fromFiles = fromFiles || filepath.IsAbs(r.File)
+		watch = watch || filepath.IsAbs(r.File)
 	}
-	if !fromFiles {
+	if !watch {
 		return watchList{}
 	}
+	out := watchList{awaited: map[string]bool{}}
 	seen := map[string]bool{}
 	add := func(dir string) {
 		if dir == "" || seen[dir] {
@@ -55,11 +66,24 @@ func watchedBy(c *config.Config, set *rules.Set, runtime runtimeRules, plugins [
 			seen[dir] = true
 		}
 	}
-	for _, p := range c.Rules.Paths {
-		add(patternBase(c.ProjectRoot, p))
+	// await watches the nearest existing folder above dir for the one
+	// below it on the way to dir.
+	parents := map[string]bool{}
+	await := func(dir string) {
+		for p := filepath.Dir(dir); p != dir; dir, p = p, filepath.Dir(p) {
+			if info, err := os.Stat(p); err == nil && info.IsDir() {
+				parents[p] = true
+				out.awaited[dir] = true
+				return
+			}
+		}
 	}
-	for _, p := range c.Plugins.Paths {
-		add(patternBase(c.ProjectRoot, p))
+	for _, p := range append(append([]string(nil), c.Rules.Paths...), c.Plugins.Paths...) {
+		base := patternBase(c.ProjectRoot, p)
+		add(base)
+		if base != "" && !seen[base] {
+			await(base)
+		}
 	}
 	for _, r := range set.Rules() {
 		if filepath.IsAbs(r.File) {
@@ -78,11 +102,21 @@ func watchedBy(c *config.Config, set *rules.Set, runtime runtimeRules, plugins [
 		add(filepath.Join(p.dir, "scripts"))
 		add(filepath.Join(p.dir, "tools"))
 	}
-	var out watchList
 	for d := range seen {
 		out.dirs = append(out.dirs, d)
+		// A folder below a watched one is seen coming back by that one.
+		if up := filepath.Dir(d); up != d && !seen[up] {
+			parents[up] = true
+			out.awaited[d] = true
+		}
+	}
+	for p := range parents {
+		if !seen[p] {
+			out.parents = append(out.parents, p)
+		}
 	}
 	sort.Strings(out.dirs)
+	sort.Strings(out.parents)
 	return out
 }
 
@@ -128,60 +162,91 @@ func relevant(ev fsnotify.Event) bool {
 // ruleWatcher runs the watching goroutine while the configuration in
 // force watches something.
 type ruleWatcher struct {
-	e    *Engine
-	mu   sync.Mutex
-	w    *fsnotify.Watcher // nil when not watching
-	dirs map[string]bool
-	stop chan struct{}
-	done chan struct{}
+	e       *Engine
+	mu      sync.Mutex
+	w       *fsnotify.Watcher // nil when not watching
+	dirs    map[string]bool   // watchList.dirs in force
+	awaited map[string]bool   // watchList.awaited in force
+	stop    chan struct{}
+	done    chan struct{}
+	rearm   chan struct{} // a folder came to be watched: read again once it settles
 }
 
 // sync makes the watcher watch what s's rules came from, starting or
 // stopping it. Called under e.admin, so it never waits for the goroutine
-// (whose reload takes e.admin).
+// (whose reload takes e.admin). Every folder is added again each time:
+// inotify drops the watch of a folder that is deleted, and one made again
+// in its place is a new folder. When a folder comes to be watched while
+// the watcher runs (it appeared, or came back), the goroutine is told to
+// reload once more, for what was written in it before it was watched.
 func (rw *ruleWatcher) sync(s *snapshot) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	if len(s.watched.dirs) == 0 {
+	if len(s.watched.dirs) == 0 && len(s.watched.parents) == 0 {
 		rw.stopLocked()
 		return
 	}
-	if rw.w == nil {
+	fresh := rw.w == nil
+	if fresh {
 		w, err := fsnotify.NewWatcher()
 		if err != nil {
 			rw.e.log.Logf(logging.Warn, "rules.watch: %v; rule files are not watched", err)
 			return
 		}
-		rw.w, rw.dirs = w, map[string]bool{}
-		rw.stop, rw.done = make(chan struct{}), make(chan struct{})
-		stop, done := rw.stop, rw.done
+		rw.w = w
+		rw.stop, rw.done, rw.rearm = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+		stop, done, rearm := rw.stop, rw.done, rw.rearm
 		rw.e.Go("rule watcher", func() {
 			defer close(done)
 			defer w.Close()
 			timer := time.NewTimer(time.Hour)
 			timer.Stop()
 			defer timer.Stop()
-			debounce(w.Events, w.Errors, stop, realTimer{timer}, rw.e.reloadRules,
+			debounce(w.Events, w.Errors, stop, rearm, realTimer{timer}, rw.wanted, rw.e.reloadRules,
 				func(err error) { rw.e.log.Logf(logging.Warn, "rules.watch: %v", err) })
 		})
 	}
-	want := map[string]bool{}
-	for _, d := range s.watched.dirs {
-		want[d] = true
-		if !rw.dirs[d] {
-			if err := rw.w.Add(d); err != nil {
-				rw.e.log.Logf(logging.Warn, "rules.watch: %s: %v", d, err)
-				continue
-			}
-			rw.dirs[d] = true
-		}
+	have := map[string]bool{}
+	for _, d := range rw.w.WatchList() {
+		have[d] = true
 	}
-	for d := range rw.dirs {
+	want := map[string]bool{}
+	armed := false
+	for _, d := range append(append([]string(nil), s.watched.dirs...), s.watched.parents...) {
+		want[d] = true
+		if err := rw.w.Add(d); err != nil {
+			rw.e.log.Logf(logging.Warn, "rules.watch: %s: %v", d, err)
+			continue
+		}
+		armed = armed || !have[d]
+	}
+	for d := range have {
 		if !want[d] {
 			_ = rw.w.Remove(d)
-			delete(rw.dirs, d)
 		}
 	}
+	rw.dirs = map[string]bool{}
+	for _, d := range s.watched.dirs {
+		rw.dirs[d] = true
+	}
+	rw.awaited = s.watched.awaited
+	if armed && !fresh {
+		select {
+		case rw.rearm <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+}
+
+// wanted reports whether a change can change the rules: a relevant change
+// in a watched folder or to it, or a folder awaited appearing or going.
+func (rw *ruleWatcher) wanted(ev fsnotify.Event) bool {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.awaited[ev.Name] || rw.dirs[ev.Name] {
+		return true
+	}
+	return rw.dirs[filepath.Dir(ev.Name)] && relevant(ev)
 }
 
 // stopLocked tells the goroutine to end; it closes the fsnotify watcher
@@ -191,7 +256,7 @@ func (rw *ruleWatcher) stopLocked() {
 		return
 	}
 	close(rw.stop)
-	rw.w, rw.dirs = nil, nil
+	rw.w, rw.dirs, rw.awaited = nil, nil, nil
 }
 
 // close stops the watcher and waits for its goroutine.
@@ -205,9 +270,11 @@ func (rw *ruleWatcher) close() {
 	}
 }
 
-// debounce waits for changes, lets them settle (each relevant change
-// restarts the timer), and reloads once the timer fires, until stop.
-func debounce(events <-chan fsnotify.Event, errs <-chan error, stop <-chan struct{}, timer debounceTimer, reload func(), warn func(error)) {
+// debounce waits for changes, lets them settle (each change wanted, and
+// each rearm, restarts the timer), and reloads once the timer fires,
+// until stop.
+func debounce(events <-chan fsnotify.Event, errs <-chan error, stop <-chan struct{}, rearm <-chan struct{},
+	timer debounceTimer, wanted func(fsnotify.Event) bool, reload func(), warn func(error)) {
 	for {
 		select {
 		case <-stop:
@@ -216,9 +283,11 @@ func debounce(events <-chan fsnotify.Event, errs <-chan error, stop <-chan struc
 			if !ok {
 				return
 			}
-			if relevant(ev) {
+			if wanted(ev) {
 				timer.Reset(reloadDelay) // a later change restarts the wait
 			}
+		case <-rearm:
+			timer.Reset(reloadDelay)
 		case err, ok := <-errs:
 			if !ok {
 				return

@@ -30,7 +30,7 @@ func TestDebounce_oneReloadPerSave(t *testing.T) {
 	var warned []error
 	go func() {
 		defer close(done)
-		debounce(events, errs, stop, timer, func() { reloads <- struct{}{} }, func(err error) { warned = append(warned, err) })
+		debounce(events, errs, stop, nil, timer, relevant, func() { reloads <- struct{}{} }, func(err error) { warned = append(warned, err) })
 	}()
 	for _, ev := range []fsnotify.Event{
 		{Name: "/p/rules/.greet.toml.swp", Op: fsnotify.Create}, // an editor's own file: nothing

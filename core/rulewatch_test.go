@@ -134,3 +134,111 @@ func goroutines() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
 }
+
+// denyEcho is a rule file that denies the echo tool.
+const denyEcho = "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name == 'echo'\"\n[action]\ntype = \"deny\"\nreason = \"no echo here\"\n"
+
+// watchedEngine is an engine watching the project dir, its log in buf.
+func watchedEngine(t *testing.T, dir string, buf *syncBuffer, more string) *core.Engine {
+	t.Helper()
+	log := logging.New(func(l logging.Level, m string) { buf.Write([]byte(l.String() + " " + m + "\n")) }, logging.Debug)
+	e := core.New(core.Options{Logger: log})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n[rules]\nbuiltin = false\n"+more)
+	return e
+}
+
+// echoDenied reports whether a rule denies echo.
+func echoDenied(t *testing.T, e *core.Engine) bool {
+	out := evalString(t, e, `{"tool":"echo","arguments":{"x":1}}`)
+	return strings.Contains(out, "no echo here")
+}
+
+// TestIssue25_hot_reload_survives_folders_made_again: once rules/ or
+// plugins/ was deleted and made again (a checkout, rsync --delete), no
+// change was ever seen again, and the deny rules in them were gone for
+// good.
+func TestIssue25_hot_reload_survives_folders_made_again(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"rules/deny.toml":        denyEcho,
+		"plugins/p/plugin.toml":  "name = \"p\"\n",
+		"plugins/p/rules/r.toml": greetRule("plugin v1"),
+	})
+	var buf syncBuffer
+	e := watchedEngine(t, dir, &buf, "")
+	visit := func() string { return strings.Join(notices(t, emitString(t, e, `{"event":"visit"}`)), " | ") }
+	if !echoDenied(t, e) || visit() != "plugin v1" {
+		t.Fatal("the rules did not load")
+	}
+	rules, plugins := filepath.Join(dir, "rules"), filepath.Join(dir, "plugins")
+	for round := 1; round <= 3; round++ {
+		// A checkout: the folder goes, and comes back with other files.
+		if err := os.RemoveAll(rules); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the deny rule to go with its folder", func() bool { return !echoDenied(t, e) })
+		writeTree(t, dir, map[string]string{"rules/deny.toml": denyEcho})
+		waitFor(t, "the deny rule back in the folder made again", func() bool { return echoDenied(t, e) })
+
+		// rsync --delete of plugins/: its folder renamed away, a new one
+		// in its place, the old one deleted.
+		if err := os.Rename(plugins, plugins+".old"); err != nil {
+			t.Fatal(err)
+		}
+		want := "plugin v" + string(rune('1'+round))
+		writeTree(t, dir, map[string]string{
+			"plugins/p/plugin.toml":  "name = \"p\"\n",
+			"plugins/p/rules/r.toml": greetRule(want),
+		})
+		if err := os.RemoveAll(plugins + ".old"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the plugin in the folder made again", func() bool { return visit() == want })
+		// And the folders made again are watched themselves.
+		saveLikeAnEditor(t, filepath.Join(plugins, "p", "rules", "r.toml"), greetRule(want+" edited"))
+		waitFor(t, "an edit in the plugin made again", func() bool { return visit() == want+" edited" })
+	}
+}
+
+// TestIssue25_hot_reload_starts_in_a_project_without_rules: in a project
+// whose rule folders were empty, or missing, when it was configured, no
+// watcher ran, and a rule file written later never loaded.
+func TestIssue25_hot_reload_starts_in_a_project_without_rules(t *testing.T) {
+	for _, c := range []struct {
+		name, more string
+		tree       map[string]string
+		file       string
+	}{
+		{"empty folders", "", map[string]string{"rules/.keep": "", "plugins/.keep": ""}, "rules/deny.toml"},
+		{"no folders", "", map[string]string{"README": ""}, "rules/deny.toml"},
+		{"a plugin later", "", map[string]string{"README": ""}, "plugins/guard/rules/deny.toml"},
+		{"a deep pattern", "paths = [\"conf/rules/**/*.toml\"]\n", map[string]string{"README": ""}, "conf/rules/a/deny.toml"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, c.tree)
+			var buf syncBuffer
+			e := watchedEngine(t, dir, &buf, c.more)
+			if on, _ := e.Watching(); !on {
+				t.Fatal("not watching")
+			}
+			if echoDenied(t, e) {
+				t.Fatal("denied before any rule")
+			}
+			files := map[string]string{c.file: denyEcho}
+			if strings.HasPrefix(c.file, "plugins/guard/") {
+				files["plugins/guard/plugin.toml"] = "name = \"guard\"\n"
+			}
+			writeTree(t, dir, files)
+			waitFor(t, "the rule written after the start", func() bool { return echoDenied(t, e) })
+		})
+	}
+	// An engine left at the default project_root (the process's working
+	// directory, here core/, which holds no rule file) watches nothing.
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	if on, dirs := e.Watching(); on {
+		t.Fatalf("the default engine watches %q", dirs)
+	}
+}

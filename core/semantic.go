@@ -35,8 +35,8 @@ func (e *Engine) prepareConcepts(c *config.Config, m *models, set *rules.Set) er
 	if c.LLM.EmbeddingModel != "" && c.LLM.BaseURL != "" {
 		// base_url must speak OpenAI's format: llm.provider says so, or,
 		// when empty, llm.model's name (any but claude-*).
-		if p := c.LLM.Provider; p == llm.ProviderAnthropic || (p == "" && llm.ProviderOfModel(c.LLM.Model) == llm.ProviderAnthropic) {
-			return fmt.Errorf("llm.embedding_model: embeddings are requested in OpenAI's format; llm.provider is %q", llm.ProviderAnthropic)
+		if p := orProvider(c.LLM.Provider, c.LLM.Model); p == llm.ProviderAnthropic || p == llm.ProviderGemini {
+			return fmt.Errorf("llm.embedding_model: embeddings are requested in OpenAI's format; llm.provider is %q", p)
 		}
 		emb, err := llm.NewEmbeddings(e.out.client, llm.EmbeddingConfig{BaseURL: c.LLM.BaseURL, Model: c.LLM.EmbeddingModel,
 			APIKeyEnv: c.LLM.APIKeyEnv, Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,

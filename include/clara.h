@@ -236,6 +236,32 @@ int clara_register_tool(const char *descriptor_json, clara_tool_fn fn, void *use
 int clara_unregister_tool(const char *name);
 
 /*
+ * clara_set_tool_limits - change the limits of a tool added with
+ * clara_register_tool(), for the calls that start from now on.
+ *
+ * limits_json is an object of the limits to change, as in a descriptor
+ * ("timeout_ms", "rate_per_min", "rate_scope", "max_output_bytes",
+ * "max_concurrency"); the limits it leaves out stay as they are. It may be
+ * written as JSON5 ({timeout_ms: 800, rate_per_min: 20}, docs/protocol.md).
+ * Calls already running keep the limits they started with. The change is
+ * a request of the administrative tool tool_limits: the configuration's
+ * policy and the audit see it as any call. clara_register_tool() and
+ * clara_reset() bring back the descriptor's limits.
+ *
+ * Ownership: name and limits_json are borrowed.
+ * Threads:   any thread.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL  name or limits_json is NULL, or the limits are
+ *                           not an object of valid limits (the reason is
+ *                           logged at error level);
+ *            -CLARA_ENOENT  no such tool;
+ *            -CLARA_EPERM   a tool the host did not register (built-in,
+ *                           configured, remote), or a policy denies
+ *                           tool_limits.
+ */
+int clara_set_tool_limits(const char *name, const char *limits_json);
+
+/*
  * clara_call_result - set the result of a call, from inside the tool.
  *
  * For a "returns": "json" tool, result_json must be valid JSON (otherwise
@@ -369,6 +395,26 @@ char *clara_call_evaluate(clara_call *call, const char *request_json);
  *            -CLARA_EINTERNAL a bug in Clara (logged).
  */
 int clara_json_get(const char *json, const char *path, char **text, size_t *length);
+
+/*
+ * clara_json5_to_json - read JSON5, the relaxed JSON people write by hand
+ * (unquoted keys, 'single quotes', trailing commas, comments, hexadecimal
+ * numbers; docs/protocol.md), and write it as compact JSON.
+ *
+ * Object keys come out sorted; a key given twice keeps its last value;
+ * NaN and Infinity, which JSON cannot hold, are refused; text is bounded
+ * by limits.max_request_bytes and limits.max_depth.
+ *
+ * Ownership: text is borrowed. *json receives a malloc'd string that the
+ *            caller frees with clara_free_string(): the JSON on success,
+ *            a message saying what is wrong with text on -CLARA_EINVAL.
+ * Threads:   any thread.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL    text or json is NULL (*json then NULL when
+ *                             json is not), or text is not one JSON5 value;
+ *            -CLARA_ENOMEM    malloc failed.
+ */
+int clara_json5_to_json(const char *text, char **json);
 
 /* ---- Logging ------------------------------------------------------------ */
 
@@ -528,6 +574,71 @@ typedef char *(*clara_input_fn)(void *userdata, const char *request_json);
  */
 void clara_set_input_handler(clara_input_fn fn, void *userdata);
 
+/* ---- Approving tool calls ----------------------------------------------- */
+
+/*
+ * clara_approval_fn - decides a tool call that waits for a person's
+ * approval: one that a rule's "ask" action holds, or a call of a tool whose
+ * descriptor says "needs_approval" (docs/rules.md, "Decisions").
+ *
+ * request_json is one JSON object, NUL-terminated, borrowed for the
+ * duration of the call: {"id":N,"tool":"...","session":"s","arguments":
+ * {...},"reason":"...","rule":"r","handle":H,"timeout_ms":T}. arguments
+ * are the call's validated arguments, with the values of the secrets the
+ * configuration names cut out; "rule" is absent for needs_approval: true,
+ * "handle" for a call that is not asynchronous; timeout_ms is how long the
+ * call waits (policy.approval_timeout_ms). The event handler gets
+ * {"event":"approval_required", ...the same fields} just before.
+ *
+ * Returns:   the decision, NUL-terminated JSON allocated with malloc()
+ *            (strdup() will do), which Clara frees with free():
+ *              {"decision":"approve"}                        the call runs
+ *              {"decision":"approve","arguments":{...}}      it runs with
+ *                                  these arguments, checked against the
+ *                                  tool's input_schema (a mismatch rejects)
+ *              {"decision":"reject","reason":"..."}          it does not
+ *                                  run; it fails with "denied" and the
+ *                                  reason, which a model is told
+ *            Anything else rejects the call (and is logged). NULL decides
+ *            nothing now: the approval stays pending until the
+ *            approval_decide tool decides it (any thread, clara_evaluate
+ *            of {"tool":"approval_decide","arguments":{"id":N,"decision":
+ *            "approve"}}) or policy.approval_timeout_ms passes (rejected).
+ * Threads:   called on a thread of Clara's, never the caller's of
+ *            clara_evaluate(), possibly for several calls at once; it may
+ *            block as long as the person takes, and may call clara_*
+ *            functions. It must return normally: no longjmp and no C++
+ *            exception may cross Clara's frames.
+ * Ends:      when the approval stops waiting otherwise (decided through
+ *            approval_decide, timed out, its call cancelled), the event
+ *            handler gets {"event":"approval_cancelled","id":N,"reason":
+ *            "decided" | "timed out" | "cancelled","session":"s"} and a
+ *            decision returned later is dropped. Until it returns, the
+ *            approval holds the thread it runs on; past
+ *            limits.max_open_approvals of them (default 64), calls that
+ *            need approval are rejected without asking.
+ * Without:   with no handler installed, a call that needs approval is
+ *            rejected at once ("denied"), never run.
+ */
+typedef char *(*clara_approval_fn)(void *userdata, const char *request_json);
+
+/*
+ * clara_set_approval_handler - let fn decide the tool calls that wait for
+ * approval.
+ *
+ * Passing fn == NULL removes it (the default): such calls are then
+ * rejected. The approvals_list tool lists the calls waiting, and
+ * approval_decide decides one, whichever handler is installed.
+ *
+ * Ownership: userdata is passed back to fn untouched; Clara never frees it.
+ * Threads:   any thread. When this function returns, new approvals go to
+ *            the new handler; those already handed to the previous one go
+ *            on there, so free its userdata only once they have returned.
+ *            clara-clips and the CLIPS bridge's registration install one
+ *            (docs/clips.md).
+ */
+void clara_set_approval_handler(clara_approval_fn fn, void *userdata);
+
 /* ---- MCP ------------------------------------------------------------------ */
 
 /*
@@ -543,9 +654,11 @@ void clara_set_input_handler(clara_input_fn fn, void *userdata);
 /*
  * clara_mcp_serve_stdio - serve MCP over a pair of descriptors.
  *
- * Runs on the calling thread until the client closes in_fd's other end or
- * clara_mcp_stop() is called. The descriptors stay the caller's: Clara
- * does not close them.
+ * Runs on the calling thread until the client closes in_fd's other end (and
+ * the answers to what it asked before are written) or clara_mcp_stop() is
+ * called. A line that is not a JSON-RPC message is answered with the
+ * JSON-RPC error; the session goes on. The descriptors stay the caller's:
+ * Clara does not close them.
  *
  * Returns: CLARA_OK when the session ended; -CLARA_EINVAL when serving
  *          could not start (mcp.token_env names an unset variable, a bad
@@ -559,7 +672,12 @@ int clara_mcp_serve_stdio(int in_fd, int out_fd);
  *
  * addr is "HOST:PORT" (port 0 picks one). Only loopback addresses unless
  * mcp.allow_remote = true; with mcp.token_env set, every request must carry
- * Authorization: Bearer TOKEN.
+ * Authorization: Bearer TOKEN. The listener takes the [mcp] settings in
+ * force when this is called and keeps them (one started earlier keeps its
+ * own until clara_mcp_stop()). At most mcp.max_sessions sessions are open
+ * at once over every listener; an initialize beyond is answered HTTP 503
+ * with a JSON-RPC error. A session idle for mcp.session_idle_timeout_ms
+ * ends.
  *
  * Ownership: addr is borrowed; the returned string is malloc'd (free it
  *            with clara_free_string()).

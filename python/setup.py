@@ -6,9 +6,12 @@ the file CLARA_WHEEL_LIBRARY names (`make wheel` passes the library it just
 built); without it, it builds the library from the checkout this directory
 sits in (`make lib` in the parent directory: Go and a C compiler needed).
 
-bdist_wheel tags the wheel py3-none-<platform> (linux_x86_64 here): the
-Python code is version-independent (ctypes, no extension module), the
-library is not.
+bdist_wheel tags the wheel py3-none-<platform>: the Python code is
+version-independent (ctypes, no extension module), the library is not.
+The platform is CLARA_WHEEL_PLATFORM when set (`make wheel` sets
+manylinux_2_34_x86_64 once tests/check-glibc.sh has found that the library
+needs nothing newer than glibc 2.34), else this machine's (linux_x86_64),
+which installers elsewhere refuse.
 """
 
 import os
@@ -62,7 +65,7 @@ class BinaryDistribution(Distribution):
 class BdistWheel(bdist_wheel):
     def get_tag(self):
         _, _, platform = super().get_tag()
-        return "py3", "none", platform
+        return "py3", "none", os.environ.get("CLARA_WHEEL_PLATFORM") or platform
 
 
 setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})

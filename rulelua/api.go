@@ -101,6 +101,19 @@ func (st *lstate) deny(L *lua.LState) int {
 	return 0
 }
 
+// ask(reason) holds a tool call for a person's approval (a rule on
+// on_tool_call); block(reason) refuses a result or an answer (on
+// on_tool_complete, on_answer). The host checks where they act.
+func (st *lstate) ask(L *lua.LState) int {
+	st.addAction(L, Action{Type: "ask", Reason: checkStr(L, 1, "ask")})
+	return 0
+}
+
+func (st *lstate) block(L *lua.LState) int {
+	st.addAction(L, Action{Type: "block", Reason: checkStr(L, 1, "block")})
+	return 0
+}
+
 func (st *lstate) stateGet(L *lua.LState) int {
 	key := checkStr(L, 1, "state.get")
 	if v, ok := st.sets[key]; ok {

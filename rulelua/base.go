@@ -57,7 +57,7 @@ func newState() *lstate {
 	fns := map[string]lua.LGFunction{
 		"pairs": st.pairs, "pcall": st.pcall, "xpcall": st.xpcall, "print": st.print,
 		"rawset": st.rawset, "setmetatable": st.setmetatable, "unpack": st.unpack,
-		"notify": st.notify, "log": st.log, "emit": st.emit, "deny": st.deny,
+		"notify": st.notify, "log": st.log, "emit": st.emit, "deny": st.deny, "ask": st.ask, "block": st.block,
 		"call_tool": st.callTool, "progress": st.progress, concatName: st.concat,
 		"context_above_threshold": st.aboveThreshold, "tool_completed": st.toolCompleted,
 		"tool_failed": st.toolFailed,

@@ -18,7 +18,7 @@
 // the value as JSON, decoding into and encoding from Lua tables directly (no Go maps).
 //
 // The script API is ctx (read-only, see below; also named context), state.get, state.set, notify, log, emit, deny,
-// call_tool, progress, json.encode and json.decode. Actions (notify, state.set, emit, deny) are
+// ask, block, call_tool, progress, json.encode and json.decode. Actions (notify, state.set, emit, deny, ask, block) are
 // collected and returned in Result; the host applies them only when the run returned no error.
 // progress is not an action: it reaches a Host that is a ProgressHost at once.
 //

@@ -94,7 +94,7 @@ type ProgressHost interface {
 // Action is something a script asked for. The host applies actions only when the run returned
 // no error.
 type Action struct {
-	Type string // "notify_self", "set_state", "emit_event", "deny"
+	Type string // "notify_self", "set_state", "emit_event", "deny", "ask", "block"
 
 	Message  string // notify_self
 	Priority string // notify_self: low, normal (unless given), high or critical
@@ -105,7 +105,7 @@ type Action struct {
 	Event   string         // emit_event
 	Payload map[string]any // emit_event; never nil
 
-	Reason string // deny
+	Reason string // deny, ask, block
 }
 
 // Result is what a completed run produced.

@@ -38,19 +38,45 @@ else
   cat "$out/demo_agent.stderr"; fail=1
 fi
 
-# make install into a scratch prefix: pkg-config finds clara, and the
-# installed clara-clips finds the installed library.
+# make install into a scratch prefix: the installed clara-clips and clara
+# run, the links and headers are there, and install says how to build
+# against a prefix the dynamic linker does not search. (Building a program
+# against an install is README.md's part, run as written below.)
 prefix=$root/$out/prefix
 rm -rf "$prefix"
-make --no-print-directory -s install PREFIX="$prefix" >/dev/null
-cc_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs clara)
-${CC:-cc} -Wall -Wextra -Werror examples_c/hello.c -o "$out/hello-installed" $cc_flags -Wl,-rpath,"$prefix/lib"
-if [[ "$("$out/hello-installed")" == "$(cat tests/examples/hello.out)" ]] &&
-   [[ "$(echo '(printout t (clara-evaluate "{}") crlf)' | "$prefix/bin/clara-clips" -f2 /dev/null)" == *'{"status":"success","tool":"echo","result":{}}'* ]] &&
-   [[ -L "$prefix/lib/libclara.so.0" && -f "$prefix/include/clara.h" && -f "$prefix/include/clara_clips.h" ]]; then
-  echo "ok   make install PREFIX=$out/prefix (pkg-config, clara-clips, links, headers)"
+notes=$(make --no-print-directory -s install PREFIX="$prefix")
+if [[ "$(echo '(printout t (clara-evaluate "{}") crlf)' | "$prefix/bin/clara-clips" -f2 /dev/null)" == *'{"status":"success","tool":"echo","result":{}}'* ]] &&
+   [[ "$("$prefix/bin/clara" call echo '{"a":1}')" == '{"a":1}' ]] &&
+   [[ -L "$prefix/lib/libclara.so.0" && -f "$prefix/include/clara.h" && -f "$prefix/include/clara_clips.h" ]] &&
+   [[ $notes == *"export PKG_CONFIG_PATH=$prefix/lib/pkgconfig"* && $notes == *"-Wl,-rpath,$prefix/lib"* ]]; then
+  echo "ok   make install PREFIX=$out/prefix (clara-clips, clara, links, headers, the lines to build against it)"
 else
-  echo "FAIL make install: the installed tree does not work"; fail=1
+  echo "FAIL make install: the installed tree does not work, or install did not say how to use it"; echo "$notes"; fail=1
+fi
+
+# README.md's commands exactly as written: building hello.c in the tree and
+# after make install (as root, and under $HOME), the wheel into a venv.
+python3 tests/readme_commands.py README.md || fail=1
+
+# The agent demo's rule, tested as docs/cli.md shows.
+if bin/clara rules test examples_c/agent/rules/valve_locked.test.toml --coverage > "$out/valve.out" &&
+   grep -q "coverage: 1 of 1 rules fired" "$out/valve.out"; then
+  echo "ok   examples_c/agent/rules/valve_locked.test.toml (bin/clara rules test)"
+else
+  echo "FAIL examples_c/agent/rules/valve_locked.test.toml"; cat "$out/valve.out"; fail=1
+fi
+
+# The wheel's manylinux tag rests on tests/check-glibc.sh: it must refuse a
+# library that needs a glibc newer than the tag's.
+printf '#include <stdlib.h>\nunsigned f(void) { return arc4random(); }\n' > "$out/new_glibc.c"
+if ${CC:-cc} -Werror=implicit-function-declaration -shared -fPIC -o "$out/new_glibc.so" "$out/new_glibc.c" 2>/dev/null; then
+  if bash tests/check-glibc.sh "$out/new_glibc.so" 2.34 > "$out/new_glibc.out"; then
+    echo "FAIL tests/check-glibc.sh accepted a library that needs GLIBC_2.36 (arc4random)"; fail=1
+  else
+    echo "ok   tests/check-glibc.sh refuses a library that needs a glibc newer than 2.34"
+  fi
+else
+  echo "ok   tests/check-glibc.sh: this glibc has no arc4random (older than 2.36), no newer symbol to try it on"
 fi
 
 python3 tests/run_doc_blocks.py README.md docs/*.md || fail=1

@@ -16,7 +16,8 @@ import clara  # noqa: E402
 
 def main(files):
     if not files:
-        files = sorted(glob.glob("core/rules/builtin/*.test.toml")) + sorted(glob.glob("rules/*.test.toml"))
+        files = (sorted(glob.glob("core/rules/builtin/*.test.toml")) + sorted(glob.glob("core/rules/builtin/optional/*.test.toml"))
+                 + sorted(glob.glob("rules/*.test.toml")))
     env = clara.configure({"state_dir": ""})  # rule tests never write state to disk
     if env["status"] != "success":
         print("rules-test: %s" % env["message"])

@@ -2,105 +2,124 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/tools"
 )
 
-// runChat asks the model: clara chat PROMPT [flags].
-func runChat(env *environment, args []string) int {
-	arguments := map[string]any{}
-	session, verbose, stream, ask, typed := "", false, false, false, false
-	var prompt []string
-	for i := 0; i < len(args); {
-		a := args[i]
-		n, err := 1, error(nil)
-		var v string
-		switch {
-		case a == "--allow-tools":
-			arguments["allow_tools"] = true
-		case a == "--verbose" || a == "-v":
-			verbose = true
-		case a == "--ask":
-			ask = true
-		case strings.HasPrefix(a, "--result-schema"):
-			if v, n, err = flagValue(args, i, "--result-schema"); err == nil {
+// withEngine wraps a command's work: the engine is built first (exit 2 on
+// a bad configuration).
+func withEngine(env *environment, run func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := env.start(); err != nil {
+			return err
+		}
+		return run(cmd, args)
+	}
+}
+
+func chatCommand(env *environment) *cobra.Command {
+	var (
+		allowTools, verbose, stream, ask bool
+		maxToolCalls                     int
+		toolNames                        []string
+		session, model, resultSchema     string
+	)
+	c := &cobra.Command{
+		Use:   "chat PROMPT...",
+		Short: "Ask the configured model (the chat tool); prints the answer",
+		Long: `Ask the configured model ([llm] of the configuration) through the chat tool,
+and print its answer. The words of PROMPT are joined by spaces; put -- before
+a prompt that starts with a dash.
+
+With --allow-tools the model may call tools (all the calls of the chat may
+reach, or those --tools names), each through Clara's policy, rules and
+limits. --verbose shows each tool call on stderr, --stream prints the answer
+as it arrives, --ask lets the model ask you (the question on stderr, your
+answer one line of stdin). --result-schema asks for a JSON result of that
+schema, printed instead of the answer's text.`,
+		Example: `  clara chat "What time is it in Tokyo?" --allow-tools --tools get_time --verbose
+  clara chat --session s1 "Remember: my name is Ada."
+  clara chat "Book me a table" --allow-tools --ask --result-schema '{"type":"object"}'
+  clara chat -- "-h is not a flag here"`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
+			arguments := map[string]any{"prompt": strings.Join(args, " ")}
+			if allowTools {
+				arguments["allow_tools"] = true
+			}
+			if cmd.Flags().Changed("max-tool-calls") {
+				arguments["max_tool_calls"] = maxToolCalls
+			}
+			if len(toolNames) > 0 {
+				arguments["tools"] = toolNames
+			}
+			if model != "" {
+				arguments["model"] = model
+			}
+			if stream {
+				arguments["stream"] = true
+			}
+			typed := resultSchema != ""
+			if typed {
 				var schema map[string]any
-				if err = json.Unmarshal([]byte(v), &schema); err != nil {
-					err = fmt.Errorf("chat: --result-schema must be a JSON Schema object: %v", err)
+				if err := json.Unmarshal([]byte(resultSchema), &schema); err != nil {
+					return usageError("--result-schema must be a JSON Schema object: %v", err)
 				}
-				arguments["result_schema"], typed = schema, true
+				arguments["result_schema"] = schema
 			}
-		case a == "--stream":
-			stream = true
-			arguments["stream"] = true
-		case strings.HasPrefix(a, "--max-tool-calls"):
-			if v, n, err = flagValue(args, i, "--max-tool-calls"); err == nil {
-				var k int
-				if k, err = strconv.Atoi(v); err == nil {
-					arguments["max_tool_calls"] = k
+			if verbose || (stream && !env.json) {
+				env.engine.SetEventSink(progressPrinter(env, verbose, stream && !env.json))
+				defer env.engine.SetEventSink(nil)
+			}
+			if ask {
+				env.engine.SetInputHandler(terminalInput(env))
+				defer env.engine.SetInputHandler(nil)
+			}
+			request := map[string]any{"tool": "chat", "arguments": arguments}
+			if session != "" {
+				request["session"] = session
+			}
+			out, raw := env.call(request)
+			if stream && !env.json {
+				fmt.Fprintln(env.stdout) // the streamed answer's end
+			}
+			return env.finish(out, raw, func(out envelope) {
+				var result struct {
+					Content string          `json:"content"`
+					Result  json.RawMessage `json:"result"`
 				}
-			}
-		case strings.HasPrefix(a, "--tools"):
-			if v, n, err = flagValue(args, i, "--tools"); err == nil {
-				arguments["tools"] = strings.Split(v, ",")
-			}
-		case strings.HasPrefix(a, "--session"):
-			v, n, err = flagValue(args, i, "--session")
-			session = v
-		case strings.HasPrefix(a, "--model"):
-			if v, n, err = flagValue(args, i, "--model"); err == nil {
-				arguments["model"] = v
-			}
-		case strings.HasPrefix(a, "--"):
-			err = fmt.Errorf("chat: unknown flag %s", a)
-		default:
-			prompt = append(prompt, a)
-		}
-		if err != nil {
-			fmt.Fprintf(env.stderr, "clara: %v\n", err)
-			return 2
-		}
-		i += n
+				_ = json.Unmarshal(out.Result, &result)
+				switch {
+				case typed:
+					fmt.Fprintln(env.stdout, compact(result.Result))
+				case !stream:
+					fmt.Fprintln(env.stdout, result.Content)
+				}
+			})
+		}),
 	}
-	if len(prompt) == 0 {
-		fmt.Fprintln(env.stderr, "clara: chat needs a prompt")
-		return 2
-	}
-	arguments["prompt"] = strings.Join(prompt, " ")
-	if verbose || stream {
-		env.engine.SetEventSink(progressPrinter(env, verbose, stream))
-		defer env.engine.SetEventSink(nil)
-	}
-	if ask {
-		env.engine.SetInputHandler(terminalInput(env))
-		defer env.engine.SetInputHandler(nil)
-	}
-	request := map[string]any{"tool": "chat", "arguments": arguments}
-	if session != "" {
-		request["session"] = session
-	}
-	out, raw := env.call(request)
-	if out["status"] != "success" {
-		return env.failed(out, raw)
-	}
-	result, _ := out["result"].(map[string]any)
-	if typed {
-		b, _ := json.Marshal(result["result"])
-		fmt.Fprintln(env.stdout, string(b))
-		return 0
-	}
-	if !stream {
-		fmt.Fprintln(env.stdout, result["content"])
-	} else {
-		fmt.Fprintln(env.stdout)
-	}
-	return 0
+	f := c.Flags()
+	f.BoolVar(&allowTools, "allow-tools", false, "let the model call tools")
+	f.IntVar(&maxToolCalls, "max-tool-calls", 0, "at most `N` tool calls in this chat (the configuration's limits.max_tool_calls when not given)")
+	f.StringSliceVar(&toolNames, "tools", nil, "the tools the model may call, comma-separated (`a,b`; default: all it may reach)")
+	f.StringVar(&session, "session", "", "the `SESSION` the chat runs in (its conversation, policy and state)")
+	f.StringVar(&model, "model", "", "the `MODEL` to ask instead of llm.model")
+	f.BoolVarP(&verbose, "verbose", "v", false, "show each tool call and its result on stderr")
+	f.BoolVar(&stream, "stream", false, "print the answer as it arrives")
+	f.BoolVar(&ask, "ask", false, "let the model ask you questions (ask_user): on stderr, answered on stdin")
+	f.StringVar(&resultSchema, "result-schema", "", "a JSON Schema `OBJECT` the result must match; the result is printed as JSON")
+	_ = c.RegisterFlagCompletionFunc("tools", completeToolNames(env))
+	return c
 }
 
 // progressPrinter shows a chat as it runs: the seed's status lines on
@@ -162,105 +181,240 @@ func shorten(s string, n int) string {
 	return string([]rune(s)[:n]) + "…"
 }
 
-// runCall calls a tool: clara call TOOL [JSON] [--session S].
-func runCall(env *environment, args []string) int {
-	var positional []string
-	session := ""
-	for i := 0; i < len(args); {
-		if strings.HasPrefix(args[i], "--session") {
-			v, n, err := flagValue(args, i, "--session")
-			if err != nil {
-				fmt.Fprintf(env.stderr, "clara: %v\n", err)
-				return 2
+// compact is a JSON value on one line, as the envelope has it.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func callCommand(env *environment) *cobra.Command {
+	var session string
+	var trace bool
+	c := &cobra.Command{
+		Use:   "call TOOL [ARGUMENTS]",
+		Short: "Call a tool; prints its result",
+		Long: `Call a tool through the whole pipeline (policy, rules, validation, limits,
+audit) and print its result as JSON. ARGUMENTS is a JSON object (default {}),
+or a JSON5 one as people write it by hand ({expression: '6*7'}).
+
+--trace asks for the request's trace and prints it on stderr: how each
+policy layer decided, then every rule evaluated around the call, whether it
+matched, what its actions did, and how long it took in microseconds.
+--json prints the whole envelope (trace and notices included) instead.`,
+		Example: `  clara call math_eval '{"expression":"6*7"}'
+  clara call math_eval "{expression: '6*7'}"
+  clara call get_time '{"timezone":"Asia/Tokyo"}' --session s1
+  clara call echo '{"message":"hi"}' --trace
+  clara call nonexistent --json`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
+			request := map[string]any{"tool": args[0]}
+			if len(args) == 2 {
+				arguments := []byte(args[1])
+				if !json.Valid(arguments) {
+					// Written by hand: JSON5 too ({n: 'x'}, docs/protocol.md).
+					relaxed, err := env.engine.JSON5(arguments)
+					if err != nil {
+						var v any
+						strict := json.Unmarshal(arguments, &v)
+						return usageError("the arguments are not JSON: %v; nor %v", strict, err)
+					}
+					arguments = relaxed
+				}
+				request["arguments"] = json.RawMessage(arguments)
 			}
-			session, i = v, i+n
+			if session != "" {
+				request["session"] = session
+			}
+			if trace {
+				request["trace"] = true
+			}
+			out, raw := env.call(request)
+			if trace && !env.json {
+				printTrace(env.stderr, out.Trace)
+			}
+			return env.finish(out, raw, func(out envelope) {
+				fmt.Fprintln(env.stdout, string(out.Result))
+			})
+		}),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return completeToolNames(env)(cmd, args, toComplete)
+		},
+	}
+	c.Flags().StringVar(&session, "session", "", "the `SESSION` the call belongs to")
+	c.Flags().BoolVar(&trace, "trace", false, "print how the policy and the rules decided, on stderr")
+	return c
+}
+
+// completeToolNames completes the names of the tools of the configuration.
+func completeToolNames(env *environment) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		if env.start() != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		out, _ := env.call(map[string]any{"tool": "tools_list"})
+		var list struct {
+			Tools []struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+			} `json:"tools"`
+		}
+		_ = json.Unmarshal(out.Result, &list)
+		var names []string
+		for _, t := range list.Tools {
+			names = append(names, t.Name+"\t"+shorten(t.Description, 50))
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// traceEntry is one entry of a request's trace: a policy layer's verdict
+// ({"policy","allowed","reason"}) or a rule's ({"rule","event",...}).
+type traceEntry struct {
+	Policy     *string          `json:"policy"`
+	Allowed    bool             `json:"allowed"`
+	Reason     string           `json:"reason"`
+	Rule       string           `json:"rule"`
+	Event      string           `json:"event"`
+	Matched    bool             `json:"matched"`
+	Value      json.RawMessage  `json:"value"`
+	Error      string           `json:"error"`
+	DurationUS int64            `json:"duration_us"`
+	Actions    []map[string]any `json:"actions"`
+	Skipped    string           `json:"skipped"`
+}
+
+// printTrace writes a trace for people:
+//
+//	policy  the configuration: allowed
+//	rule    slow-tool on on_tool_complete: matched (true), 12 µs
+//	          notify_self: message "echo took 3 ms", priority normal
+func printTrace(w interface{ Write([]byte) (int, error) }, trace []traceEntry) {
+	fmt.Fprintln(w, "trace:")
+	if len(trace) == 0 {
+		fmt.Fprintln(w, "  (no policy layer and no rule had a say)")
+	}
+	for _, t := range trace {
+		if t.Policy != nil {
+			verdict := "allowed"
+			if !t.Allowed {
+				verdict = "denied"
+			}
+			if t.Reason != "" {
+				verdict += " (" + t.Reason + ")"
+			}
+			fmt.Fprintf(w, "  policy  %s: %s\n", *t.Policy, verdict)
 			continue
 		}
-		positional = append(positional, args[i])
-		i++
-	}
-	if len(positional) < 1 || len(positional) > 2 {
-		fmt.Fprintln(env.stderr, `clara: usage: clara call TOOL ['{"key":"value"}'] [--session S]`)
-		return 2
-	}
-	request := map[string]any{"tool": positional[0]}
-	if len(positional) == 2 {
-		var arguments json.RawMessage
-		if err := json.Unmarshal([]byte(positional[1]), &arguments); err != nil {
-			fmt.Fprintf(env.stderr, "clara: the arguments are not JSON: %v\n", err)
-			return 2
-		}
-		request["arguments"] = arguments
-	}
-	if session != "" {
-		request["session"] = session
-	}
-	out, raw := env.call(request)
-	if out["status"] != "success" {
-		return env.failed(out, raw)
-	}
-	fmt.Fprintln(env.stdout, string(raw))
-	return 0
-}
-
-// runTools lists the tools: clara tools [--format F].
-func runTools(env *environment, args []string) int {
-	format := "clara"
-	for i := 0; i < len(args); {
-		if !strings.HasPrefix(args[i], "--format") {
-			fmt.Fprintf(env.stderr, "clara: tools: unexpected %q\n", args[i])
-			return 2
-		}
-		v, n, err := flagValue(args, i, "--format")
-		if err != nil {
-			fmt.Fprintf(env.stderr, "clara: %v\n", err)
-			return 2
-		}
-		format, i = v, i+n
-	}
-	out, raw := env.call(map[string]any{"tool": "tools_list", "arguments": map[string]any{"format": format}})
-	if out["status"] != "success" {
-		return env.failed(out, raw)
-	}
-	result, _ := json.MarshalIndent(out["result"], "", "  ")
-	fmt.Fprintln(env.stdout, string(result))
-	return 0
-}
-
-// runRules tests rule files: clara rules test [FILE...] (default: the
-// built-in rules' own tests).
-func runRules(env *environment, args []string) int {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(env.stderr, "clara: usage: clara rules test [FILE...]")
-		return 2
-	}
-	files := args[1:]
-	if len(files) == 0 {
-		fmt.Fprintln(env.stderr, "clara: rules test needs test files (NAME.test.toml)")
-		return 2
-	}
-	status := 0
-	for _, f := range files {
-		out, raw := env.call(map[string]any{"tool": "rules_test", "arguments": map[string]any{"path": f}})
-		if out["status"] != "success" {
-			env.failed(out, raw)
-			status = 1
+		if t.Rule == "" { // an emission's own problem (its state not saved)
+			fmt.Fprintf(w, "  %s: %s\n", t.Event, t.Error)
 			continue
 		}
-		result, _ := out["result"].(map[string]any)
-		failed, _ := result["failed"].(float64)
-		passed, _ := result["passed"].(float64)
-		fmt.Fprintf(env.stdout, "%s: %d passed, %d failed\n", f, int(passed), int(failed))
-		if failed > 0 {
-			text, _ := json.MarshalIndent(result, "", "  ")
-			fmt.Fprintln(env.stdout, string(text))
-			status = 1
+		verdict := "not matched"
+		if t.Matched {
+			verdict = "matched"
+		}
+		if len(t.Value) > 0 {
+			verdict += " (" + compact(t.Value) + ")"
+		}
+		if t.Error != "" {
+			verdict += ": " + strings.ReplaceAll(t.Error, "\n", " ")
+		}
+		if t.Skipped != "" {
+			verdict += ", skipped: " + t.Skipped
+		}
+		fmt.Fprintf(w, "  rule    %s on %s: %s, %d µs\n", t.Rule, t.Event, verdict, t.DurationUS)
+		for _, a := range t.Actions {
+			fmt.Fprintf(w, "            %s\n", describeAction(a))
 		}
 	}
-	return status
 }
 
-func runVersion(env *environment, _ []string) int {
-	fmt.Fprintf(env.stdout, "clara %s\n", core.Version)
-	return 0
+// describeAction is an action record as one line: its type, then its
+// other fields in name order.
+func describeAction(a map[string]any) string {
+	var keys []string
+	for k := range a {
+		if k != "type" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v, _ := json.Marshal(a[k])
+		parts = append(parts, k+" "+string(v))
+	}
+	return fmt.Sprintf("%v: %s", a["type"], strings.Join(parts, ", "))
+}
+
+// The formats of tools_list.
+var toolFormats = []string{tools.FormatClara, tools.FormatOpenAI, tools.FormatAnthropic, tools.FormatMCP}
+
+func toolsCommand(env *environment) *cobra.Command {
+	var format string
+	var all bool
+	c := &cobra.Command{
+		Use:   "tools",
+		Short: "List the tools (tools_list), as Clara descriptors or in a model's format",
+		Long: `List the tools of the configuration, as Clara's descriptors or in the format
+a model or an MCP client takes them. --format is one of ` + strings.Join(toolFormats, ", ") + `.
+The formats of models list only the tools a model may see, unless --all.`,
+		Example: `  clara tools
+  clara tools --format openai
+  clara tools --format mcp --all`,
+		Args: cobra.NoArgs,
+		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
+			if !contains(toolFormats, format) {
+				return usageError("--format %q: choose one of %s", format, strings.Join(toolFormats, ", "))
+			}
+			arguments := map[string]any{"format": format}
+			if all {
+				arguments["llm_visible_only"] = false
+			}
+			out, raw := env.call(map[string]any{"tool": "tools_list", "arguments": arguments})
+			return env.finish(out, raw, func(out envelope) {
+				var b bytes.Buffer
+				if json.Indent(&b, out.Result, "", "  ") != nil {
+					b.Write(out.Result)
+				}
+				fmt.Fprintln(env.stdout, b.String())
+			})
+		}),
+	}
+	c.Flags().StringVar(&format, "format", tools.FormatClara, "the list's format: one of "+strings.Join(toolFormats, ", "))
+	c.Flags().BoolVar(&all, "all", false, "in a model's format, list the tools hidden from models too")
+	_ = c.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(toolFormats, cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func versionCommand(env *environment) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version (as --version does)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if env.json {
+				fmt.Fprintf(env.stdout, "{\"version\":%q}\n", core.Version)
+				return nil
+			}
+			fmt.Fprintf(env.stdout, "clara %s\n", core.Version)
+			return nil
+		},
+	}
 }

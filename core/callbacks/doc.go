@@ -13,7 +13,8 @@
 //
 // # What it may import
 //
-// The standard library, core/protocol and its own pattern package; never
+// The standard library, core/protocol, core/fsread (which reads its
+// files: regular files only, bounded) and its own pattern package; never
 // the engine. The host reaches it through Options and the Manager's
 // methods.
 //

@@ -33,6 +33,9 @@ type Options struct {
 	// (the engine's, which recovers and logs a panic). Nil: the Manager
 	// recovers and logs panics itself.
 	Go func(what string, f func())
+	// RunModelScripts lets the scripts a model wrote run (ByModel): false
+	// keeps them listed but never run (callback_tools.run_model_scripts).
+	RunModelScripts bool
 	// Configured are the callbacks the configuration declares
 	// (ParseConfigured): listed first, active for every worker. A stored
 	// callback of the same name is left out while they are.
@@ -62,7 +65,12 @@ type Definition struct {
 	// Configured: declared in the configuration ([[callbacks]]), not
 	// stored; its script is run, not a file.
 	Configured bool `json:"configured,omitempty"`
-	run        string
+	// ByModel: a model (a call made inside a chat, a rule or a tool) wrote
+	// the script last; it runs only where the configuration lets such
+	// scripts run (Options.RunModelScripts). The host's own edit of the
+	// script clears it.
+	ByModel bool `json:"by_model,omitempty"`
+	run     string
 }
 
 // The values of on_busy and pass_files.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"crypto/sha256"
+
+	"github.com/clara-lib/clara/core/fsread"
 )
 
 // The files under the state directory (SPEC §9.3).
@@ -26,6 +28,16 @@ const (
 	tmpInfix    = ".tmp-"
 	fileVersion = 1
 )
+
+// maxStoreFile bounds what is read of callbacks.json and a worker's file:
+// far more than the callback_* tools write (at most maxCallbacksStored
+// definitions), while a device or a named pipe put in their place is
+// refused rather than read without end.
+const maxStoreFile = 256 << 20
+
+// maxScriptFile bounds what is read of a stored script: its content
+// (maxScriptBytes) and Clara's header.
+const maxScriptFile = maxScriptBytes + 64<<10
 
 // defsDoc is callbacks.json.
 type defsDoc struct {
@@ -72,7 +84,7 @@ func readDefs(dir string) (*defsDoc, stamp, error) {
 		if !ok {
 			return &defsDoc{Version: fileVersion, NextID: 1}, stamp{}, nil
 		}
-		data, err := os.ReadFile(path)
+		data, err := fsread.File(path, maxStoreFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // replaced between stat and open: look again
 		}
@@ -155,7 +167,7 @@ func readWorker(dir, worker string) ([]string, stamp, error) {
 		if !ok {
 			return nil, stamp{}, nil
 		}
-		data, err := os.ReadFile(path)
+		data, err := fsread.File(path, maxStoreFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clara-lib/clara/core/callbacks/pattern"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -178,15 +179,22 @@ func resolveCwd(root, cwd string) (string, error) {
 // or {"action":"deleted","id":ID,"name":NAME}, where CALLBACK is a
 // Definition plus "active" (for the calling worker).
 func (m *Manager) Upsert(session string, args []byte) ([]byte, error) {
+	return m.UpsertBy(session, args, false)
+}
+
+// UpsertBy is Upsert where byModel says that the call was made by a model
+// (or a rule or a tool) rather than the host: a script it writes is
+// marked ByModel.
+func (m *Manager) UpsertBy(session string, args []byte, byModel bool) ([]byte, error) {
 	var a upsertArgs
 	if err := decodeArgs("callback_upsert", args, &a); err != nil {
 		return nil, err
 	}
 	switch a.Action {
 	case "create":
-		return m.create(workerOf(session), &a)
+		return m.create(workerOf(session), &a, byModel)
 	case "update":
-		return m.update(workerOf(session), &a)
+		return m.update(workerOf(session), &a, byModel)
 	case "delete":
 		return m.delete(workerOf(session), &a)
 	case "":
@@ -274,7 +282,7 @@ func applyArgs(root string, d *Definition, a *upsertArgs, creating bool) error {
 	return nil
 }
 
-func (m *Manager) create(worker string, a *upsertArgs) ([]byte, error) {
+func (m *Manager) create(worker string, a *upsertArgs, byModel bool) ([]byte, error) {
 	if a.ID != nil {
 		return nil, invalid("callback_upsert: create takes no id; ids are given out")
 	}
@@ -287,7 +295,7 @@ func (m *Manager) create(worker string, a *upsertArgs) ([]byte, error) {
 	if err := checkScript(*a.ScriptContent); err != nil {
 		return nil, err
 	}
-	d := &Definition{}
+	d := &Definition{ByModel: byModel}
 	if err := m.apply(d, a, true); err != nil {
 		return nil, err
 	}
@@ -345,7 +353,7 @@ func checkScript(s string) error {
 	return nil
 }
 
-func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
+func (m *Manager) update(worker string, a *upsertArgs, byModel bool) ([]byte, error) {
 	key := ""
 	switch {
 	case a.ID != nil:
@@ -396,7 +404,7 @@ func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
 	case a.ScriptContent != nil:
 		content = a.ScriptContent
 	case a.OldString != nil || d.Name != old.Name:
-		file, err := os.ReadFile(oldPath)
+		file, err := fsread.File(oldPath, maxScriptFile)
 		if err != nil {
 			return nil, fmt.Errorf("callback_upsert: read the script of %s: %w", old.ID, err)
 		}
@@ -415,6 +423,9 @@ func (m *Manager) update(worker string, a *upsertArgs) ([]byte, error) {
 			}
 		}
 		content = &s
+	}
+	if a.ScriptContent != nil || a.OldString != nil {
+		d.ByModel = byModel // whoever wrote the script last
 	}
 	if content != nil {
 		if err := writeAtomic(newPath, scriptText(&d, *content), 0o755); err != nil {
@@ -587,7 +598,7 @@ func (m *Manager) Get(session string, args []byte) ([]byte, error) {
 		return json.Marshal(got{listed{*e.def, true}, e.def.run, ""})
 	}
 	path := filepath.Join(s.dir, scriptsDir, e.def.Name+".sh")
-	file, err := os.ReadFile(path)
+	file, err := fsread.File(path, maxScriptFile)
 	if err != nil {
 		return nil, fmt.Errorf("callback_get: read the script: %w", err)
 	}

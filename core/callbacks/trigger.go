@@ -72,6 +72,7 @@ type Outcome struct {
 	Runs       []RunResult // blocking runs (and runs test mode skipped), in firing order
 	Background []Match     // background jobs started (or merged into a pending one)
 	Skipped    []Match     // one_at_a_time callbacks already running, on_busy = "skip"
+	Refused    []Match     // callbacks whose script a model wrote, which the configuration does not let run
 	Notices    []string    // the §9.5 lines, in order
 }
 
@@ -92,8 +93,9 @@ func (o *Outcome) JSON() []byte {
 			Callbacks  []RunResult `json:"callbacks"`
 			Background []Match     `json:"background"`
 			Skipped    []Match     `json:"skipped,omitempty"`
+			Refused    []Match     `json:"not_run,omitempty"`
 			Notices    []string    `json:"notices"`
-		}{nonNil(o.Runs), nonNil(o.Background), o.Skipped, nonNil(o.Notices)}
+		}{nonNil(o.Runs), nonNil(o.Background), o.Skipped, o.Refused, nonNil(o.Notices)}
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -154,6 +156,19 @@ func (m *Manager) Trigger(ctx context.Context, session string, files []string, d
 	if dryRun {
 		out.Matches = matches
 		return out, nil
+	}
+	if !o.RunModelScripts {
+		// A script a model wrote runs only where the configuration says so.
+		kept, keptDefs := matches[:0], defs[:0]
+		for i, mt := range matches {
+			if defs[i].ByModel {
+				out.Refused = append(out.Refused, mt)
+				out.Notices = append(out.Notices, fmt.Sprintf("Callback '%s' not run: a model wrote its script, and callback_tools.run_model_scripts is false", mt.Name))
+				continue
+			}
+			kept, keptDefs = append(kept, mt), append(keptDefs, defs[i])
+		}
+		matches, defs = kept, keptDefs
 	}
 	if len(matches) == 0 {
 		return out, nil

@@ -23,22 +23,55 @@ type Config struct {
 	Rules     Rules     `key:"rules" doc:"The rule engine."`
 	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
 	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
+	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
 	LLM       LLM       `key:"llm" doc:"The model the chat tool talks to."`
-	MCP       MCP       `key:"mcp" doc:"Serving Clara's tools over the Model Context Protocol (clara_mcp_listen, clara mcp)."`
+	MCP       MCP       `key:"mcp" doc:"Serving Clara's tools over the Model Context Protocol (clara_mcp_listen, clara mcp). Each clara_mcp_listen takes the settings in force when it is called."`
 	// MCPServers are the remote MCP servers whose tools Clara governs.
 	// Callbacks are the [[callbacks]] tables: file-change callbacks
 	// declared with the project (checked by the engine, which knows them).
-	Callbacks  []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms. See docs/mcp.md."`
+	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
+	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
+	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+}
+
+// CallbackTools is the [callback_tools] table: what of the callbacks a
+// model reaches (seed 001, where the model creates and manages them).
+type CallbackTools struct {
+	Models          bool `key:"models" default:"false" doc:"true offers callback_upsert, callback_toggle, callback_list and callback_get to models (a chat's tools) and lets calls made by models, rules and tools reach them, as ordinary tools: policy and on_tool_call rules govern them. false keeps them administrative (policy.admin_in_nested_calls)."`
+	RunModelScripts bool `key:"run_model_scripts" default:"false" doc:"true lets the scripts a model wrote (created or edited through callback_upsert in a model's call) run when their callbacks fire; false lists them but never runs them, with a notice. The host's own edit of such a script lets it run again."`
+	PanelBytes      int  `key:"panel_bytes" default:"2048" min:"0" max:"65536" doc:"With models = true, the callbacks panel a chat's model sees in its system prompt at each turn (the session's callbacks, whether each is active, its last result), cut to this many bytes; 0: no panel."`
 }
 
 // MCP is the [mcp] table.
 type MCP struct {
 	AllowRemote bool   `key:"allow_remote" default:"false" doc:"true lets clara_mcp_listen bind an address that is not loopback; false serves this machine only."`
 	TokenEnv    string `key:"token_env" default:"''" doc:"The environment variable holding a bearer token every HTTP request must carry (Authorization: Bearer TOKEN); empty: no token."`
+	// The [mcp] keys are read by each clara_mcp_listen: a listener keeps
+	// the settings it started with.
+	MaxSessions          int `key:"max_sessions" default:"100" min:"1" max:"100000" doc:"The most MCP sessions open at once over HTTP, every listener together: an initialize beyond is refused with HTTP 503 and a JSON-RPC error until a session ends."`
+	SessionIdleTimeoutMS int `key:"session_idle_timeout_ms" default:"1800000" min:"1000" max:"86400000" doc:"An HTTP session that sends no request for this many milliseconds is ended, and its Clara session with it (session_end)."`
+}
+
+// KV is the [kv] table: the limits of the key-value store, in one session
+// and in all of them together. A value is at most 64 KiB and a key 256
+// bytes whatever these say.
+type KV struct {
+	MaxKeys       int `key:"max_keys" default:"10000" min:"1" max:"10000000" doc:"The most keys one session's store holds: a kv_set of a new key beyond fails (tool_failed, details.limit names the key)."`
+	MaxBytes      int `key:"max_bytes" default:"16777216" min:"1024" max:"1073741824" doc:"The most bytes (keys and values) one session's store holds."`
+	MaxTotalKeys  int `key:"max_total_keys" default:"100000" min:"1" max:"100000000" doc:"The most keys all sessions' stores hold together: every session a request or an MCP client names has a store of its own."`
+	MaxTotalBytes int `key:"max_total_bytes" default:"67108864" min:"1024" max:"17179869184" doc:"The most bytes (keys and values) all sessions' stores hold together."`
+}
+
+// DocSearch is the [doc_search] table.
+type DocSearch struct {
+	Patterns     []string `key:"patterns" default:"['**/*.md']" doc:"The documents doc_search indexes: glob patterns relative to project_root (\"/\"-separated; ** is any number of folders; a wildcard never matches a name starting with a dot); none may leave project_root. Symbolic links are not followed. Empty: doc_search finds nothing."`
+	MaxFiles     int      `key:"max_files" default:"10000" min:"1" max:"1000000" doc:"The most files doc_search indexes; past it the others are left out, with a warning in the log."`
+	MaxFileBytes int      `key:"max_file_bytes" default:"1048576" min:"1" max:"1073741824" doc:"Files larger than this many bytes are left out of doc_search's index (so are files that hold a NUL byte)."`
+	Watch        bool     `key:"watch" default:"true" doc:"true keeps doc_search's index current with a file watcher on the folders that may hold documents; false (or folders that cannot be watched) makes each search look for changed files first."`
 }
 
 // Network is the [network] table.
@@ -54,8 +87,8 @@ type Evaluator struct {
 
 // LLM is the [llm] table.
 type LLM struct {
-	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter) or \"anthropic\" (POST base_url/v1/messages). Empty: read from each chat's model, \"claude-*\" anthropic, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
-	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, the key then in OPENAI_API_KEY or ANTHROPIC_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so."`
+	Provider           string `key:"provider" default:"''" doc:"\"openai\" (POST base_url/chat/completions: OpenAI, vLLM, llama.cpp, Ollama, OpenRouter), \"anthropic\" (POST base_url/v1/messages) or \"gemini\" (Google's POST base_url/v1beta/models/MODEL:generateContent). Empty: read from each chat's model, \"claude-*\" anthropic, \"gemini-*\" gemini, \"gpt-*\" and \"o1\", \"o3-mini\", ... openai, any other name OpenAI's format at base_url."`
+	BaseURL            string `key:"base_url" default:"''" doc:"The provider's URL, e.g. \"http://localhost:11434/v1\" or \"https://api.anthropic.com\". Empty: the provider's own endpoint (https://api.openai.com/v1, https://api.anthropic.com, https://generativelanguage.googleapis.com, the key then in OPENAI_API_KEY, ANTHROPIC_API_KEY or GOOGLE_GENERATIVE_AI_API_KEY unless api_key_env says) when the provider is known; otherwise chat fails, saying so. On openrouter.ai the key is in OPENROUTER_API_KEY unless api_key_env says."`
 	Model              string `key:"model" default:"''" doc:"The model a chat uses unless it names one."`
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
@@ -64,6 +97,8 @@ type LLM struct {
 	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
+	AppURL             string `key:"app_url" default:"''" doc:"Sent as HTTP-Referer to OpenRouter (a base_url on openrouter.ai), which lists requests under it; empty sends none. No other server gets it."`
+	AppTitle           string `key:"app_title" default:"'Clara'" doc:"Sent as X-Title to OpenRouter (a base_url on openrouter.ai), the name it shows for the requests; empty sends none. No other server gets it."`
 	EmbeddingModel     string `key:"embedding_model" default:"''" doc:"The model of POST base_url/embeddings (OpenAI's format), which semantic rule conditions use. Empty: a rule with a semantic condition does not load."`
 }
 
@@ -80,11 +115,18 @@ type Limits struct {
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
 	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
+	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
+
+	// Budgets of calls per tool (issue 28), unless a tool's descriptor
+	// sets its own (limits.max_calls_per_chat, max_calls_per_session).
+	MaxCallsPerChat    int `key:"max_calls_per_chat" default:"0" min:"0" max:"1000000" doc:"How many times one chat's model may call each tool, unless the tool's descriptor sets limits.max_calls_per_chat; past it the model gets {\"error\": \"budget_exhausted\", \"tool\": NAME} and on_budget_exhausted fires. 0: no budget. The administrative tools have none."`
+	MaxCallsPerSession int `key:"max_calls_per_session" default:"0" min:"0" max:"1000000000" doc:"How many times each tool may be called in one session (until session_end), unless the tool's descriptor sets limits.max_calls_per_session; past it calls fail with budget_exhausted and on_budget_exhausted fires. 0: no budget. The administrative tools have none."`
 
 	// Host code that goes on running after its caller gave up on it, each
 	// on a thread of its own until it returns (issue 25): bounded so that
 	// cancelling cannot exhaust the process's threads.
 	MaxOpenQuestions int `key:"max_open_questions" default:"64" min:"1" max:"4096" doc:"The most ask_user questions the input handler may hold at once, those whose call was cancelled or timed out counted until the handler returns from them (each holds a thread): past it ask_user is refused with tool_failed, without asking. A handler learns that a question was cancelled from the input_cancelled event."`
+	MaxOpenApprovals int `key:"max_open_approvals" default:"64" min:"1" max:"4096" doc:"The most approvals the approval handler may hold at once, those whose call ended first counted until the handler returns from them (each holds a thread): past it a call that needs approval is rejected without asking."`
 	MaxOverdueCalls  int `key:"max_overdue_calls" default:"64" min:"1" max:"4096" doc:"The most calls of C and Python tools that ran past their deadline while the tool's function goes on running, each holding a thread until it returns: past it a call of any C or Python tool (but one that runs on_caller_thread) is refused with tool_failed until one of them returns."`
 }
 
@@ -95,6 +137,8 @@ type Policy struct {
 	// AdminInNestedCalls lets calls made by rules, Lua and models reach the
 	// administrative tools.
 	AdminInNestedCalls bool `key:"admin_in_nested_calls" default:"false" doc:"true lets calls made by rules (call_tool), Lua scripts and tools reach the administrative tools (rules_*, session_policy, state_*, callback_*); false keeps those for the host's own requests."`
+	// ApprovalTimeoutMS bounds how long a call held for approval waits.
+	ApprovalTimeoutMS int `key:"approval_timeout_ms" default:"120000" min:"1" max:"86400000" doc:"How long a call that a rule's ask or the tool's needs_approval holds waits for a person's decision (the approval handler, approval_decide), in milliseconds; past it the call is rejected, never run."`
 }
 
 // Audit is the [audit] table.
@@ -132,6 +176,8 @@ type Rules struct {
 	// WatchAdminTools lets on_tool_call rules deny the administrative
 	// tools.
 	WatchAdminTools bool       `key:"watch_admin_tools" default:"false" doc:"true lets on_tool_call rules deny the administrative tools too; false keeps rules_load, session_policy and the other administrative tools out of their reach, so that a rule cannot lock the host out."`
+	Mode            string     `key:"mode" default:"'enforce'" check:"rule_mode" doc:"\"shadow\" puts every rule in shadow mode: its decisions (deny, ask, rewrite, block, redact) are recorded in the trace and the audit as would_deny, would_ask, ... and counted in rules_list, but not enforced; \"enforce\" leaves each rule to its own mode (mode = \"shadow\" in a rule or at the top of its file)."`
+	RedactSecrets   bool       `key:"redact_secrets" default:"false" doc:"true loads the built-in rules redact_secrets and redact_secrets_answer, which cut what looks like an API key, a token or a private key out of every tool result and every chat's answer."`
 	MaxEmissions    int        `key:"max_emissions" default:"1000" min:"1" max:"1000000" doc:"The most events one emission may set off, counting every event its rules emit (emit_event) however deep: past it the rest are refused with an error in the answer."`
 	Watch           bool       `key:"watch" default:"true" doc:"true: the rule files, their Lua scripts and the plugins in force are watched, and a change reloads them (as rules_load does: a broken file keeps the rules in force and logs where it is broken). Only with a state_dir: \"\" (an engine without a disk of its own) watches nothing."`
 	Thresholds      Thresholds `key:"thresholds" doc:"What rules see as thresholds.NAME: the built-in rules' settings, and any number a project's own rules read."`

@@ -37,25 +37,30 @@ func Parse(text []byte, source string, maxBytes int) (Tree, error) {
 		return nil, protocol.Problems{{File: source, Message: fmt.Sprintf(
 			"the configuration is %d bytes, more than limits.max_request_bytes (%d)", len(text), maxBytes)}}
 	}
-	trimmed := bytes.TrimLeft(bytes.TrimPrefix(text, []byte("\xef\xbb\xbf")), " \t\r\n")
+	body := bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	// Positions are found in the trimmed text; the lines trimmed off are
+	// added back, so that they are the file's.
+	lead := body[:len(body)-len(trimmed)]
 	var t Tree
 	var where positions
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		var err error
 		if t, where, err = parseJSON(trimmed, source); err != nil {
-			return nil, err
+			return nil, shiftProblems(err, lead)
 		}
 	} else {
 		if err := toml.Unmarshal(trimmed, &t); err != nil {
 			var de *toml.DecodeError
 			if errors.As(err, &de) {
 				row, col := de.Position()
-				return nil, protocol.Problems{{File: source, Line: row, Col: col, Message: strings.TrimPrefix(de.Error(), "toml: ")}}
+				return nil, shiftProblems(protocol.Problems{{File: source, Line: row, Col: col, Message: strings.TrimPrefix(de.Error(), "toml: ")}}, lead)
 			}
 			return nil, protocol.Problems{{File: source, Message: "invalid TOML: " + err.Error()}}
 		}
 		where = tomlPositions(trimmed)
 	}
+	where.shift(lead)
 	if t == nil {
 		t = Tree{}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 type pos struct{ Line, Col int }
@@ -29,6 +31,39 @@ func (w positions) of(path string) pos {
 		path = path[:i]
 	}
 	return pos{}
+}
+
+// shift moves positions found in a text that had lead cut off its start
+// to where they are in the whole text.
+func (w positions) shift(lead []byte) {
+	for k, p := range w {
+		p.Line, p.Col = shiftPos(lead, p.Line, p.Col)
+		w[k] = p
+	}
+}
+
+// shiftPos moves a line and column of a text that had lead cut off its
+// start to where they are in the whole text (line 0 stays unknown).
+func shiftPos(lead []byte, line, col int) (int, int) {
+	if line <= 0 || len(lead) == 0 {
+		return line, col
+	}
+	if line == 1 && col > 0 {
+		col += len(lead) - (bytes.LastIndexByte(lead, '\n') + 1)
+	}
+	return line + bytes.Count(lead, []byte{'\n'}), col
+}
+
+// shiftProblems applies shiftPos to the problems in err.
+func shiftProblems(err error, lead []byte) error {
+	ps, ok := err.(protocol.Problems)
+	if !ok || len(lead) == 0 {
+		return err
+	}
+	for i := range ps {
+		ps[i].Line, ps[i].Col = shiftPos(lead, ps[i].Line, ps[i].Col)
+	}
+	return ps
 }
 
 // tomlPositions reads where each key of a TOML text is. The text has
@@ -178,4 +213,22 @@ func lineCol(text []byte, offset int) (int, int) {
 	line := 1 + bytes.Count(text[:offset], []byte{'\n'})
 	col := offset - bytes.LastIndexByte(text[:offset], '\n')
 	return line, col
+}
+
+// Locate returns where the key at path ("limits.timeout_ms", "tools[1]"
+// for the second [[tools]] table), or the nearest table that holds it, is
+// written in configuration text that Parse accepted; 0, 0 when it is not
+// there. Problems found after Parse (a tool's Lua, a rule path) are
+// positioned with it.
+func Locate(text []byte, path string) (line, col int) {
+	body := bytes.TrimPrefix(text, []byte("\xef\xbb\xbf"))
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	var w positions
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		w = jsonPositions(trimmed)
+	} else {
+		w = tomlPositions(trimmed)
+	}
+	p := w.of(path)
+	return shiftPos(body[:len(body)-len(trimmed)], p.Line, p.Col)
 }

@@ -150,6 +150,12 @@ var checks = map[string]func(string) error{
 		}
 		return fmt.Errorf("%q is not a log format (text, json)", s)
 	},
+	"rule_mode": func(s string) error {
+		if s != "enforce" && s != "shadow" {
+			return fmt.Errorf("%q is not a mode of rules (enforce, shadow)", s)
+		}
+		return nil
+	},
 	"clear": func(s string) error {
 		switch s {
 		case ClearRules, ClearSessionPolicies:

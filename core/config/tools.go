@@ -22,6 +22,11 @@ type ToolCode struct {
 	// default, DefaultLuaMemoryMB).
 	TimeoutMS int
 	MemoryMB  int
+
+	// Replace (replace = true) lets the tool take the name of a tool the
+	// host registered (clara_register_tool); without it that is a
+	// configuration problem naming both. Never a built-in's.
+	Replace bool
 }
 
 // Bounds of the Lua limits a [[tools]] table or a rule may ask for: the
@@ -65,7 +70,7 @@ type HTTPCode struct {
 }
 
 // codeKeys are the keys of a [[tools]] table that are not descriptor keys.
-var codeKeys = map[string]bool{"lua": true, "lua_file": true, "http": true, "timeout_ms": true, "memory_mb": true}
+var codeKeys = map[string]bool{"lua": true, "lua_file": true, "http": true, "timeout_ms": true, "memory_mb": true, "replace": true}
 
 // oneCode is the error of a table with no code or more than one.
 const oneCode = "give one of lua (the script), lua_file (a file relative to project_root) or http (a table with url)"
@@ -149,6 +154,14 @@ func SplitToolEntry(m map[string]any) (toolbox.Descriptor, ToolCode, error) {
 			} else {
 				code.MemoryMB = n
 			}
+			continue
+		}
+		if k == "replace" {
+			b, ok := v.(bool)
+			if !ok {
+				return toolbox.Descriptor{}, code, errors.New("replace must be true or false")
+			}
+			code.Replace = b
 			continue
 		}
 		s, ok := v.(string)

@@ -154,8 +154,17 @@ func (a anthropic) encode(r *modelRequest) (string, []byte, error) {
 			b = append(b, '}')
 		}
 		b = append(b, ']')
-		if r.ToolsOff {
+		switch {
+		case r.ToolsOff || r.ToolChoice == ChoiceNone:
 			b = append(b, `,"tool_choice":{"type":"none"}`...)
+		case r.ToolChoice == ChoiceAuto:
+			b = append(b, `,"tool_choice":{"type":"auto"}`...)
+		case r.ToolChoice == ChoiceRequired:
+			b = append(b, `,"tool_choice":{"type":"any"}`...)
+		case r.ToolChoice == ChoiceTool:
+			b = append(b, `,"tool_choice":{"type":"tool","name":`...)
+			b = protocol.AppendString(b, r.ChoiceName)
+			b = append(b, '}')
 		}
 	}
 	if r.Temperature != nil {

@@ -22,6 +22,7 @@ func (benchHost) CallTool(_ context.Context, _ string, args []byte) ([]byte, *pr
 	return args, nil
 }
 func (benchHost) Turn(context.Context, string, Turn) []string { return nil }
+func (benchHost) Context() string                             { return "" }
 func (benchHost) Progress(ProgressEvent)                      {}
 
 var benchArgs = []byte(`{"prompt":"Echo hi","allow_tools":true}`)

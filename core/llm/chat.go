@@ -18,6 +18,7 @@ import (
 // Limits of one chat's arguments and of one model message.
 const (
 	maxToolCallsCap    = 256 // the largest max_tool_calls a chat may ask for
+	maxTurnsCap        = 10000
 	maxCallsPerMessage = 128 // tool calls one model message may hold
 )
 
@@ -36,6 +37,8 @@ const (
 	ProgressToolCall   = "tool_call"   // the model asked for a tool call
 	ProgressToolResult = "tool_result" // a tool call ended
 	ProgressAnswer     = "answer"      // the chat's final answer
+	ProgressError      = "error"       // the chat failed
+	ProgressFinished   = "finished"    // the chat ended, either way: always its last event
 )
 
 // ToolSpec is a tool as the model sees it.
@@ -74,20 +77,29 @@ func (t Turn) Context() map[string]any {
 	}
 }
 
-// ProgressEvent reports what a chat is doing while it runs.
+// ProgressEvent reports what a chat is doing while it runs. Every text
+// and value in it has had the secrets the Client knows cut out.
 type ProgressEvent struct {
-	Kind       string          // ProgressToken, ProgressToolCall, ProgressToolResult or ProgressAnswer
+	Kind       string          // one of the Progress* kinds
 	Text       string          // token: the text delta; answer: the whole answer
 	Tool       string          // tool_call, tool_result: the tool's name
 	Arguments  json.RawMessage // tool_call: the arguments (a JSON string when the model's were not JSON)
-	Status     string          // tool_result: "success" or an error code
+	Status     string          // tool_result, finished: "success" or an error code
 	DurationMS float64         // tool_result
+	Result     json.RawMessage // tool_result: the tool's result, when it succeeded
+	Message    string          // tool_result, error: what went wrong, for people
+	// finished: how the chat ended.
+	FinishReason string
+	Turns        int
+	Usage        Usage
 }
 
 // AppendJSON writes ev as one JSON object:
 // {"event":"token","text":"..."}, {"event":"tool_call","tool":"...","arguments":{...}},
-// {"event":"tool_result","tool":"...","status":"success","duration_ms":3.1},
-// {"event":"answer","text":"..."}.
+// {"event":"tool_result","tool":"...","status":"success","duration_ms":3.1,"result":{...}}
+// (an error: "message" in place of "result"), {"event":"answer","text":"..."},
+// {"event":"error","error":"tool_failed","message":"..."},
+// {"event":"finished","status":"success","finish_reason":"stop","turns":2,"usage":{...}}.
 func (ev ProgressEvent) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"event":`...)
 	dst = protocol.AppendString(dst, ev.Kind)
@@ -111,8 +123,42 @@ func (ev ProgressEvent) AppendJSON(dst []byte) []byte {
 		dst = protocol.AppendString(dst, ev.Status)
 		dst = append(dst, `,"duration_ms":`...)
 		dst = strconv.AppendFloat(dst, ev.DurationMS, 'f', -1, 64)
+		if ev.Result != nil {
+			dst = append(dst, `,"result":`...)
+			dst = append(dst, ev.Result...)
+		}
+		if ev.Message != "" {
+			dst = append(dst, `,"message":`...)
+			dst = protocol.AppendString(dst, ev.Message)
+		}
+	case ProgressError:
+		dst = append(dst, `,"error":`...)
+		dst = protocol.AppendString(dst, ev.Status)
+		dst = append(dst, `,"message":`...)
+		dst = protocol.AppendString(dst, ev.Message)
+	case ProgressFinished:
+		dst = append(dst, `,"status":`...)
+		dst = protocol.AppendString(dst, ev.Status)
+		if ev.FinishReason != "" {
+			dst = append(dst, `,"finish_reason":`...)
+			dst = protocol.AppendString(dst, ev.FinishReason)
+		}
+		dst = append(dst, `,"turns":`...)
+		dst = strconv.AppendInt(dst, int64(ev.Turns), 10)
+		dst = appendUsage(append(dst, `,"usage":`...), ev.Usage)
 	}
 	return append(dst, '}')
+}
+
+// appendUsage writes {"prompt_tokens","completion_tokens","total_tokens"}.
+func appendUsage(b []byte, u Usage) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	return append(b, '}')
 }
 
 // Host is what one chat reaches of the engine. The engine builds one per
@@ -139,6 +185,20 @@ type Host interface {
 	Turn(ctx context.Context, event string, t Turn) []string
 	// Progress reports ev to the host's event handler, if any.
 	Progress(ev ProgressEvent)
+	// Context is text the model sees after the system prompt at each of
+	// the chat's calls, as it is at that turn ("" for none): seed 001's
+	// callbacks panel. It is never kept in the conversation.
+	Context() string
+}
+
+// Guards is a Host that guards what goes into a chat and what comes out
+// of it (the engine's on_chat_start and on_answer rules, issue 28).
+// GuardPrompt sees the prompt before the model does and returns it,
+// perhaps rewritten or redacted, or the error that ends the chat;
+// GuardAnswer does the same with the final answer before anyone sees it.
+type Guards interface {
+	GuardPrompt(ctx context.Context, prompt string) (string, *protocol.Error)
+	GuardAnswer(ctx context.Context, prompt, answer string) (string, *protocol.Error)
 }
 
 // ChatInputSchema is the input_schema of the chat tool.
@@ -150,9 +210,12 @@ const ChatInputSchema = `{"type":"object","properties":{` +
 	`"allow_tools":{"type":"boolean","description":"Let the model call tools (false by default)."},` +
 	`"tools":{"type":"array","items":{"type":"string"},"description":"The tools the model may call; all that policy allows when absent."},` +
 	`"max_tool_calls":{"type":"integer","minimum":0,"maximum":256},` +
+	`"max_turns":{"type":"integer","minimum":1,"maximum":10000,"description":"The model calls this chat may make, the last without tools; llm's limits.max_turns when absent."},` +
 	`"temperature":{"type":"number","minimum":0,"maximum":2},` +
 	`"max_tokens":{"type":"integer","minimum":1},` +
 	`"stream":{"type":"boolean","description":"Call the model with server-sent events and report progress."},` +
+	`"tool_choice":{"anyOf":[{"enum":["auto","none","required"]},{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}],` +
+	`"description":"auto (the model decides), none (no tool call), required (a tool call first), or {\"name\": TOOL} (that tool first)."},` +
 	`"result_schema":{"type":"object","description":"A JSON Schema: the model is given set_result and finish, and the chat's result carries the value it set."}},` +
 	`"anyOf":[{"required":["prompt"]},{"required":["messages"]}],"additionalProperties":false}`
 
@@ -199,11 +262,22 @@ type chatArgs struct {
 	AllowTools   bool         `json:"allow_tools"`
 	Tools        []string     `json:"tools"` // nil when absent; empty when [] was given
 	MaxToolCalls *int         `json:"max_tool_calls"`
+	MaxTurns     *int         `json:"max_turns"`
 	Temperature  *float64     `json:"temperature"`
 	MaxTokens    *int         `json:"max_tokens"`
 	Stream       bool         `json:"stream"`
 	ResultSchema []byte       `json:"result_schema"` // nil when absent
+	ToolChoice   string       `json:"-"`             // "", ChoiceAuto, ChoiceNone, ChoiceRequired or ChoiceTool
+	ChoiceName   string       `json:"-"`             // ChoiceTool: the tool
 }
+
+// Kinds of tool_choice.
+const (
+	ChoiceAuto     = "auto"
+	ChoiceNone     = "none"
+	ChoiceRequired = "required"
+	ChoiceTool     = "tool" // {"name": TOOL}
+)
 
 type argMessage struct {
 	Role    string `json:"role"`
@@ -275,6 +349,8 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 			a.Stream = boolean("stream")
 		case "max_tool_calls":
 			a.MaxToolCalls = integer("max_tool_calls")
+		case "max_turns":
+			a.MaxTurns = integer("max_turns")
 		case "max_tokens":
 			a.MaxTokens = integer("max_tokens")
 		case "temperature":
@@ -285,6 +361,34 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 		case "result_schema":
 			if is('{', "result_schema", "a JSON Schema object") {
 				a.ResultSchema = r.raw()
+			}
+		case "tool_choice":
+			const what = `"auto", "none", "required" or {"name": TOOL}`
+			switch r.kind() {
+			case '"':
+				switch c := r.str(); c {
+				case ChoiceAuto, ChoiceNone, ChoiceRequired:
+					a.ToolChoice = c
+				default:
+					if bad == "" {
+						bad = "tool_choice must be " + what + fmt.Sprintf(", not %q", c)
+					}
+				}
+			case '{':
+				r.object(func(k []byte) {
+					if string(k) != "name" || r.kind() != '"' {
+						if bad == "" {
+							bad = "tool_choice must be " + what
+						}
+						return
+					}
+					a.ToolChoice, a.ChoiceName = ChoiceTool, r.str()
+				})
+				if a.ToolChoice != ChoiceTool && bad == "" {
+					bad = "tool_choice must be " + what
+				}
+			default:
+				is('"', "tool_choice", what)
 			}
 		case "tools":
 			if !is('[', "tools", "an array of tool names") {
@@ -346,6 +450,8 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 		bad = "give a prompt or messages"
 	case a.MaxToolCalls != nil && (*a.MaxToolCalls < 0 || *a.MaxToolCalls > maxToolCallsCap):
 		bad = fmt.Sprintf("max_tool_calls must be between 0 and %d", maxToolCallsCap)
+	case a.MaxTurns != nil && (*a.MaxTurns < 1 || *a.MaxTurns > maxTurnsCap):
+		bad = fmt.Sprintf("max_turns must be between 1 and %d", maxTurnsCap)
 	case a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2):
 		bad = "temperature must be between 0 and 2"
 	case a.MaxTokens != nil && *a.MaxTokens < 1:
@@ -398,13 +504,8 @@ func (res *chatResult) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `],"finish_reason":`...)
 	b = protocol.AppendString(b, res.FinishReason)
-	b = append(b, `,"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(res.Usage.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(res.Usage.CompletionTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(res.Usage.TotalTokens), 10)
-	b = append(b, `},"turns":`...)
+	b = appendUsage(append(b, `,"usage":`...), res.Usage)
+	b = append(b, `,"turns":`...)
 	b = strconv.AppendInt(b, int64(res.Turns), 10)
 	return append(b, '}')
 }
@@ -428,7 +529,13 @@ type chatRun struct {
 
 	progressMu sync.Mutex
 
+	// choice and choiceName are the chat's tool_choice: required and a
+	// named tool hold for its first model call, then the model decides.
+	choice, choiceName string
+	system             string // the chat's system prompt, without the host's Context
+
 	turns      int // model calls of the conversation so far
+	chatTurns  int // model calls of this chat
 	toolCalls  int // calls of the catalog's tools the model asked for: max_tool_calls bounds them
 	lastTokens int
 	used       Usage
@@ -436,6 +543,8 @@ type chatRun struct {
 	pending    []string // notices for the next call
 	collected  []string // every notice this chat received, kept when it fails
 	stats      *RunStats
+	maxTurns   int    // model calls this chat may make (0: no bound but max_tool_calls)
+	prompt     string // the prompt as the model saw it, for on_answer
 }
 
 // Run runs one chat: args are the chat tool's arguments, session ("" for
@@ -448,6 +557,26 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 		return nil, perr
 	}
 	r := &chatRun{ch: ch, host: host, stats: runStatsOf(ctx)}
+	res, err := r.run(ctx, a, session)
+	// The last events (seed 003's error and finished) say how it ended.
+	if err != nil {
+		ev := ProgressEvent{Kind: ProgressError, Status: string(protocol.ToolFailed), Message: err.Error()}
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			ev.Status, ev.Message = string(pe.Code), pe.Message
+		}
+		ev.Message = ch.client.redactor.String(ev.Message)
+		r.progress(ev)
+		r.progress(ProgressEvent{Kind: ProgressFinished, Status: ev.Status, Turns: r.chatTurns, Usage: r.used})
+		return nil, err
+	}
+	r.progress(ProgressEvent{Kind: ProgressFinished, Status: "success", FinishReason: res.FinishReason, Turns: res.Turns, Usage: res.Usage})
+	return res.appendJSON(make([]byte, 0, 256+len(res.Content)+64*len(res.ToolCalls))), nil
+}
+
+// run is Run once the arguments are read.
+func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatResult, error) {
+	ch, host := r.ch, r.host
 	r.req.Model = ch.cfg.Model
 	if a.Model != "" {
 		r.req.Model = a.Model
@@ -473,6 +602,10 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if a.MaxToolCalls != nil {
 		maxCalls = *a.MaxToolCalls
 	}
+	r.maxTurns = ch.cfg.MaxTurns
+	if a.MaxTurns != nil {
+		r.maxTurns = *a.MaxTurns
+	}
 
 	var conv *conversation
 	if session != "" && ch.convs != nil {
@@ -485,19 +618,34 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 		}
 		defer ch.convs.release(conv)
 		r.req.Messages = append(r.req.Messages, conv.messages...)
-		r.req.System = conv.system
 		r.turns, r.lastTokens = conv.turns, conv.lastTokens
 		r.pending = append(r.pending, conv.notices...)
 		r.collected = append(r.collected, conv.notices...)
 	}
 	if a.System != nil {
-		r.req.System = *a.System
+		r.system = *a.System
 	}
+	given := len(r.req.Messages) // the messages this chat brings start here
 	for _, m := range a.Messages {
 		r.req.Messages = append(r.req.Messages, message{Role: m.Role, Content: m.Content})
 	}
 	if a.Prompt != nil {
 		r.req.Messages = append(r.req.Messages, message{Role: roleUser, Content: *a.Prompt})
+	}
+	if g, ok := host.(Guards); ok {
+		// The guard sees the user's last word: the prompt, or the last
+		// user message given.
+		for i := len(r.req.Messages) - 1; i >= given; i-- {
+			if m := &r.req.Messages[i]; m.Role == roleUser {
+				guarded, perr := g.GuardPrompt(ctx, m.Content)
+				if perr != nil {
+					return nil, perr
+				}
+				m.Content = guarded
+				r.prompt = m.Content
+				break
+			}
+		}
 	}
 
 	var ownSpecs []ToolSpec
@@ -514,12 +662,17 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	}
 	r.req.Tools = append(r.req.Tools, ownSpecs...)
 	toolsOn = len(r.req.Tools) > 0 && (maxCalls > 0 || r.own != nil)
+	if perr := r.checkChoice(a, toolsOn); perr != nil {
+		return nil, perr
+	}
 
 	result, err := r.loop(ctx, toolsOn, maxCalls)
 	if conv != nil {
 		if err == nil {
-			conv.messages = r.req.Messages
-			conv.system = r.req.System
+			// System messages are the chat's own (seed 003): its system
+			// prompt, messages given with role system, rules' notices. Only
+			// the user's, the model's and the tools' go on to the next chat.
+			conv.messages = withoutSystem(r.req.Messages)
 			conv.turns, conv.lastTokens = r.turns, r.lastTokens
 			conv.notices = r.pending
 		} else {
@@ -529,7 +682,43 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if err != nil {
 		return nil, err
 	}
-	return result.appendJSON(make([]byte, 0, 256+len(result.Content)+64*len(result.ToolCalls))), nil
+	return result, nil
+}
+
+// checkChoice checks the chat's tool_choice against the tools it offers:
+// required and a named tool need tools the model may call (the named one
+// among them); none cannot stand with a result_schema, which the model
+// answers by calling set_result.
+func (r *chatRun) checkChoice(a *chatArgs, toolsOn bool) *protocol.Error {
+	r.choice, r.choiceName = a.ToolChoice, a.ChoiceName
+	switch {
+	case a.ToolChoice == ChoiceNone && r.own != nil:
+		return protocol.Errorf(protocol.InvalidArgs, `chat: tool_choice "none" cannot stand with a result_schema: the model sets the result by calling set_result`)
+	case (a.ToolChoice == ChoiceRequired || a.ToolChoice == ChoiceTool) && !toolsOn:
+		return protocol.Errorf(protocol.InvalidArgs, "chat: tool_choice %s needs tools the model may call (allow_tools, tools, max_tool_calls, the call's policy)", choiceString(a))
+	case a.ToolChoice == ChoiceTool && !r.offered[a.ChoiceName] && !(r.own != nil && ownsName(a.ChoiceName)):
+		return protocol.Errorf(protocol.InvalidArgs, "chat: tool_choice names %q, which is not among the tools offered to the model (allow_tools, tools, the call's policy)", a.ChoiceName)
+	}
+	return nil
+}
+
+func choiceString(a *chatArgs) string {
+	if a.ToolChoice == ChoiceTool {
+		return fmt.Sprintf("{\"name\": %q}", a.ChoiceName)
+	}
+	return fmt.Sprintf("%q", a.ToolChoice)
+}
+
+// withoutSystem is msgs without its system messages, in a slice of its
+// own.
+func withoutSystem(msgs []message) []message {
+	out := make([]message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role != roleSystem {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // offer keeps the catalog's tools named in names (all when nil).
@@ -560,14 +749,29 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 	final := !toolsOn
 	for {
 		r.turns++
-		res.Turns++
+		r.chatTurns++
+		res.Turns = r.chatTurns
 		r.stats.turn()
+		if r.maxTurns > 0 && res.Turns >= r.maxTurns {
+			final = true // the last turn: the model answers without tools
+		}
 		r.notice(r.host.Turn(ctx, EventTurnStart, r.turn()))
 		if len(r.pending) > 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: strings.Join(r.pending, "\n")})
 			r.pending = nil
 		}
 		r.req.ToolsOff = final
+		r.req.System = r.system
+		if extra := r.host.Context(); extra != "" {
+			if r.req.System != "" {
+				r.req.System += "\n\n"
+			}
+			r.req.System += extra
+		}
+		r.req.ToolChoice, r.req.ChoiceName = r.choice, r.choiceName
+		if r.chatTurns > 1 && (r.choice == ChoiceRequired || r.choice == ChoiceTool) {
+			r.req.ToolChoice, r.req.ChoiceName = ChoiceAuto, ""
+		}
 		var token func(string)
 		if r.req.Stream {
 			token = func(s string) { r.progress(ProgressEvent{Kind: ProgressToken, Text: s}) }
@@ -591,12 +795,12 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 				r.req.Messages = append(r.req.Messages, message{Role: roleSystem, Content: reminder})
 				continue
 			}
-			return r.end(res, reply, reply.FinishReason)
+			return r.end(ctx, res, reply, reply.FinishReason)
 		}
 		r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls})
 		r.req.Messages = append(r.req.Messages, r.runTools(ctx, reply.ToolCalls, maxCalls)...)
 		if r.own != nil && r.own.finished {
-			return r.end(res, reply, FinishReasonFinish)
+			return r.end(ctx, res, reply, FinishReasonFinish)
 		}
 		// The last call goes without tools once max_tool_calls is spent
 		// (and, with a result_schema, the result is set), or once the
@@ -613,7 +817,20 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 // end fills in the chat's result after the model's last reply. A chat
 // that gave a result_schema fails when the model never set a valid
 // result: its caller asked for a typed value and must not get none.
-func (r *chatRun) end(res *chatResult, reply modelReply, finishReason string) (*chatResult, error) {
+func (r *chatRun) end(ctx context.Context, res *chatResult, reply modelReply, finishReason string) (*chatResult, error) {
+	if g, ok := r.host.(Guards); ok {
+		answer, perr := g.GuardAnswer(ctx, r.prompt, reply.Content)
+		if perr != nil {
+			return nil, perr
+		}
+		if answer != reply.Content {
+			// What the conversation keeps is what was let out.
+			if last := &r.req.Messages[len(r.req.Messages)-1]; last.Role == roleAssistant && last.Content == reply.Content {
+				last.Content = answer
+			}
+			reply.Content = answer
+		}
+	}
 	if r.own != nil {
 		if r.own.result == nil {
 			return nil, protocol.Errorf(protocol.ToolFailed, "chat: the model ended without setting a result that matches result_schema (set_result)")
@@ -729,17 +946,36 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 func (r *chatRun) answer(tc *toolCall, rec *toolRecord, result []byte, perr *protocol.Error, d time.Duration) message {
 	rec.DurationMS = float64(d.Microseconds()) / 1000
 	m := message{Role: roleTool, ToolCallID: tc.ID, ToolName: tc.Name}
+	ev := ProgressEvent{Kind: ProgressToolResult, Tool: tc.Name, DurationMS: rec.DurationMS}
+	red := r.ch.client.redactor
 	if perr != nil {
 		rec.Status = string(perr.Code)
 		rec.Error = perr.Message
 		m.Content = string(errorObject(perr))
 		m.IsError = true
+		ev.Message = red.String(perr.Message)
 	} else {
 		rec.Status = "success"
 		m.Content = resultText(result)
+		// The host sees what the tool answered (seed 003's toolResult),
+		// never a secret of the configuration's.
+		ev.Result = eventValue(red.JSON(result))
 	}
-	r.progress(ProgressEvent{Kind: ProgressToolResult, Tool: tc.Name, Status: rec.Status, DurationMS: rec.DurationMS})
+	ev.Status = rec.Status
+	r.progress(ev)
 	return m
+}
+
+// eventValue is a result as an event carries it: JSON as it is, anything
+// else (never expected of the engine) as a JSON string.
+func eventValue(result []byte) json.RawMessage {
+	if len(result) == 0 {
+		return json.RawMessage("null")
+	}
+	if !json.Valid(result) {
+		return protocol.AppendString(nil, string(result))
+	}
+	return result
 }
 
 // parseArguments reads a tool call's arguments as a request's arguments
@@ -797,6 +1033,13 @@ func errorObject(perr *protocol.Error) []byte {
 	case protocol.Denied, protocol.UnknownTool:
 		b = append(b, `,"message":`...)
 		b = protocol.AppendString(b, perr.Message)
+	case protocol.BudgetExhausted, protocol.Blocked:
+		// {"error":"budget_exhausted","tool":...,"budget":...,"limit":...}
+		// and {"error":"blocked","rule":...,"reason":...}: the details.
+		if len(perr.Details) > 2 && perr.Details[0] == '{' && json.Valid(perr.Details) {
+			b = append(b, ',')
+			b = append(b, perr.Details[1:len(perr.Details)-1]...)
+		}
 	}
 	return append(b, '}')
 }

@@ -32,6 +32,7 @@ type fakeHost struct {
 	running    int
 	maxRunning int
 	inProgress int // Progress calls running at once (must stay 1)
+	context    string
 }
 
 const weatherSchema = `{"type":"object","properties":{"location":{"type":"string","description":"The city and state, e.g. San Francisco, CA"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`
@@ -132,6 +133,8 @@ func (h *fakeHost) Progress(ev ProgressEvent) {
 	h.inProgress--
 	h.mu.Unlock()
 }
+
+func (h *fakeHost) Context() string { return h.context }
 
 func (h *fakeHost) eventLines() []string {
 	h.mu.Lock()
@@ -306,11 +309,12 @@ func TestChat_streamingOpenAI(t *testing.T) {
 	want := []string{
 		`{"event":"tool_call","tool":"get_time","arguments":{"tz":"Europe/Paris"}}`,
 		`{"event":"tool_call","tool":"get_time","arguments":{"tz":"Asia/Tokyo"}}`,
-		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0}`,
-		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0}`,
+		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0,"result":{"tz":"Asia/Tokyo"}}`,
+		`{"event":"tool_result","tool":"get_time","status":"success","duration_ms":0,"result":{"tz":"Europe/Paris"}}`,
 		`{"event":"token","text":"It is 10:00 in Paris"}`,
 		`{"event":"token","text":" and 17:00 in Tokyo."}`,
 		`{"event":"answer","text":"It is 10:00 in Paris and 17:00 in Tokyo."}`,
+		`{"event":"finished","status":"success","finish_reason":"stop","turns":2,"usage":{"prompt_tokens":190,"completion_tokens":52,"total_tokens":242}}`,
 	}
 	got := append(append(calls, results...), ev[4:]...)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -472,7 +476,8 @@ reply.json = '{"id":"m","type":"message","role":"assistant","content":[{"type":"
 	if err != nil || decodeResult(t, out).Content != "Whole." || decodeResult(t, out).Usage.TotalTokens != 5 {
 		t.Fatalf("%s %v", out, err)
 	}
-	if got := h.eventLines(); strings.Join(got, "") != `{"event":"token","text":"Whole."}{"event":"answer","text":"Whole."}` {
+	if got := h.eventLines(); strings.Join(got, "") != `{"event":"token","text":"Whole."}{"event":"answer","text":"Whole."}`+
+		`{"event":"finished","status":"success","finish_reason":"stop","turns":1,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}` {
 		t.Fatalf("%v", got)
 	}
 	if err := srv.Err(); err != nil {
@@ -599,8 +604,8 @@ func TestChat_badArguments(t *testing.T) {
 	if pe := protoErr(t, err, protocol.InvalidArgs); pe.Message != "chat: temperature must be between 0 and 1 for Anthropic" {
 		t.Errorf("%q", pe.Message)
 	}
-	if _, err := NewChat(newTestClient(t, ClientOptions{}), Config{Provider: "gemini", BaseURL: "http://x"}, nil); err == nil {
-		t.Error("provider gemini accepted")
+	if _, err := NewChat(newTestClient(t, ClientOptions{}), Config{Provider: "cohere", BaseURL: "http://x"}, nil); err == nil {
+		t.Error("provider cohere accepted")
 	}
 	if _, err := NewChat(newTestClient(t, ClientOptions{}), Config{BaseURL: "localhost:8080"}, nil); err == nil {
 		t.Error("a base_url without a scheme accepted")
@@ -774,8 +779,9 @@ finish {} success
 		t.Fatalf("the envelope's shape: %s", out)
 	}
 	lines := h.eventLines()
-	if lines[len(lines)-1] != `{"event":"answer","text":"Boston: 22 degrees."}` ||
-		!strings.Contains(strings.Join(lines, "\n"), `{"event":"tool_result","tool":"set_result","status":"invalid_args","duration_ms":0}`) {
+	if lines[len(lines)-2] != `{"event":"answer","text":"Boston: 22 degrees."}` ||
+		lines[len(lines)-1] != `{"event":"finished","status":"success","finish_reason":"finish","turns":4,"usage":{"prompt_tokens":600,"completion_tokens":58,"total_tokens":658}}` ||
+		!strings.Contains(strings.Join(lines, "\n"), `{"event":"tool_result","tool":"set_result","status":"invalid_args","duration_ms":0,"message":"the value does not match result_schema: at /temp: got string, want integer"}`) {
 		t.Fatalf("events:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -3,8 +3,11 @@ package llm
 import (
 	"container/list"
 	"context"
+	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // Defaults of NewConversations' limits left at zero.
@@ -38,11 +41,16 @@ type conversation struct {
 	elem    *list.Element
 	lock    chan struct{}
 
-	messages   []message
-	system     string   // the last system prompt given, used when a chat gives none
-	turns      int      // model calls so far
-	lastTokens int      // prompt plus completion tokens of the last call
-	notices    []string // raised by rules but not yet seen by the model
+	messages []message // without system messages: those are each chat's own
+	// stored and storedTurns are messages and turns as the last chat left
+	// them, read by History under Conversations.mu (messages belong to
+	// the chat holding lock). Never changed in place: a chat builds new
+	// slices.
+	stored      []message
+	storedTurns int
+	turns       int      // model calls so far
+	lastTokens  int      // prompt plus completion tokens of the last call
+	notices     []string // raised by rules but not yet seen by the model
 }
 
 // NewConversations returns an empty store; zero limits mean the defaults.
@@ -119,9 +127,9 @@ func (c *Conversations) acquire(ctx context.Context, session string) (*conversat
 // the next chat of the session in.
 func (c *Conversations) release(conv *conversation) {
 	c.mu.Lock()
-	max := c.maxMsgs
+	conv.messages = trimHistory(conv.messages, c.maxMsgs)
+	conv.stored, conv.storedTurns = conv.messages, conv.turns
 	c.mu.Unlock()
-	conv.messages = trimHistory(conv.messages, max)
 	<-conv.lock
 }
 
@@ -146,4 +154,68 @@ func trimHistory(msgs []message, max int) []message {
 		start++
 	}
 	return append([]message(nil), msgs[start:]...)
+}
+
+// History writes a session's conversation as chat_history answers it
+// (seed 003's getMemory()): {"session":..., "turns":N, "messages":[...]}
+// in the order they were said, each {"role":"user"|"assistant"|"tool",
+// "content":...}, an assistant's with its "tool_calls" [{id, name,
+// arguments}], a tool's with "tool_call_id", "name" and "is_error" when
+// it failed. System messages are never kept. A session without a
+// conversation has none. It does not wait for a chat of the session that
+// is running: it reads what the last one that ended left.
+func (c *Conversations) History(dst []byte, session string) []byte {
+	c.mu.Lock()
+	var msgs []message
+	turns := 0
+	if conv := c.m[session]; conv != nil {
+		msgs, turns = conv.stored, conv.storedTurns
+	}
+	c.mu.Unlock()
+	dst = append(dst, `{"session":`...)
+	dst = protocol.AppendString(dst, session)
+	dst = append(dst, `,"turns":`...)
+	dst = strconv.AppendInt(dst, int64(turns), 10)
+	dst = append(dst, `,"messages":[`...)
+	for i := range msgs {
+		m := &msgs[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"role":`...)
+		dst = protocol.AppendString(dst, m.Role)
+		dst = append(dst, `,"content":`...)
+		dst = protocol.AppendString(dst, m.Content)
+		if len(m.ToolCalls) > 0 {
+			dst = append(dst, `,"tool_calls":[`...)
+			for j, tc := range m.ToolCalls {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, `{"id":`...)
+				dst = protocol.AppendString(dst, tc.ID)
+				dst = append(dst, `,"name":`...)
+				dst = protocol.AppendString(dst, tc.Name)
+				dst = append(dst, `,"arguments":`...)
+				if args := strings.TrimSpace(tc.Arguments); args == "" {
+					dst = append(dst, "{}"...)
+				} else {
+					dst = append(dst, eventValue([]byte(args))...)
+				}
+				dst = append(dst, '}')
+			}
+			dst = append(dst, ']')
+		}
+		if m.Role == roleTool {
+			dst = append(dst, `,"tool_call_id":`...)
+			dst = protocol.AppendString(dst, m.ToolCallID)
+			dst = append(dst, `,"name":`...)
+			dst = protocol.AppendString(dst, m.ToolName)
+			if m.IsError {
+				dst = append(dst, `,"is_error":true`...)
+			}
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...)
 }

@@ -19,6 +19,14 @@ import (
 type openAI struct{}
 
 func (openAI) headers(h http.Header, cfg *Config) []SecretHeader {
+	if IsOpenRouter(cfg.BaseURL) {
+		if cfg.AppURL != "" {
+			h.Set("HTTP-Referer", cfg.AppURL)
+		}
+		if cfg.AppTitle != "" {
+			h.Set("X-Title", cfg.AppTitle)
+		}
+	}
 	if cfg.APIKeyEnv == "" {
 		return nil
 	}
@@ -97,6 +105,15 @@ func (openAI) encode(r *modelRequest) (string, []byte, error) {
 			b = append(b, "}}"...)
 		}
 		b = append(b, ']')
+		switch r.ToolChoice {
+		case ChoiceAuto, ChoiceNone, ChoiceRequired:
+			b = append(b, `,"tool_choice":`...)
+			b = protocol.AppendString(b, r.ToolChoice)
+		case ChoiceTool:
+			b = append(b, `,"tool_choice":{"type":"function","function":{"name":`...)
+			b = protocol.AppendString(b, r.ChoiceName)
+			b = append(b, "}}"...)
+		}
 	}
 	b = appendOptions(b, r)
 	if r.Stream {

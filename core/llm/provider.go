@@ -19,6 +19,7 @@ import (
 const (
 	ProviderOpenAI    = "openai"    // POST {base_url}/chat/completions
 	ProviderAnthropic = "anthropic" // POST {base_url}/v1/messages
+	ProviderGemini    = "gemini"    // POST {base_url}/v1beta/models/{model}:generateContent
 )
 
 // The providers' own endpoints and the variables their keys are
@@ -27,18 +28,39 @@ const (
 const (
 	OpenAIBaseURL      = "https://api.openai.com/v1"
 	AnthropicBaseURL   = "https://api.anthropic.com"
+	GeminiBaseURL      = "https://generativelanguage.googleapis.com"
 	OpenAIAPIKeyEnv    = "OPENAI_API_KEY"
 	AnthropicAPIKeyEnv = "ANTHROPIC_API_KEY"
+	// GeminiAPIKeyEnv is the variable seed 003's SDK reads Google's key
+	// from.
+	GeminiAPIKeyEnv = "GOOGLE_GENERATIVE_AI_API_KEY"
+	// OpenRouterAPIKeyEnv is read when llm.base_url is OpenRouter's and
+	// llm.api_key_env is empty.
+	OpenRouterAPIKeyEnv = "OPENROUTER_API_KEY"
 )
 
+// IsOpenRouter reports whether baseURL is OpenRouter's (openrouter.ai or
+// a name under it), which takes two headers of its own (HTTP-Referer and
+// X-Title, llm.app_url and llm.app_title).
+func IsOpenRouter(baseURL string) bool {
+	host, err := urlHost(baseURL)
+	if err != nil {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "openrouter.ai" || strings.HasSuffix(host, ".openrouter.ai")
+}
+
 // ProviderOfModel reads the provider from a model's name, as seed 003's
-// SDK does: "claude-*" is Anthropic's, "gpt-*" and "o1", "o3-mini", ...
-// OpenAI's; any other name is "" (a server speaking OpenAI's format at
-// llm.base_url: vLLM, llama.cpp, Ollama, OpenRouter).
+// SDK does: "claude-*" is Anthropic's, "gemini-*" Google's, "gpt-*" and
+// "o1", "o3-mini", ... OpenAI's; any other name is "" (a server speaking
+// OpenAI's format at llm.base_url: vLLM, llama.cpp, Ollama, OpenRouter).
 func ProviderOfModel(model string) string {
 	switch {
 	case strings.HasPrefix(model, "claude-"):
 		return ProviderAnthropic
+	case strings.HasPrefix(model, "gemini-"), strings.HasPrefix(model, "models/gemini-"):
+		return ProviderGemini
 	case strings.HasPrefix(model, "gpt-"), len(model) >= 2 && model[0] == 'o' && model[1] >= '0' && model[1] <= '9':
 		return ProviderOpenAI
 	}
@@ -57,6 +79,8 @@ func DefaultBaseURL(provider, model string) string {
 		return OpenAIBaseURL
 	case ProviderAnthropic:
 		return AnthropicBaseURL
+	case ProviderGemini:
+		return GeminiBaseURL
 	}
 	return ""
 }
@@ -90,16 +114,23 @@ func (ch *Chat) endpointFor(model string) (*endpoint, error) {
 			ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, OpenAIAPIKeyEnv)
 		case ProviderAnthropic:
 			ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, AnthropicAPIKeyEnv)
+		case ProviderGemini:
+			ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, GeminiAPIKeyEnv)
 		default:
 			return nil, fmt.Errorf("chat: the provider of model %q is not known from its name and llm.base_url is empty: set llm.base_url (and llm.provider)", model)
 		}
+	} else if IsOpenRouter(ep.cfg.BaseURL) {
+		ep.cfg.APIKeyEnv = orDefault(ep.cfg.APIKeyEnv, OpenRouterAPIKeyEnv)
 	}
-	if ep.cfg.Provider == ProviderAnthropic {
+	switch ep.cfg.Provider {
+	case ProviderAnthropic:
 		ep.provider = anthropic{}
 		if ep.cfg.MaxTokens == 0 {
 			ep.cfg.MaxTokens = DefaultMaxTokens
 		}
-	} else {
+	case ProviderGemini:
+		ep.provider = gemini{}
+	default:
 		ep.provider = openAI{}
 	}
 	return ep, nil
@@ -146,6 +177,11 @@ type toolCall struct {
 	ID        string
 	Name      string
 	Arguments string
+	// Signature is Gemini's thoughtSignature of the call, which the model
+	// wants back with it; madeID: the server gave no id, Clara made ID up
+	// (and does not send it back).
+	Signature string
+	madeID    bool
 }
 
 // modelRequest is one call of the model.
@@ -158,7 +194,12 @@ type modelRequest struct {
 	endpoint *endpoint
 	// ToolsOff: Tools are described (the history holds tool calls) but
 	// none may be called: the last call once max_tool_calls is spent.
-	ToolsOff    bool
+	ToolsOff bool
+	// ToolChoice is the chat's tool_choice for this call ("" sends none:
+	// the provider's default, auto); ChoiceName names the tool of
+	// ChoiceTool. Sent only with tools the model may call.
+	ToolChoice  string
+	ChoiceName  string
 	Temperature *float64
 	MaxTokens   int
 	Stream      bool
@@ -201,7 +242,7 @@ type provider interface {
 
 // Config is the [llm] section of the configuration.
 type Config struct {
-	// Provider is ProviderOpenAI or ProviderAnthropic; "" reads it from
+	// Provider is ProviderOpenAI, ProviderAnthropic or ProviderGemini; "" reads it from
 	// each chat's model (ProviderOfModel), OpenAI's format when unknown.
 	Provider string
 	// BaseURL is e.g. "http://localhost:11434/v1", "https://api.anthropic.com";
@@ -212,6 +253,11 @@ type Config struct {
 	APIKeyEnv string // the environment variable holding the API key; "" sends none
 	// HeadersEnv adds headers whose values come from the environment.
 	HeadersEnv map[string]string
+	// AppURL and AppTitle are sent to OpenRouter (IsOpenRouter) as
+	// HTTP-Referer and X-Title, which it shows in its rankings; "" sends
+	// none. Other servers get neither.
+	AppURL   string
+	AppTitle string
 	// Timeout bounds one model call, retries included: DefaultModelTimeout
 	// when 0.
 	Timeout time.Duration
@@ -227,6 +273,9 @@ type Config struct {
 	// MaxToolCalls is the chat's max_tool_calls when the arguments give
 	// none (limits.max_tool_calls): 1 when 0.
 	MaxToolCalls int
+	// MaxTurns is the chat's max_turns when the arguments give none
+	// (limits.max_turns): 0 for no bound but MaxToolCalls.
+	MaxTurns int
 	// MaxArgumentBytes and MaxDepth bound the arguments of the model's tool
 	// calls as limits.max_request_bytes and limits.max_depth bound a
 	// request's: none and maxJSONDepth when 0.
@@ -244,9 +293,9 @@ func (c *Config) argumentLimits() protocol.Limits {
 // (Chat.endpointFor).
 func (c *Config) check() error {
 	switch c.Provider {
-	case "", ProviderOpenAI, ProviderAnthropic:
+	case "", ProviderOpenAI, ProviderAnthropic, ProviderGemini:
 	default:
-		return fmt.Errorf("llm.provider must be %q, %q or empty (read from the model's name), not %q", ProviderOpenAI, ProviderAnthropic, c.Provider)
+		return fmt.Errorf("llm.provider must be %q, %q, %q or empty (read from the model's name), not %q", ProviderOpenAI, ProviderAnthropic, ProviderGemini, c.Provider)
 	}
 	if c.BaseURL != "" {
 		if _, err := urlHost(c.BaseURL); err != nil || !(strings.HasPrefix(c.BaseURL, "http://") || strings.HasPrefix(c.BaseURL, "https://")) {
@@ -254,6 +303,11 @@ func (c *Config) check() error {
 		}
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	for _, v := range []struct{ key, value string }{{"llm.app_url", c.AppURL}, {"llm.app_title", c.AppTitle}} {
+		if strings.ContainsFunc(v.value, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return fmt.Errorf("%s holds a control character, which an HTTP header cannot carry", v.key)
+		}
+	}
 	if c.Timeout < 0 || c.ContextWindow < 0 || c.MaxTokens < 0 || c.MaxToolCalls < 0 || c.MaxResponseBytes < 0 || c.MaxArgumentBytes < 0 || c.MaxDepth < 0 {
 		return errors.New("llm: timeout_ms, context_window, max_tokens, max_tool_calls, max_response_bytes and the argument limits must not be negative")
 	}

@@ -2,7 +2,9 @@
 // both directions, on the official Go SDK (github.com/modelcontextprotocol/go-sdk):
 //
 //   - Server serves the engine's tools to MCP clients over stdio (a pair of
-//     streams) and over the Streamable HTTP transport. Every tools/call goes
+//     streams, stdio.go keeping a session through bad lines and to the
+//     last answer) and over the Streamable HTTP transport (each listener
+//     with its own settings; sessions capped over all of them). Every tools/call goes
 //     through Host.Call, the engine's whole pipeline; a Clara error is a
 //     result with isError, as the specification asks of tool errors.
 //   - Manager connects to configured MCP servers (a command over stdio, or a

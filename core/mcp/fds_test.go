@@ -4,6 +4,7 @@ package mcp
 
 import (
 	"context"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -91,3 +92,7 @@ func stdioReaders() int {
 	n := runtime.Stack(buf, true)
 	return strings.Count(string(buf[:n]), "mcp.newIOConnLimited.func1(")
 }
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -62,8 +62,10 @@ type Host interface {
 	// rules, validation, limits, audit) in session, and returns the result
 	// as the JSON value of a success envelope's "result" (a JSON string for
 	// tools returning text), or the error. It is called concurrently from
-	// many goroutines. args is a JSON object owned by the server, valid
-	// until Call returns; the returned bytes are the server's afterwards
+	// many goroutines. args is what the client sent as arguments ({} when
+	// it sent none or null): valid JSON as far as the SDK decoded it, but
+	// any value, at any depth, spaced or not; the host checks it. It is
+	// owned by the server, valid until Call returns; the returned bytes are the server's afterwards
 	// and must not alias memory the host reuses. ctx is cancelled when the
 	// client cancels the call (notifications/cancelled), when its session
 	// ends and on Stop. progress is nil unless the client asked for

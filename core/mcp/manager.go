@@ -25,6 +25,14 @@ import (
 // DefaultInitTimeout bounds a remote server's start and initialize.
 const DefaultInitTimeout = 10 * time.Second
 
+// Defaults of what a server's tool list may bring (ServerConfig): a server
+// that listed 100,000 tools held 370 MB and filled every chat's catalog.
+const (
+	DefaultMaxTools            = 256
+	DefaultMaxDescriptionBytes = 8 << 10
+	DefaultMaxSchemaBytes      = 64 << 10
+)
+
 // ServerConfig is one [[mcp_servers]] entry: a command spoken to over
 // stdio, or the URL of a Streamable HTTP endpoint.
 type ServerConfig struct {
@@ -56,6 +64,15 @@ type ServerConfig struct {
 	Eager       bool           // Start connects it; otherwise the first listing or call does
 	InitTimeout time.Duration  // start + initialize; 0 means DefaultInitTimeout
 	Limits      toolbox.Limits // the limits of every tool of this server
+
+	// What a server's list may bring (0: the defaults below): the first
+	// MaxTools tools (after allow and deny) are kept, the rest left out
+	// with a warning, and the listing stops there; a description or title
+	// longer than MaxDescriptionBytes is cut there; a tool whose input or
+	// output schema is longer than MaxSchemaBytes is left out.
+	MaxTools            int
+	MaxDescriptionBytes int
+	MaxSchemaBytes      int
 
 	// dial replaces the transport (tests use the SDK's in-memory one).
 	dial func(ctx context.Context) (sdk.Transport, error)
@@ -242,6 +259,19 @@ func checkConfig(c *ServerConfig) error {
 	}
 	if c.InitTimeout == 0 {
 		c.InitTimeout = DefaultInitTimeout
+	}
+	for _, v := range []struct {
+		n   *int
+		def int
+		key string
+	}{{&c.MaxTools, DefaultMaxTools, "max_tools"}, {&c.MaxDescriptionBytes, DefaultMaxDescriptionBytes, "max_description_bytes"},
+		{&c.MaxSchemaBytes, DefaultMaxSchemaBytes, "max_schema_bytes"}} {
+		switch {
+		case *v.n < 0:
+			return fmt.Errorf("%s: %s must not be negative", where, v.key)
+		case *v.n == 0:
+			*v.n = v.def
+		}
 	}
 	// The limits are checked as a descriptor would be.
 	if _, err := toolbox.NewTool(toolbox.Descriptor{Name: c.Name, Limits: c.Limits},

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -379,7 +380,10 @@ func TestManagerRestartsAfterCrash(t *testing.T) {
 	if n := rs.dialCount(); n != 2 {
 		t.Errorf("%d dials, want 2", n)
 	}
-	if !strings.Contains(sink.text(), `mcp server "r" stopped: `) || !strings.Contains(sink.text(), `; restarting in 250ms`) {
+	// The watcher or the call that met the dead connection, whichever came
+	// first, logs it.
+	if !strings.Contains(sink.text(), `mcp server "r" stopped: `) && !strings.Contains(sink.text(), `mcp server "r" closed the connection during the call`) ||
+		!strings.Contains(sink.text(), `; restarting in 250ms`) {
 		t.Errorf("the crash is not in the log:\n%s", sink.text())
 	}
 	// Same tools after the restart: the owner is not told again.
@@ -656,4 +660,105 @@ func TestManagerHeadersEnv(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A server's list is bounded (issue 25, finding 5: 100,000 tools held 370
+// MB and filled every catalog): the first MaxTools after allow and deny,
+// the listing stopped there; long descriptions cut; big schemas left out.
+func TestManagerBoundsWhatAServerLists(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "many"}, &sdk.ServerOptions{PageSize: 10})
+	obj := json.RawMessage(`{"type":"object"}`)
+	var listed sync.Map // pages the server was asked for
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/list" {
+				listed.Store(req.GetParams().(*sdk.ListToolsParams).Cursor, true)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	noop := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{}, nil
+	}
+	s.AddTool(&sdk.Tool{Name: "a_long", Description: strings.Repeat("é", 100), Title: strings.Repeat("t", 300), InputSchema: obj}, noop)
+	s.AddTool(&sdk.Tool{Name: "a_schema", InputSchema: json.RawMessage(`{"type":"object","description":"` + strings.Repeat("s", 400) + `"}`)}, noop)
+	s.AddTool(&sdk.Tool{Name: "a_denied", InputSchema: obj}, noop)
+	for i := 0; i < 1000; i++ {
+		s.AddTool(&sdk.Tool{Name: fmt.Sprintf("t%04d", i), InputSchema: obj}, noop)
+	}
+	sink := &logSink{}
+	m, err := NewManager([]ServerConfig{{Name: "many", Deny: []string{"a_denied"}, MaxTools: 25, MaxDescriptionBytes: 101, MaxSchemaBytes: 300,
+		dial: func(ctx context.Context) (sdk.Transport, error) {
+			t1, t2 := sdk.NewInMemoryTransports()
+			if _, err := s.Connect(ctx, t1, nil); err != nil {
+				return nil, err
+			}
+			return t2, nil
+		}}}, ManagerOptions{Logger: sink.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 25 kept: a_long, a_schema (then left out for its schema), t0000..t0022.
+	tools := byName(specs)
+	if len(specs) != 24 || tools["many__t0022"].RemoteName != "t0022" || tools["many__t0023"].RemoteName != "" || tools["many__a_schema"].RemoteName != "" {
+		t.Errorf("%d tools: %v", len(specs), mustJSON(t, specs))
+	}
+	long := tools["many__a_long"]
+	if d := long.Descriptor.Description; d != strings.Repeat("é", 50) || len(long.Title) != 101 {
+		t.Errorf("the long description (%d bytes, valid %v) and title (%d bytes)", len(d), utf8.ValidString(d), len(long.Title))
+	}
+	n := 0
+	listed.Range(func(any, any) bool { n++; return true })
+	if n != 3 {
+		t.Errorf("%d pages were fetched, for 25 tools of pages of 10", n)
+	}
+	for _, want := range []string{
+		`mcp server "many" lists more than 25 tools (its max_tools): the first 25 are kept`,
+		`mcp server "many": tool "a_long": description of 300 bytes cut to the 101 of max_description_bytes`,
+		`mcp server "many": tool "a_schema" left out: its schema is 434 bytes, over the 300 of max_schema_bytes`,
+	} {
+		if !strings.Contains(sink.text(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, sink.text())
+		}
+	}
+}
+
+// A call made while the server waits out its restart backoff says so at
+// once when the restart comes after its deadline (issue 25, finding 23: it
+// ran into the deadline and read "ran past its deadline").
+func TestManagerCallDuringRestartBackoff(t *testing.T) {
+	rs := newRemoteServer()
+	m, err := NewManager([]ServerConfig{{Name: "r", dial: rs.dial}}, ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := byName(specs)["r__echo"]
+	rs.mu.Lock()
+	rs.hang = true // the restarts never come up: the backoff grows
+	rs.mu.Unlock()
+	rs.crash()
+	var last error
+	waitFor(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		_, last = echo.Run(ctx, toolbox.Call{Arguments: []byte(`{"message":"x"}`)})
+		return last != nil && time.Since(t0) < 50*time.Millisecond && strings.Contains(last.Error(), "after this call's deadline")
+	}, "a call refused at once during the backoff")
+	var perr *protocol.Error
+	if !errors.As(last, &perr) || perr.Code != protocol.ToolFailed ||
+		!strings.HasPrefix(perr.Message, `mcp server "r" `) || !strings.Contains(perr.Message, "; it restarts in ") ||
+		!strings.HasSuffix(perr.Message, ", after this call's deadline") {
+		t.Errorf("%v", last)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -74,6 +75,7 @@ type conn struct {
 // attempt is one connection being made; done is closed when it ends.
 type attempt struct {
 	done chan struct{}
+	at   time.Time // when it dials: a restart waits out its backoff first
 	c    *conn
 	err  error
 }
@@ -137,6 +139,13 @@ func (r *remote) session(ctx context.Context) (*conn, error) {
 		r.startAttemptLocked(0)
 	}
 	a := r.attempt
+	// A restart still in its backoff past the caller's deadline: say so now,
+	// rather than let the call run into its deadline waiting for it.
+	if deadline, ok := ctx.Deadline(); ok && r.lastErr != nil && a.at.After(deadline) {
+		err := fmt.Errorf("%w; it restarts in %s, after this call's deadline", r.lastErr, time.Until(a.at).Round(time.Millisecond))
+		r.mu.Unlock()
+		return nil, err
+	}
 	r.mu.Unlock()
 	select {
 	case <-a.done:
@@ -147,7 +156,7 @@ func (r *remote) session(ctx context.Context) (*conn, error) {
 }
 
 func (r *remote) startAttemptLocked(delay time.Duration) {
-	a := &attempt{done: make(chan struct{})}
+	a := &attempt{done: make(chan struct{}), at: time.Now().Add(delay)}
 	r.attempt = a
 	r.m.wg.Add(1)
 	go r.connect(a, delay)
@@ -387,17 +396,23 @@ func (r *remote) watch(c *conn) {
 	if r.live != c || r.closed {
 		return
 	}
+	why := "it exited"
+	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
+		why = err.Error()
+	}
+	r.lostLocked(c, fmt.Errorf("mcp server %q stopped: %s%s", r.cfg.Name, why, c.stderr.String()))
+}
+
+// lostLocked makes live connection c no longer the live one, for why, and
+// schedules the restart after the backoff (r.mu held).
+func (r *remote) lostLocked(c *conn, why error) {
 	r.live = nil
 	if time.Since(c.since) > stableAfter {
 		r.failures = 0
 	}
 	r.failures++
 	d := backoff(r.failures)
-	why := "it exited"
-	if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
-		why = err.Error()
-	}
-	r.lastErr = fmt.Errorf("mcp server %q stopped: %s%s", r.cfg.Name, why, c.stderr.String())
+	r.lastErr = why
 	r.retryAt = time.Now().Add(d)
 	logf(r.m.log, logging.Warn, "%v; restarting in %s", r.lastErr, d)
 	if r.attempt == nil {
@@ -484,12 +499,26 @@ func (r *remote) toolList(ctx context.Context) ([]ToolSpec, error) {
 func (r *remote) refresh(ctx context.Context, c *conn) ([]ToolSpec, error) {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
+	// Only what allow and deny keep is kept, and no more than MaxTools:
+	// the listing stops there (the SDK fetches no further page).
 	var listed []*sdk.Tool
+	more := false
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("mcp server %q: listing tools: %v", r.cfg.Name, err)
 		}
+		if t == nil || (r.allow != nil && !r.allow[t.Name]) || r.deny[t.Name] {
+			continue
+		}
+		if len(listed) == r.cfg.MaxTools {
+			more = true
+			break
+		}
 		listed = append(listed, t)
+	}
+	if more {
+		logf(r.m.log, logging.Warn, "mcp server %q lists more than %d tools (its max_tools): the first %d are kept, the rest left out; tools = { allow = [...] } chooses them",
+			r.cfg.Name, r.cfg.MaxTools, r.cfg.MaxTools)
 	}
 	tools := r.specs(listed)
 	key, err := json.Marshal(tools) // Run is not marshalled: the key is the descriptors
@@ -542,6 +571,20 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 		if err != nil {
 			output = nil
 		}
+		if n := max(len(schema), len(output)); n > r.cfg.MaxSchemaBytes {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q left out: its schema is %d bytes, over the %d of max_schema_bytes",
+				r.cfg.Name, t.Name, n, r.cfg.MaxSchemaBytes)
+			continue
+		}
+		description, title := t.Description, t.Title
+		if t.Annotations != nil && title == "" {
+			title = t.Annotations.Title
+		}
+		if len(description) > r.cfg.MaxDescriptionBytes || len(title) > r.cfg.MaxDescriptionBytes {
+			logf(r.m.log, logging.Warn, "mcp server %q: tool %q: description of %d bytes cut to the %d of max_description_bytes",
+				r.cfg.Name, t.Name, max(len(description), len(title)), r.cfg.MaxDescriptionBytes)
+			description, title = cutUTF8(description, r.cfg.MaxDescriptionBytes), cutUTF8(title, r.cfg.MaxDescriptionBytes)
+		}
 		returns := toolbox.ReturnsString
 		if output != nil {
 			returns = toolbox.ReturnsJSON
@@ -551,22 +594,19 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 			RemoteName: t.Name,
 			Descriptor: toolbox.Descriptor{
 				Name:         name,
-				Description:  t.Description,
+				Description:  description,
 				InputSchema:  schema,
 				Returns:      returns,
 				Capabilities: []string{capability},
 				Limits:       r.cfg.Limits,
 				LLMVisible:   true,
 			},
-			Title:        t.Title,
+			Title:        title,
 			OutputSchema: output,
 			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
 		}
 		if t.Annotations != nil {
 			spec.Idempotent = t.Annotations.IdempotentHint
-			if spec.Title == "" {
-				spec.Title = t.Annotations.Title
-			}
 		}
 		// What the engine will do with it: refuse it here rather than there.
 		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
@@ -576,6 +616,17 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 		out = append(out, spec)
 	}
 	return out
+}
+
+// cutUTF8 is s cut to at most n bytes, at a character's start.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // remarshal is a schema the client decoded (a map), as compact JSON.
@@ -615,8 +666,15 @@ func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
 
 func (r *remote) run(tool string, returnsJSON bool) toolbox.Func {
 	return func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+		start := time.Now()
 		c, err := r.session(ctx)
 		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if why := r.restarting(); why != nil { // the deadline came while it started again
+					return nil, &protocol.Error{Code: protocol.Timeout, Cause: ctx.Err(),
+						Message: fmt.Sprintf("%v; it was starting again and was not back within this call's deadline", why)}
+				}
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -628,11 +686,18 @@ func (r *remote) run(tool string, returnsJSON bool) toolbox.Func {
 		}
 		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.since.After(start) {
+				return nil, &protocol.Error{Code: protocol.Timeout, Cause: ctx.Err(),
+					Message: fmt.Sprintf("mcp server %q was starting again and did not answer within this call's deadline", r.cfg.Name)}
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, &protocol.Error{Code: protocol.ToolFailed,
-				Message: fmt.Sprintf("mcp server %q: %s", r.cfg.Name, callError(err)), Cause: err}
+			msg := fmt.Sprintf("mcp server %q: %s", r.cfg.Name, callError(err))
+			if why := r.broken(c, err); why != nil {
+				msg = why.Error()
+			}
+			return nil, &protocol.Error{Code: protocol.ToolFailed, Message: msg, Cause: err}
 		}
 		return claraResult(r.cfg.Name, tool, res, returnsJSON)
 	}
@@ -647,6 +712,62 @@ func callError(err error) string {
 		msg += " (llm.max_response_bytes)"
 	}
 	return msg
+}
+
+// restarting is why the server is down while it starts again, nil when
+// it is up or never was.
+func (r *remote) restarting() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live == nil && r.listedOn != nil {
+		return r.lastErr
+	}
+	return nil
+}
+
+// errFrameTooLarge is the SDK's word for a message over its frame limit
+// (it does not export the error).
+const errFrameTooLarge = "frame exceeded the configured maximum line length"
+
+// broken looks at a call's error on c: when it says the connection is
+// gone (a message over the frame limit, the server's end of it closed),
+// c stops being the live one at once and the restart is scheduled, so
+// that the next call waits for the new connection instead of failing on
+// the dying one ("client is closing"); the reason is returned. nil: the
+// connection may still serve.
+func (r *remote) broken(c *conn, err error) error {
+	var why error
+	switch {
+	case strings.Contains(err.Error(), errFrameTooLarge):
+		why = fmt.Errorf("mcp server %q sent a message of more than %d MiB, the most Clara reads, and its connection was closed",
+			r.cfg.Name, sdk.DefaultMaxLineLength>>20)
+	case errors.Is(err, sdk.ErrConnectionClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.ErrClosedPipe):
+		why = fmt.Errorf("mcp server %q closed the connection during the call", r.cfg.Name)
+	default:
+		return nil
+	}
+	r.mu.Lock()
+	if r.live != c || r.closed {
+		// Already dropped: the first to see it said why.
+		if r.lastErr != nil {
+			why = r.lastErr
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("%w; it starts again", why)
+	}
+	r.lostLocked(c, why)
+	r.m.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.m.wg.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				logPanic(r.m.log, fmt.Sprintf("closing mcp server %q", r.cfg.Name), v)
+			}
+		}()
+		c.close()
+	}()
+	return fmt.Errorf("%w; it starts again", why)
 }
 
 // stderrTail logs a stdio server's stderr at debug level, a line at a

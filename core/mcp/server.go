@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,26 +29,42 @@ import (
 // HTTPPath is where Listen serves the Streamable HTTP endpoint.
 const HTTPPath = "/mcp"
 
-// ServerOptions configure a Server. The zero value serves on loopback
-// only, without a token.
+// ServerOptions configure a Server. The zero value is valid.
 type ServerOptions struct {
 	Name, Version string // what initialize reports; "clara" and "0" by default
 	Instructions  string // optional hints for the client's model
 	Logger        *logging.Logger
-	// AllowRemote lets Listen bind an address that is not loopback.
-	AllowRemote bool
-	// BearerToken, when set, must be on every HTTP request
-	// (Authorization: Bearer TOKEN). It never reaches a log.
-	BearerToken string
-	// SessionIdleTimeout closes an HTTP session that sends nothing for this
-	// long; 0 means 30 minutes, negative never.
-	SessionIdleTimeout time.Duration
 	// OnSessionEnd, if set, runs (on its own goroutine) after an MCP
 	// session that initialized has ended, with its Clara session name.
 	OnSessionEnd func(session string)
 	// Telemetry, when on, gets a server span per request (observe.go).
 	Telemetry *telemetry.T
 }
+
+// ListenOptions are one listener's settings, fixed when it starts (each
+// Listen takes its own: a later Listen with other settings does not change
+// an earlier listener's). The zero value serves on loopback only, without
+// a token, with the default limits.
+type ListenOptions struct {
+	// AllowRemote lets Listen bind an address that is not loopback.
+	AllowRemote bool
+	// BearerToken, when set, must be on every HTTP request
+	// (Authorization: Bearer TOKEN). It never reaches a log.
+	BearerToken string
+	// SessionIdleTimeout ends an HTTP session that sends no request for
+	// this long; 0 means DefaultSessionIdleTimeout.
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps the HTTP sessions open at once, those of every
+	// listener of the server counted: an initialize beyond is answered
+	// HTTP 503 with a JSON-RPC error. 0 means DefaultMaxSessions.
+	MaxSessions int
+}
+
+// Defaults of ListenOptions (those of the [mcp] table).
+const (
+	DefaultSessionIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions        = 100
+)
 
 // Server serves a Host's tools over MCP. Its methods are safe for
 // concurrent use.
@@ -71,6 +88,12 @@ type Server struct {
 	closed   bool
 	sessions sync.Map // *sdk.ServerSession -> Clara session name (stdio sessions have no id)
 
+	// The places HTTP sessions hold, counted against MaxSessions: one from
+	// a session's first request to its end.
+	gateMu sync.Mutex
+	open   int
+	atCap  bool // the cap was reached and logged; logged again once it is left
+
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
 	logs clientLogs // Clara's log to the sessions that set a level (observe.go)
@@ -91,9 +114,6 @@ func NewServer(host Host, opts ServerOptions) *Server {
 	}
 	if opts.Version == "" {
 		opts.Version = "0"
-	}
-	if opts.SessionIdleTimeout == 0 {
-		opts.SessionIdleTimeout = 30 * time.Minute
 	}
 	s := &Server{
 		host:   host,
@@ -379,7 +399,9 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(stop, cancel)()
-	ss, err := s.mcp.Connect(ctx, &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}, nil)
+	streams := newStdioStreams(ctx, in, out)
+	ss, err := s.mcp.Connect(ctx, &sdk.IOTransport{Reader: streams.reader(), Writer: streams.writer(),
+		MaxLineLength: 2 * maxStdioLine}, nil) // the streams keep to maxStdioLine; this is the SDK's own guard
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
@@ -418,14 +440,10 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return fmt.Errorf("mcp: %w", err)
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
-// Listen serves the Streamable HTTP transport at http://ADDR/mcp and
-// returns the address it bound (useful with port 0) at once. Without
-// AllowRemote the address must be loopback.
-func (s *Server) Listen(addr string) (net.Addr, error) {
+// Listen serves the Streamable HTTP transport at http://ADDR/mcp with the
+// settings of opts and returns the address it bound (useful with port 0)
+// at once. Without AllowRemote the address must be loopback.
+func (s *Server) Listen(addr string, opts ListenOptions) (net.Addr, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -436,18 +454,23 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp: listen: %w", err)
 	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); !s.opts.AllowRemote && (!ok || !tcp.IP.IsLoopback()) {
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !opts.AllowRemote && (!ok || !tcp.IP.IsLoopback()) {
 		ln.Close()
 		return nil, fmt.Errorf("mcp: %q is not a loopback address; serving other hosts needs mcp.allow_remote = true", addr)
 	}
-	idle := s.opts.SessionIdleTimeout
-	if idle < 0 {
-		idle = 0
+	idle := opts.SessionIdleTimeout
+	if idle <= 0 {
+		idle = DefaultSessionIdleTimeout
+	}
+	maxSessions := opts.MaxSessions
+	if maxSessions <= 0 {
+		maxSessions = DefaultMaxSessions
 	}
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: newSlog(s.log)})
-	if s.opts.BearerToken != "" {
-		token := []byte(s.opts.BearerToken)
+	h = s.sessionGate(maxSessions, h)
+	if opts.BearerToken != "" {
+		token := []byte(opts.BearerToken)
 		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
 			if subtle.ConstantTimeCompare([]byte(got), token) != 1 {
 				return nil, auth.ErrInvalidToken
@@ -488,6 +511,132 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	}()
 	logf(s.log, logging.Info, "serving MCP at http://%s%s", ln.Addr(), HTTPPath)
 	return ln.Addr(), nil
+}
+
+// sessionGate lets a request that would open an HTTP session (a POST
+// without Mcp-Session-Id: the SDK makes a session for it) through only
+// while fewer than max sessions hold a place; beyond, it answers 503 with
+// a JSON-RPC error, as the session would have cost memory until its idle
+// timeout. A session holds its place from its first request to its end
+// (a request that opened none gives it back at once). Requests of open
+// sessions pass untouched.
+func (s *Server) sessionGate(max int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get(sessionIDHeader) != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if open, ok := s.reserveSession(max); !ok {
+			refuseSession(w, r, fmt.Sprintf("too many MCP sessions: %d are open, the most mcp.max_sessions (%d) allows; try again once one has ended", open, max))
+			return
+		}
+		held := true
+		defer func() {
+			if held {
+				s.releaseSession()
+			}
+		}()
+		next.ServeHTTP(w, r)
+		if ss := s.openedSession(w.Header().Get(sessionIDHeader)); ss != nil {
+			held = !s.releaseAtEnd(ss)
+		}
+	})
+}
+
+// sessionIDHeader is Streamable HTTP's session header.
+const sessionIDHeader = "Mcp-Session-Id"
+
+// reserveSession takes a place for a session when fewer than max are
+// held, and says how many are.
+func (s *Server) reserveSession(max int) (open int, ok bool) {
+	s.gateMu.Lock()
+	defer s.gateMu.Unlock()
+	if s.open >= max {
+		if !s.atCap {
+			s.atCap = true
+			logf(s.log, logging.Warn, "%d MCP sessions are open, the most mcp.max_sessions (%d) allows: new sessions are refused until one ends", s.open, max)
+		}
+		return s.open, false
+	}
+	s.atCap = false
+	s.open++
+	return s.open - 1, true
+}
+
+func (s *Server) releaseSession() {
+	s.gateMu.Lock()
+	s.open--
+	s.gateMu.Unlock()
+}
+
+// openedSession is the session a request opened: the SDK's session of the
+// id it answered with, if it initialized (the SDK closes one that did not).
+func (s *Server) openedSession(id string) *sdk.ServerSession {
+	if id == "" {
+		return nil
+	}
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == id && ss.InitializeParams() != nil {
+			return ss
+		}
+	}
+	return nil
+}
+
+// releaseAtEnd gives ss's place back when it ends; false (nothing
+// started) once the server is closed.
+func (s *Server) releaseAtEnd(ss *sdk.ServerSession) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer s.releaseSession()
+		defer func() {
+			if r := recover(); r != nil {
+				logPanic(s.log, "watching an HTTP session", r)
+			}
+		}()
+		_ = ss.Wait()
+	}()
+	return true
+}
+
+// refuseSession answers a request that would have opened a session beyond
+// the cap: 503, and the JSON-RPC error a client shows (with the request's
+// id when its body, read up to 64 KiB, has one).
+func refuseSession(w http.ResponseWriter, r *http.Request, message string) {
+	id := json.RawMessage("null")
+	if r.Body != nil {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&req) == nil && validID(req.ID) {
+			id = req.ID
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": codeTooManySessions, "message": message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(body)
+}
+
+// codeTooManySessions is the JSON-RPC error of an initialize beyond
+// mcp.max_sessions, from the range JSON-RPC leaves to servers.
+const codeTooManySessions = -32000
+
+// validID reports whether raw is a JSON-RPC id: a string or a number.
+func validID(raw json.RawMessage) bool {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return false
+	}
+	c := raw[0]
+	return c == '"' || c == '-' || (c >= '0' && c <= '9')
 }
 
 // recoverHTTP answers 500 for a panic in the HTTP layer instead of letting

@@ -1,14 +1,18 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -396,13 +400,14 @@ func TestStreamableHTTP(t *testing.T) {
 	changed := make(chan struct{}, 10)
 	ended := make(chan string, 10)
 	h := newTestHost(echoTool("echo"))
-	srv := NewServer(h, ServerOptions{BearerToken: "s3cret", OnSessionEnd: func(s string) { ended <- s }})
+	srv := NewServer(h, ServerOptions{OnSessionEnd: func(s string) { ended <- s }})
 	defer srv.Close()
+	lopts := ListenOptions{BearerToken: "s3cret"}
 
-	if _, err := srv.Listen("0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+	if _, err := srv.Listen("0.0.0.0:0", lopts); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
 		t.Errorf("a non-loopback address without AllowRemote: %v", err)
 	}
-	addr, err := srv.Listen("127.0.0.1:0")
+	addr, err := srv.Listen("127.0.0.1:0", lopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +477,7 @@ func TestClosedServer(t *testing.T) {
 	srv := NewServer(newTestHost(), ServerOptions{})
 	srv.Close()
 	srv.Close() // twice is fine
-	if _, err := srv.Listen("127.0.0.1:0"); !errors.Is(err, ErrClosed) {
+	if _, err := srv.Listen("127.0.0.1:0", ListenOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Listen after Close: %v", err)
 	}
 	a, b := net.Pipe()
@@ -494,5 +499,179 @@ func TestPanickingLogSink(t *testing.T) {
 	}
 	if res := s.call(t, "echo", map[string]any{"message": "alive"}); res.IsError {
 		t.Errorf("echo: %s", mustJSON(t, res))
+	}
+}
+
+// initializeBody is a raw initialize request, as a client POSTs it.
+const initializeBody = `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+func postInitialize(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(initializeBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(body)
+}
+
+// Sessions are capped over every listener, and an idle one ends (issue 25,
+// finding 4: 20,000 initializes held 261 MB for 30 minutes).
+func TestHTTPSessionCapAndIdleTimeout(t *testing.T) {
+	ended := make(chan string, 10)
+	sink := &logSink{}
+	srv := NewServer(newTestHost(echoTool("echo")), ServerOptions{Logger: sink.logger(), OnSessionEnd: func(s string) { ended <- s }})
+	defer srv.Close()
+	opts := ListenOptions{MaxSessions: 2}
+	a1, err := srv.Listen("127.0.0.1:0", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := srv.Listen("127.0.0.1:0", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url1, url2 := "http://"+a1.String()+HTTPPath, "http://"+a2.String()+HTTPPath
+	client := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil)
+	connect := func(url string) (*sdk.ClientSession, error) {
+		return client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	}
+	cs1, err := connect(url1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs1.Close()
+	cs2, err := connect(url2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The third, on either listener, is refused: 503 (the Go SDK's client
+	// says only that) and a JSON-RPC error with the request's id.
+	if _, err := connect(url1); err == nil || !strings.Contains(err.Error(), "Service Unavailable") {
+		t.Errorf("a third session: %v", err)
+	}
+	resp, body := postInitialize(t, url2)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Mcp-Session-Id") != "" ||
+		body != `{"error":{"code":-32000,"message":"too many MCP sessions: 2 are open, the most mcp.max_sessions (2) allows; try again once one has ended"},"id":7,"jsonrpc":"2.0"}` {
+		t.Errorf("a raw initialize at the cap: %s %s", resp.Status, body)
+	}
+	if n := strings.Count(sink.text(), "new sessions are refused"); n != 1 {
+		t.Errorf("the cap was logged %d times:\n%s", n, sink.text())
+	}
+	// The sessions open still work; one ended makes room for one.
+	if res, err := cs2.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Errorf("a call at the cap: %v", err)
+	}
+	cs2.Close()
+	within(t, ended, "the end of a session")
+	var cs3 *sdk.ClientSession
+	waitFor(t, func() bool { // the place is given back as the session ends, maybe just after OnSessionEnd
+		cs3, err = connect(url1)
+		return err == nil
+	}, "a session after one ended")
+	cs3.Close()
+	within(t, ended, "the end of a session")
+
+	// A listener with a short idle timeout ends a session that sends
+	// nothing; the host hears of it.
+	a3, err := srv.Listen("127.0.0.1:0", ListenOptions{SessionIdleTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := connect("http://" + a3.String() + HTTPPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	within(t, ended, "the end of an idle session")
+	if _, err := idle.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{}}); err == nil {
+		t.Errorf("a call in a session that timed out succeeded")
+	}
+}
+
+// Each listener keeps the settings it started with (issue 25, finding 12).
+func TestListenersKeepTheirOwnSettings(t *testing.T) {
+	srv := NewServer(newTestHost(echoTool("echo")), ServerOptions{})
+	defer srv.Close()
+	open, err := srv.Listen("127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, err := srv.Listen("127.0.0.1:0", ListenOptions{BearerToken: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := postInitialize(t, "http://"+locked.String()+HTTPPath); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the listener with a token, without one: %s", resp.Status)
+	}
+	if resp, _ := postInitialize(t, "http://"+open.String()+HTTPPath); resp.StatusCode != http.StatusOK {
+		t.Errorf("the listener without a token: %s", resp.Status)
+	}
+	if _, err := srv.Listen("0.0.0.0:0", ListenOptions{BearerToken: "s3cret"}); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("a non-loopback address after one with AllowRemote: %v", err)
+	}
+}
+
+// A stdio client's bad line is answered and the session goes on; at the
+// end of the input the answers still being worked on are written before
+// ServeStdio returns (issue 25, finding 23: the SDK ended the session at
+// the first bad line and dropped what was in flight at EOF).
+func TestStdioBadLinesAndTheEndOfInput(t *testing.T) {
+	slow := testTool{info: ToolInfo{Name: "slow"}, run: func(ctx context.Context, _ string, args []byte, _ ProgressFunc) ([]byte, *protocol.Error) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, protocol.Errorf(protocol.ToolFailed, "cancelled")
+		}
+		return []byte(`"slept"`), nil
+	}}
+	srv := NewServer(newTestHost(slow, echoTool("echo")), ServerOptions{})
+	defer srv.Close()
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`not json`,
+		`{"jsonrpc":"2.0","id":"weird","method":7}`,
+		`   `,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","arguments":{}}}`,
+		`[{"jsonrpc":"2.0","id":9,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"a":1}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"slow","arguments":{}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"last":true}}}`, // no end of line
+	}, "\n")
+	var out bytes.Buffer
+	if err := srv.ServeStdio(context.Background(), strings.NewReader(in), &out); err != nil {
+		t.Fatalf("ServeStdio: %v", err)
+	}
+	byID := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID    json.RawMessage
+			Error *struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		key := string(m.ID)
+		if m.Error != nil {
+			key += fmt.Sprintf(" error %d", m.Error.Code)
+		}
+		byID[key] += line
+	}
+	for _, want := range []string{"1", "null error -32700", `"weird" error -32600`, "null error -32600", "2", "3", "5"} {
+		if byID[want] == "" {
+			t.Errorf("no answer %s in:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(byID["2"], `slept`) || !strings.Contains(byID["5"], `"last":true`) {
+		t.Errorf("the answers in flight at the end:\n%s", out.String())
+	}
+	if !strings.Contains(byID["null error -32600"], "batches are not part of MCP 2025-11-25") {
+		t.Errorf("a batch: %s", byID["null error -32600"])
 	}
 }

@@ -18,6 +18,12 @@ const (
 	OutputTooLarge Code = "output_too_large" // a JSON result larger than max_output_bytes
 	ToolFailed     Code = "tool_failed"      // the tool reported an error
 	Internal       Code = "internal"         // a panic or a bug; the message is redacted
+
+	// Issue 28: a budget of calls per tool is spent (max_calls_per_chat,
+	// max_calls_per_session); a rule blocked what a tool or a chat gave
+	// back.
+	BudgetExhausted Code = "budget_exhausted"
+	Blocked         Code = "blocked"
 )
 
 // Error is a failure that knows its protocol code. Message is for people;

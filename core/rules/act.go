@@ -13,8 +13,9 @@ import (
 // rendered is an action with its templates evaluated.
 type rendered struct {
 	a     *action
-	text  string // message or reason
-	value any    // set_state value, emit_event payload, call_tool arguments
+	text  string           // message or reason; rewrite: the new prompt
+	value any              // set_state value, emit_event payload, call_tool and rewrite arguments, a redact script's value
+	more  []rulelua.Action // what a rewrite or redact script asked for besides
 }
 
 // recSlab is where the action records of an emission's fired rules are
@@ -58,8 +59,8 @@ func (e *emission) act(rule *Rule, fromCond []rulelua.Action, entry *TraceEntry)
 		entry.Skipped = skipped
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q (%s:%d) skipped: %s", rule.ID, rule.File, rule.Line, skipped))
 		e.out.Fired = append(e.out.Fired[:firedAt], e.out.Fired[firedAt+1:]...)
-		if rule.Trigger == OnToolCall {
-			e.refuse(rule, "it matched, but its actions could not be prepared", skipped)
+		if kind := failClosed(rule); kind != "" {
+			e.refuse(rule, kind, "it matched, but its actions could not be prepared", skipped)
 		}
 		return
 	}
@@ -121,7 +122,12 @@ func (e *emission) render(rule *Rule, fromCond []rulelua.Action, ready []rendere
 			}
 		} else {
 			ready = append(ready, rendered{a: a})
-			err = ready[len(ready)-1].render(run)
+			x := &ready[len(ready)-1]
+			if err = x.render(e, run); err == nil && len(x.more) > 0 {
+				var more []rendered
+				more, err = luaActions(x.more, rule.Trigger)
+				ready = append(ready, more...)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Sprintf("action %d (%s): %v", i+1, a.kind, err)
@@ -132,7 +138,7 @@ func (e *emission) render(rule *Rule, fromCond []rulelua.Action, ready []rendere
 
 // render evaluates the templates of x's action; run gives the runner when
 // one is needed.
-func (x *rendered) render(run func() *runner) error {
+func (x *rendered) render(e *emission, run func() *runner) error {
 	a := x.a
 	var err error
 	switch a.kind {
@@ -142,7 +148,7 @@ func (x *rendered) render(run func() *runner) error {
 		} else {
 			x.text, err = a.message.render(run())
 		}
-	case ActDeny:
+	case ActDeny, ActAsk, ActBlock:
 		if a.reason.static {
 			x.text = a.reason.text
 		} else {
@@ -158,6 +164,10 @@ func (x *rendered) render(run func() *runner) error {
 		if a.args != nil {
 			x.value, err = a.args.evalLazy(run)
 		}
+	case ActRewrite:
+		err = x.renderRewrite(e, run)
+	case ActRedact:
+		err = x.renderRedact(e, run)
 	}
 	return err
 }
@@ -183,11 +193,13 @@ func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
 			e.log(rule, x, rec)
 		case ActSetState:
 			e.setState(rule, x, rec)
-		case ActDeny:
-			if e.out.Denied == nil {
-				e.out.Denied = &Denial{Rule: rule.ID, Reason: x.text}
-			}
+		case ActDeny, ActAsk, ActBlock:
+			e.decide(rule, x.a.kind, x.text)
 			rec.Reason = x.text
+		case ActRewrite:
+			e.rewrite(rule, x, rec)
+		case ActRedact:
+			e.redact(rule, x)
 		case ActEmit:
 			e.emit(rule, x, rec)
 		case ActCallTool:

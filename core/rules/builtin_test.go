@@ -47,3 +47,32 @@ func TestBuiltinRules(t *testing.T) {
 		t.Errorf("%s passed with thresholds %v", tf.Name, others)
 	}
 }
+
+// TestRedactSecretsRules runs the tests of the built-in rules that load
+// only when asked for (rules.redact_secrets).
+func TestRedactSecretsRules(t *testing.T) {
+	set, err := rules.Load([]rules.Source{rules.RedactSecretsSource()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Rules()) != 2 {
+		t.Fatalf("%d rules", len(set.Rules()))
+	}
+	tests := rules.OptionalTests()
+	if len(tests) != 1 {
+		t.Fatalf("%d test files", len(tests))
+	}
+	tf, err := rules.ParseTests(tests[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := tf.Run(set, nil)
+	for _, c := range rep.Cases {
+		if !c.Passed {
+			t.Errorf("%s: %v", c.Name, c.Problems)
+		}
+	}
+	if rep.Passed != len(tf.Cases) {
+		t.Errorf("%+v", rep)
+	}
+}

@@ -573,6 +573,13 @@ const (
 	ActDeny     = "deny"
 	ActCallTool = "call_tool"
 	ActLua      = "lua" // runs a Lua script (lua = "..." or script = "file.lua")
+	// The decisions beyond deny (decide.go): hold a call for a person's
+	// approval, change its arguments (or a chat's prompt), refuse a result
+	// or an answer, cut parts out of one.
+	ActAsk     = "ask"
+	ActRewrite = "rewrite"
+	ActBlock   = "block"
+	ActRedact  = "redact"
 )
 
 var notifyPriorities = map[string]bool{"low": true, "normal": true, "high": true, "critical": true}
@@ -589,8 +596,12 @@ type action struct {
 	event    string          // emit_event
 	payload  *valueTmpl      // emit_event
 	tool     string          // call_tool
-	args     *valueTmpl      // call_tool
-	script   *rulelua.Script // lua
+	args     *valueTmpl      // call_tool; rewrite: the new arguments
+	script   *rulelua.Script // lua; rewrite and redact written in Lua
+	prompt   *template       // rewrite on on_chat_start: the new prompt
+	merge    bool            // rewrite: args are merged into the call's own
+	patterns []*regexp.Regexp
+	replace  string // redact: what a match becomes
 	// log: the level parsed, and the line's start (`rule "id": `); the
 	// whole line when the message is static. Set by Load; an action
 	// without them formats its line.
@@ -614,6 +625,9 @@ var actionKeys = map[string][]string{
 	ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
 	ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
 	ActLua: {"lua", "script"},
+	ActAsk: {"reason"}, ActBlock: {"reason"},
+	ActRewrite: {"arguments", "prompt", "merge", "lua", "script"},
+	ActRedact:  {"patterns", "replacement", "lua", "script"},
 }
 
 // checkActionKeys refuses an unknown action type, or a key its type does
@@ -621,12 +635,13 @@ var actionKeys = map[string][]string{
 func checkActionKeys(d *actionDoc) error {
 	allowed, ok := actionKeys[d.Type]
 	if !ok {
-		return fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, call_tool, lua)", d.Type)
+		return fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, ask, rewrite, block, redact, call_tool, lua)", d.Type)
 	}
 	given := map[string]bool{
 		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
 		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
 		"tool": d.Tool != nil, "arguments": d.Arguments != nil, "lua": d.Lua != nil, "script": d.Script != nil,
+		"prompt": d.Prompt != nil, "merge": d.Merge != nil, "patterns": d.Patterns != nil, "replacement": d.Replacement != nil,
 	}
 	for _, k := range sortedKeys(given) {
 		if given[k] && !slices.Contains(allowed, k) {
@@ -643,7 +658,10 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 	}
 	// The kind, priority and level are the package's own strings, not
 	// the file's: an answer writes each once and copies it (written).
-	a.kind = canonical(d.Type, ActNotify, ActLog, ActSetState, ActEmit, ActDeny, ActCallTool, ActLua)
+	a.kind = canonical(d.Type, ActNotify, ActLog, ActSetState, ActEmit, ActDeny, ActCallTool, ActLua, ActAsk, ActRewrite, ActBlock, ActRedact)
+	if err := checkDecisionTrigger(a.kind, trigger); err != nil {
+		return a, err
+	}
 	var err error
 	switch d.Type {
 	case ActNotify:
@@ -684,14 +702,15 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 		if d.Payload != nil {
 			a.payload, err = c.value(d.Payload)
 		}
-	case ActDeny:
-		if trigger != OnToolCall {
-			return a, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
-		}
+	case ActDeny, ActAsk, ActBlock:
 		if d.Reason == nil {
 			return a, fmt.Errorf("reason is missing")
 		}
 		a.reason, err = c.template(*d.Reason)
+	case ActRewrite:
+		err = c.compileRewrite(src, trigger, d, &a)
+	case ActRedact:
+		err = c.compileRedact(src, d, &a)
 	case ActCallTool:
 		if d.Tool == nil || *d.Tool == "" {
 			return a, fmt.Errorf("tool is missing")

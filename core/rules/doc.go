@@ -22,6 +22,7 @@
 //
 // rules reaches the rest of Clara only through the Host interface the
 // engine gives Fire (state, chained events, tool calls, logging). It
-// imports core/protocol (JSON encoding, problems, notices), core/logging
-// and rulelua (Lua conditions and actions), and nothing else of Clara.
+// imports core/protocol (JSON encoding, problems, notices), core/logging,
+// core/fsread (script files, read inside Source.Root) and rulelua (Lua
+// conditions and actions), and nothing else of Clara.
 package rules

@@ -48,6 +48,10 @@ func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 			dst = append(dst, `,"skipped":`...)
 			dst = protocol.AppendString(dst, e.Skipped)
 		}
+		if e.Mode != "" {
+			dst = append(dst, `,"mode":`...)
+			dst = protocol.AppendString(dst, e.Mode)
+		}
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')

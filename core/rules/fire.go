@@ -80,7 +80,8 @@ type Fired struct {
 	Actions []ActionRecord `json:"actions"`
 }
 
-// Denial is a deny action's verdict on a tool call.
+// Denial is a deny action's verdict on a tool call (or a chat), and the
+// form of the other decisions that give a reason: ask and block.
 type Denial struct {
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
@@ -96,6 +97,7 @@ type TraceEntry struct {
 	DurationUS int64          `json:"duration_us"`
 	Actions    []ActionRecord `json:"actions,omitempty"`
 	Skipped    string         `json:"skipped,omitempty"` // why a matched rule did not act
+	Mode       string         `json:"mode,omitempty"`    // "shadow" for a rule in shadow mode
 }
 
 // Outcome is what an emission did.
@@ -104,6 +106,14 @@ type Outcome struct {
 	Notices []protocol.Notice `json:"notices"`
 	Denied  *Denial           `json:"denied"`
 	Trace   []TraceEntry      `json:"trace,omitempty"`
+
+	// The other decisions (decide.go), which an emission's answer does
+	// not list: the engine enforces them.
+	Asked      *Denial          `json:"-"` // the first ask
+	Blocked    *Denial          `json:"-"` // the first block
+	Rewrite    *Rewrite         `json:"-"` // the first rewrite
+	Redactions []Redaction      `json:"-"` // every redact, in order
+	Shadow     []ShadowDecision `json:"-"` // what rules in shadow mode would have decided
 
 	// Of an outcome Fire made: the block its action records were made in
 	// last, for Release to keep with Fired and Notices.
@@ -393,6 +403,9 @@ type emission struct {
 	writes []StateWrite // the set_state writes of the rules fired so far
 	slab   recSlab      // where the action records are made
 	ns     string       // the namespace of the rule being tried
+	// shadowStop: a rule in shadow mode with stop = true fired; the rules
+	// in shadow mode after it are not tried (enforcing ones are).
+	shadowStop bool
 }
 
 // runner is the emission's expression runner, made on first use.
@@ -458,6 +471,9 @@ func (e *emission) release() {
 // fireRule tries one rule: its condition, then, when it matches, its
 // actions. It reports whether the rule fired and stops those after it.
 func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (stop bool) {
+	if e.shadowStop && rule.Mode == ModeShadow {
+		return false // a rule in shadow mode with stop fired above: it stops only the rules in shadow mode
+	}
 	var start time.Time
 	if e.ev.Trace {
 		start = time.Now()
@@ -465,14 +481,19 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	e.ns = rule.Namespace
 	var v verdict
 	e.evaluate(rule, resolve, &v)
-	if v.err != nil && rule.Trigger == OnToolCall {
-		e.refuse(rule, "its condition could not be evaluated", v.err.Error())
+	if v.err != nil {
+		if kind := failClosed(rule); kind != "" {
+			e.refuse(rule, kind, "its condition could not be evaluated", v.err.Error())
+		}
 	}
 	if !v.matched && !e.ev.Trace {
 		return false
 	}
 	e.outcome()
 	entry := TraceEntry{Rule: rule.ID, Event: e.ev.Name, Matched: v.matched}
+	if rule.Mode == ModeShadow {
+		entry.Mode = ModeShadow
+	}
 	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil {
 		entry.Value = v.value
 	}
@@ -492,24 +513,38 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 		entry.DurationUS = time.Since(start).Microseconds()
 		e.out.Trace[traceAt] = entry
 	}
-	return v.matched && entry.Skipped == "" && rule.Stop
+	stop = v.matched && entry.Skipped == "" && rule.Stop
+	if stop && rule.Mode == ModeShadow {
+		// What a rule in shadow mode does must not change what the
+		// enforcing rules do: its stop holds for the rules in shadow mode.
+		e.shadowStop = true
+		return false
+	}
+	return stop
 }
 
 // OnToolCall is the event emitted before each tool call, the one whose
 // rules may deny it.
 const OnToolCall = "on_tool_call"
 
-// refuse denies the tool call on behalf of a rule on on_tool_call that
-// could not be evaluated to the end (its condition failed: an error, a
-// timeout, the call cancelled, an embedding that could not be had; or it
+// refuse decides kind (deny or block, failClosed) on behalf of a rule
+// that could not be evaluated to the end (its condition failed: an error,
+// a timeout, the call cancelled, an embedding that could not be had; or it
 // matched and its actions could not be prepared): such a rule cannot say
-// the call may go on, so governance fails closed. The first denial of the
-// emission gives the reason, as with deny actions.
-func (e *emission) refuse(rule *Rule, what, why string) {
-	e.outcome()
-	if e.out.Denied == nil {
-		e.out.Denied = &Denial{Rule: rule.ID, Reason: what + ", and a rule on on_tool_call that cannot tell refuses the call: " + why}
+// the call (the chat, the result) may go on, so governance fails closed.
+// The first decision of the emission gives the reason, as with deny
+// actions; a rule in shadow mode only records that it would have.
+func (e *emission) refuse(rule *Rule, kind, what, why string) {
+	var reason string
+	switch {
+	case rule.Trigger == OnToolCall:
+		reason = what + ", and a rule on on_tool_call that cannot tell refuses the call: " + why
+	case kind == ActBlock:
+		reason = what + ", and a guard that cannot tell blocks what it guards: " + why
+	default:
+		reason = what + ", and a guard that cannot tell refuses the chat: " + why
 	}
+	e.decide(rule, kind, reason)
 }
 
 // verdict is what a rule's condition said.

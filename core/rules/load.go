@@ -43,9 +43,16 @@ type Source struct {
 	// Dir is where the Lua script paths of its rules (script = "x.lua")
 	// are resolved; "" is the directory of Name.
 	Dir string
+	// Root is the folder those scripts must stay inside, symbolic links
+	// resolved (the project root, a plugin's folder); "" is Dir.
+	Root string
 	// Namespace is the plugin the rules belong to ("" for none): their
 	// set_state keys, context.state and Lua's state.get live in it.
 	Namespace string
+	// Shadow puts every rule of the source in shadow mode, whatever the
+	// file says (rules.mode = "shadow"): their decisions are recorded,
+	// not enforced (decide.go).
+	Shadow bool
 }
 
 // The shapes of a rule file (SPEC §7.1): one rule in [rule] with top-level
@@ -54,7 +61,10 @@ type Source struct {
 type fileDoc struct {
 	// Syntax is how the file's conditions are written: "expr" or "python"
 	// (as in the seed, pycond.go); a condition's own syntax wins.
-	Syntax    *string     `toml:"syntax" json:"syntax"`
+	Syntax *string `toml:"syntax" json:"syntax"`
+	// Mode is the mode of the file's rules ("enforce" or "shadow"); a
+	// rule's own mode wins.
+	Mode      *string     `toml:"mode" json:"mode"`
 	Rule      *ruleDoc    `toml:"rule" json:"rule"`
 	Condition *condDoc    `toml:"condition" json:"condition"`
 	Action    *actionDoc  `toml:"action" json:"action"`
@@ -68,6 +78,7 @@ type ruleDoc struct {
 	Trigger     string      `toml:"trigger" json:"trigger"`
 	Priority    int         `toml:"priority" json:"priority"`
 	Stop        bool        `toml:"stop" json:"stop"`
+	Mode        *string     `toml:"mode" json:"mode"`             // "enforce" or "shadow" (decide.go)
 	TimeoutMS   any         `toml:"timeout_ms" json:"timeout_ms"` // the rule's Lua: deadline, 1 to 5000
 	MemoryMB    any         `toml:"memory_mb" json:"memory_mb"`   // the rule's Lua: memory cap, 1 to 1024
 	Condition   *condDoc    `toml:"condition" json:"condition"`
@@ -118,6 +129,11 @@ type actionDoc struct {
 	Arguments map[string]any `toml:"arguments" json:"arguments"`
 	Lua       *string        `toml:"lua" json:"lua"`
 	Script    *string        `toml:"script" json:"script"`
+	// rewrite and redact (decide.go)
+	Prompt      *string  `toml:"prompt" json:"prompt"`
+	Merge       *bool    `toml:"merge" json:"merge"`
+	Patterns    []string `toml:"patterns" json:"patterns"`
+	Replacement *string  `toml:"replacement" json:"replacement"`
 }
 
 // Load compiles rule sources into a Set. thresholds are the values rule
@@ -180,6 +196,13 @@ func (c *compiler) loadSource(src Source) ([]*Rule, protocol.Problems) {
 		return shape(1, "[condition] and [action] belong to a rule: give [rule] (or [[rules]])")
 	default:
 		return nil, nil // an empty file holds no rules
+	}
+	if doc.Mode != nil {
+		for i := range docs {
+			if docs[i].Mode == nil {
+				docs[i].Mode = doc.Mode
+			}
+		}
 	}
 	if doc.Syntax != nil {
 		for i := range docs {
@@ -345,6 +368,19 @@ func (c *compiler) compileRule(src Source, d *ruleDoc) (*Rule, protocol.Problems
 		c.compileCondition(src, d.Condition, r, problems)
 	}
 	c.compileActions(src, d, r, problems)
+	r.Mode = ModeEnforce
+	if d.Mode != nil {
+		switch *d.Mode {
+		case ModeEnforce, ModeShadow:
+			r.Mode = canonical(*d.Mode, ModeEnforce, ModeShadow)
+		default:
+			problems.add(locateKey(src.Text, "mode", "mode", line), "mode must be %q or %q, not %q", ModeEnforce, ModeShadow, *d.Mode)
+		}
+	}
+	if src.Shadow {
+		r.Mode = ModeShadow
+	}
+	r.guard = isGuard(r)
 	if r.condExpr != "" && !r.lua {
 		r.sources = append(r.sources, r.condExpr)
 	}
@@ -459,10 +495,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // actionSources lists the texts of an action that may hold templates.
 func actionSources(d *actionDoc) []string {
 	var out []string
-	for _, p := range []*string{d.Message, d.Reason} {
+	for _, p := range []*string{d.Message, d.Reason, d.Prompt} {
 		if p != nil {
 			out = append(out, *p)
 		}
+	}
+	if d.Merge != nil && *d.Merge {
+		out = append(out, "context.tool.arguments") // merged into the new ones
 	}
 	for _, v := range []any{d.Value, d.Payload, d.Arguments} {
 		if v != nil {

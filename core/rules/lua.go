@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/rulelua"
 )
@@ -27,7 +27,8 @@ import (
 const maxScriptFile = 4 << 20
 
 // luaSource compiles inline Lua or a script file. Script paths are relative
-// to the rule file's directory (Source.Dir). A compile error is *located:
+// to the rule file's directory (Source.Dir) and must stay inside
+// Source.Root. A compile error is *located:
 // at the script file's line, or for inline Lua at the rule file's line
 // where the error is.
 func luaSource(src Source, inline, file *string, what string, lim rulelua.Limits) (*rulelua.Script, string, error) {
@@ -42,27 +43,22 @@ func luaSource(src Source, inline, file *string, what string, lim rulelua.Limits
 	if path == "" {
 		return nil, "", fmt.Errorf("script path is empty")
 	}
+	dir := src.Dir
+	if dir == "" {
+		dir = filepath.Dir(src.Name)
+	}
 	if !filepath.IsAbs(path) {
-		dir := src.Dir
-		if dir == "" {
-			dir = filepath.Dir(src.Name)
-		}
 		path = filepath.Join(dir, path)
 	}
-	// A script that cannot be read is a problem at the line naming it.
-	at := func(err error) error {
-		return &located{file: src.Name, line: locate(src.Text, *file), msg: err.Error()}
+	root := src.Root
+	if root == "" {
+		root = dir
 	}
-	info, err := os.Stat(path)
+	// A script that cannot be read is a problem at the line naming it:
+	// missing, outside root, a named pipe or a device, too large.
+	text, err := fsread.In(root, path, maxScriptFile)
 	if err != nil {
-		return nil, "", at(fmt.Errorf("script: %v", err))
-	}
-	if info.Size() > maxScriptFile {
-		return nil, "", at(fmt.Errorf("script %s: %d bytes, over the %d-byte limit", path, info.Size(), maxScriptFile))
-	}
-	text, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", at(fmt.Errorf("script: %v", err))
+		return nil, "", &located{file: src.Name, line: locate(src.Text, *file), msg: "script: " + err.Error()}
 	}
 	s, err := rulelua.CompileWithLimits(path, string(text), lim)
 	if err != nil {
@@ -200,11 +196,12 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 			if a.Payload != nil {
 				r.value = a.Payload
 			}
-		case ActDeny:
-			if trigger != OnToolCall {
-				return nil, fmt.Errorf("deny only acts on on_tool_call, not %s", trigger)
+		case ActDeny, ActAsk, ActBlock:
+			d, err := luaDecision(a, trigger)
+			if err != nil {
+				return nil, err
 			}
-			r.text = a.Reason
+			r = d
 		default:
 			return nil, fmt.Errorf("unknown script action %q", a.Type)
 		}

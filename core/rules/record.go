@@ -3,6 +3,8 @@ package rules
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/clara-lib/clara/core/protocol"
 )
 
 // ActionRecord is what one action of a fired rule did, as listed in Fired
@@ -15,6 +17,9 @@ import (
 //	deny         reason
 //	emit_event   event, fired          or event, error
 //	call_tool    tool, result          or tool, error
+//	ask, block   reason
+//	rewrite      before_sha256, after_sha256 (once the engine applied it)
+//	redact       (nothing more)
 //
 // always with "type", keys in sorted order (as encoding/json writes a
 // map). A field that does not belong to Type is not written. Error is set
@@ -31,7 +36,10 @@ type ActionRecord struct {
 	Fired    int             // emit_event: rules the event fired
 	Tool     string          // call_tool
 	Result   json.RawMessage // call_tool
-	Error    string
+	// rewrite: the SHA-256 (hex) of the arguments (or prompt) before and
+	// after, which the engine writes when it applies the rewrite.
+	Before, After string
+	Error         string
 }
 
 // Field presence by kind: the JSON object of a record holds these keys.
@@ -46,6 +54,7 @@ const (
 	recFired
 	recTool
 	recResult
+	recHashes
 )
 
 // fields says which keys the record has besides "type" and "error".
@@ -61,8 +70,12 @@ func (r *ActionRecord) fields() int {
 			return 0
 		}
 		return recKey | recValue
-	case ActDeny:
+	case ActDeny, ActAsk, ActBlock:
 		return recReason
+	case ActRewrite:
+		if r.Before != "" || r.After != "" {
+			return recHashes
+		}
 	case ActEmit:
 		if failed {
 			return recEvent
@@ -105,9 +118,17 @@ func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
 	}
 	f := r.fields()
 	dst = append(dst, '{')
-	// Keys in sorted order: error, event, fired, key, level, message,
-	// priority, reason, result, tool, type, value. "type" is always there,
-	// so every key before it is followed by a comma.
+	// Keys in sorted order: after_sha256, before_sha256, error, event,
+	// fired, key, level, message, priority, reason, result, tool, type,
+	// value. "type" is always there, so every key before it is followed
+	// by a comma.
+	if f&recHashes != 0 {
+		dst = append(dst, `"after_sha256":`...)
+		dst = protocol.AppendString(dst, r.After)
+		dst = append(dst, `,"before_sha256":`...)
+		dst = protocol.AppendString(dst, r.Before)
+		dst = append(dst, ',')
+	}
 	if r.Error != "" {
 		dst = append(dst, `"error":`...)
 		dst = w.appendString(dst, r.Error)

@@ -46,6 +46,18 @@ type TestCase struct {
 	Notices    *[]string      `toml:"notices" json:"notices"`         // exactly these messages
 	Denied     *string        `toml:"denied" json:"denied"`           // the deny reason; "" for not denied
 	StateAfter map[string]any `toml:"state_after" json:"state_after"` // keys set_state wrote, with their values
+
+	// The other decisions (decide.go).
+	Asked     *string `toml:"asked" json:"asked"`         // the ask's reason; "" for not asked
+	Blocked   *string `toml:"blocked" json:"blocked"`     // the block's reason; "" for not blocked
+	Rewritten any     `toml:"rewritten" json:"rewritten"` // the new arguments (a table) or prompt (a string)
+	// Redacted is the value after the redactions: of tool.result on
+	// on_tool_complete, of payload.answer on on_answer, of payload.prompt
+	// on on_chat_start.
+	Redacted any `toml:"redacted" json:"redacted"`
+	// Shadow: exactly these decisions of rules in shadow mode, in order
+	// (a reason is compared only when given).
+	Shadow *[]ShadowDecision `toml:"shadow" json:"shadow"`
 }
 
 // ParseTests reads a rule test file. Its error is a protocol.Problems,
@@ -71,9 +83,10 @@ func ParseTests(src Source) (*TestFile, error) {
 				Message: fmt.Sprintf("case %d: name and a valid event are required", i+1)})
 			continue
 		}
-		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil {
+		if c.Fired == nil && c.Notices == nil && c.Denied == nil && c.StateAfter == nil && c.Asked == nil &&
+			c.Blocked == nil && c.Rewritten == nil && c.Redacted == nil && c.Shadow == nil {
 			problems = append(problems, protocol.Problem{File: src.Name, Line: at,
-				Message: fmt.Sprintf("case %q expects nothing (give fired, notices, denied or state_after)", c.Name)})
+				Message: fmt.Sprintf("case %q expects nothing (give fired, notices, denied, asked, blocked, rewritten, redacted, shadow or state_after)", c.Name)})
 		}
 	}
 	if len(problems) > 0 {
@@ -95,12 +108,21 @@ type TestReport struct {
 	Passed int          `json:"passed"`
 	Failed int          `json:"failed"`
 	Cases  []CaseResult `json:"cases"`
+	// Coverage, when asked for (TestOptions.Coverage): what the cases
+	// fired of the set.
+	Coverage *Coverage `json:"coverage,omitempty"`
 }
 
 // Run fires every case against set, re-bound to thresholds (the
 // configuration's) merged with the file's own. Nothing leaves the test:
 // state lives in memory, and call_tool is recorded but not run.
 func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
+	return tf.RunWith(set, thresholds, TestOptions{})
+}
+
+// RunWith is Run with options: only the cases opts.Run selects, and the
+// coverage of set when opts.Coverage.
+func (tf *TestFile) RunWith(set *Set, thresholds map[string]any, opts TestOptions) TestReport {
 	th := map[string]any{}
 	for k, v := range thresholds {
 		th[k] = v
@@ -110,14 +132,25 @@ func (tf *TestFile) Run(set *Set, thresholds map[string]any) TestReport {
 	}
 	set = set.withThresholds(th)
 	rep := TestReport{File: tf.Name, Cases: []CaseResult{}}
+	var cov *coverageCounter
+	if opts.Coverage {
+		cov = newCoverageCounter(set)
+	}
 	for _, c := range tf.Cases {
-		res := tf.runCase(set, c)
+		if opts.Run != nil && !opts.Run.MatchString(c.Name) {
+			continue
+		}
+		res, out := tf.runCase(set, c, cov != nil)
+		cov.count(out)
 		if res.Passed {
 			rep.Passed++
 		} else {
 			rep.Failed++
 		}
 		rep.Cases = append(rep.Cases, res)
+	}
+	if cov != nil {
+		rep.Coverage = cov.coverage()
 	}
 	return rep
 }
@@ -195,7 +228,9 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
+// runCase fires one case and judges its outcome; with trace, the outcome
+// lists every rule tried (for coverage).
+func (tf *TestFile) runCase(set *Set, c TestCase, trace bool) (CaseResult, *Outcome) {
 	session := c.Session
 	if session == "" {
 		session = "test"
@@ -205,7 +240,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 	if c.Tool != nil {
 		tool = asMap(c.Tool)
 	}
-	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session,
+	out := set.Fire(context.Background(), Event{Name: c.Event, Session: session, Trace: trace,
 		Context: MapSource(h.context(c.Event, session, asMap(c.Payload), tool))}, h)
 	res := CaseResult{Name: c.Name}
 	if c.Fired != nil {
@@ -235,6 +270,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 			res.Problems = append(res.Problems, fmt.Sprintf("denied: got %q, want %q", got, *c.Denied))
 		}
 	}
+	res.Problems = append(res.Problems, checkDecisions(c, out)...)
 	if c.StateAfter != nil {
 		want := asMap(c.StateAfter)
 		for _, k := range sortedKeys(want) {
@@ -244,7 +280,7 @@ func (tf *TestFile) runCase(set *Set, c TestCase) CaseResult {
 		}
 	}
 	res.Passed = len(res.Problems) == 0
-	return res
+	return res, out
 }
 
 func equalStrings(a, b []string) bool {
@@ -257,4 +293,117 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// reasonOf is a decision's reason, "" when there is none.
+func reasonOf(d *Denial) string {
+	if d == nil {
+		return ""
+	}
+	return d.Reason
+}
+
+// checkDecisions compares what a case expects of the decisions beyond
+// deny with the outcome.
+func checkDecisions(c TestCase, out *Outcome) []string {
+	var problems []string
+	for _, d := range []struct {
+		name string
+		want *string
+		got  *Denial
+	}{{"asked", c.Asked, out.Asked}, {"blocked", c.Blocked, out.Blocked}} {
+		if d.want != nil && reasonOf(d.got) != *d.want {
+			problems = append(problems, fmt.Sprintf("%s: got %q, want %q", d.name, reasonOf(d.got), *d.want))
+		}
+	}
+	if c.Rewritten != nil {
+		want := jsonish(c.Rewritten)
+		var got any
+		switch rw := out.Rewrite; {
+		case rw == nil:
+		case rw.Arguments != nil:
+			got = jsonish(rw.Arguments)
+		default:
+			got = rw.Prompt
+		}
+		if !reflect.DeepEqual(got, want) {
+			problems = append(problems, fmt.Sprintf("rewritten: got %s, want %s", text(got), text(want)))
+		}
+	}
+	if c.Redacted != nil {
+		problems = append(problems, checkRedacted(c, out)...)
+	}
+	if c.Shadow != nil {
+		// A would_redact counts when it would have changed the value, as
+		// the engine counts it.
+		var got []ShadowDecision
+		value, _ := json.Marshal(guardedValue(c))
+		for _, sh := range out.Shadow {
+			if sh.WouldChange(value) {
+				got = append(got, sh)
+			}
+		}
+		want := *c.Shadow
+		same := len(got) == len(want)
+		for i := 0; same && i < len(got); i++ {
+			same = got[i].Decision == want[i].Decision && got[i].Rule == want[i].Rule &&
+				(want[i].Reason == "" || got[i].Reason == want[i].Reason)
+		}
+		if !same {
+			problems = append(problems, fmt.Sprintf("shadow: got %s, want %s", shadowText(got), shadowText(want)))
+		}
+	}
+	return problems
+}
+
+// checkRedacted applies the outcome's redactions to the value the case's
+// event carries and compares the result.
+func checkRedacted(c TestCase, out *Outcome) []string {
+	before := guardedValue(c)
+	if before == nil {
+		return []string{fmt.Sprintf("redacted: nothing to redact on %s (tool.result, payload.answer or payload.prompt)", c.Event)}
+	}
+	raw, err := json.Marshal(before)
+	if err != nil {
+		return []string{"redacted: " + err.Error()}
+	}
+	after, _, err := Redact(raw, out.Redactions)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var got any
+	if err := json.Unmarshal(after, &got); err != nil {
+		return []string{"redacted: " + err.Error()}
+	}
+	if want := jsonish(c.Redacted); !reflect.DeepEqual(got, want) {
+		return []string{fmt.Sprintf("redacted: got %s, want %s", text(got), text(want))}
+	}
+	return nil
+}
+
+func shadowText(ds []ShadowDecision) string {
+	parts := make([]string, 0, len(ds))
+	for _, d := range ds {
+		p := d.Decision + " by " + d.Rule
+		if d.Reason != "" {
+			p += fmt.Sprintf(" (%q)", d.Reason)
+		}
+		parts = append(parts, p)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// guardedValue is what a case's event carries for guards to redact:
+// tool.result on on_tool_complete, payload.answer on on_answer,
+// payload.prompt on on_chat_start; nil otherwise.
+func guardedValue(c TestCase) any {
+	switch c.Event {
+	case OnToolComplete:
+		return asMap(c.Tool)["result"]
+	case OnAnswer:
+		return asMap(c.Payload)["answer"]
+	case OnChatStart:
+		return asMap(c.Payload)["prompt"]
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ type Rule struct {
 	Line        int
 	CondSource  string // "" when the rule has no condition (it always matches)
 	Namespace   string // the plugin of the rule, "" for none (Source.Namespace)
+	// Mode is ModeEnforce, or ModeShadow: the rule's decisions are
+	// recorded (Outcome.Shadow) instead of enforced.
+	Mode string
 
 	cond         *vm.Program
 	condExpr     string       // the condition as expr reads it (a Python one translated)
@@ -40,6 +43,9 @@ type Rule struct {
 	luaCond                *rulelua.Script
 	semantic               *semanticCond // a semantic condition (semantic.go)
 	lua                    bool          // a Lua condition or action: reads context whole
+	// guard: the rule decides (deny, ask, rewrite, block, redact), so
+	// that one that cannot be evaluated fails closed (decide.go).
+	guard bool
 }
 
 // Set is a compiled, immutable rule set.

@@ -136,12 +136,16 @@ type Session struct {
 	dropped int // notices dropped because the queue was full, reported by the next drain
 	// policy is narrowed under mu and read without it.
 	policy atomic.Pointer[toolbox.Policy]
+	// budget counts the calls of each tool that has a budget of calls per
+	// session (max_calls_per_session), under mu.
+	budget map[string]int
 }
 
 // clear forgets the session's history and notices (not its policy).
 func (s *Session) clear() {
 	s.mu.Lock()
 	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
+	s.budget = nil
 	s.recent, s.recentNext, s.recentLen = [RecentToolsKept]string{}, 0, 0
 	if sp := s.spread.Load(); sp != nil {
 		sp.clear()
@@ -177,6 +181,32 @@ func (s *Session) RecordCall(tool string, failed bool, end time.Time) {
 		s.failureCount++
 	}
 	s.countConsecutive(tool, failed)
+	s.mu.Unlock()
+}
+
+// TakeBudget counts a call of tool against its budget of max calls in
+// the session; false, counting nothing, when the budget is spent. tool
+// must be a string Clara owns.
+func (s *Session) TakeBudget(tool string, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.budget[tool] >= max {
+		return false
+	}
+	if s.budget == nil {
+		s.budget = map[string]int{}
+	}
+	s.budget[tool]++
+	return true
+}
+
+// GiveBackBudget returns a call TakeBudget counted, for a call that did
+// not run after all (its approval was rejected).
+func (s *Session) GiveBackBudget(tool string) {
+	s.mu.Lock()
+	if s.budget[tool] > 0 {
+		s.budget[tool]--
+	}
 	s.mu.Unlock()
 }
 

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -117,11 +118,21 @@ func Open(path string) (*Store, error) {
 		}
 		// Create the file ourselves so it gets mode 0600; SQLite gives its
 		// -wal and -shm files the database file's mode.
-		f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+		// O_NONBLOCK and the mode check: a named pipe or a device in its
+		// place is refused, saying so (SQLite would say "disk I/O error"),
+		// without waiting on it.
+		f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("state: %w", err)
 		}
+		info, err := f.Stat()
 		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("state: %w", err)
+		}
+		if !info.Mode().IsRegular() {
+			return nil, fmt.Errorf("state: %s is not a regular file", abs)
+		}
 		u := url.URL{Path: abs}
 		// journal_mode is persistent, so init sets it once; synchronous is
 		// per connection.

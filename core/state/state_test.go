@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -620,6 +621,39 @@ func TestConcurrentOpenSameFile(t *testing.T) {
 	for i := range stores {
 		if k := mustKeys(t, s, fmt.Sprint("s", i)); len(k) != 50 {
 			t.Errorf("scope s%d has %d keys", i, len(k))
+		}
+	}
+}
+
+// TestOpenRefusesWhatIsNoFile (issue 25, finding 2): a named pipe or a
+// device in the database's place got SQLite's "disk I/O error"; it is
+// refused, saying why, and the open never waits on it.
+func TestOpenRefusesWhatIsNoFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "state.db")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // should the open hang (the bug), a writer lets it end
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	for _, path := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() {
+			s, err := state.Open(path)
+			if err == nil {
+				s.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || err.Error() != "state: "+path+" is not a regular file" {
+				t.Errorf("Open(%s): %v", path, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Open(%s) hangs", path)
 		}
 	}
 }

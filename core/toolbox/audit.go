@@ -49,6 +49,9 @@ type Record struct {
 	TraceID [16]byte
 	SpanID  [8]byte
 	Chat    *ChatRecord // what a chat did, for the chat tool's records
+	// Decided is what the decisions beyond allow and deny did to the call
+	// (issue 28); nil for most calls. Clara's own, kept as it is.
+	Decided *Decided
 }
 
 // ChatRecord is what the record of a chat adds: the model it talked to and
@@ -95,6 +98,113 @@ func (t Ticket) String() string {
 	return string(t.AppendText(make([]byte, 0, 32)))
 }
 
+// Decided is what the audit keeps of a call's decisions beyond allow and
+// deny: a rewrite of its arguments, a person's approval, a result
+// blocked or redacted, what rules in shadow mode would have decided, a
+// budget spent.
+type Decided struct {
+	Rewrite   *Rewritten
+	Approval  *Approval
+	BlockedBy string   // the rule that blocked the result
+	Redacted  []string // the rules that redacted the result
+	Shadow    []Shadowed
+	Budget    string // "chat" or "session": the budget that refused the call
+}
+
+// Rewritten is a rule's rewrite of a call's arguments: both hashes.
+type Rewritten struct {
+	Rule          string
+	Before, After [32]byte
+}
+
+// Approval is how a call held for approval was decided.
+type Approval struct {
+	ID       int64
+	Decision string // "approved", "rejected", "timed_out", "cancelled"
+	By       string // who decided: "handler", "approval_decide", "timeout", "no handler", ...
+	Rule     string // the rule that asked; "" for needs_approval: true
+	Waited   time.Duration
+	// Edited: the approver gave other arguments (their hash is the
+	// record's args_sha256); Before is the hash of those it was shown.
+	Edited bool
+	Before [32]byte
+}
+
+// Shadowed is a decision a rule in shadow mode would have taken.
+type Shadowed struct {
+	Decision, Rule, Reason string
+}
+
+// appendJSON writes the decisions as the record's further keys.
+func (d *Decided) appendJSON(dst []byte) []byte {
+	if rw := d.Rewrite; rw != nil {
+		dst = append(dst, `,"rewrite":{"rule":`...)
+		dst = protocol.AppendString(dst, rw.Rule)
+		dst = append(dst, `,"before_sha256":"`...)
+		dst = hex.AppendEncode(dst, rw.Before[:])
+		dst = append(dst, `","after_sha256":"`...)
+		dst = hex.AppendEncode(dst, rw.After[:])
+		dst = append(dst, `"}`...)
+	}
+	if a := d.Approval; a != nil {
+		dst = append(dst, `,"approval":{"id":`...)
+		dst = strconv.AppendInt(dst, a.ID, 10)
+		dst = append(dst, `,"decision":`...)
+		dst = protocol.AppendString(dst, a.Decision)
+		dst = append(dst, `,"by":`...)
+		dst = protocol.AppendString(dst, a.By)
+		if a.Rule != "" {
+			dst = append(dst, `,"rule":`...)
+			dst = protocol.AppendString(dst, a.Rule)
+		}
+		dst = append(dst, `,"waited_ms":`...)
+		dst = strconv.AppendFloat(dst, float64(a.Waited.Microseconds())/1000, 'f', -1, 64)
+		if a.Edited {
+			dst = append(dst, `,"edited":true,"shown_sha256":"`...)
+			dst = hex.AppendEncode(dst, a.Before[:])
+			dst = append(dst, '"')
+		}
+		dst = append(dst, '}')
+	}
+	if d.BlockedBy != "" {
+		dst = append(dst, `,"blocked_by":`...)
+		dst = protocol.AppendString(dst, d.BlockedBy)
+	}
+	if len(d.Redacted) > 0 {
+		dst = append(dst, `,"redacted_by":[`...)
+		for i, r := range d.Redacted {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = protocol.AppendString(dst, r)
+		}
+		dst = append(dst, ']')
+	}
+	if len(d.Shadow) > 0 {
+		dst = append(dst, `,"shadow":[`...)
+		for i, sh := range d.Shadow {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"decision":`...)
+			dst = protocol.AppendString(dst, sh.Decision)
+			dst = append(dst, `,"rule":`...)
+			dst = protocol.AppendString(dst, sh.Rule)
+			if sh.Reason != "" {
+				dst = append(dst, `,"reason":`...)
+				dst = protocol.AppendString(dst, sh.Reason)
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	if d.Budget != "" {
+		dst = append(dst, `,"budget":`...)
+		dst = protocol.AppendString(dst, d.Budget)
+	}
+	return dst
+}
+
 // maxAuditMeta bounds the _meta an audit record keeps; a larger one is
 // recorded as its SHA-256 and size.
 const maxAuditMeta = 1024
@@ -131,6 +241,9 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	if r.Meta != nil {
 		dst = append(dst, `,"meta":`...)
 		dst = append(dst, r.Meta...)
+	}
+	if r.Decided != nil {
+		dst = r.Decided.appendJSON(dst)
 	}
 	if r.Decision.Valid() {
 		dst = append(dst, `,"decision_id":"`...)

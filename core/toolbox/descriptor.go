@@ -45,6 +45,12 @@ type Limits struct {
 	RateScope      string `json:"rate_scope,omitempty"`
 	MaxOutputBytes int    `json:"max_output_bytes,omitempty"`
 	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	// Budgets (issue 28): how many times one chat's model may call the
+	// tool, and how many calls one session may make of it; 0 is the
+	// configured default (limits.max_calls_per_chat, ...), which is none
+	// unless set.
+	MaxCallsPerChat    int `json:"max_calls_per_chat,omitempty"`
+	MaxCallsPerSession int `json:"max_calls_per_session,omitempty"`
 }
 
 // Upper bounds of the limits a descriptor may set.
@@ -53,6 +59,7 @@ const (
 	maxRatePerMin     = 1_000_000
 	maxOutputBytesCap = 1 << 30
 	maxConcurrencyCap = 1 << 16
+	maxCallsBudget    = 1_000_000_000
 )
 
 // Descriptor describes a tool to callers, to the catalog an LLM sees, and
@@ -89,6 +96,48 @@ type Descriptor struct {
 	// callbacks fire for them. Only a tool that declares it is believed:
 	// a result may carry what a model or an MCP client wrote (echo does).
 	ReportsChangedFiles bool `json:"reports_changed_files,omitempty"`
+	// NeedsApproval: a person approves calls of the tool before they run
+	// (issue 28): every call, or those an on_tool_call rule matches.
+	NeedsApproval *NeedsApproval `json:"needs_approval,omitempty"`
+}
+
+// NeedsApproval says which calls of a tool wait for a person's approval:
+// every one ("needs_approval": true), or those the condition of the
+// on_tool_call rule named Rule matches ("needs_approval": "rule-id").
+type NeedsApproval struct {
+	Always bool
+	Rule   string
+}
+
+// MarshalJSON writes true, or the rule's id.
+func (n NeedsApproval) MarshalJSON() ([]byte, error) {
+	if n.Rule != "" {
+		return json.Marshal(n.Rule)
+	}
+	return json.Marshal(n.Always)
+}
+
+// ruleIDPattern is what a rule's id may be (core/rules checks the same).
+var ruleIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// parseNeedsApproval reads needs_approval: true, false (none), or a rule's
+// id.
+func parseNeedsApproval(raw json.RawMessage) (*NeedsApproval, error) {
+	raw = bytes.TrimSpace(raw)
+	switch string(raw) {
+	case "", "null", "false":
+		return nil, nil
+	case "true":
+		return &NeedsApproval{Always: true}, nil
+	}
+	var id string
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return nil, errors.New(`"needs_approval" must be true, false or the id of an on_tool_call rule`)
+	}
+	if !ruleIDPattern.MatchString(id) {
+		return nil, fmt.Errorf(`"needs_approval": %q is not a rule id (1 to 128 letters, digits, '_', '.' or '-')`, id)
+	}
+	return &NeedsApproval{Rule: id}, nil
 }
 
 // Hints are what a tool says of itself to MCP clients (annotations). Its
@@ -204,6 +253,7 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		OnCaller     *bool           `json:"on_caller_thread"`
 		ChangesFiles []string        `json:"changes_files"`
 		ReportsFiles *bool           `json:"reports_changed_files"`
+		NeedsApprove json.RawMessage `json:"needs_approval"`
 	}
 	if len(bytes.TrimSpace(text)) == 0 {
 		return Descriptor{}, errors.New("descriptor: empty")
@@ -250,6 +300,11 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		}
 	}
 	d.ChangesFiles = raw.ChangesFiles
+	na, err := parseNeedsApproval(raw.NeedsApprove)
+	if err != nil {
+		return Descriptor{}, fmt.Errorf("descriptor: %s", err)
+	}
+	d.NeedsApproval = na
 	if raw.ReportsFiles != nil {
 		d.ReportsChangedFiles = *raw.ReportsFiles
 	}
@@ -271,6 +326,36 @@ func ParseDescriptor(text []byte) (Descriptor, error) {
 		return Descriptor{}, err
 	}
 	return d, nil
+}
+
+// PatchLimits returns base with the limits a JSON object gives replaced
+// (keys as in a descriptor's "limits"; a key not given keeps base's
+// value, 0 means the default or none as in a descriptor). Unknown keys
+// and wrong types are errors; bounds are checked when the tool is made.
+func PatchLimits(base Limits, patch []byte) (Limits, error) {
+	var p struct {
+		TimeoutMS      *int    `json:"timeout_ms"`
+		RatePerMin     *int    `json:"rate_per_min"`
+		RateScope      *string `json:"rate_scope"`
+		MaxOutputBytes *int    `json:"max_output_bytes"`
+		MaxConcurrency *int    `json:"max_concurrency"`
+	}
+	if err := decodeStrict(patch, &p, "limits"); err != nil {
+		return Limits{}, errors.New(err.Error())
+	}
+	l := base
+	for _, f := range []struct {
+		from *int
+		to   *int
+	}{{p.TimeoutMS, &l.TimeoutMS}, {p.RatePerMin, &l.RatePerMin}, {p.MaxOutputBytes, &l.MaxOutputBytes}, {p.MaxConcurrency, &l.MaxConcurrency}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if p.RateScope != nil {
+		l.RateScope = *p.RateScope
+	}
+	return l, nil
 }
 
 // decodeStrict decodes one JSON object into v, refusing unknown keys and
@@ -365,6 +450,8 @@ func (d *Descriptor) check() error {
 		{"rate_per_min", l.RatePerMin, maxRatePerMin},
 		{"max_output_bytes", l.MaxOutputBytes, maxOutputBytesCap},
 		{"max_concurrency", l.MaxConcurrency, maxConcurrencyCap},
+		{"max_calls_per_chat", l.MaxCallsPerChat, maxCallsBudget},
+		{"max_calls_per_session", l.MaxCallsPerSession, maxCallsBudget},
 	} {
 		if c.v < 0 || c.v > c.max {
 			return fmt.Errorf("tool %q: limits.%s must be from 0 to %d, not %d", d.Name, c.name, c.max, c.v)

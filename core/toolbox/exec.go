@@ -20,6 +20,12 @@ const maxResultDepth = 10000
 // deadline passed while the tool goes on running (see ToolOptions).
 var ErrStillRunning = errors.New("the tool is still running past its deadline")
 
+// ErrAnsweredLate is what a self-timed tool's Run returns when the tool
+// answered after it had been told its call ended (a C tool that read
+// clara_call_cancelled as 1): the answer is dropped and the call ends as
+// one still running at its deadline would, whichever thread woke first.
+var ErrAnsweredLate = errors.New("the tool answered after it was told its call had ended")
+
 // Defaults fill in the limits a descriptor leaves at zero (config [limits]).
 type Defaults struct {
 	TimeoutMS      int
@@ -114,8 +120,8 @@ func (t *Tool) runSelfTimed(ctx context.Context, call Call, d Defaults) (out []b
 	}()
 	call.Tool = t
 	res, err := t.Run(ctx, call)
-	if errors.Is(err, ErrStillRunning) {
-		stillRunning = true
+	if errors.Is(err, ErrStillRunning) || errors.Is(err, ErrAnsweredLate) {
+		stillRunning = errors.Is(err, ErrStillRunning)
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, t.deadlineError(ctx, timeout, "running")
 		}

@@ -171,6 +171,24 @@ func (r *Registry) Unregister(name string) error {
 // retiring an idle host tool runs its release callback, and a host's
 // callback may call back into Clara.
 func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err error) {
+	left, refused := r.SwapGuarded(drop, add, nil)
+	if len(refused) > 0 {
+		problems := make([]string, len(refused))
+		for i, e := range refused {
+			problems[i] = e.Error()
+		}
+		err = errors.New(strings.Join(problems, "; "))
+	}
+	return left, err
+}
+
+// SwapGuarded is Swap where a tool of add may take the name of a tool that
+// stays only if guard(prev, t) returns nil (a nil guard lets it unless prev
+// is built in and t is not). A refused tool stays out of the registry; the
+// guard's errors come back, one per refused tool, in add's order. guard
+// runs with the registry's writer lock held: it must not call back into
+// the registry.
+func (r *Registry) SwapGuarded(drop func(*Tool) bool, add []*Tool, guard func(prev, t *Tool) error) (left []*Tool, refused []error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.tools.Load().byName
@@ -182,11 +200,17 @@ func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err e
 			next[k] = v
 		}
 	}
-	var problems []string
 	for _, t := range add {
 		if prev := next[t.Name]; prev != nil {
-			if prev.Builtin && !t.Builtin {
-				problems = append(problems, fmt.Sprintf("cannot replace %q: it %v", t.Name, ErrBuiltin))
+			var err error
+			switch {
+			case guard != nil:
+				err = guard(prev, t)
+			case prev.Builtin && !t.Builtin:
+				err = fmt.Errorf("cannot replace %q: it %w", t.Name, ErrBuiltin)
+			}
+			if err != nil {
+				refused = append(refused, err)
 				continue
 			}
 			left = append(left, prev)
@@ -195,10 +219,41 @@ func (r *Registry) Swap(drop func(*Tool) bool, add []*Tool) (left []*Tool, err e
 	}
 	r.store(next)
 	r.changed()
-	if len(problems) > 0 {
-		err = errors.New(strings.Join(problems, "; "))
+	return left, refused
+}
+
+// SetLimits replaces the limits of the tool registered under name with
+// those limits returns for it, for the calls that start from now on
+// (Tool.WithLimits), and returns the tool before and after. limits runs
+// under the registry's writer lock (it must not call back into the
+// registry); its error is SetLimits'. The tool replaced is retired: it
+// lives on while calls run it or while the new one is in use.
+func (r *Registry) SetLimits(name string, limits func(*Tool) (Limits, error)) (prev, next *Tool, err error) {
+	r.mu.Lock()
+	old := r.tools.Load().byName
+	prev, ok := old[name]
+	if !ok {
+		r.mu.Unlock()
+		return nil, nil, fmt.Errorf("no tool %q: %w", name, ErrNotFound)
 	}
-	return left, err
+	l, err := limits(prev)
+	if err == nil {
+		next, err = prev.WithLimits(l)
+	}
+	if err != nil {
+		r.mu.Unlock()
+		return nil, nil, err
+	}
+	m := make(map[string]*Tool, len(old))
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = next
+	r.store(m)
+	r.changed()
+	r.mu.Unlock()
+	prev.retire()
+	return prev, next, nil
 }
 
 // Retire drops the registry's reference to a tool that left it: the tool

@@ -114,6 +114,33 @@ func TestRegistry_swap_leaves_retiring_to_the_caller(t *testing.T) {
 	}
 }
 
+// SwapGuarded registers what the guard lets take a name that stays, and
+// keeps the refused out, whatever their order.
+func TestRegistry_swapGuarded(t *testing.T) {
+	r := toolbox.NewRegistry()
+	host := tool(t, "mine", "host", nil)
+	r.Register(host)
+	free, taken, again := tool(t, "free", "1", nil), tool(t, "mine", "2", nil), tool(t, "free2", "3", nil)
+	var asked []string
+	left, refused := r.SwapGuarded(nil, []*toolbox.Tool{free, taken, again}, func(prev, t *toolbox.Tool) error {
+		asked = append(asked, prev.Name)
+		return fmt.Errorf("%q is taken", t.Name)
+	})
+	if len(left) != 0 || len(refused) != 1 || refused[0].Error() != `"mine" is taken` || len(asked) != 1 {
+		t.Fatalf("left %v, refused %v, asked %v", left, refused, asked)
+	}
+	for name, want := range map[string]*toolbox.Tool{"mine": host, "free": free, "free2": again} {
+		if cur, _ := r.Lookup(name); cur != want {
+			t.Errorf("%s: %v", name, cur)
+		}
+	}
+	// A guard that lets it: the holder leaves, for the caller to retire.
+	left, refused = r.SwapGuarded(nil, []*toolbox.Tool{taken}, func(prev, t *toolbox.Tool) error { return nil })
+	if len(left) != 1 || left[0] != host || len(refused) != 0 {
+		t.Fatalf("left %v, refused %v", left, refused)
+	}
+}
+
 func TestRegistry_builtinsStay(t *testing.T) {
 	r := toolbox.NewRegistry()
 	b, _ := toolbox.NewTool(toolbox.Descriptor{Name: "echo"}, toolbox.ToolOptions{Builtin: true,

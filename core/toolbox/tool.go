@@ -55,6 +55,8 @@ type Tool struct {
 	// (see Builtin.KeepsNothing), or a tool that says what it hands on
 	// (ToolOptions.KeepsNothing).
 	KeepsNothing bool
+	// Origin: who brought the tool (see Origin).
+	Origin Origin
 
 	schema       *jsonschema.Schema
 	simple       *simpleSchema      // the direct check of schema; nil when it uses more
@@ -100,7 +102,17 @@ type ToolOptions struct {
 	// nested call, actions applied with the call's context. Core may then
 	// reuse the call's state for the next request, as for the echo.
 	KeepsNothing bool
+	Origin       Origin // see Tool.Origin
 	OnRelease    func() // runs once when the tool is unregistered or replaced and no call is running it
+}
+
+// Origin is who brought a tool into the registry, for the rule of whose
+// name it may take (Registry.SwapGuarded's guard, which the engine
+// writes). The zero value is the host program's.
+type Origin struct {
+	Rank     int    // the engine's order of owners: higher ranks keep their names
+	Name     string // who, for messages
+	Replaces bool   // its configuration says it may take the name of a higher rank
 }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
@@ -122,6 +134,10 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 		a := *d.Annotations
 		d.Annotations = &a
 	}
+	if d.NeedsApproval != nil {
+		n := *d.NeedsApproval
+		d.NeedsApproval = &n
+	}
 	if err := d.check(); err != nil {
 		return nil, err
 	}
@@ -136,7 +152,7 @@ func NewTool(d Descriptor, o ToolOptions) (*Tool, error) {
 	}
 	t := &Tool{Descriptor: d, Run: o.Run, Builtin: o.Builtin, Inline: o.Inline, SelfTimed: o.SelfTimed, Host: o.Host, schema: s,
 		simple: simple, output: out, outputSimple: outSimple, pollsDeadline: o.PollsDeadline, compactJSON: o.CompactJSON, changes: changes, onRelease: o.OnRelease,
-		KeepsNothing: o.KeepsNothing}
+		KeepsNothing: o.KeepsNothing, Origin: o.Origin}
 	if d.Limits.MaxConcurrency > 0 {
 		t.slots = make(chan struct{}, d.Limits.MaxConcurrency)
 	}
@@ -189,3 +205,40 @@ func (t *Tool) retire() { t.release() }
 
 // HasSchema reports whether arguments are validated against a schema.
 func (t *Tool) HasSchema() bool { return t.schema != nil }
+
+// WithLimits returns a tool that is t with limits l: the same function,
+// schema and everything else, for the calls that start once it is
+// registered in t's place (Registry.SetLimits). Calls already running
+// keep t's limits. A rate limit or concurrency bound that stays the same
+// carries on with its count; one that changes starts afresh. The new tool
+// holds a reference on t, so that t (and what it releases, such as a C
+// tool's userdata) lives as long as either is in use. It fails when l is
+// out of bounds, or when t is already gone.
+func (t *Tool) WithLimits(l Limits) (*Tool, error) {
+	d := t.Descriptor
+	d.Limits = l
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	n := &Tool{Descriptor: d, Run: t.Run, Builtin: t.Builtin, Inline: t.Inline, SelfTimed: t.SelfTimed, Host: t.Host,
+		pollsDeadline: t.pollsDeadline, compactJSON: t.compactJSON, Admin: t.Admin, KeepsNothing: t.KeepsNothing,
+		Origin: t.Origin, schema: t.schema, simple: t.simple, output: t.output, outputSimple: t.outputSimple, changes: t.changes}
+	if l.MaxConcurrency == t.Limits.MaxConcurrency {
+		n.slots = t.slots
+	} else if l.MaxConcurrency > 0 {
+		n.slots = make(chan struct{}, l.MaxConcurrency)
+	}
+	if l.RatePerMin == t.Limits.RatePerMin && l.RateScope == t.Limits.RateScope {
+		n.rate = t.rate
+	} else if l.RatePerMin > 0 {
+		n.rate = newRateLimiter(l.RatePerMin, l.RateScope == RateScopeSession)
+	}
+	if !t.Builtin {
+		if !t.acquire() {
+			return nil, fmt.Errorf("tool %q: %w", t.Name, ErrNotFound)
+		}
+		n.onRelease = t.release
+	}
+	n.refs.Store(1)
+	return n, nil
+}

@@ -9,13 +9,18 @@ import (
 // The callback tools (SPEC §9.2). The callbacks Manager checks its
 // arguments itself too, with messages that say what to fix; the schemas
 // are what callers see. They are administrative: a rule, a script or a
-// model cannot create or fire callbacks unless the configuration says so.
+// model cannot create or fire callbacks unless the configuration says so
+// (policy.admin_in_nested_calls; callback_tools.models for all but
+// callback_trigger).
 func callbackTools(c Callbacks) []toolbox.Builtin {
 	plain := func(f func(session string, args []byte) ([]byte, error)) toolbox.Func {
 		return func(_ context.Context, call toolbox.Call) ([]byte, error) { return f(call.Session, call.Arguments) }
 	}
 	return []toolbox.Builtin{
-		{Name: "callback_upsert", Admin: true, MaxOutputBytes: 16 << 20, Run: plain(c.Upsert),
+		{Name: "callback_upsert", Admin: true, MaxOutputBytes: 16 << 20,
+			Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+				return c.Upsert(ctx, call.Session, call.Arguments)
+			},
 			Description: "Creates, updates or deletes a file-change callback: a bash script run when files matching " +
 				"gitignore-style patterns change. Update replaces the fields given, the whole script (script_content) or one " +
 				"exact piece of it (old_string -> new_string). A new callback is active for the calling session.",

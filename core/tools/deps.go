@@ -20,6 +20,15 @@ type Deps struct {
 	Async     Async             // async_result, async_cancel
 	Models    Models            // chat, evaluate, chat_reset
 	Input     Input             // ask_user
+	Docs      Docs              // doc_search
+	Approvals Approvals         // approvals_list, approval_decide
+}
+
+// Docs is what doc_search reaches: the index of the project's documents.
+type Docs interface {
+	// Search answers doc_search's arguments {query, limit} with
+	// {"results": [{path, line, snippet}]}.
+	Search(ctx context.Context, session string, args []byte) ([]byte, error)
 }
 
 // Input is what ask_user reaches: the host's input handler.
@@ -36,6 +45,9 @@ type Models interface {
 	Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error)
 	ForgetConversation(session string)
+	// History returns the conversation of session (chat_history), for a
+	// call of caller's session.
+	History(ctx context.Context, caller, session string) ([]byte, error)
 }
 
 // Async is what async_result and async_cancel reach: the table of
@@ -91,7 +103,7 @@ type RulesLoad struct {
 // tool's arguments, already checked against its schema. Methods are safe
 // for concurrent use; an error is the call's error.
 type Callbacks interface {
-	Upsert(session string, args []byte) ([]byte, error)
+	Upsert(ctx context.Context, session string, args []byte) ([]byte, error)
 	Toggle(session string, args []byte) ([]byte, error)
 	List(session string, args []byte) ([]byte, error)
 	Get(session string, args []byte) ([]byte, error)
@@ -106,7 +118,7 @@ func All(d Deps) []toolbox.Builtin {
 	list := []toolbox.Builtin{
 		echo(), getTime(d.Now), mathEval(),
 		kvSet(d.KV), kvGet(d.KV), kvDelete(d.KV), kvList(d.KV),
-		toolsList(d.Registry), auditTail(d.Audit), auditReopen(d.Audit),
+		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit), auditReopen(d.Audit),
 		sessionPolicy(d.Sessions), notificationsDrain(d.Sessions),
 	}
 	if d.Engine != nil {
@@ -115,7 +127,7 @@ func All(d Deps) []toolbox.Builtin {
 			pluginsList(d.Engine), pluginEnable(d.Engine))
 	}
 	if d.Models != nil {
-		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models))
+		list = append(list, chat(d.Models), evaluate(d.Models), chatReset(d.Models), chatHistory(d.Models))
 	}
 	if d.Input != nil {
 		list = append(list, askUser(d.Input))
@@ -123,8 +135,14 @@ func All(d Deps) []toolbox.Builtin {
 	if d.Async != nil {
 		list = append(list, asyncResult(d.Async), asyncCancel(d.Async))
 	}
+	if d.Approvals != nil {
+		list = append(list, approvalsList(d.Approvals), approvalDecide(d.Approvals))
+	}
 	if d.Callbacks != nil {
 		list = append(list, callbackTools(d.Callbacks)...)
+	}
+	if d.Docs != nil {
+		list = append(list, docSearch(d.Docs))
 	}
 	return list
 }

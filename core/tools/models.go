@@ -45,6 +45,21 @@ func chatReset(m Models) toolbox.Builtin {
 		}}
 }
 
+func chatHistory(m Models) toolbox.Builtin {
+	return toolbox.Builtin{Name: "chat_history",
+		Description: "Returns the conversation a session's chats continue (the calling session unless one is named): " +
+			"{session, turns, messages: [{role, content, tool_calls?, tool_call_id?, name?, is_error?}]}, without system messages, which are never kept.",
+		Schema:         `{"type":"object","properties":{"session":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`,
+		MaxOutputBytes: 16 << 20,
+		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
+			session := call.Session
+			if s := gjson.GetBytes(call.Arguments, "session"); s.Exists() {
+				session = s.Str
+			}
+			return m.History(ctx, call.Session, session)
+		}}
+}
+
 // askUserSchema bounds the question: a prompt is for a person to read.
 const askUserSchema = `{"type":"object","properties":{"prompt":{"type":"string","minLength":1,"maxLength":8192,` +
 	`"description":"The question for the user."}},"required":["prompt"],"additionalProperties":false}`

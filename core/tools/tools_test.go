@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
@@ -136,7 +137,7 @@ func TestBuiltins_set(t *testing.T) {
 	}
 	want := []string{"echo visible=true admin=false", "get_time visible=true admin=false", "math_eval visible=true admin=false",
 		"kv_set visible=true admin=false", "kv_get visible=true admin=false", "kv_delete visible=true admin=false",
-		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "audit_tail visible=false admin=false",
+		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "tool_limits visible=false admin=true", "audit_tail visible=false admin=false",
 		"audit_reopen visible=false admin=true", "session_policy visible=false admin=true", "notifications_drain visible=true admin=false"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
@@ -381,7 +382,7 @@ func TestKV_keyCountLimit(t *testing.T) {
 			t.Fatalf("key %d: %s", i, errString(perr))
 		}
 	}
-	want := `tool_failed: kv_set: session "full" already holds 10000 keys, the most allowed; delete some first`
+	want := `tool_failed: kv_set: session "full" already holds 10000 keys, the most kv.max_keys allows; delete some first | {"limit":"kv.max_keys","max":10000}`
 	if got := e.call(t, "kv_set", "full", `{"key":"one-too-many","value":1}`); got != want {
 		t.Errorf("10,001st key\n got %s\nwant %s", got, want)
 	}
@@ -411,6 +412,115 @@ func TestKV_keyCountLimit(t *testing.T) {
 	json.Unmarshal([]byte(e.call(t, "kv_list", "full", `{"prefix":"k0000"}`)), &list)
 	if list.Count != 9 {
 		t.Errorf("prefix k0000: %d keys", list.Count)
+	}
+}
+
+// The store's limits across sessions (issue 25, finding 4): each session
+// is a store of its own, so without totals any number of sessions could
+// fill memory. Bytes count keys and values; deletes, overwrites and
+// dropped sessions give room back.
+func TestKV_limitsAcrossSessions(t *testing.T) {
+	e := newEnv(t)
+	e.kv.SetLimits(tools.KVLimits{MaxKeys: 3, MaxBytes: 40, MaxTotalKeys: 5, MaxTotalBytes: 70})
+	set := func(session, key, value string) string {
+		return e.call(t, "kv_set", session, `{"key":"`+key+`","value":`+value+`}`)
+	}
+	// Session a: 3 keys of 1 + 10 bytes.
+	for _, k := range []string{"a", "b", "c"} {
+		if got := set("a", k, `"12345678"`); got != `{"key":"`+k+`","created":true}` {
+			t.Fatalf("a/%s: %s", k, got)
+		}
+	}
+	if got := set("a", "d", "1"); !strings.HasPrefix(got, `tool_failed: kv_set: session "a" already holds 3 keys`) || !strings.HasSuffix(got, `{"limit":"kv.max_keys","max":3}`) {
+		t.Errorf("kv.max_keys: %s", got)
+	}
+	// 33 bytes held; replacing a 10-byte value with an 18-byte one passes 40.
+	if got := set("a", "a", `"1234567890123456"`); got != `tool_failed: kv_set: session "a" holds 33 bytes; 8 more would pass kv.max_bytes (40); delete some first | {"limit":"kv.max_bytes","max":40}` {
+		t.Errorf("kv.max_bytes: %s", got)
+	}
+	if got := set("a", "a", `"1234567890123"`); got != `{"key":"a","created":false}` { // 38 bytes
+		t.Errorf("within kv.max_bytes: %s", got)
+	}
+	if keys, bytes := e.kv.Usage(); keys != 3 || bytes != 38 {
+		t.Errorf("usage: %d keys, %d bytes", keys, bytes)
+	}
+	// Session b: 2 keys more reach kv.max_total_keys (5).
+	set("b", "x", `"1234567890"`)
+	set("b", "y", "1")
+	if got := set("b", "z", "1"); got != `tool_failed: kv_set: the store holds 5 keys in all sessions, the most kv.max_total_keys allows; delete keys or end sessions first | {"limit":"kv.max_total_keys","max":5}` {
+		t.Errorf("kv.max_total_keys: %s", got)
+	}
+	// 38 + 13 + 2 = 53 bytes; 20 more in b pass kv.max_total_bytes (70).
+	if got := set("b", "y", `"123456789012345678"`); got != `tool_failed: kv_set: the store holds 53 bytes in all sessions; 19 more would pass kv.max_total_bytes (70); delete keys or end sessions first | {"limit":"kv.max_total_bytes","max":70}` {
+		t.Errorf("kv.max_total_bytes: %s", got)
+	}
+	if got := e.call(t, "kv_get", "b", `{"key":"y"}`); got != `{"key":"y","found":true,"value":1}` {
+		t.Errorf("a refused write changed the value: %s", got)
+	}
+	// Ending session a gives its room to b.
+	e.kv.DropSession("a")
+	if keys, bytes := e.kv.Usage(); keys != 2 || bytes != 15 {
+		t.Errorf("usage after a's end: %d keys, %d bytes", keys, bytes)
+	}
+	if got := set("b", "y", `"123456789012345678"`); got != `{"key":"y","created":false}` {
+		t.Errorf("after a's end: %s", got)
+	}
+	e.call(t, "kv_delete", "b", `{"key":"x"}`)
+	if keys, bytes := e.kv.Usage(); keys != 1 || bytes != 21 {
+		t.Errorf("usage after a delete: %d keys, %d bytes", keys, bytes)
+	}
+	e.kv.Reset()
+	if keys, bytes := e.kv.Usage(); keys != 0 || bytes != 0 {
+		t.Errorf("usage after Reset: %d keys, %d bytes", keys, bytes)
+	}
+}
+
+// The store's own defaults are the [kv] table's.
+func TestKV_defaultsAreTheConfiguration(t *testing.T) {
+	c := config.Build(config.Defaults()).KV
+	want := tools.KVLimits{MaxKeys: c.MaxKeys, MaxBytes: c.MaxBytes, MaxTotalKeys: int64(c.MaxTotalKeys), MaxTotalBytes: int64(c.MaxTotalBytes)}
+	if tools.DefaultKVLimits != want {
+		t.Errorf("tools.DefaultKVLimits %+v, the configuration's defaults %+v", tools.DefaultKVLimits, want)
+	}
+}
+
+// Writers racing a session's end leave the totals what the store holds.
+func TestKV_totalsUnderChurn(t *testing.T) {
+	e := newEnv(t)
+	set, _ := e.reg.Lookup("kv_set")
+	del, _ := e.reg.Lookup("kv_delete")
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				session := fmt.Sprintf("s%d", i%3)
+				args := []byte(fmt.Sprintf(`{"key":"k%d","value":%d}`, i%50, i))
+				set.Execute(context.Background(), toolbox.Call{Session: session, Arguments: args}, specDefaults)
+				if i%7 == 0 {
+					del.Execute(context.Background(), toolbox.Call{Session: session, Arguments: []byte(fmt.Sprintf(`{"key":"k%d"}`, i%50))}, specDefaults)
+				}
+				if i%97 == 0 {
+					e.kv.DropSession(session)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var keys, bytes int64
+	for _, session := range []string{"s0", "s1", "s2"} {
+		var list struct{ Keys []string }
+		json.Unmarshal([]byte(e.call(t, "kv_list", session, `{}`)), &list)
+		for _, k := range list.Keys {
+			var got struct{ Value json.RawMessage }
+			json.Unmarshal([]byte(e.call(t, "kv_get", session, `{"key":"`+k+`"}`)), &got)
+			keys++
+			bytes += int64(len(k) + len(got.Value))
+		}
+	}
+	if k, b := e.kv.Usage(); k != keys || b != bytes {
+		t.Errorf("the totals say %d keys, %d bytes; the store holds %d, %d", k, b, keys, bytes)
 	}
 }
 
@@ -839,7 +949,7 @@ func TestToolsList_publishedShapes(t *testing.T) {
 	e := newEnv(t)
 	addHostTools(t, e)
 	all := []string{"audit_reopen", "audit_tail", "echo", "emptyschema", "get_time", "get_weather", "hidden", "kv_delete", "kv_get", "kv_list", "kv_set",
-		"math_eval", "noschema", "notifications_drain", "session_policy", "tools_list", "trueschema"}
+		"math_eval", "noschema", "notifications_drain", "session_policy", "tool_limits", "tools_list", "trueschema"}
 	for _, format := range []string{"openai", "anthropic", "mcp"} {
 		t.Run(format, func(t *testing.T) {
 			// LLM formats default to llm_visible tools only: ask for all.
@@ -963,7 +1073,7 @@ func TestToolsList_filtering(t *testing.T) {
 			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,notifications_drain,trueschema"},
 		{"llm_visible_only false", `{"llm_visible_only":false,"format":"mcp"}`, onlyTools("hidden", "tools_list", "echo"), "echo,hidden,tools_list"},
 		{"config deny", `{"format":"openai","llm_visible_only":false}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
-			"audit_reopen,audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tools_list,trueschema"},
+			"audit_reopen,audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tool_limits,tools_list,trueschema"},
 		{"LLM formats default to llm_visible", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
 			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,trueschema"},
 		{"session allow", `{"format":"anthropic"}`, toolbox.Scope{Session: toolbox.NewPolicy(`session "s"`, []string{"kv_get", "kv_set", "nonexistent"}, nil)},

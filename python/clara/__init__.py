@@ -39,9 +39,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar,
 
 from . import _binding
 from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
-from ._errors import (ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON, InvalidRequest,
-                      OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError, ToolFailed,
-                      UnknownTool, check)
+from ._errors import (Blocked, BudgetExhausted, ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON,
+                      InvalidRequest, OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError,
+                      ToolFailed, UnknownTool, check)
 from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
                        CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
                        CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
@@ -56,16 +56,18 @@ __all__ = [
     # calls
     "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
     # tools
-    "tool", "tools", "register_tool", "unregister_tool", "current_call", "ToolCall",
+    "tool", "tools", "register_tool", "unregister_tool", "set_tool_limits", "current_call", "ToolCall",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
-    "set_input_handler", "audit_reopen", "telemetry_flush",
+    "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
+    "audit_reopen", "telemetry_flush",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
-    "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "MISSING",
+    "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "json5_to_json", "MISSING",
     # errors
     "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
+    "BudgetExhausted", "Blocked",
     # constants of clara.h
     "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
     "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
@@ -89,7 +91,7 @@ def call(tool: str, /, **arguments: Any) -> Any:
     """Call a tool with keyword arguments and return its result (a Python
     value). Raises the ClaraError subclass of the error: UnknownTool,
     InvalidArgs, Denied, RateLimited, Timeout, OutputTooLarge, ToolFailed,
-    InternalError, InvalidRequest."""
+    InternalError, InvalidRequest, BudgetExhausted, Blocked."""
     return _get()._call(tool, arguments, None)
 
 
@@ -130,30 +132,40 @@ def tool(fn: None = None, /, *, name: Optional[str] = None, description: Optiona
          input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
          capabilities: Optional[List[str]] = None, llm_visible: Optional[bool] = None,
          on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
 
 def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = None,
          description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
          limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
          llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-         changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+         changes_files: Optional[List[str]] = None,
+         reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
          annotations: Any = None, idempotent: Optional[bool] = None,
-         output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+         output_schema: Optional[Mapping[str, Any]] = None,
+         needs_approval: Union[bool, str, None] = None) -> Any:
     """Register a function as a tool; use as @clara.tool or
     @clara.tool(name=..., description=..., limits=..., capabilities=...,
     input_schema=..., llm_visible=..., on_caller_thread=...,
-    changes_files=..., title=..., annotations=..., idempotent=...,
-    output_schema=...). Returns the function unchanged.
+    changes_files=..., reports_changed_files=..., title=..., annotations=...,
+    idempotent=..., output_schema=..., needs_approval=...). Returns the
+    function unchanged.
 
     on_caller_thread=True runs the function on the thread of the call that
     asked for it instead of one of Clara's worker threads: no hand-over of
     the call (nor of Python's GIL) between threads, but its timeout can no
     longer cut it short (docs/tools.md). changes_files names the arguments
     (or JSON pointers into them) that hold paths the tool changes, for the
-    file-change callbacks. title is a display name for MCP clients;
+    file-change callbacks; reports_changed_files=True says the function's
+    result lists the files it changed ({"changed_files": [...]}), which
+    then fire those callbacks (without it that key is only data). title is
+    a display name for MCP clients; needs_approval=True holds every call for
+    a person's approval (set_approval_handler), or the id of an on_tool_call
+    rule those its condition matches;
     annotations MCP's hints ({"readOnlyHint": True, ...}, or an
     mcp.types.ToolAnnotations), which replace those the capabilities give
     and are refused when the capabilities contradict them; idempotent: a
@@ -181,8 +193,10 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     from ._tools import decorate
     return decorate(None, fn, name=name, description=description, input_schema=input_schema,
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                    on_caller_thread=on_caller_thread, changes_files=changes_files, title=title,
-                    annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                    on_caller_thread=on_caller_thread, changes_files=changes_files,
+                    reports_changed_files=reports_changed_files, title=title,
+                    annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                    needs_approval=needs_approval)
 
 
 def tools() -> List[Dict[str, Any]]:
@@ -199,6 +213,17 @@ def register_tool(descriptor: Union[Mapping[str, Any], Text], func: Callable[[Di
 def unregister_tool(name: Union[str, bytes]) -> None:
     """Remove a tool (see Clara.unregister_tool)."""
     _get().unregister_tool(name)
+
+
+def set_tool_limits(name: str, limits: Union[Mapping[str, Any], Text]) -> Dict[str, Any]:
+    """Change a registered tool's limits for the calls that start from now
+    on (see Clara.set_tool_limits)."""
+    return _get().set_tool_limits(name, limits)
+
+
+def json5_to_json(text: Text) -> str:
+    """JSON5 text as compact JSON (see Clara.json5_to_json)."""
+    return _get().json5_to_json(text)
 
 
 # ---- Configuration, events, logging ---------------------------------------------
@@ -259,6 +284,29 @@ def set_input_handler(handler: Optional[Callable[[Dict[str, Any]], Optional[str]
     soon: until it does the question holds a thread and counts against
     limits.max_open_questions (see Clara.set_input_handler)."""
     _get().set_input_handler(handler)
+
+
+def set_approval_handler(handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+    """Let handler(request) decide the tool calls that wait for a person's
+    approval: it returns True, False, {"decision": "approve", "arguments":
+    {...}}, {"decision": "reject", "reason": "..."}, or None to decide
+    later with decide_approval(); an async def handler runs on the event
+    loop of async tools and is cancelled when the approval stops waiting.
+    None removes it: such calls are then rejected (see
+    Clara.set_approval_handler)."""
+    _get().set_approval_handler(handler)
+
+
+def approvals() -> List[Dict[str, Any]]:
+    """The tool calls waiting for approval (see Clara.approvals)."""
+    return _get().approvals()
+
+
+def decide_approval(id: int, approve: bool, *, reason: Optional[str] = None,
+                    arguments: Optional[Dict[str, Any]] = None) -> None:
+    """Decide a waiting approval from any thread (see
+    Clara.decide_approval)."""
+    _get().decide_approval(id, approve, reason=reason, arguments=arguments)
 
 
 def mcp_listen(addr: str = "127.0.0.1:0") -> str:

@@ -29,6 +29,7 @@ import ctypes
 import json
 import logging
 import os
+import stat
 import threading
 import weakref
 from types import TracebackType
@@ -97,6 +98,49 @@ def _to_bytes(value: Optional[Text], what: str) -> Optional[bytes]:
         raise ValueError("%s contains a NUL byte, which the C interface cannot carry "
                          "(write it as \\u0000 inside a JSON string)" % what)
     return data
+
+
+# The largest configuration file read, as Clara's own bound on one
+# (core.MaxConfigFile: CLARA_CONFIG, bin/clara --config).
+_MAX_CONFIG_FILE = 16 << 20
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _read_config_file(path: "os.PathLike[str]") -> bytes:
+    """The bytes of a configuration file, read as Clara reads the files it
+    is named (core/fsread): a regular file of at most 16 MiB. A named pipe
+    or a device raises ValueError at once instead of waiting on it or
+    reading it without end."""
+    name = os.fspath(path)
+    # Refused before the open, which alone can have effects on a device.
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # the open says why
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{name} is {_file_kind(mode)}, not a regular file")
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{name} is {_file_kind(info.st_mode)}, not a regular file")
+        if info.st_size > _MAX_CONFIG_FILE:
+            raise ValueError(f"{name} is {info.st_size} bytes, over the {_MAX_CONFIG_FILE}-byte limit")
+        data = f.read(_MAX_CONFIG_FILE + 1)
+        if len(data) > _MAX_CONFIG_FILE:
+            raise ValueError(f"{name} grew past the {_MAX_CONFIG_FILE}-byte limit while it was read")
+        return data
 
 
 def _json_bytes(value: Any, what: str) -> Optional[bytes]:
@@ -683,10 +727,11 @@ class Clara:
         invalid_request envelope whose "details" lists each problem (then
         nothing was applied). config is a dict (sent as JSON), TOML or JSON
         text (str/bytes), or a path (os.PathLike, e.g. pathlib.Path) of a
-        TOML or JSON file."""
+        TOML or JSON file: a regular file of at most 16 MiB (ValueError
+        otherwise, OSError when it cannot be opened)."""
+        data: Optional[bytes]
         if isinstance(config, os.PathLike):
-            with open(config, "rb") as f:
-                data = _to_bytes(f.read(), "config")
+            data = _read_config_file(config)
         elif isinstance(config, Mapping):
             data = _json_bytes(dict(config), "config")
         else:
@@ -886,6 +931,48 @@ class Clara:
             _input_current = new
             _input_lib = self._lib if new is not None else None
 
+    # -- approvals --
+
+    def set_approval_handler(self, handler: Optional[Callable[[Dict[str, Any]], Any]]) -> None:
+        """Let handler(request: dict) decide the tool calls that wait for a
+        person's approval (a rule's "ask" action, a tool's needs_approval).
+        request is {"id", "tool", "session", "arguments" (validated, the
+        configuration's secrets cut out), "reason", "rule" (absent for
+        needs_approval: true), "handle" (async calls), "timeout_ms"}.
+
+        handler returns True (approve), False (reject), a dict
+        {"decision": "approve", "arguments": {...}} (run with these, checked
+        against the tool's schema) or {"decision": "reject", "reason":
+        "..."} (the model is told the reason), or None to decide later with
+        decide_approval(). An exception rejects the call (logged). It runs on
+        Clara's threads, possibly for several calls at once, and may take as
+        long as the person does, up to policy.approval_timeout_ms; when the
+        approval stops waiting first, the event handler gets {"event":
+        "approval_cancelled", "id": ..., "reason": ...}.
+
+        An async def handler runs on the event loop of async tools: the
+        call waits while it runs, and it is cancelled (CancelledError in
+        it) when the approval stops waiting. None removes the handler:
+        calls that need approval are then rejected."""
+        from . import _approvals   # imported late: it imports this module
+        _approvals.set_approval_handler(self, handler)
+
+    def approvals(self) -> List[Dict[str, Any]]:
+        """The tool calls waiting for approval (approvals_list), oldest
+        first: each {"id", "tool", "session", "arguments", "reason", "rule"?,
+        "handle"?, "timeout_ms", "waiting_ms"}."""
+        from . import _approvals
+        return _approvals.approvals(self)
+
+    def decide_approval(self, id: int, approve: bool, *, reason: Optional[str] = None,
+                        arguments: Optional[Dict[str, Any]] = None) -> None:
+        """Decide the approval id from any thread (approval_decide): approve
+        it, with arguments to run with instead (InvalidArgs when they do
+        not match the tool's schema; the approval waits on), or reject it
+        with a reason. InvalidArgs when it no longer waits."""
+        from . import _approvals
+        _approvals.decide_approval(self, id, approve, reason, arguments)
+
     # -- MCP --
 
     def mcp_listen(self, addr: str = "127.0.0.1:0") -> str:
@@ -983,6 +1070,37 @@ class Clara:
             raise RegistrationError(code, "clara_unregister_tool(%r): %s" % (name, self.strerror(code)),
                                     name if isinstance(name, str) else name.decode("utf-8", "replace"))
 
+    def set_tool_limits(self, name: str, limits: Union[Mapping[str, Any], Text]) -> Dict[str, Any]:
+        """Change the limits of a tool registered from Python or C, for the
+        calls that start from now on (seed 002's AI.TOOL.LIMITS); the limits
+        not given stay. limits is a dict, or text in JSON or JSON5 as the
+        seed writes it: "{ timeout_ms: 800, rate_per_min: 20 }". It is a
+        call of the administrative tool tool_limits (policy and audit see
+        it); returns {"name", "limits", "previous"}. Raises UnknownTool (no
+        such tool), Denied (a tool Clara or the configuration brings, or a
+        policy that denies tool_limits), InvalidArgs (limits out of bounds
+        or unknown), ValueError (text that is neither JSON nor JSON5)."""
+        value = dict(limits) if isinstance(limits, Mapping) else json.loads(self.json5_to_json(limits))
+        result: Dict[str, Any] = self._call("tool_limits", {"name": name, "limits": value}, None)
+        return result
+
+    def json5_to_json(self, text: Text) -> str:
+        """Read text as JSON5 (unquoted keys, 'single quotes', trailing
+        commas, comments, hexadecimal numbers) and return it as compact
+        JSON, keys sorted (clara_json5_to_json). Raises ValueError, with
+        what is wrong, for text that is not one JSON5 value."""
+        data = _to_bytes(text, "text")
+        if data is None:
+            raise TypeError("text must not be None")
+        out = ctypes.c_void_p()
+        rc: int = self._lib.clara_json5_to_json(data, ctypes.byref(out))
+        message = self._take_string(out.value, "clara_json5_to_json").decode("utf-8") if out.value else ""
+        if rc == -CLARA_EINVAL:
+            raise ValueError(message)
+        if rc != CLARA_OK:
+            raise InternalError("clara_json5_to_json: %s" % self.strerror(-rc))
+        return message
+
     @overload
     def tool(self, fn: F, /) -> F: ...
 
@@ -991,23 +1109,29 @@ class Clara:
              input_schema: Optional[Mapping[str, Any]] = None, limits: Optional[Mapping[str, Any]] = None,
              capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Callable[[F], F]: ...
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Callable[[F], F]: ...
 
     def tool(self, fn: Optional[AnyFunction] = None, /, *, name: Optional[str] = None,
              description: Optional[str] = None, input_schema: Optional[Mapping[str, Any]] = None,
              limits: Optional[Mapping[str, Any]] = None, capabilities: Optional[List[str]] = None,
              llm_visible: Optional[bool] = None, on_caller_thread: Optional[bool] = None,
-             changes_files: Optional[List[str]] = None, title: Optional[str] = None,
+             changes_files: Optional[List[str]] = None,
+             reports_changed_files: Optional[bool] = None, title: Optional[str] = None,
              annotations: Any = None, idempotent: Optional[bool] = None,
-             output_schema: Optional[Mapping[str, Any]] = None) -> Any:
+             output_schema: Optional[Mapping[str, Any]] = None,
+             needs_approval: Union[bool, str, None] = None) -> Any:
         """clara.tool, registering through this instance."""
         from ._tools import decorate
         return decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
-                        on_caller_thread=on_caller_thread, changes_files=changes_files, title=title,
-                        annotations=annotations, idempotent=idempotent, output_schema=output_schema)
+                        on_caller_thread=on_caller_thread, changes_files=changes_files,
+                        reports_changed_files=reports_changed_files, title=title,
+                        annotations=annotations, idempotent=idempotent, output_schema=output_schema,
+                        needs_approval=needs_approval)
 
     def tools(self) -> List[Dict[str, Any]]:
         """The descriptors of every tool (built-in and registered), as the

@@ -120,9 +120,22 @@ class InternalError(ClaraError):
     code = "internal"
 
 
+class BudgetExhausted(ClaraError):
+    """budget_exhausted: the tool's budget of calls per chat or per session
+    is spent (max_calls_per_chat, max_calls_per_session); .details is
+    {"tool", "budget", "limit"}."""
+    code = "budget_exhausted"
+
+
+class Blocked(ClaraError):
+    """blocked: a rule blocked the tool's result (on_tool_complete) or the
+    chat's answer (on_answer); .details is {"rule", "reason"}."""
+    code = "blocked"
+
+
 _BY_CODE: Dict[str, Type[ClaraError]] = {
     k.code: k for k in (InvalidJSON, InvalidRequest, UnknownTool, InvalidArgs, Denied, RateLimited,
-                        Timeout, OutputTooLarge, ToolFailed, InternalError)
+                        Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked)
 }
 
 

@@ -60,6 +60,10 @@ EVENT_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
 # pointer over untouched. NULL declines.
 INPUT_FN: Any = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
 
+# clara_approval_fn: char *(*)(void *userdata, const char *request_json).
+# The decision is malloc'd JSON (Clara frees it); NULL decides nothing now.
+APPROVAL_FN: Any = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+
 # clara_tool_fn: int (*)(void *userdata, const char *arguments_json,
 # clara_call *call). clara_call is opaque: a c_void_p.
 TOOL_FN: Any = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
@@ -153,6 +157,12 @@ def declare(lib: ctypes.CDLL) -> None:
     # int clara_unregister_tool(const char *name);
     lib.clara_unregister_tool.argtypes = [c_char_p]
     lib.clara_unregister_tool.restype = c_int
+    # int clara_set_tool_limits(const char *name, const char *limits_json);
+    lib.clara_set_tool_limits.argtypes = [c_char_p, c_char_p]
+    lib.clara_set_tool_limits.restype = c_int
+    # int clara_json5_to_json(const char *text, char **json);
+    lib.clara_json5_to_json.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
+    lib.clara_json5_to_json.restype = c_int
     # void clara_call_result(clara_call *call, const char *result_json);
     lib.clara_call_result.argtypes = [c_void_p, c_char_p]
     lib.clara_call_result.restype = None
@@ -185,6 +195,8 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.clara_set_event_handler.restype = None
     lib.clara_set_input_handler.argtypes = [INPUT_FN, c_void_p]
     lib.clara_set_input_handler.restype = None
+    lib.clara_set_approval_handler.argtypes = [APPROVAL_FN, c_void_p]
+    lib.clara_set_approval_handler.restype = None
     # Asynchronous calls (docs/async.md).
     lib.clara_submit.argtypes = [c_char_p]
     lib.clara_submit.restype = ctypes.c_int64

@@ -23,7 +23,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Mapping, Optional, Union
 
 from . import _binding, _docstring, _json
 from ._schema import function_schema, parameter_converters, return_schema
@@ -180,9 +180,11 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
                capabilities: Optional[List[str]], llm_visible: Optional[bool],
                on_caller_thread: Optional[bool] = None,
                changes_files: Optional[List[str]] = None,
+               reports_changed_files: Optional[bool] = None,
                title: Optional[str] = None, annotations: Any = None,
                idempotent: Optional[bool] = None,
-               output_schema: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+               output_schema: Optional[Mapping[str, Any]] = None,
+               needs_approval: Union[bool, str, None] = None) -> Dict[str, Any]:
     """The descriptor @tool registers for fn."""
     tool_name = name if name is not None else getattr(fn, "__name__", None)
     if not isinstance(tool_name, str):
@@ -224,6 +226,12 @@ def descriptor(fn: AnyFunction, *, name: Optional[str], description: Optional[st
         if isinstance(changes_files, (str, bytes)):
             raise TypeError("clara.tool: changes_files is a list of argument names or JSON pointers, not a string")
         out["changes_files"] = list(changes_files)
+    if reports_changed_files is not None:
+        out["reports_changed_files"] = bool(reports_changed_files)
+    if needs_approval is not None:
+        if not isinstance(needs_approval, (bool, str)):
+            raise TypeError("clara.tool: needs_approval is True, False or a rule's id, not %s" % type(needs_approval).__name__)
+        out["needs_approval"] = needs_approval
     return out
 
 

@@ -132,6 +132,11 @@ echo "run.sh: running audit and validation (Go benchmarks)" >&2
 go_pair audit core/toolbox:BenchmarkAudit_add core:BenchmarkEvaluate_echo >> "$samples" 2> "$out/audit.err" || status=1
 go_pair validation core:BenchmarkEvaluate_schema5 core:BenchmarkEvaluate_noSchema >> "$samples" 2> "$out/validation.err" || status=1
 go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rules_watch.err" || status=1
+# Decisions (issue 28): the echo through an on_tool_call rule that lets it
+# through, and through one that rewrites its arguments, each beside the
+# same call with no rule.
+go_pair rule_allows core:BenchmarkEvaluate_echo_ruleAllows core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_allows.err" || status=1
+go_pair rule_rewrites core:BenchmarkEvaluate_echo_ruleRewrites core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_rewrites.err" || status=1
 # Telemetry (issue 29): the echo with traces, metrics and OTLP logs on,
 # exported in batches to a receiver on loopback, beside the echo with
 # telemetry off (the default, which must cost nothing).

@@ -41,6 +41,8 @@ ROWS = [
     ("validation", "5-property schema (Go)", "same tool, no schema", "time", None, None),
     ("audit", "one audit record (Go)", "echo, whole call (Go)", "time", None, None),
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
+    ("rule_allows", "echo through an on_tool_call rule that allows it (Go)", "echo, no rule (Go)", "time", None, None),
+    ("rule_rewrites", "echo through an on_tool_call rule that rewrites it (Go)", "echo, no rule (Go)", "time", None, None),
     ("telemetry", "echo, telemetry on: batches to OTLP on loopback (Go)", "echo, telemetry off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
@@ -95,6 +97,11 @@ LEGEND = [
     "receiver on loopback that decodes every batch; beside the same echo with telemetry off (the default).",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
+    "echo through a rule that allows / rewrites: Go benchmarks of the engine's echo with one on_tool_call rule in "
+    "force (no built-in rules): one whose condition reads the arguments (context.tool.arguments.n > 1000) and "
+    "does not match, so the call goes through; one that matches and rewrites the arguments (a template of one "
+    "field, merged: the arguments decoded for the rule, the rule fired, the new arguments written and hashed "
+    "before and after for the audit); reference: the same echo with no rule.",
     "condition: one rule whose condition is `context.tool.result_bytes > thresholds.large_result_bytes and "
     "context.tool.name != \"echo\"`, fired through the rule engine (Set.Fire, Go benchmark, context built) vs "
     "simpleeval evaluating the same text, parsed once, on SimpleNamespace objects (/usr/bin/python3). "
@@ -281,6 +288,8 @@ def main():
                       ("lua_tool", "a Lua tool costs over the built-in echo"),
                       ("validation", "validating 5 arguments against a schema costs"),
                       ("rules_watch", "a rule watching every completed call costs"),
+                      ("rule_allows", "an on_tool_call rule that lets the call through costs"),
+                      ("rule_rewrites", "an on_tool_call rule that rewrites the arguments costs"),
                       ("telemetry", "telemetry on (traces, metrics, OTLP logs) costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):

@@ -76,6 +76,9 @@ int main(void) {
     tests_nested();
     tests_declared();
     tests_abandoned();
+    tests_mcp();
+    tests_seeds();
+    tests_approvals();
     tests_audit();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);

@@ -46,5 +46,8 @@ void tests_nested(void);
 void tests_audit(void);
 void tests_declared(void);
 void tests_abandoned(void);
+void tests_mcp(void);
+void tests_seeds(void);
+void tests_approvals(void);
 
 #endif

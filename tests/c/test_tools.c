@@ -513,9 +513,10 @@ static void test_finaliser_may_call_clara(void) {
     CHECK_INT(clara_register_tool("{\"name\":\"fin_a\"}", scripted, (void *)"nothing", reentrant_free), CLARA_OK);
     free(clara_reset());
     CHECK_INT(reentrant_finalisers, 1);
-    /* Released by a clara_configure whose [[tools]] replaces it. */
+    /* Released by a clara_configure whose [[tools]] replaces it (which it
+     * must say: replace = true). */
     CHECK_INT(clara_register_tool("{\"name\":\"fin_b\"}", scripted, (void *)"nothing", reentrant_free), CLARA_OK);
-    char *r = clara_configure("[[tools]]\nname = \"fin_b\"\nlua = \"return function() return 1 end\"\n");
+    char *r = clara_configure("[[tools]]\nname = \"fin_b\"\nreplace = true\nlua = \"return function() return 1 end\"\n");
     CHECK_PREFIX(r, "{\"status\":\"success\"");
     clara_free_string(r);
     CHECK_INT(reentrant_finalisers, 2);

@@ -79,12 +79,18 @@ done
 rmdir "$scratch" 2>/dev/null
 # Option handling: each case is "expected exit status|expected text in the
 # output|arguments".
+# --config names a file that is no regular file: refused at once (a named
+# pipe hung clara-clips for ever, /dev/zero was read until memory ran out).
+fifo_dir=$(mktemp -d)
+mkfifo "$fifo_dir/pipe.toml"
 cases=(
   "0|usage: clara-clips|--help"
   "0|(Clara $(sed -n 's/^#define CLARA_VERSION "\(.*\)"/\1/p' "$(dirname "$0")/../../include/clara.h"), CLIPS 6.|--version"
   "2|--evaluator: bad name is not a tool name|--evaluator bad\ name"
   "2|--config needs a value|--config"
   "2|cannot read /nonexistent.toml|--config /nonexistent.toml"
+  "2|cannot read $fifo_dir/pipe.toml: $fifo_dir/pipe.toml is a named pipe, not a regular file|--config $fifo_dir/pipe.toml"
+  "2|cannot read /dev/zero: /dev/zero is a device, not a regular file|--config /dev/zero"
   "2|bad.toml: clara_configure: 2 problems: 2:1: default_evaluator must be a string; 3:1: unknown key \"colour\"|--config bad.toml"
   "2|unknown option --frobnicate|--frobnicate"
   "2|-f needs a file|-f"
@@ -105,6 +111,8 @@ for c in "${cases[@]}"; do
     echo "ok   clara-clips $argstr"
   fi
 done
+
+rm -rf "$fifo_dir"
 
 if [[ -n "$bridge_check" ]]; then
   n=$((n + 1))

@@ -2,7 +2,7 @@
 // server: tests/mcp/testserver, over stdio or Streamable HTTP.
 //
 //   node client.mjs --stdio COMMAND [ARGS...]
-//   node client.mjs --url URL [--token TOKEN]
+//   node client.mjs --url URL [--token TOKEN] [--max-sessions N]
 //
 // NODE_PATH must reach the SDK (build/npm/node_modules). Prints "ok NAME"
 // for each check; exits 1 at the first failure.
@@ -22,12 +22,15 @@ const { ToolListChangedNotificationSchema, LATEST_PROTOCOL_VERSION } = await loa
 const args = process.argv.slice(2);
 let makeTransport;
 let overHTTP = false;
+let maxSessions = 0;
 if (args[0] === "--stdio") {
   makeTransport = () => new StdioClientTransport({ command: args[1], args: args.slice(2), stderr: "inherit" });
 } else if (args[0] === "--url") {
   overHTTP = true;
   const url = new URL(args[1]);
   const token = args[2] === "--token" ? args[3] : undefined;
+  const at = args.indexOf("--max-sessions");
+  if (at > 0) maxSessions = Number(args[at + 1]);
   makeTransport = (withToken = true) =>
     new StreamableHTTPClientTransport(url, {
       requestInit: withToken && token ? { headers: { Authorization: `Bearer ${token}` } } : {},
@@ -57,6 +60,41 @@ assert.deepEqual(client.getServerCapabilities().tools, { listChanged: true });
 if (overHTTP) assert.equal(transport.protocolVersion, LATEST_PROTOCOL_VERSION);
 assert.equal(LATEST_PROTOCOL_VERSION, "2025-11-25");
 ok("initialize");
+
+if (maxSessions) {
+  // The server's cap on sessions (issue 25): the client beyond is refused
+  // with the reason, and a session that ends makes room.
+  const extra = [];
+  for (let i = 1; i < maxSessions; i++) {
+    const c = new Client({ name: `ts-extra-${i}`, version: "1" });
+    const t = makeTransport();
+    await c.connect(t);
+    extra.push([c, t]);
+  }
+  const over = new Client({ name: "ts-over", version: "1" });
+  const refusal = `too many MCP sessions: ${maxSessions} are open, the most mcp.max_sessions (${maxSessions}) allows`;
+  await assert.rejects(over.connect(makeTransport()), (err) => err.code === 503 && String(err).includes(refusal));
+  const [c, t] = extra.pop();
+  await t.terminateSession(); // DELETE: the session ends
+  await c.close();
+  for (let tries = 0; ; tries++) {
+    try {
+      const again = new Client({ name: "ts-again", version: "1" });
+      const ta = makeTransport();
+      await again.connect(ta);
+      extra.push([again, ta]);
+      break;
+    } catch (err) {
+      if (tries > 100) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  for (const [c, t] of extra) {
+    await t.terminateSession();
+    await c.close();
+  }
+  ok("sessions capped: the client beyond mcp.max_sessions is refused with the reason");
+}
 
 // tools/list
 const { tools } = await client.listTools();

@@ -3,6 +3,7 @@ package mcptest
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,4 +98,39 @@ func TestEngineServesACHostOverHTTP(t *testing.T) {
 		t.Fatalf("c_host said %q, %v", line, err)
 	}
 	runEngineClient(t, node, "--url", strings.TrimSpace(strings.TrimPrefix(line, "url ")))
+}
+
+// bin/clara mcp over stdio keeps a session after a line it cannot read,
+// and answers what it was asked before its input ended (issue 25, finding
+// 23: it ended the session at the first malformed line, and dropped the
+// answers in flight at the end of input). Raw lines: a client library
+// would not send a malformed one.
+func TestEngineStdioBadLineAndEndOfInput(t *testing.T) {
+	claraBin, _ := buildEngineTools(t)
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`this is not JSON`,
+	}
+	for i := 0; i < 5; i++ {
+		lines = append(lines, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"word_count","arguments":{"text":"%s"}}}`,
+			10+i, strings.Repeat("word ", i+1)))
+	}
+	cmd := exec.Command(claraBin, "--config", "clara.toml", "mcp")
+	cmd.Dir = engineDir
+	cmd.Env = append(os.Environ(), "CLARA_LOG=off")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bin/clara mcp: %v\n%s", err, out)
+	}
+	text := string(out)
+	if !strings.Contains(text, `{"error":{"code":-32700,"message":"Parse error: invalid character 'h' in literal true (expecting 'r')"},"id":null,"jsonrpc":"2.0"}`) {
+		t.Errorf("no parse error for the bad line:\n%s", text)
+	}
+	for i := 0; i < 5; i++ {
+		if want := fmt.Sprintf(`"id":%d,"result":{"content":[{"type":"text","text":"{\"words\":%d}"}]`, 10+i, i+1); !strings.Contains(text, want) {
+			t.Errorf("no answer %d (%s):\n%s", 10+i, want, text)
+		}
+	}
 }

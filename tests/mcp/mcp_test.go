@@ -129,7 +129,7 @@ func TestTypeScriptClientOverStdio(t *testing.T) {
 
 func TestTypeScriptClientOverHTTP(t *testing.T) {
 	node, server := prepare(t)
-	cmd := exec.Command(server, "--listen", "127.0.0.1:0", "--token", "tok-"+strconv.Itoa(os.Getpid()))
+	cmd := exec.Command(server, "--listen", "127.0.0.1:0", "--token", "tok-"+strconv.Itoa(os.Getpid()), "--max-sessions", "3")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestTypeScriptClientOverHTTP(t *testing.T) {
 		t.Fatalf("testserver said %q, %v", line, err)
 	}
 	url := strings.TrimSpace(strings.TrimPrefix(line, "url "))
-	runClient(t, node, "--url", url, "--token", "tok-"+strconv.Itoa(os.Getpid()))
+	runClient(t, node, "--url", url, "--token", "tok-"+strconv.Itoa(os.Getpid()), "--max-sessions", "3")
 }
 
 // children lists the processes whose parent is this one and whose command

@@ -13,6 +13,7 @@ import tempfile
 import time
 import unittest
 
+import clara
 from clara_testcase import ClaraTestCase
 
 CHECK = "\u2713"
@@ -450,6 +451,25 @@ class TestOnlyDeclaredResultsFire(CallbackTestCase):
         self.assertIn("callbacks", self.call("save", files=["src/x.rs"]))
         self.assertTrue(self.deployed())
 
+    def test_the_decorator_declares_it(self):
+        # @tool(reports_changed_files=True) is the decorator's way to the
+        # descriptor key; the same function undeclared fires nothing.
+        @self.lib.tool(name="save_undeclared")
+        def save_undeclared(files: list) -> dict:
+            return {"changed_files": files}
+
+        @self.lib.tool(name="save_declared", reports_changed_files=True)
+        def save_declared(files: list) -> dict:
+            return {"changed_files": files}
+
+        self.assertNotIn("callbacks", self.call("save_undeclared", files=["src/x.rs"]))
+        self.assertFalse(self.deployed())
+        self.assertIn("callbacks", self.call("save_declared", files=["src/x.rs"]))
+        self.assertTrue(self.deployed())
+        declared = {d["name"]: d for d in self.lib.tools()}
+        self.assertTrue(declared["save_declared"].get("reports_changed_files"))
+        self.assertFalse(declared["save_undeclared"].get("reports_changed_files", False))
+
     def test_a_model_calling_echo_fires_nothing(self):
         if not os.path.exists(SERVER):
             raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
@@ -469,3 +489,69 @@ class TestOnlyDeclaredResultsFire(CallbackTestCase):
             srv.stdout.close()
             srv.stderr.close()
         self.assertEqual(rc, 0, err)
+
+
+class TestModelCallbacks(CallbackTestCase):
+    """Seed 001's premise: the model creates and manages callbacks and sees
+    them in a panel, where the configuration offers it the callback tools
+    (callback_tools); scripts a model wrote run only where it says so."""
+
+    def test_the_model_creates_a_callback_and_sees_the_panel(self):
+        if not os.path.exists(SERVER):
+            raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
+        srv = subprocess.Popen([SERVER, "-complete", os.path.join(ROOT, "tests", "llm", "seed_callbacks_model.toml")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        url = srv.stdout.readline().strip()
+
+        def write(args):
+            with open(self.path(args["file_path"]), "w") as f:
+                f.write(args["content"])
+            return {"ok": True}
+        try:
+            self.lib.register_tool({"name": "Write", "changes_files": ["file_path"], "input_schema": {
+                "type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["file_path", "content"]}}, write)
+            tools = ["Write", "callback_upsert", "callback_toggle", "callback_list", "callback_get"]
+            self.configure({"llm": {"base_url": url + "/seed_callbacks_model", "model": "m"}})
+            # Off by default: the model is offered none of them.
+            with self.assertRaises(clara.InvalidArgs):
+                self.lib.call("chat", prompt="x", allow_tools=True, tools=tools, tool_choice={"name": "callback_upsert"})
+            self.configure({"callback_tools": {"models": True, "run_model_scripts": True}})
+            result = self.ok("chat", "agent", prompt="Count the lines of every text file I write, then write notes.txt.",
+                             allow_tools=True, tools=tools, max_tool_calls=3)
+            self.assertEqual(result["content"], "Created file-length; notes.txt has 2 lines.")
+            self.assertTrue(os.path.exists(self.path(".clara", "scripts", "file-length.sh")))
+            [cb] = self.ok("callback_list", "agent")["callbacks"]
+            self.assertEqual((cb["name"], cb["by_model"], cb["active"]), ("file-length", True, True))
+        finally:
+            srv.stdin.close()
+            rc = srv.wait(30)
+            err = srv.stderr.read()
+            srv.stdout.close()
+            srv.stderr.close()
+        self.assertEqual(rc, 0, err)
+
+        # Where the configuration does not let a model's scripts run, the
+        # callback matches but does not run.
+        self.configure({"callback_tools": {"run_model_scripts": False}})
+        env = self.call("Write", "agent", file_path="more.txt", content="x\n")
+        self.assertNotIn("callbacks", env)
+        self.assertIn("Callback 'file-length' not run: a model wrote its script, and callback_tools.run_model_scripts is false",
+                      [n["message"] for n in env["notices"]])
+        # The host's own edit of the script makes it the host's: it runs.
+        self.ok("callback_upsert", "agent", action="update", id="CB1", script_content="echo host")
+        env = self.call("Write", "agent", file_path="more.txt", content="x\n")
+        self.assertEqual([(r["name"], r["ok"], r["output_tail"]) for r in env["callbacks"]], [("file-length", True, "host")])
+
+    def test_policy_and_rules_govern_them(self):
+        self.configure({"callback_tools": {"models": True}, "policy": {"deny": ["callback_upsert"]}})
+        env = self.call("callback_upsert", action="create", name="x", pattern="*", script_content="true")
+        self.assertEqual(env["error"], "denied", env)
+        # on_tool_call rules see them as any tool once models may use them.
+        self.configure({"policy": {"deny": []}})
+        self.ok("rules_load", name="guard", toml='[[rules]]\nid = "no-toggle"\ntrigger = "on_tool_call"\n'
+                '[rules.condition]\nexpression = \'context.tool.name == "callback_toggle"\'\n'
+                '[[rules.actions]]\ntype = "deny"\nreason = "callbacks stay as they are"\n')
+        env = self.call("callback_toggle", id="CB1", active=False)
+        self.assertEqual(env["error"], "denied", env)
+        self.assertIn("no-toggle", env["message"])

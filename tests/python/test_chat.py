@@ -59,7 +59,7 @@ class TestChat(ClaraTestCase):
             clara.set_event_handler(None)
         self.assertEqual(result["content"], "It is 22 degrees Celsius and sunny in Boston today.")
         self.assertEqual([(c["name"], c["status"]) for c in result["tool_calls"]], [("get_current_weather", "success")])
-        self.assertEqual([e["event"] for e in events], ["tool_call", "tool_result", "answer"])
+        self.assertEqual([e["event"] for e in events], ["tool_call", "tool_result", "answer", "finished"])
         self.assertEqual({e["session"] for e in events}, {"py1"})
         self.assertNotIn("sk-python-secret", json.dumps(result) + json.dumps(events))
         self.assertEqual(self.report("openai_weather")["failures"], [])

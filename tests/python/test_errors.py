@@ -21,6 +21,8 @@ CLASSES = {
     "output_too_large": clara.OutputTooLarge,
     "tool_failed": clara.ToolFailed,
     "internal": clara.InternalError,
+    "budget_exhausted": clara.BudgetExhausted,  # issue 28
+    "blocked": clara.Blocked,
 }
 
 

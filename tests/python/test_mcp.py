@@ -3,6 +3,7 @@ called by an MCP client speaking Streamable HTTP (JSON-RPC over HTTP with
 server-sent events), clara.mcp_stop."""
 
 import json
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -54,6 +55,67 @@ class TestMCP(ClaraTestCase):
         bad, _ = rpc(url, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                            "params": {"name": "shout", "arguments": {"text": 5}}}, sid)
         self.assertTrue(bad["result"]["isError"])
+
+    def session(self, url):
+        """An initialized MCP session on url: its id."""
+        _, sid = rpc(url, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "py", "version": "1"}}})
+        rpc(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+        return sid
+
+    def test_arguments_must_be_an_object_within_the_limits(self):
+        # Issue 25, findings 18 and 19: what a client sends as arguments is
+        # scanned as a request is, and must be an object; echo would hand
+        # anything back, and 600 levels made the envelope too deep for Python.
+        url = clara.mcp_listen("127.0.0.1:0")
+        sid = self.session(url)
+        for i, args in enumerate([[1, 2], "text", 5, True]):
+            res, _ = rpc(url, {"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                               "params": {"name": "echo", "arguments": args}}, sid)
+            self.assertTrue(res["result"]["isError"], res)
+            self.assertEqual(res["result"]["_meta"]["clara/error"], "invalid_args")
+            self.assertIn("must be a JSON object", res["result"]["content"][0]["text"])
+        deep = json.loads('{"a":' + "[" * 600 + "]" * 600 + "}")
+        res, _ = rpc(url, {"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": deep}}, sid)
+        self.assertTrue(res["result"]["isError"])
+        self.assertEqual(res["result"]["_meta"]["clara/error"], "invalid_request")
+        self.assertIn("limits.max_depth (512)", res["result"]["content"][0]["text"])
+        res, _ = rpc(url, {"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"a": [1]}}}, sid)
+        self.assertEqual(res["result"]["structuredContent"], {"a": [1]})
+
+    def test_kv_is_bounded_across_mcp_sessions(self):
+        # Issue 25, finding 4: each MCP session is a Clara session with a
+        # store of its own; kv.max_total_bytes bounds them together, and a
+        # session that ends gives its room back.
+        clara.configure({"kv": {"max_total_bytes": 4096}})
+        url = clara.mcp_listen("127.0.0.1:0")
+        value = "v" * 1500
+        sessions = [self.session(url) for _ in range(3)]
+
+        def kv_set(sid, key):
+            res, _ = rpc(url, {"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                               "params": {"name": "kv_set", "arguments": {"key": key, "value": value}}}, sid)
+            return res["result"]
+
+        self.assertFalse(kv_set(sessions[0], "a").get("isError"))
+        self.assertFalse(kv_set(sessions[1], "a").get("isError"))
+        full = kv_set(sessions[2], "a")
+        self.assertTrue(full["isError"])
+        self.assertEqual(full["_meta"]["clara/error"], "tool_failed")
+        self.assertEqual(full["content"][0]["text"],
+                         "kv_set: the store holds 3006 bytes in all sessions; 1503 more would pass "
+                         "kv.max_total_bytes (4096); delete keys or end sessions first")
+        # The client ends its first session (DELETE): its key goes with it.
+        req = urllib.request.Request(url, headers={"Mcp-Session-Id": sessions[0]}, method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+        for _ in range(500):  # the session ends on Clara's own goroutine
+            if not kv_set(sessions[2], "a").get("isError"):
+                break
+            time.sleep(0.01)
+        else:
+            self.fail("the ended session's room never came back")
 
     def test_refusals(self):
         with self.assertRaises(clara.InvalidRequest) as cm:

@@ -909,11 +909,12 @@ class TestBuiltins(ToolTestCase):
         schema = ADD["input_schema"]
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
-        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_reset", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        approvals = ["approval_decide", "approvals_list"]  # issue 28
+        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test",
-                           "session_end", "session_policy", "state_get", "state_set", "tools_list"] + callbacks)
-        admin = ("async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
-                 "session_policy", "state_get", "state_set", "tools_list") + tuple(callbacks)
+                           "session_end", "session_policy", "state_get", "state_set", "tool_limits", "tools_list"] + callbacks + approvals)
+        admin = ("async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
+                 "session_policy", "state_get", "state_set", "tool_limits", "tools_list") + tuple(callbacks) + tuple(approvals)
         every = sorted(builtins + ["add", "bare", "hidden"])
 
         # LLM formats list only llm_visible tools unless told otherwise.
@@ -965,7 +966,7 @@ class TestBuiltins(ToolTestCase):
 
         # What an LLM may see: llm_visible tools only (no admin tools).
         visible = [t["function"]["name"] for t in self.catalog("openai", llm_visible_only=True)]
-        self.assertEqual(visible, ["add", "ask_user", "bare", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
+        self.assertEqual(visible, ["add", "ask_user", "bare", "doc_search", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
                                    "kv_set", "math_eval", "notifications_drain"])
         self.assertEnvelope('{"tool":"tools_list","arguments":{"format":"xml"}}', err(
             "invalid_args", "tool \"tools_list\": arguments do not match input_schema: at /format: "

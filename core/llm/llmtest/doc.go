@@ -1,6 +1,7 @@
 // Package llmtest is a scripted model provider for tests, as
 // net/http/httptest is a scripted HTTP server: it speaks OpenAI's chat
-// completions and Anthropic's Messages API on loopback, from scripts that
+// completions, Anthropic's Messages API and Google's Gemini API
+// (generateContent, streamGenerateContent?alt=sse) on loopback, from scripts that
 // read like transcripts, and checks what it receives. Go tests use it
 // directly; tests/llmserver wraps it in a program that C, Python and
 // CLIPS tests start.
@@ -12,7 +13,7 @@
 // llm.base_url = "http://127.0.0.1:PORT/NAME"). Unknown keys are errors.
 //
 //	description = "OpenAI's documented function-calling example"
-//	provider = "openai"        # "openai", "anthropic", or "http" (an evaluator, an HTTP tool)
+//	provider = "openai"        # "openai", "anthropic", "gemini", or "http" (an evaluator, an HTTP tool)
 //	order = "sequence"         # or "turn": the exchange is picked by how many assistant
 //	                           # messages the request holds, so conversations may run at once
 //	repeat = false             # sequence: start over after the last exchange
@@ -73,8 +74,15 @@
 //
 // # What the server checks
 //
-// Besides a script's expectations, every OpenAI or Anthropic request
-// must be one the real API accepts: a JSON object with only the API's
+// Besides a script's expectations, every OpenAI, Anthropic or Gemini
+// request must be one the real API accepts (Gemini's: the path
+// /v1beta/models/MODEL:generateContent, or :streamGenerateContent with
+// alt=sse, names the model and whether it streams; contents of role user
+// and model, each part one kind of data; functionDeclarations named as
+// the API allows; as many functionResponse parts as the previous model
+// turn has functionCall parts, for the same functions; toolConfig's mode;
+// tool_choice reads "auto", "any" or "none"; a tool result's id is the
+// call's id, or its function's name when the model gave no id): a JSON object with only the API's
 // top-level keys, the required fields (model, messages; Anthropic's
 // max_tokens and anthropic-version header), tools in the API's shape,
 // every tool call of an assistant message answered right after it (a

@@ -17,6 +17,7 @@ import (
 const (
 	OpenAI    = "openai"    // POST .../chat/completions
 	Anthropic = "anthropic" // POST .../v1/messages
+	Gemini    = "gemini"    // POST .../v1beta/models/MODEL:generateContent (or :streamGenerateContent?alt=sse)
 	HTTP      = "http"      // any request: an evaluator or an HTTP tool's server
 )
 
@@ -193,9 +194,9 @@ func LoadScripts(paths ...string) ([]*Script, error) {
 
 func (s *Script) check() error {
 	switch s.Provider {
-	case OpenAI, Anthropic, HTTP:
+	case OpenAI, Anthropic, Gemini, HTTP:
 	default:
-		return fmt.Errorf("provider must be %q, %q or %q, not %q", OpenAI, Anthropic, HTTP, s.Provider)
+		return fmt.Errorf("provider must be %q, %q, %q or %q, not %q", OpenAI, Anthropic, Gemini, HTTP, s.Provider)
 	}
 	switch s.Order {
 	case "":
@@ -271,7 +272,7 @@ func (x *Exchange) check(provider string) error {
 	}
 	if provider == HTTP && (e.Model != "" || e.Tools != nil || e.NoTools || e.LastUser != "" || e.ToolResults != nil ||
 		e.System != "" || e.Stream != nil || e.ToolChoice != "" || e.Messages != 0 || e.MaxTokens != 0 || e.Temperature != nil) {
-		return errors.New("model expectations need provider = \"openai\" or \"anthropic\"")
+		return errors.New("model expectations need provider = \"openai\", \"anthropic\" or \"gemini\"")
 	}
 	if e.Tools != nil && e.NoTools {
 		return errors.New("expect: give tools or no_tools, not both")
@@ -291,6 +292,8 @@ func (x *Exchange) check(provider string) error {
 		case Anthropic:
 			e.Path = "/v1/messages"
 		}
+		// Gemini's path names the model and the method: checkGemini reads
+		// them, and path stays free unless the script sets it.
 	}
 	return nil
 }

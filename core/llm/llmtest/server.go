@@ -211,6 +211,8 @@ func (st *scriptState) serve(w http.ResponseWriter, r *http.Request, path string
 		v, wireErr = checkOpenAI(r.Header, body)
 	case Anthropic:
 		v, wireErr = checkAnthropic(r.Header, body)
+	case Gemini:
+		v, wireErr = checkGemini(r.Header, path, r.URL.Query(), body)
 	}
 
 	st.mu.Lock()
@@ -274,9 +276,12 @@ func (st *scriptState) refuse(w http.ResponseWriter, status int, kind, msg strin
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var out any
-	if st.script.Provider == Anthropic {
+	switch st.script.Provider {
+	case Anthropic:
 		out = map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": "llmtest: " + msg}}
-	} else {
+	case Gemini:
+		out = map[string]any{"error": map[string]any{"code": status, "message": "llmtest: " + msg, "status": "INVALID_ARGUMENT"}}
+	default:
 		out = map[string]any{"error": map[string]any{"message": "llmtest: " + msg, "type": kind}}
 	}
 	_ = json.NewEncoder(w).Encode(out)

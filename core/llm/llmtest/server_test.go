@@ -118,6 +118,49 @@ reply.json = '{"id":"m","type":"message","role":"assistant","content":[{"type":"
 	}
 }
 
+func TestServer_geminiWireChecks(t *testing.T) {
+	srv := serve(t, "g", `provider = "gemini"
+repeat = true
+[[exchange]]
+reply.json = '{"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},"finishReason":"STOP"}]}'`)
+	url := srv.BaseURL("g") + "/v1beta/models/gemini-2.5-flash:generateContent"
+	tools := `"tools":[{"functionDeclarations":[{"name":"f","parametersJsonSchema":{"type":"object"}}]}]`
+	call := `{"role":"model","parts":[{"functionCall":{"name":"f","args":{}}}]}`
+	good := `{"contents":[{"role":"user","parts":[{"text":"hi"}]},` + call + `,{"role":"user","parts":[{"functionResponse":{"name":"f","response":{"output":1}}},{"text":"and?"}]}],"systemInstruction":{"parts":[{"text":"be brief"}]},` + tools + `,"toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["f"]}},"generationConfig":{"temperature":0.5,"maxOutputTokens":9}}`
+	if code, body := post(t, url, nil, good); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if code, body := post(t, srv.BaseURL("g")+"/v1beta/models/gemini-2.5-flash:streamGenerateContent", nil, good); code != 400 || !strings.Contains(body, "alt=sse") {
+		t.Errorf("%d %s", code, body)
+	}
+	if code, body := post(t, srv.BaseURL("g")+"/v1/chat/completions", nil, good); code != 400 || !strings.Contains(body, "is not /v1beta/models/MODEL") {
+		t.Errorf("%d %s", code, body)
+	}
+	user := `{"role":"user","parts":[{"text":"hi"}]}`
+	for body, want := range map[string]string{
+		`{"contents":[]}`: "contents must be a non-empty array",
+		`{"contents":[` + user + `],"messages":[]}`:                                                                                              `Unknown name \"messages\"`,
+		`{"contents":[{"role":"assistant","parts":[{"text":"hi"}]}]}`:                                                                            `must be \"user\" or \"model\"`,
+		`{"contents":[{"role":"user","parts":[]}]}`:                                                                                              "parts must be a non-empty array",
+		`{"contents":[{"role":"user","parts":[{"text":"a","functionCall":{"name":"f"}}]}]}`:                                                      "exactly one of",
+		`{"contents":[` + user + `,` + call + `,{"role":"user","parts":[{"text":"no answer"}]}],` + tools + `}`:                                  "number of function response parts",
+		`{"contents":[` + user + `,` + call + `,{"role":"user","parts":[{"functionResponse":{"name":"g","response":{}}}]}],` + tools + `}`:       "number of function response parts",
+		`{"contents":[` + user + `,` + call + `,{"role":"user","parts":[{"functionResponse":{"name":"f","response":"1"}}]}],` + tools + `}`:      "needs a name and a response object",
+		`{"contents":[` + user + `,` + call + `,{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}}]}]}`:                     "need function declarations",
+		`{"contents":[` + user + `,` + call + `]` + `,` + tools + `}`:                                                                            "have no function responses",
+		`{"contents":[` + user + `],"tools":[{"functionDeclarations":[{"name":"9f"}]}]}`:                                                         "letters, digits",
+		`{"contents":[` + user + `],"tools":[{"functionDeclarations":[{"name":"f","parameters":{},"parametersJsonSchema":{"type":"object"}}]}]}`: "mutually exclusive",
+		`{"contents":[` + user + `],` + tools + `,"toolConfig":{"functionCallingConfig":{"mode":"SOMETIMES"}}}`:                                  "mode must be AUTO, ANY, NONE",
+		`{"contents":[` + user + `],` + tools + `,"toolConfig":{"functionCallingConfig":{"mode":"AUTO","allowedFunctionNames":["f"]}}}`:          "only be set when the mode is ANY",
+		`{"contents":[` + user + `],"generationConfig":{"temperature":3}}`:                                                                       "temperature must be a number between 0 and 2",
+	} {
+		code, got := post(t, url, nil, body)
+		if code != 400 || !strings.Contains(got, want) || !strings.Contains(got, `"status":"INVALID_ARGUMENT"`) {
+			t.Errorf("%s: %d %s", body, code, got)
+		}
+	}
+}
+
 func TestServer_expectationsAndOrder(t *testing.T) {
 	srv := serve(t, "x", `provider = "openai"
 [[exchange]]
@@ -273,7 +316,7 @@ func TestParseScript_errors(t *testing.T) {
 [[exchange]]
 expect.modle = "m"
 reply.json = '{}'`: "modle",
-		`provider = "gemini"`: `provider must be`,
+		`provider = "cohere"`: `provider must be`,
 		`provider = "openai"`: "no [[exchange]]",
 		`provider = "openai"
 [[exchange]]

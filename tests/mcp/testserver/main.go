@@ -2,7 +2,7 @@
 // client tests of tests/mcp: the official TypeScript SDK drives it.
 //
 //	testserver                              serve one session on stdin/stdout
-//	testserver --listen 127.0.0.1:0 [--token T]
+//	testserver --listen 127.0.0.1:0 [--token T] [--max-sessions N]
 //	                                        serve Streamable HTTP; print "url URL" on
 //	                                        stdout; stop when stdin closes
 //
@@ -250,9 +250,10 @@ func newHost() *host {
 func main() {
 	listen := flag.String("listen", "", "serve Streamable HTTP on this address instead of stdio")
 	token := flag.String("token", "", "bearer token required over HTTP")
+	maxSessions := flag.Int("max-sessions", 0, "the most HTTP sessions open at once (0: the default)")
 	flag.Parse()
 	log := logging.New(func(l logging.Level, m string) { fmt.Fprintf(os.Stderr, "%s: %s\n", l, m) }, logging.Warn)
-	srv := mcp.NewServer(newHost(), mcp.ServerOptions{Name: "clara-testserver", Version: "1", Logger: log, BearerToken: *token})
+	srv := mcp.NewServer(newHost(), mcp.ServerOptions{Name: "clara-testserver", Version: "1", Logger: log})
 	defer srv.Close()
 	if *listen == "" {
 		if err := srv.ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
@@ -261,7 +262,7 @@ func main() {
 		}
 		return
 	}
-	addr, err := srv.Listen(*listen)
+	addr, err := srv.Listen(*listen, mcp.ListenOptions{BearerToken: *token, MaxSessions: *maxSessions})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
