@@ -162,6 +162,12 @@ func (e *Engine) leaveCall(ctx context.Context, c *toolCall, t *toolbox.Tool, to
 // event and in clara.decisions.
 func (e *Engine) recordDecisions(ctx context.Context, c *toolCall, t *toolbox.Tool, perr *protocol.Error) {
 	denied := perr != nil && perr.Code == protocol.Denied
+	if c.dec != nil {
+		recordDecided(ctx, t.Name, c.dec)
+		if c.dec.Budget != "" && c.denial.layer == "" {
+			c.denial.layer = "budget: " + c.dec.Budget
+		}
+	}
 	if !denied && c.span == nil {
 		return
 	}
@@ -186,6 +192,28 @@ func (e *Engine) recordDecisions(ctx context.Context, c *toolCall, t *toolbox.To
 			d.Layer = "pipeline"
 		}
 		telemetry.RecordDecision(ctx, d)
+	}
+}
+
+// recordDecided records what the decisions beyond allow and deny did to
+// a call (issue 28: decisions.go), as the audit keeps them: a rewrite, a
+// person's approval, a result blocked or redacted, what rules in shadow
+// mode would have decided.
+func recordDecided(ctx context.Context, tool string, d *toolbox.Decided) {
+	if rw := d.Rewrite; rw != nil {
+		telemetry.RecordDecision(ctx, telemetry.Decision{Tool: tool, Layer: "rule", Rule: rw.Rule, Outcome: "rewrite"})
+	}
+	if a := d.Approval; a != nil {
+		telemetry.RecordDecision(ctx, telemetry.Decision{Tool: tool, Layer: "approval", Rule: a.Rule, Outcome: a.Decision, Reason: "by " + a.By})
+	}
+	if d.BlockedBy != "" {
+		telemetry.RecordDecision(ctx, telemetry.Decision{Tool: tool, Layer: "rule", Rule: d.BlockedBy, Outcome: "block_result"})
+	}
+	for _, r := range d.Redacted {
+		telemetry.RecordDecision(ctx, telemetry.Decision{Tool: tool, Layer: "rule", Rule: r, Outcome: "redact_result"})
+	}
+	for _, sh := range d.Shadow {
+		telemetry.RecordDecision(ctx, telemetry.Decision{Tool: tool, Layer: "rule (shadow)", Rule: sh.Rule, Outcome: "shadow_" + sh.Decision, Reason: sh.Reason})
 	}
 }
 

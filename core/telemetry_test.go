@@ -497,3 +497,51 @@ func TestTelemetry_a_go_hosts_own_provider(t *testing.T) {
 		t.Fatalf("%+v", spans)
 	}
 }
+
+// TestTelemetry_asks_approvals_and_rewrites: the decisions of issue 28 are
+// events on the call's span (the ask, the person's approval, the rewrite)
+// and counted in clara.decisions by rule.
+func TestTelemetry_asks_approvals_and_rewrites(t *testing.T) {
+	rcv := otlptest.Start(t)
+	e := telemetryEngine(t, rcv, nil)
+	registerPay(t, e, "")
+	e.SetApprover(&approverRecorder{decide: func(*core.ApprovalRequest) (core.ApprovalDecision, bool) {
+		return core.ApprovalDecision{Approve: true}, true
+	}})
+	loadRules(t, e, "p.toml", askBigPayments+`
+[[rules]]
+id = "cap"
+trigger = "on_tool_call"
+priority = 5
+[rules.condition]
+expression = "context.tool.name == 'pay' and context.tool.arguments.amount > 1000"
+[[rules.actions]]
+type = "rewrite"
+arguments = { amount = 1000 }
+merge = true
+`)
+	if out := evalString(t, e, `{"tool":"pay","arguments":{"to":"bob","amount":5000}}`); !strings.Contains(out, `"paid":1000`) {
+		t.Fatal(out)
+	}
+	flush(t, e)
+	span := spanNamed(t, rcv.Spans(), "execute_tool pay")
+	got := map[string]string{}
+	for _, ev := range span.Events {
+		if ev.Name == telemetry.EventDecision {
+			got[fmt.Sprint(ev.Attrs[telemetry.AttrDecisionOutcome])] = fmt.Sprint(ev.Attrs[telemetry.AttrDecisionRule])
+		}
+	}
+	if got["ask"] != "big-payments" || got["rewrite"] != "cap" || got["approved"] != "big-payments" {
+		t.Fatalf("decision events %v", got)
+	}
+	if !rcv.Wait(5*time.Second, func() bool {
+		for _, m := range rcv.Metrics() {
+			if m.Name == telemetry.MetricDecisions && m.Attrs[telemetry.AttrDecisionOutcome] == "ask" && m.Attrs[telemetry.AttrDecisionRule] == "big-payments" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("the ask is not counted: %+v", rcv.Metrics())
+	}
+}
