@@ -28,11 +28,12 @@ import (
 // and, with telemetry on, starts its span. It returns the context the call
 // runs in. t is the tool being called.
 func (e *Engine) enterCall(ctx context.Context, c *toolCall, t *toolbox.Tool) context.Context {
+	if t.Name == chatTool {
+		ctx = e.chatStats(ctx, c)
+	}
 	switch {
 	case c.state != nil && !c.nested:
-		// A host's request: nested calls find it in the request's state.
-		c.state.ticket = c.ticket
-		c.state.reqID = append(c.state.reqID[:0], c.id...)
+		c.state.enter(c)
 	case c.nested:
 		if cs, ok := ctx.Value(callScopeKey{}).(*callScope); ok && !cs.self.Valid() {
 			c.parent = cs.parent
@@ -55,6 +56,7 @@ func (e *Engine) enterCall(ctx context.Context, c *toolCall, t *toolbox.Tool) co
 	}
 	ctx = telemetry.WithT(ctx, &e.tel)
 	if !e.tel.Tracing() {
+		c.obsCtx = ctx
 		return ctx
 	}
 	name, op := "execute_tool "+t.Name, telemetry.OpExecuteTool
@@ -82,7 +84,18 @@ func (e *Engine) enterCall(ctx context.Context, c *toolCall, t *toolbox.Tool) co
 		attrs = append(attrs, attribute.String(telemetry.AttrToolCallArguments, e.tel.RedactedContent(string(c.args))))
 	}
 	ctx, c.span = e.tel.Start(ctx, name, trace.SpanKindInternal, attrs...)
+	c.obsCtx = ctx
 	return ctx
+}
+
+// enter names c, a host's request's call, in the request's state, where
+// the calls it makes find their parent and request id. The id is copied
+// into memory the state keeps (a request's bytes are borrowed).
+func (st *requestState) enter(c *toolCall) {
+	st.ticket = c.ticket
+	if c.id != nil {
+		st.reqID = append(st.reqID[:0], c.id...)
+	}
 }
 
 // withCallIdentity gives a call that has no scope of its own yet one that
@@ -107,6 +120,9 @@ func callerOf(ctx context.Context) (toolbox.Ticket, []byte) {
 		return cs.self, cs.requestID
 	}
 	if st, ok := ctx.Value(requestStateKey{}).(*requestState); ok {
+		if len(st.reqID) == 0 {
+			return st.ticket, nil // a request without an id (its state's buffer is kept, empty)
+		}
 		return st.ticket, st.reqID
 	}
 	return toolbox.Ticket{}, nil
@@ -126,10 +142,14 @@ func toolType(t *toolbox.Tool) string {
 	return telemetry.ToolTypeFunction
 }
 
-// leaveCall ends what enterCall started: the decisions, the span, the
-// metrics. Called once the call is recorded.
-func (e *Engine) leaveCall(ctx context.Context, c *toolCall, t *toolbox.Tool, took time.Duration, result []byte, perr *protocol.Error) {
+// leaveCall ends what enterCall started with telemetry on (c.obsCtx):
+// the decisions, the span, the metrics. Called once the call is recorded.
+func (e *Engine) leaveCall(c *toolCall, t *toolbox.Tool, took time.Duration, result []byte, perr *protocol.Error) {
+	ctx := c.obsCtx
 	if !e.tel.On() {
+		if c.span != nil {
+			c.span.End()
+		}
 		return
 	}
 	status := "success"
@@ -221,9 +241,16 @@ func recordDecided(ctx context.Context, tool string, d *toolbox.Decided) {
 // ("rule", "the call stack", "nested calls") and the rule's name.
 type denial struct{ layer, rule string }
 
-// recordIDs adds the call's trace and chat figures to its audit record.
+// recordIDs adds the call's ids, trace and chat figures to its audit
+// record (inlined: the plain call has only its ids).
 func (c *toolCall) recordIDs(r *toolbox.Record) {
 	r.Decision, r.Parent = c.ticket, c.parent
+	if c.span != nil || c.chatRec != nil {
+		c.recordObserved(r)
+	}
+}
+
+func (c *toolCall) recordObserved(r *toolbox.Record) {
 	if c.span != nil {
 		if sc := c.span.SpanContext(); sc.IsValid() {
 			r.TraceID, r.SpanID = sc.TraceID(), sc.SpanID()
@@ -254,10 +281,7 @@ func (e *Engine) logCallFailure(c *toolCall, perr *protocol.Error) {
 }
 
 // chatStats hands a chat call's figures holder to the chat loop.
-func (e *Engine) chatStats(ctx context.Context, c *toolCall, t *toolbox.Tool) context.Context {
-	if t.Name != chatTool {
-		return ctx
-	}
+func (e *Engine) chatStats(ctx context.Context, c *toolCall) context.Context {
 	st := &llm.RunStats{}
 	c.chatStats = st
 	return llm.WithRunStats(ctx, st)

@@ -38,10 +38,11 @@ type toolCall struct {
 	state   *requestState // the host's request this call answers; nil for nested calls
 
 	// What an operator sees of it (observe.go).
-	ticket, parent toolbox.Ticket // its decision id, reserved as it starts; its caller's
-	denial         denial         // who denied it, where the pipeline knows
-	span           trace.Span     // nil unless tracing
-	chatStats      *llm.RunStats  // a chat's figures, filled by its loop
+	ticket, parent toolbox.Ticket  // its decision id, reserved as it starts; its caller's
+	denial         denial          // who denied it, where the pipeline knows
+	span           trace.Span      // nil unless tracing
+	obsCtx         context.Context // the call's context when telemetry was on as it started: leaveCall's
+	chatStats      *llm.RunStats   // a chat's figures, filled by its loop
 	chatRec        *toolbox.ChatRecord
 	// The decisions beyond allow and deny (issue 28; decisions.go).
 	chat      *chatBudgets     // the chat whose model made the call (max_calls_per_chat); nil otherwise
@@ -95,7 +96,10 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 	if !ok {
 		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + c.name}
 		e.record(start, e.clock.since(start), c, strings.Clone(c.name), perr)
-		e.leaveCall(ctx, c, nil, 0, nil, perr)
+		if e.tel.On() {
+			c.obsCtx = ctx
+			e.leaveCall(c, nil, 0, nil, perr)
+		}
 		return nil, false, perr
 	}
 	var took time.Duration // measured once, for the rules and the audit
@@ -103,15 +107,22 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 		if took == 0 {
 			took = e.clock.since(start)
 		}
-		c.chatRecord()
+		if c.chatStats != nil {
+			c.chatRecord()
+		}
 		e.record(start, took, c, t.Name, perr)
-		e.leaveCall(ctx, c, t, took, result, perr)
+		if c.obsCtx != nil {
+			e.leaveCall(c, t, took, result, perr)
+		}
 	}()
 	// The request's policy also narrows what the rules this call fires may
 	// call (call_tool), directly or through the tools they call.
 	ctx = withCallScope(ctx, c)
-	ctx = e.enterCall(ctx, c, t)
-	ctx = e.chatStats(ctx, c, t)
+	if c.state != nil && !c.nested && t.Name != chatTool && !e.tel.On() {
+		c.state.enter(c) // the plain call: its request's state names it (observe.go)
+	} else {
+		ctx = e.enterCall(ctx, c, t)
+	}
 	if perr = e.admit(ctx, s, t, c); perr != nil {
 		return nil, false, perr
 	}
