@@ -65,6 +65,7 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, *protocol.Error) {
 	cs := scopeOf(ctx)
 	cs.depth++
+	cs.nestUnder(ctx) // the chat is the parent of the calls its model makes
 	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
 	ctx = withCallbackBatch(ctx, &h.batch)
 	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}, chat: &h.budgets}

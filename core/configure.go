@@ -71,6 +71,9 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTelemetry(c); err != nil {
+		return nil, err
+	}
 	if err := e.prepareConcepts(c, m, set); err != nil {
 		return nil, err
 	}
@@ -104,11 +107,12 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 // changes. It returns the tools that left the registry, for the caller to
 // retire once it has let go of e.admin. Called with e.admin held.
 func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
-	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
+	if err := e.audit.SetSink(auditSink(p.snap.config)); err != nil {
 		e.discard(p)
 		return nil, err
 	}
 	e.commitModels(p.snap.config, p.snap.models)
+	e.commitObservability(p.snap.config)
 	e.current.Store(p.snap)
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)

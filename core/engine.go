@@ -27,6 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clara-lib/clara/core/async"
 	"github.com/tidwall/gjson"
 
@@ -35,6 +39,7 @@ import (
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
@@ -58,6 +63,8 @@ type Engine struct {
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
 	docs     docSearchHost // doc_search's index
 	env      Options       // TestMode and TestAllow from the environment
+	tel      telemetry.T   // traces, metrics, OTLP logs (telemetryhost.go)
+	telEnv   telemetryEnv  // what the OTEL_* variables asked for, read once
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
@@ -86,6 +93,12 @@ type Options struct {
 	// Getenv reads the environment variables that hold secrets
 	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
 	Getenv func(string) string
+	// A Go host's own OpenTelemetry providers: each one given receives
+	// what Clara records of its signal, whatever [telemetry] and the
+	// OTEL_* variables say (docs/observability.md).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	LoggerProvider otellog.LoggerProvider
 }
 
 // newEngine is an engine with its built-in tools and no configuration in
@@ -108,6 +121,7 @@ func newEngine(opts Options) *Engine {
 	e.out = newOutbound(e.log, e.env.Getenv)
 	// No secret reaches a log line, whoever writes it.
 	e.log.SetFilter(e.out.secrets.String)
+	e.setupTelemetry()
 	e.registerBuiltins() // first: configured tools may not take their names
 	return e
 }

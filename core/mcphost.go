@@ -126,7 +126,7 @@ func (e *Engine) mcpServer() *mcp.Server {
 	e.mcp.mu.Lock()
 	defer e.mcp.mu.Unlock()
 	if e.mcp.server == nil {
-		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log,
+		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, Telemetry: &e.tel,
 			OnSessionEnd: func(session string) {
 				if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
 					e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)

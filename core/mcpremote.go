@@ -339,7 +339,7 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	}
 	p.replace = replace
 	var m *mcp.Manager
-	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets,
+	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets, Telemetry: &e.tel,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
 		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
 	if err != nil {

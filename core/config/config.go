@@ -18,6 +18,8 @@ type Config struct {
 	Limits    Limits    `key:"limits" doc:"Default limits of tool calls and requests."`
 	Policy    Policy    `key:"policy" doc:"The configuration's layer of tool policy."`
 	Audit     Audit     `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Log       Log       `key:"log" doc:"Clara's own log (CLARA_LOG sets its level)."`
+	Telemetry Telemetry `key:"telemetry" doc:"OpenTelemetry traces, metrics and the audit as OTLP logs (see docs/observability.md). Off unless enabled here or by the OTEL_* variables of the environment."`
 	Rules     Rules     `key:"rules" doc:"The rule engine."`
 	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
 	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
@@ -141,7 +143,30 @@ type Policy struct {
 
 // Audit is the [audit] table.
 type Audit struct {
-	Path string `key:"path" default:"''" doc:"A JSONL file every call is appended to (one line per call); empty keeps only the in-memory ring that audit_tail reads. Must be a regular file."`
+	Path       string `key:"path" default:"''" doc:"Where every call is appended as one JSON line besides the in-memory ring that audit_tail reads: a regular file, a named pipe with a reader, \"-\" or \"/dev/stdout\" (standard output), \"/dev/stderr\"; empty keeps only the ring. audit_reopen (clara_audit_reopen) reopens it after a log rotation moved it."`
+	MaxSizeMB  int    `key:"max_size_mb" default:"0" min:"0" max:"1048576" doc:"Rotate the audit file when it reaches this many megabytes (the old one renamed with a timestamp beside it); 0 never rotates."`
+	MaxBackups int    `key:"max_backups" default:"0" min:"0" max:"100000" doc:"The most rotated audit files kept (0: all, unless max_age_days removes them)."`
+	MaxAgeDays int    `key:"max_age_days" default:"0" min:"0" max:"36500" doc:"Rotated audit files older than this many days are removed (0: kept)."`
+	Compress   bool   `key:"compress" default:"false" doc:"true gzips rotated audit files."`
+	// DecisionIDs puts the call's decision id into every envelope.
+	DecisionIDs bool `key:"decision_ids" default:"false" doc:"true: every envelope carries the call's decision_id, the id of its audit record, for a user to quote. It is there anyway when audit.path is set, when telemetry is on, and in an answer with a trace."`
+}
+
+// Log is the [log] table.
+type Log struct {
+	Format string `key:"format" default:"'text'" check:"log_format" doc:"\"text\": key=value lines; \"json\": one JSON object per message, on standard error and in the message a log handler receives."`
+}
+
+// Telemetry is the [telemetry] table.
+type Telemetry struct {
+	Enabled          bool   `key:"enabled" default:"false" doc:"true exports traces, metrics and logs over OTLP/HTTP to endpoint. The standard OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER (and _METRICS_, _LOGS_) variables turn them on as well; OTEL_SDK_DISABLED=true turns everything off."`
+	Endpoint         string `key:"endpoint" default:"''" doc:"The OTLP/HTTP base URL, e.g. \"http://localhost:4318\" (signals go to /v1/traces, /v1/metrics, /v1/logs). Empty: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318."`
+	ServiceName      string `key:"service_name" default:"''" doc:"service.name of what Clara exports. Empty: OTEL_SERVICE_NAME, else \"clara\"."`
+	Traces           bool   `key:"traces" default:"true" doc:"With enabled: export spans."`
+	Metrics          bool   `key:"metrics" default:"true" doc:"With enabled: export metrics."`
+	Logs             bool   `key:"logs" default:"true" doc:"With enabled: export every audit record as an OTLP log record."`
+	Content          bool   `key:"content" default:"false" doc:"true records prompts, answers, tool arguments and results on spans, after every secret Clara knows is cut out. Off, spans carry names, ids, sizes and outcomes only."`
+	MetricIntervalMS int    `key:"metric_interval_ms" default:"60000" min:"100" max:"86400000" doc:"How often metrics are exported, in milliseconds; OTEL_METRIC_EXPORT_INTERVAL, when set, wins."`
 }
 
 // Rules is the [rules] table.

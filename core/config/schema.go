@@ -143,6 +143,13 @@ var checks = map[string]func(string) error{
 		}
 		return nil
 	},
+	"log_format": func(s string) error {
+		switch s {
+		case "text", "json":
+			return nil
+		}
+		return fmt.Errorf("%q is not a log format (text, json)", s)
+	},
 	"rule_mode": func(s string) error {
 		if s != "enforce" && s != "shadow" {
 			return fmt.Errorf("%q is not a mode of rules (enforce, shadow)", s)

@@ -542,8 +542,9 @@ type chatRun struct {
 	records    []toolRecord
 	pending    []string // notices for the next call
 	collected  []string // every notice this chat received, kept when it fails
-	maxTurns   int      // model calls this chat may make (0: no bound but max_tool_calls)
-	prompt     string   // the prompt as the model saw it, for on_answer
+	stats      *RunStats
+	maxTurns   int    // model calls this chat may make (0: no bound but max_tool_calls)
+	prompt     string // the prompt as the model saw it, for on_answer
 }
 
 // Run runs one chat: args are the chat tool's arguments, session ("" for
@@ -555,7 +556,7 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if perr != nil {
 		return nil, perr
 	}
-	r := &chatRun{ch: ch, host: host}
+	r := &chatRun{ch: ch, host: host, stats: runStatsOf(ctx)}
 	res, err := r.run(ctx, a, session)
 	// The last events (seed 003's error and finished) say how it ended.
 	if err != nil {
@@ -750,6 +751,7 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 		r.turns++
 		r.chatTurns++
 		res.Turns = r.chatTurns
+		r.stats.turn()
 		if r.maxTurns > 0 && res.Turns >= r.maxTurns {
 			final = true // the last turn: the model answers without tools
 		}
@@ -929,7 +931,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 						r.ch.client.settings.Load().log.Logf(logging.Error, "llm: %v", perr.Cause)
 					}
 				}()
-				result, perr = r.host.CallTool(ctx, tc.Name, args)
+				result, perr = r.host.CallTool(r.ch.withToolCallID(ctx, tc.ID), tc.Name, args)
 			}()
 			answers[i] = r.answer(tc, rec, result, perr, time.Since(start))
 		}()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/secrets"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -132,6 +133,9 @@ type ManagerOptions struct {
 	Getenv        func(string) string
 	ClientName    string // what initialize reports; "clara" by default
 	ClientVersion string
+	// Telemetry, when on, gets a client span per request to a server,
+	// whose trace context travels in the request's _meta (observe.go).
+	Telemetry *telemetry.T
 }
 
 // Manager owns the connections to the configured MCP servers. Its methods

@@ -89,6 +89,7 @@ func newRemote(m *Manager, cfg ServerConfig) *remote {
 		ToolListChangedHandler: r.listChanged,
 	})
 	r.client.AddReceivingMiddleware(r.recoverMiddleware)
+	r.client.AddSendingMiddleware(r.telemetryMiddleware)
 	return r
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/telemetry"
 )
 
 // HTTPPath is where Listen serves the Streamable HTTP endpoint.
@@ -36,6 +37,8 @@ type ServerOptions struct {
 	// OnSessionEnd, if set, runs (on its own goroutine) after an MCP
 	// session that initialized has ended, with its Clara session name.
 	OnSessionEnd func(session string)
+	// Telemetry, when on, gets a server span per request (observe.go).
+	Telemetry *telemetry.T
 }
 
 // ListenOptions are one listener's settings, fixed when it starts (each
@@ -93,6 +96,7 @@ type Server struct {
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
+	logs clientLogs // Clara's log to the sessions that set a level (observe.go)
 }
 
 // web is one Listen.
@@ -134,7 +138,7 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		GetSessionID:              newSessionName,
 		InitializedHandler:        s.initialized,
 	})
-	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
+	s.mcp.AddReceivingMiddleware(s.recoverMiddleware, s.telemetryMiddleware)
 	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
 	s.syncTools()
@@ -194,6 +198,7 @@ func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
 			}
 		}()
 		_ = ss.Wait()
+		s.dropLogTap(ss)
 		s.sessions.Delete(ss)
 		if s.opts.OnSessionEnd != nil {
 			s.opts.OnSessionEnd(name)
@@ -693,5 +698,6 @@ func (s *Server) Close() {
 	s.stopHost()
 	s.Stop()
 	close(s.done)
+	s.dropLogTap(nil)
 	s.wg.Wait()
 }

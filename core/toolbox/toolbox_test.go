@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -1630,8 +1631,8 @@ func TestAudit_recordJSON(t *testing.T) {
 	a := toolbox.NewAudit(nil)
 	a.Add(toolbox.Record{Time: time.Date(2024, 1, 2, 3, 4, 5, 123456789, time.UTC), Session: "default", Tool: "echo", Duration: 1234567 * time.Nanosecond}, []byte(`{"city":"Paris"}`))
 	got := a.Tail(1)
-	want := `{"ts":"2024-01-02T03:04:05.123456Z","session":"default","tool":"echo","args_sha256":"` + hexSum + `","duration_us":1234,"status":"success","error":null}`
-	if len(got) != 1 || string(got[0].AppendJSON(nil)) != want || got[0].Seq != 1 {
+	want := `{"ts":"2024-01-02T03:04:05.123456Z","session":"default","tool":"echo","args_sha256":"` + hexSum + `","duration_us":1234,"status":"success","error":null,"decision_id":"` + got[0].Decision.String() + `"}`
+	if len(got) != 1 || string(got[0].AppendJSON(nil)) != want || got[0].Seq != 1 || !regexp.MustCompile(`^[0-9a-f]{8}-\d+-1$`).MatchString(got[0].Decision.String()) {
 		t.Errorf("\n got %+v\nwant %s", got, want)
 	}
 }
@@ -1754,7 +1755,7 @@ func TestAudit_fileWholeLines(t *testing.T) {
 		t.Fatalf("%d lines, want %d", len(lines), writers*each)
 	}
 	per := map[string]int{}
-	keys := []string{"args_sha256", "duration_us", "error", "session", "status", "tool", "ts"}
+	keys := []string{"args_sha256", "decision_id", "duration_us", "error", "session", "status", "tool", "ts"}
 	for n, line := range lines {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
@@ -1864,8 +1865,10 @@ func TestAudit_debugLog(t *testing.T) {
 	if len(msgs) != 0 {
 		t.Errorf("logged at info: %v", msgs)
 	}
-	toolbox.NewAudit(logging.New(sink, logging.Debug)).Add(r, args)
+	a := toolbox.NewAudit(logging.New(sink, logging.Debug))
+	a.Add(r, args)
 	r.ArgsSHA256 = sha256.Sum256(args)
+	r.Decision = a.Tail(1)[0].Decision
 	want := fmt.Sprintf("%v audit %s", logging.Debug, r.AppendJSON(nil))
 	if len(msgs) != 1 || msgs[0] != want {
 		t.Errorf("logged %q\nwant %q", msgs, want)

@@ -118,7 +118,7 @@ func All(d Deps) []toolbox.Builtin {
 	list := []toolbox.Builtin{
 		echo(), getTime(d.Now), mathEval(),
 		kvSet(d.KV), kvGet(d.KV), kvDelete(d.KV), kvList(d.KV),
-		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit),
+		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit), auditReopen(d.Audit),
 		sessionPolicy(d.Sessions), notificationsDrain(d.Sessions),
 	}
 	if d.Engine != nil {

@@ -60,6 +60,7 @@ __all__ = [
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
+    "audit_reopen", "telemetry_flush",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "json5_to_json", "MISSING",
@@ -249,6 +250,17 @@ def emit(event: Union[str, Mapping[str, Any]], payload: Any = None, session: Opt
 def emit_raw(event: Optional[Text]) -> str:
     """clara_emit with text in and text out (see Clara.emit_raw)."""
     return _get().emit_raw(event)
+
+
+def audit_reopen() -> None:
+    """Reopen the audit file after a log rotation moved it (see
+    Clara.audit_reopen)."""
+    _get().audit_reopen()
+
+
+def telemetry_flush(timeout: float = 5.0) -> bool:
+    """Export what telemetry holds now (see Clara.telemetry_flush)."""
+    return _get().telemetry_flush(timeout)
 
 
 def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_INFO) -> None:

@@ -137,6 +137,10 @@ go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRu
 # same call with no rule.
 go_pair rule_allows core:BenchmarkEvaluate_echo_ruleAllows core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_allows.err" || status=1
 go_pair rule_rewrites core:BenchmarkEvaluate_echo_ruleRewrites core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_rewrites.err" || status=1
+# Telemetry (issue 29): the echo with traces, metrics and OTLP logs on,
+# exported in batches to a receiver on loopback, beside the echo with
+# telemetry off (the default, which must cost nothing).
+go_pair telemetry core:BenchmarkEvaluate_echo_telemetry core:BenchmarkEvaluate_echo >> "$samples" 2> "$out/telemetry.err" || status=1
 # The agent loop: a chat with one tool call through the engine against the
 # scripted provider on loopback, beside the same two exchanges made by a
 # bare net/http client; and chats from 16 goroutines at once.

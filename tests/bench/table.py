@@ -43,6 +43,7 @@ ROWS = [
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
     ("rule_allows", "echo through an on_tool_call rule that allows it (Go)", "echo, no rule (Go)", "time", None, None),
     ("rule_rewrites", "echo through an on_tool_call rule that rewrites it (Go)", "echo, no rule (Go)", "time", None, None),
+    ("telemetry", "echo, telemetry on: batches to OTLP on loopback (Go)", "echo, telemetry off (Go)", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
     ("lua_rule", "Lua rule", "lupa (LuaJIT), context converted", "throughput", ">=", 2.5),
@@ -91,6 +92,9 @@ LEGEND = [
     "additionalProperties) vs without: the cost of validating the arguments.",
     "audit: Go benchmark of recording one call in the audit ring (toolbox.Audit.Add), beside the engine's "
     "whole echo call (no cgo), which includes it; alternated one run each.",
+    "echo, telemetry on: Go benchmark of the engine's echo with [telemetry] enabled (a span per call with its "
+    "decision events, the metrics, the audit record as an OTLP log), the SDK's batch processors exporting to a "
+    "receiver on loopback that decodes every batch; beside the same echo with telemetry off (the default).",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "echo through a rule that allows / rewrites: Go benchmarks of the engine's echo with one on_tool_call rule in "
@@ -285,7 +289,8 @@ def main():
                       ("validation", "validating 5 arguments against a schema costs"),
                       ("rules_watch", "a rule watching every completed call costs"),
                       ("rule_allows", "an on_tool_call rule that lets the call through costs"),
-                      ("rule_rewrites", "an on_tool_call rule that rewrites the arguments costs")):
+                      ("rule_rewrites", "an on_tool_call rule that rewrites the arguments costs"),
+                      ("telemetry", "telemetry on (traces, metrics, OTLP logs) costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):
             diff = statistics.median(s["clara"]) - statistics.median(s["ref"])

@@ -49,7 +49,8 @@ def child_env(**extra):
 # CLARA_CONFIG, which the Makefile unsets).
 DEFAULT_CONFIG = {
     "async": {"max_pending": 10000, "max_running": 1000},
-    "audit": {"path": ""},
+    "audit": {"compress": False, "decision_ids": False, "max_age_days": 0, "max_backups": 0,
+              "max_size_mb": 0, "path": ""},
     "callback_tools": {"models": False, "panel_bytes": 2048, "run_model_scripts": False},
     "callbacks": [],
     "default_evaluator": "echo",
@@ -64,6 +65,7 @@ DEFAULT_CONFIG = {
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
             "provider": "", "timeout_ms": 60000},
     "kv": {"max_bytes": 16777216, "max_keys": 10000, "max_total_bytes": 67108864, "max_total_keys": 100000},
+    "log": {"format": "text"},
     "mcp": {"allow_remote": False, "max_sessions": 100, "session_idle_timeout_ms": 1800000, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
@@ -76,6 +78,8 @@ DEFAULT_CONFIG = {
                              "repeated_failures": 3, "token_budget": 0.8},
               "watch": True, "watch_admin_tools": False},
     "state_dir": ".clara",
+    "telemetry": {"content": False, "enabled": False, "endpoint": "", "logs": True,
+                  "metric_interval_ms": 60000, "metrics": True, "service_name": "", "traces": True},
     "test_mode": False,
     "tools": [],
 }
