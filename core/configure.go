@@ -10,6 +10,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/resources"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
@@ -38,6 +39,9 @@ type snapshot struct {
 	unmatched []string
 	// The outbound side: the model, the evaluator, the client's allowlist.
 	models *models
+	// The resources and prompts MCP clients are offered ([[resources]],
+	// [[prompts]]).
+	catalog *resources.Set
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -68,6 +72,10 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if _, err := configuredCallbacks(c); err != nil {
 		return nil, err
 	}
+	catalog, err := resources.Compile(c.Resources, c.Prompts, projectRoot(c), readRegularFile)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "configuration: %v", err)
+	}
 	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
 		return nil, err
@@ -85,6 +93,7 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 		unmatched: unmatched,
 		plugins:   plugins,
 		models:    m,
+		catalog:   catalog,
 	}
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}

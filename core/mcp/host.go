@@ -33,6 +33,9 @@ type ToolInfo struct {
 	// Annotations are the hints the tool declares, in place of those its
 	// capabilities give; nil when it declares none.
 	Annotations *toolbox.Annotations
+	// ReturnsContent: the tool's results are MCP content blocks
+	// (toolbox.ReturnsContent), served as the result's content.
+	ReturnsContent bool
 }
 
 // InfoFromDescriptor is the ToolInfo of a descriptor.
@@ -46,6 +49,8 @@ func InfoFromDescriptor(d *toolbox.Descriptor) ToolInfo {
 		Capabilities: d.Capabilities,
 		Idempotent:   d.Idempotent,
 		Annotations:  d.Annotations,
+
+		ReturnsContent: d.Returns == toolbox.ReturnsContent,
 	}
 }
 

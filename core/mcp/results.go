@@ -58,6 +58,20 @@ func successResult(name string, out []byte, structured bool) *sdk.CallToolResult
 	return res
 }
 
+// contentResult is the result of a tool that returns content blocks (the
+// toolbox checked them): the blocks are the result's content.
+func contentResult(name string, out []byte) *sdk.CallToolResult {
+	var res sdk.CallToolResult
+	body := append(append([]byte(`{"content":`), bytes.TrimSpace(out)...), '}')
+	if err := json.Unmarshal(body, &res); err != nil {
+		return errorResult(protocol.Errorf(protocol.ToolFailed, "tool %q returned content blocks MCP does not take: %v", name, err))
+	}
+	if res.Content == nil {
+		res.Content = []sdk.Content{}
+	}
+	return &res
+}
+
 // claraResult turns a remote tool's MCP result into a Clara result: the
 // structuredContent's JSON for a tool with an output schema (returnsJSON),
 // otherwise the text of its content blocks, one a line (a block that is

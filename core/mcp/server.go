@@ -74,6 +74,7 @@ type Server struct {
 	// served is the published tool list; only the sync goroutine (and
 	// NewServer before it starts) writes it.
 	served   map[string]*servedTool
+	features servedFeatures // resources and prompts of a CatalogHost
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
@@ -122,18 +123,22 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		done:   make(chan struct{}),
 	}
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
-	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
+	sopts := &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       newSlog(opts.Logger),
 		PageSize:     1000,
 		// Tools (listChanged: the host's tools change while clients are
-		// connected) and logging (a tool's clara_call_log); no prompts or
-		// resources.
+		// connected) and logging (a tool's clara_call_log); resources,
+		// prompts and completion when the host has them.
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: servedVersions(),
 		GetSessionID:              newSessionName,
 		InitializedHandler:        s.initialized,
-	})
+	}
+	if _, ok := host.(CatalogHost); ok {
+		s.serverCatalogOptions(sopts)
+	}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, sopts)
 	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
 	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
@@ -244,6 +249,9 @@ func (s *Server) syncTools() {
 			logPanic(s.log, "listing the host's tools", r)
 		}
 	}()
+	if h, ok := s.host.(CatalogHost); ok {
+		s.syncFeatures(h)
+	}
 	infos := s.host.Tools()
 	want := make(map[string]*servedTool, len(infos))
 	for _, info := range infos {
@@ -284,13 +292,13 @@ func (s *Server) syncTools() {
 			want[name] = old
 			continue
 		}
-		s.mcp.AddTool(st.tool, s.toolHandler(name, st.structured))
+		s.mcp.AddTool(st.tool, s.toolHandler(name, st))
 	}
 	s.served = want
 }
 
 // toolHandler runs one tools/call through the host.
-func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
+func (s *Server) toolHandler(name string, st *servedTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -305,6 +313,8 @@ func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
 		defer context.AfterFunc(s.currentStopCtx(), cancel)()
 
 		ctx = withClientLog(ctx, req.Session, name, s.log)
+		ctx = withElicitor(ctx, req.Session, s.log)
+		ctx = withSampler(ctx, req.Session, s.log)
 		args := []byte(req.Params.Arguments)
 		if t := strings.TrimSpace(string(args)); t == "" || t == "null" {
 			args = []byte("{}")
@@ -319,7 +329,10 @@ func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
 		if perr != nil {
 			return errorResult(perr), nil
 		}
-		return successResult(name, out, structured), nil
+		if st.content {
+			return contentResult(name, out), nil
+		}
+		return successResult(name, out, st.structured), nil
 	}
 }
 

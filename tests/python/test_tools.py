@@ -329,7 +329,7 @@ class TestRegistrationErrors(ToolTestCase):
             ({"name": "bad name"}, clara.CLARA_EINVAL, "bad name",
              "clara_register_tool: invalid tool name \"bad name\": use 1 to 64 letters, digits, '_' or '-'"),
             ({"name": "x", "returns": "xml"}, clara.CLARA_EINVAL, "x",
-             'clara_register_tool: tool "x": returns must be "json" or "string", not "xml"'),
+             'clara_register_tool: tool "x": returns must be "json", "string" or "content", not "xml"'),
             ({"name": "x", "capabilities": ["teleport"]}, clara.CLARA_EINVAL, "x",
              'clara_register_tool: tool "x": unknown capability "teleport" (known: exec, fs_read, fs_write, network)'),
             ({"name": "x", "limits": {"timeout_ms": -1}}, clara.CLARA_EINVAL, "x",
