@@ -7,8 +7,8 @@ import (
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/llm"
-	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -47,12 +47,12 @@ func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
 // models is what a configuration decides of the outbound side.
 type models struct {
 	clientOptions llm.ClientOptions
-	chat          *llm.Chat       // nil: neither llm.base_url nor llm.model
+	chat          *llm.Chat // nil: neither llm.base_url nor llm.model
 	// sampling asks the model of the MCP client a call came from, when
 	// chat is nil (issue 30).
 	sampling *llm.Chat
-	evaluate      toolbox.Func    // nil: no evaluator.url
-	embed         *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
+	evaluate toolbox.Func    // nil: no evaluator.url
+	embed    *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
 }
 
 // retries maps max_retries (0: none) to the llm package's convention.

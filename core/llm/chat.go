@@ -439,7 +439,7 @@ type chatRun struct {
 	host    Host
 	offered map[string]bool
 	content map[string]bool // the offered tools that return content blocks
-	own     *ownTools // set_result and finish; nil without a result_schema
+	own     *ownTools       // set_result and finish; nil without a result_schema
 	req     modelRequest
 
 	progressMu sync.Mutex

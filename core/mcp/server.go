@@ -74,7 +74,7 @@ type Server struct {
 	// served is the published tool list; only the sync goroutine (and
 	// NewServer before it starts) writes it.
 	served   map[string]*servedTool
-	features servedFeatures // resources and prompts of a CatalogHost
+	features servedFeatures    // resources and prompts of a CatalogHost
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
