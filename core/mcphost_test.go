@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -64,7 +65,7 @@ func serveEngine(t *testing.T, e *core.Engine) *mcpClient {
 		},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.changed <- struct{}{} },
 	})
-	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, legacyMCPSession)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -371,3 +372,7 @@ func TestMCP_arguments_are_an_object_within_the_limits(t *testing.T) {
 		t.Errorf("none: %+v %s", res, resultText(res))
 	}
 }
+
+// legacyMCPSession makes the SDK's client speak 2025-11-25's handshake and
+// sessions, what these tests check.
+var legacyMCPSession = &sdk.ClientSessionOptions{ProtocolVersion: mcp.LegacyProtocolVersion}

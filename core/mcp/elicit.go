@@ -49,12 +49,8 @@ func canElicitForm(caps *sdk.ClientCapabilities) bool {
 
 // withElicitor gives a tools/call of a client that can answer a form the
 // way to ask it, by elicitation/create on its session.
-func withElicitor(ctx context.Context, ss *sdk.ServerSession, log *logging.Logger) context.Context {
-	if ss == nil {
-		return ctx
-	}
-	params := ss.InitializeParams()
-	if params == nil || !canElicitForm(params.Capabilities) {
+func withElicitor(ctx context.Context, ss *sdk.ServerSession, caps *sdk.ClientCapabilities, log *logging.Logger) context.Context {
+	if ss == nil || !canElicitForm(caps) {
 		return ctx
 	}
 	ask := func(ctx context.Context, message string, schema json.RawMessage) (action string, content json.RawMessage, err error) {

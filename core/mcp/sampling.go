@@ -29,15 +29,11 @@ func SamplerOf(ctx context.Context) SampleFunc {
 
 // withSampler gives a tools/call of a client that declared sampling the
 // way to its model.
-func withSampler(ctx context.Context, ss *sdk.ServerSession, log *logging.Logger) context.Context {
-	if ss == nil {
+func withSampler(ctx context.Context, ss *sdk.ServerSession, caps *sdk.ClientCapabilities, log *logging.Logger) context.Context {
+	if ss == nil || caps == nil || caps.Sampling == nil {
 		return ctx
 	}
-	params := ss.InitializeParams()
-	if params == nil || params.Capabilities == nil || params.Capabilities.Sampling == nil {
-		return ctx
-	}
-	withTools := params.Capabilities.Sampling.Tools != nil
+	withTools := caps.Sampling.Tools != nil
 	sample := func(ctx context.Context, raw []byte) (out []byte, err error) {
 		defer func() {
 			if r := recover(); r != nil {

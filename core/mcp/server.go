@@ -34,8 +34,14 @@ type ServerOptions struct {
 	Instructions  string // optional hints for the client's model
 	Logger        *logging.Logger
 	// OnSessionEnd, if set, runs (on its own goroutine) after an MCP
-	// session that initialized has ended, with its Clara session name.
+	// session has ended, with its Clara session name.
 	OnSessionEnd func(session string)
+	// MaxWaitingCalls bounds the tool calls of 2026-07-28 clients waiting
+	// between rounds for their client's input (DefaultMaxParked when 0);
+	// WaitTimeout is how long one waits for the client's next round
+	// (DefaultParkTimeout when 0).
+	MaxWaitingCalls int
+	WaitTimeout     time.Duration
 }
 
 // ListenOptions are one listener's settings, fixed when it starts (each
@@ -75,6 +81,7 @@ type Server struct {
 	// NewServer before it starts) writes it.
 	served   map[string]*servedTool
 	features servedFeatures    // resources and prompts of a CatalogHost
+	parking  *parking          // calls of 2026-07-28 clients between rounds
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
@@ -122,6 +129,7 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		webs:   map[*web]struct{}{},
 		done:   make(chan struct{}),
 	}
+	s.parking = newParking(opts.MaxWaitingCalls, opts.WaitTimeout)
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
 	sopts := &sdk.ServerOptions{
 		Instructions: opts.Instructions,
@@ -163,7 +171,9 @@ func servedVersions() []string {
 func newSessionName() string { return "mcp-" + rand.Text() }
 
 // sessionName is the Clara session of an MCP session: its id over HTTP, a
-// name of the same form for a stdio session, which has none.
+// name of the same form for a session without one (stdio; and each
+// request of a 2026-07-28 client over HTTP, which has no session), which
+// ends with its connection.
 func (s *Server) sessionName(ss *sdk.ServerSession) string {
 	if ss == nil {
 		return "mcp"
@@ -174,15 +184,26 @@ func (s *Server) sessionName(ss *sdk.ServerSession) string {
 	if v, ok := s.sessions.Load(ss); ok {
 		return v.(string)
 	}
-	v, _ := s.sessions.LoadOrStore(ss, newSessionName())
+	v, loaded := s.sessions.LoadOrStore(ss, newSessionName())
+	if !loaded {
+		s.watchEnd(ss, v.(string))
+	}
 	return v.(string)
 }
 
-// initialized watches a session that completed its handshake, to forget
-// its name and tell the host when it ends.
+// initialized watches a session that completed its handshake, to tell the
+// host when it ends (one without an id is watched from its first use).
 func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
 	ss := req.Session
-	name := s.sessionName(ss)
+	if ss.ID() == "" {
+		s.sessionName(ss)
+		return
+	}
+	s.watchEnd(ss, ss.ID())
+}
+
+// watchEnd forgets a session's name and tells the host once it has ended.
+func (s *Server) watchEnd(ss *sdk.ServerSession, name string) {
 	// Close sets closed before it waits for the goroutines: none starts after.
 	s.mu.Lock()
 	if s.closed {
@@ -306,33 +327,48 @@ func (s *Server) toolHandler(name string, st *servedTool) sdk.ToolHandler {
 				res, err = errorResult(protocol.InternalError(nil)), nil
 			}
 		}()
-		// Stop cancels the calls in flight (the SDK's contexts only end
-		// with the client's notifications/cancelled).
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(s.currentStopCtx(), cancel)()
-
-		ctx = withClientLog(ctx, req.Session, name, s.log)
-		ctx = withElicitor(ctx, req.Session, s.log)
-		ctx = withSampler(ctx, req.Session, s.log)
+		// What the client can do is read per request: a 2026-07-28
+		// request says it in its _meta, an older one at its session's
+		// initialize.
+		version, caps := req.ProtocolVersion(), req.ClientCapabilities()
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req)
+		}
+		session := s.sessionName(req.Session)
 		args := []byte(req.Params.Arguments)
 		if t := strings.TrimSpace(string(args)); t == "" || t == "null" {
 			args = []byte("{}")
 		}
+		ctx = withClientLog(ctx, req.Session, name, s.log)
 		var progress ProgressFunc
 		if token := req.Params.GetProgressToken(); token != nil {
 			p := &progressSender{ctx: ctx, ss: req.Session, token: token, log: s.log}
 			defer p.finish()
 			progress = p.send
 		}
-		out, perr := s.host.Call(ctx, s.sessionName(req.Session), name, args, progress)
-		if perr != nil {
-			return errorResult(perr), nil
+		run := func(ctx context.Context) *sdk.CallToolResult {
+			out, perr := s.host.Call(ctx, session, name, args, progress)
+			if perr != nil {
+				return errorResult(perr)
+			}
+			if st.content {
+				return contentResult(name, out)
+			}
+			return successResult(name, out, st.structured)
 		}
-		if st.content {
-			return contentResult(name, out), nil
+		if usesInputRequired(version) {
+			// Questions become input_required results; the call runs on
+			// between the client's rounds (mrtr.go).
+			return s.startParked(ctx, req, caps, run)
 		}
-		return successResult(name, out, st.structured), nil
+		// Stop cancels the calls in flight (the SDK's contexts only end
+		// with the client's notifications/cancelled).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.currentStopCtx(), cancel)()
+		ctx = withElicitor(ctx, req.Session, caps, s.log)
+		ctx = withSampler(ctx, req.Session, caps, s.log)
+		return run(ctx), nil
 	}
 }
 
@@ -477,6 +513,8 @@ func (s *Server) Listen(addr string, opts ListenOptions) (net.Addr, error) {
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: newSlog(s.log)})
 	h = s.sessionGate(maxSessions, h)
+	h = revisionRouter(h, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: newSlog(s.log)}))
 	if opts.BearerToken != "" {
 		token := []byte(opts.BearerToken)
 		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -550,6 +588,25 @@ func (s *Server) sessionGate(max int, next http.Handler) http.Handler {
 		}
 	})
 }
+
+// revisionRouter serves the requests of 2026-07-28 clients (they carry
+// the revision in their MCP-Protocol-Version header, and the SDK serves
+// that revision only without sessions) with stateless, and every other
+// request (the initialize handshake and the sessions of 2025-11-25 and
+// before) with sessions: both revisions on one endpoint, each client on
+// its own.
+func revisionRouter(sessions, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(protocolVersionHeader); usesInputRequired(v) && r.Header.Get(sessionIDHeader) == "" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
+}
+
+// protocolVersionHeader is Streamable HTTP's revision header.
+const protocolVersionHeader = "Mcp-Protocol-Version"
 
 // sessionIDHeader is Streamable HTTP's session header.
 const sessionIDHeader = "Mcp-Session-Id"
@@ -674,6 +731,7 @@ func (s *Server) Stop() {
 	webs := s.webs
 	s.webs = map[*web]struct{}{}
 	s.mu.Unlock()
+	s.parking.cancelAll()
 
 	// HTTP first stops taking new connections, then the sessions end (which
 	// ends their event streams), then the server waits for what is left.
