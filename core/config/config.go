@@ -47,6 +47,11 @@ type MCP struct {
 	// the settings it started with.
 	MaxSessions          int `key:"max_sessions" default:"100" min:"1" max:"100000" doc:"The most MCP sessions open at once over HTTP, every listener together: an initialize beyond is refused with HTTP 503 and a JSON-RPC error until a session ends."`
 	SessionIdleTimeoutMS int `key:"session_idle_timeout_ms" default:"1800000" min:"1000" max:"86400000" doc:"An HTTP session that sends no request for this many milliseconds is ended, and its Clara session with it (session_end)."`
+	// Read when serving starts (the first listen or stdio serve after a
+	// stop): the server keeps them until clara_mcp_stop.
+	ListTTLMS       int `key:"list_ttl_ms" default:"5000" min:"0" max:"86400000" doc:"How long a client may keep tools/list, prompts/list and the resource lists before asking again (their ttlMs, cacheScope private); 0: not at all. Read when serving starts."`
+	MaxWaitingCalls int `key:"max_waiting_calls" default:"256" min:"1" max:"100000" doc:"The most tool calls of 2026-07-28 clients waiting between rounds for their client's answer (input_required); a call that would be one more is refused with an error result. Read when serving starts."`
+	WaitTimeoutMS   int `key:"wait_timeout_ms" default:"600000" min:"1000" max:"86400000" doc:"How long a tool call waits for its 2026-07-28 client's next round (the answer to its input_required) before it is cancelled. Read when serving starts."`
 }
 
 // KV is the [kv] table: the limits of the key-value store, in one session

@@ -204,3 +204,35 @@ func TestInputRequired_unknownAndAbandoned(t *testing.T) {
 		t.Errorf("a retry after the wait: %v %+v", err, res)
 	}
 }
+
+// tools/list is in the same order whatever order the host lists its tools
+// in, and carries the cache hints of ListTTL.
+func TestToolsList_orderAndCacheHints(t *testing.T) {
+	h := newTestHost(echoTool("zeta"), echoTool("alpha"), echoTool("mid"))
+	srv := NewServer(h, ServerOptions{ListTTL: 1500 * time.Millisecond})
+	defer srv.Close()
+	addr, err := srv.Listen("127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&sdk.StreamableClientTransport{Endpoint: "http://" + addr.String() + HTTPPath, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	if strings.Join(names, ",") != "alpha,mid,zeta" {
+		t.Errorf("order: %v", names)
+	}
+	if res.TTLMs != 1500 || res.CacheScope != "private" {
+		t.Errorf("cache hints: ttlMs %d, cacheScope %q", res.TTLMs, res.CacheScope)
+	}
+}

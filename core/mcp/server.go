@@ -42,6 +42,11 @@ type ServerOptions struct {
 	// (DefaultParkTimeout when 0).
 	MaxWaitingCalls int
 	WaitTimeout     time.Duration
+	// ListTTL is the cache hint of the lists (tools, prompts, resources,
+	// templates) and of server/discover: how long a client may keep them
+	// (cacheScope private: they follow the configuration and its policy).
+	// 0: immediately stale.
+	ListTTL time.Duration
 }
 
 // ListenOptions are one listener's settings, fixed when it starts (each
@@ -142,6 +147,7 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		SupportedProtocolVersions: servedVersions(),
 		GetSessionID:              newSessionName,
 		InitializedHandler:        s.initialized,
+		SetCacheable:              s.cacheable,
 	}
 	if _, ok := host.(CatalogHost); ok {
 		s.serverCatalogOptions(sopts)
@@ -225,6 +231,17 @@ func (s *Server) watchEnd(ss *sdk.ServerSession, name string) {
 			s.opts.OnSessionEnd(name)
 		}
 	}()
+}
+
+// cacheable sets the cache hints of the lists and of server/discover (a
+// resource's contents are never cached: ttlMs 0). The lists are in a
+// deterministic order, by name (by URI for resources).
+func (s *Server) cacheable(_ context.Context, req sdk.Request, c *sdk.Cacheable) {
+	c.CacheScope = "private"
+	c.TTLMs = 0
+	if _, read := req.(*sdk.ReadResourceRequest); !read {
+		c.TTLMs = int(s.opts.ListTTL / time.Millisecond)
+	}
 }
 
 // recoverMiddleware turns a panic in any method handler into a JSON-RPC
