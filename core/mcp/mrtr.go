@@ -164,8 +164,10 @@ func (s *Server) startParked(ctx context.Context, req *sdk.CallToolRequest, caps
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	release := s.holds.hold(s.sessionName(req.Session))
 	go func() {
 		defer s.wg.Done()
+		defer release()
 		defer stopAfter()
 		defer cancel()
 		var res *sdk.CallToolResult

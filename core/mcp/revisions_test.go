@@ -178,8 +178,8 @@ func TestInputRequired_unknownAndAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, &sdk.ClientOptions{
-		ElicitationHandler:    func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) { return nil, nil },
-		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true}, // this test makes the rounds itself
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) { return nil, nil },
+		MultiRoundTrip:     &sdk.MultiRoundTripOptions{Disabled: true}, // this test makes the rounds itself
 	})
 	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr.String() + HTTPPath, MaxRetries: -1}, nil)
 	if err != nil {

@@ -87,6 +87,7 @@ type Server struct {
 	served   map[string]*servedTool
 	features servedFeatures    // resources and prompts of a CatalogHost
 	parking  *parking          // calls of 2026-07-28 clients between rounds
+	holds    sessionHolds      // sessions kept open by calls outliving their request
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
@@ -227,10 +228,61 @@ func (s *Server) watchEnd(ss *sdk.ServerSession, name string) {
 		}()
 		_ = ss.Wait()
 		s.sessions.Delete(ss)
+		s.holds.wait(name) // the calls that outlive their request (parked, tasks) end first
 		if s.opts.OnSessionEnd != nil {
 			s.opts.OnSessionEnd(name)
 		}
 	}()
+}
+
+// sessionHolds counts, per Clara session, the calls that run on after the
+// request that started them (a call parked between rounds, a task): the
+// session ends once they are over.
+type sessionHolds struct {
+	mu sync.Mutex
+	m  map[string]*holdCount
+}
+
+type holdCount struct {
+	n    int
+	zero chan struct{} // closed when n drops to 0
+}
+
+// hold keeps session alive until the returned release is called.
+func (h *sessionHolds) hold(session string) (release func()) {
+	h.mu.Lock()
+	if h.m == nil {
+		h.m = map[string]*holdCount{}
+	}
+	c := h.m[session]
+	if c == nil {
+		c = &holdCount{zero: make(chan struct{})}
+		h.m[session] = c
+	}
+	c.n++
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			c.n--
+			if c.n == 0 {
+				delete(h.m, session)
+				close(c.zero)
+			}
+			h.mu.Unlock()
+		})
+	}
+}
+
+// wait returns once session holds nothing.
+func (h *sessionHolds) wait(session string) {
+	h.mu.Lock()
+	c := h.m[session]
+	h.mu.Unlock()
+	if c != nil {
+		<-c.zero
+	}
 }
 
 // cacheable sets the cache hints of the lists and of server/discover (a
