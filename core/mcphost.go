@@ -132,6 +132,7 @@ func (e *Engine) mcpServer() *mcp.Server {
 		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log,
 			ListTTL: time.Duration(c.ListTTLMS) * time.Millisecond, MaxWaitingCalls: c.MaxWaitingCalls,
 			WaitTimeout: time.Duration(c.WaitTimeoutMS) * time.Millisecond,
+			TaskAfter:   taskAfter(c.TaskAfterMS), TaskTTL: time.Duration(c.TaskTTLMS) * time.Millisecond,
 			OnSessionEnd: func(session string) {
 				if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
 					e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)

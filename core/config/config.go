@@ -51,6 +51,8 @@ type MCP struct {
 	// stop): the server keeps them until clara_mcp_stop.
 	ListTTLMS       int `key:"list_ttl_ms" default:"5000" min:"0" max:"86400000" doc:"How long a client may keep tools/list, prompts/list and the resource lists before asking again (their ttlMs, cacheScope private); 0: not at all. Read when serving starts."`
 	MaxWaitingCalls int `key:"max_waiting_calls" default:"256" min:"1" max:"100000" doc:"The most tool calls of 2026-07-28 clients waiting between rounds for their client's answer (input_required); a call that would be one more is refused with an error result. Read when serving starts."`
+	TaskAfterMS     int `key:"task_after_ms" default:"2000" min:"0" max:"86400000" doc:"A tool call of a client that declared the tasks extension (io.modelcontextprotocol/tasks) and has not finished after this many milliseconds is answered with a task, followed with tasks/get; 0: never. Read when serving starts."`
+	TaskTTLMS       int `key:"task_ttl_ms" default:"3600000" min:"1000" max:"604800000" doc:"How long a task is kept from its creation (its ttlMs): then it is cancelled if it still runs, and forgotten. Read when serving starts."`
 	WaitTimeoutMS   int `key:"wait_timeout_ms" default:"600000" min:"1000" max:"86400000" doc:"How long a tool call waits for its 2026-07-28 client's next round (the answer to its input_required) before it is cancelled. Read when serving starts."`
 }
 

@@ -47,6 +47,12 @@ type ServerOptions struct {
 	// (cacheScope private: they follow the configuration and its policy).
 	// 0: immediately stale.
 	ListTTL time.Duration
+	// TaskAfter is how long a call of a client that declared the tasks
+	// extension runs before it is answered with a task (DefaultTaskAfter
+	// when 0; negative: never); TaskTTL how long a task is kept from its
+	// creation (DefaultTaskTTL when 0). Only with a BackgroundHost.
+	TaskAfter time.Duration
+	TaskTTL   time.Duration
 }
 
 // ListenOptions are one listener's settings, fixed when it starts (each
@@ -88,6 +94,7 @@ type Server struct {
 	features servedFeatures    // resources and prompts of a CatalogHost
 	parking  *parking          // calls of 2026-07-28 clients between rounds
 	holds    sessionHolds      // sessions kept open by calls outliving their request
+	tasks    tasks             // tools/calls followed as tasks
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
@@ -136,6 +143,13 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		done:   make(chan struct{}),
 	}
 	s.parking = newParking(opts.MaxWaitingCalls, opts.WaitTimeout)
+	if s.opts.TaskAfter == 0 {
+		s.opts.TaskAfter = DefaultTaskAfter
+	}
+	if s.opts.TaskTTL <= 0 {
+		s.opts.TaskTTL = DefaultTaskTTL
+	}
+	s.tasks.ttl = s.opts.TaskTTL
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
 	sopts := &sdk.ServerOptions{
 		Instructions: opts.Instructions,
@@ -153,7 +167,15 @@ func NewServer(host Host, opts ServerOptions) *Server {
 	if _, ok := host.(CatalogHost); ok {
 		s.serverCatalogOptions(sopts)
 	}
+	bh, background := host.(BackgroundHost)
+	if background {
+		sopts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
+	}
 	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, sopts)
+	if background {
+		s.addTaskMethods(bh)
+		s.mcp.AddReceivingMiddleware(s.taskMiddleware)
+	}
 	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
 	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
@@ -424,6 +446,10 @@ func (s *Server) toolHandler(name string, st *servedTool) sdk.ToolHandler {
 				return contentResult(name, out)
 			}
 			return successResult(name, out, st.structured)
+		}
+		if bh, ok := s.host.(BackgroundHost); ok && s.opts.TaskAfter > 0 && usesInputRequired(version) && wantsTasks(caps) {
+			// A client of the tasks extension: a long call becomes a task.
+			return s.runAsTask(ctx, bh, req, caps, session, run)
 		}
 		if usesInputRequired(version) {
 			// Questions become input_required results; the call runs on
@@ -801,6 +827,11 @@ func (s *Server) Stop() {
 	s.webs = map[*web]struct{}{}
 	s.mu.Unlock()
 	s.parking.cancelAll()
+	if bh, ok := s.host.(BackgroundHost); ok {
+		for _, t := range s.tasks.all() {
+			s.cancelTask(bh, t, "the MCP server stopped")
+		}
+	}
 
 	// HTTP first stops taking new connections, then the sessions end (which
 	// ends their event streams), then the server waits for what is left.
