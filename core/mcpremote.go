@@ -336,7 +336,13 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	var m *mcp.Manager
 	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
-		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
+		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) },
+		// A server's question goes to the person behind the call, as
+		// ask_user's does.
+		Ask: func(ctx context.Context, session, message string, schema json.RawMessage) (string, json.RawMessage, error) {
+			r, err := e.AskPerson(ctx, session, Question{Message: message, Schema: schema})
+			return r.Action, r.Content, err
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("mcp_servers: %v", err)
 	}

@@ -132,6 +132,12 @@ type ManagerOptions struct {
 	Getenv        func(string) string
 	ClientName    string // what initialize reports; "clara" by default
 	ClientVersion string
+	// Ask, when set, answers a server's questions (elicitation, form
+	// mode; the client then declares the capability): it asks the person
+	// behind the Clara call that called the tool the question came with,
+	// ctx and session being that call's, and returns the action (accept,
+	// decline, cancel) and, on accept, the form's object.
+	Ask func(ctx context.Context, session, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
 }
 
 // Manager owns the connections to the configured MCP servers. Its methods

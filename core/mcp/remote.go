@@ -62,6 +62,69 @@ type remote struct {
 	toolsKey string
 
 	refreshMu sync.Mutex // one listing at a time
+
+	callsMu  sync.Mutex
+	inflight map[*inflightCall]struct{} // the tool calls waiting for the server
+}
+
+// inflightCall is a Clara call of one of the server's tools, for the
+// server's questions during it.
+type inflightCall struct {
+	ctx     context.Context
+	session string
+}
+
+type inflightKey struct{}
+
+// elicit answers a server's question: it goes to the person behind the
+// Clara call the question came with. Under 2026-07-28 the SDK fulfils the
+// question in that call's own context; under 2025-11-25 the question comes
+// on its own, and is the call's when one call alone waits for the server
+// (with several, Clara cannot tell whose it is, and declines).
+func (r *remote) elicit(ctx context.Context, req *sdk.ElicitRequest) (res *sdk.ElicitResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.m.log, fmt.Sprintf("mcp server %q: a question", r.cfg.Name), v)
+			res, err = nil, fmt.Errorf("internal error")
+		}
+	}()
+	call, _ := ctx.Value(inflightKey{}).(*inflightCall)
+	if call == nil {
+		r.callsMu.Lock()
+		if len(r.inflight) == 1 {
+			for c := range r.inflight {
+				call = c
+			}
+		}
+		n := len(r.inflight)
+		r.callsMu.Unlock()
+		if call == nil {
+			logf(r.m.log, logging.Warn, "mcp server %q asked a question while %d of its tools' calls were waiting for it: whose it is cannot be told, declined", r.cfg.Name, n)
+			return &sdk.ElicitResult{Action: ActionDecline}, nil
+		}
+	}
+	if req.Params.Mode != "" && req.Params.Mode != "form" {
+		return &sdk.ElicitResult{Action: ActionDecline}, nil // url mode: Clara opens no browser
+	}
+	var schema json.RawMessage
+	if req.Params.RequestedSchema != nil {
+		if schema, err = json.Marshal(req.Params.RequestedSchema); err != nil {
+			return nil, err
+		}
+	}
+	action, content, err := r.m.opts.Ask(call.ctx, call.session, r.m.red.String(req.Params.Message), schema)
+	if err != nil {
+		return nil, err
+	}
+	res = &sdk.ElicitResult{Action: action}
+	if action == ActionAccept && len(content) > 0 && content[0] == '{' {
+		var m map[string]any
+		if err := json.Unmarshal(content, &m); err != nil {
+			return nil, err
+		}
+		res.Content = m
+	}
+	return res, nil
 }
 
 // conn is one live connection (and, for stdio, its process).
@@ -81,13 +144,19 @@ type attempt struct {
 }
 
 func newRemote(m *Manager, cfg ServerConfig) *remote {
-	r := &remote{m: m, cfg: cfg, allow: set(cfg.Allow), deny: set(cfg.Deny)}
-	r.client = sdk.NewClient(m.client, &sdk.ClientOptions{
+	r := &remote{m: m, cfg: cfg, allow: set(cfg.Allow), deny: set(cfg.Deny), inflight: map[*inflightCall]struct{}{}}
+	opts := &sdk.ClientOptions{
 		Logger: newSlog(m.log),
-		// No roots, sampling or elicitation: Clara only calls tools.
+		// No roots or sampling; elicitation when the owner can ask
+		// someone (ManagerOptions.Ask).
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: r.listChanged,
-	})
+	}
+	if m.opts.Ask != nil {
+		opts.ElicitationHandler = r.elicit
+		opts.Capabilities = &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}}}
+	}
+	r.client = sdk.NewClient(m.client, opts)
 	r.client.AddReceivingMiddleware(r.recoverMiddleware)
 	return r
 }
@@ -683,7 +752,14 @@ func (r *remote) run(tool string, returnsJSON bool) toolbox.Func {
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
 		}
-		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		in := &inflightCall{ctx: ctx, session: call.Session}
+		r.callsMu.Lock()
+		r.inflight[in] = struct{}{}
+		r.callsMu.Unlock()
+		res, err := c.cs.CallTool(context.WithValue(ctx, inflightKey{}, in), &sdk.CallToolParams{Name: tool, Arguments: args})
+		r.callsMu.Lock()
+		delete(r.inflight, in)
+		r.callsMu.Unlock()
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.since.After(start) {
 				return nil, &protocol.Error{Code: protocol.Timeout, Cause: ctx.Err(),

@@ -123,3 +123,24 @@ func TestConformance_server(t *testing.T) {
 		runConformance(t, "server", "--url", url, "--scenario", "json-schema-2020-12")
 	})
 }
+
+// clientScenarios are the suite's client scenarios Clara's [[mcp_servers]]
+// client is held to (docs/mcp.md says why the others are not).
+var clientScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"}
+
+// TestConformance_client runs the suite's client scenarios against
+// conformanceclient: Clara's [[mcp_servers]] client in an engine whose one
+// remote server is the suite's.
+func TestConformance_client(t *testing.T) {
+	prepare(t)
+	bin := filepath.Join(t.TempDir(), "conformanceclient")
+	build := exec.Command(goTool(), "build", "-o", bin, "./conformanceclient")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building conformanceclient: %v\n%s", err, out)
+	}
+	for _, scenario := range clientScenarios {
+		t.Run(scenario, func(t *testing.T) {
+			runConformance(t, "client", "--command", bin, "--scenario", scenario)
+		})
+	}
+}
