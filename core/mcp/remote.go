@@ -315,28 +315,47 @@ func (r *remote) connect(a *attempt, delay time.Duration) {
 }
 
 // dial starts the server (stdio) or opens the session (URL) and runs the
-// initialize handshake within InitTimeout.
+// handshake within InitTimeout: 2026-07-28's server/discover first, and,
+// when the server does not take it (an older server that answers it with
+// something else than the refusal the SDK falls back on), 2025-11-25's
+// initialize on a new connection.
 func (r *remote) dial() (*conn, error) {
 	ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
 	defer cancel()
+	c, err := r.dialVersion(ctx, ProtocolVersion)
+	var ns noStart
+	if err != nil && ctx.Err() == nil && r.m.ctx.Err() == nil && !errors.As(err, &ns) {
+		logf(r.m.log, logging.Debug, "mcp server %q: %v; trying %s's handshake", r.cfg.Name, err, LegacyProtocolVersion)
+		c, err = r.dialVersion(ctx, LegacyProtocolVersion)
+	}
+	return c, err
+}
+
+// noStart marks a server that could not even start (its message as it
+// is): no other revision is tried.
+type noStart struct{ error }
+
+func (e noStart) Unwrap() error { return e.error }
+
+func (r *remote) dialVersion(ctx context.Context, version string) (*conn, error) {
 	c := &conn{}
 	var t sdk.Transport
 	switch {
 	case r.cfg.dial != nil:
 		var err error
 		if t, err = r.cfg.dial(ctx); err != nil {
-			return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
+			return nil, noStart{fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)}
 		}
 	case r.cfg.URL != "":
 		client, err := r.httpClient()
 		if err != nil {
-			return nil, err
+			return nil, noStart{err}
 		}
 		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
 	default:
 		env, err := r.environment()
 		if err != nil {
-			return nil, err
+			return nil, noStart{err}
 		}
 		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
 		cmd.Env = env
@@ -345,7 +364,7 @@ func (r *remote) dial() (*conn, error) {
 		c.proc = newProcess(cmd)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	cs, err := r.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	cs, err := r.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		c.proc.kill() // Connect closed the session; this ends what the server started
 		switch {
@@ -353,6 +372,10 @@ func (r *remote) dial() (*conn, error) {
 			return nil, errManagerClosed
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, fmt.Errorf("mcp server %q did not answer initialize within %s%s", r.cfg.Name, r.cfg.InitTimeout, c.stderr.String())
+		}
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			return nil, noStart{fmt.Errorf("mcp server %q: %s%s", r.cfg.Name, startError(err), c.stderr.String())}
 		}
 		return nil, fmt.Errorf("mcp server %q: %s%s", r.cfg.Name, startError(err), c.stderr.String())
 	}
@@ -653,10 +676,10 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 				r.cfg.Name, t.Name, max(len(description), len(title)), r.cfg.MaxDescriptionBytes)
 			description, title = cutUTF8(description, r.cfg.MaxDescriptionBytes), cutUTF8(title, r.cfg.MaxDescriptionBytes)
 		}
-		returns := toolbox.ReturnsString
-		if output != nil {
-			returns = toolbox.ReturnsJSON
-		}
+		// JSON always: a result's structuredContent is its value whenever
+		// the server sends one, with an output schema or not; a result of
+		// text only is a JSON string.
+		returns := toolbox.ReturnsJSON
 		spec := ToolSpec{
 			Server:     r.cfg.Name,
 			RemoteName: t.Name,
@@ -671,10 +694,29 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 			},
 			Title:        title,
 			OutputSchema: output,
-			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
+			Run:          r.runner(t.Name, output != nil),
 		}
-		if t.Annotations != nil {
-			spec.Idempotent = t.Annotations.IdempotentHint
+		if a := t.Annotations; a != nil {
+			// The server's hints are kept, but for those Clara's own
+			// capabilities contradict (a stdio server's tool runs where
+			// Clara started a program: never read-only for Clara's policy).
+			spec.Idempotent = a.IdempotentHint
+			spec.Descriptor.Idempotent = a.IdempotentHint
+			declared := &toolbox.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+			if a.ReadOnlyHint {
+				declared.ReadOnly = &a.ReadOnlyHint
+			}
+			if declared.Destructive != nil || declared.OpenWorld != nil || declared.ReadOnly != nil {
+				spec.Descriptor.Annotations = declared
+			}
+			if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil && spec.Descriptor.Annotations != nil {
+				kept := *declared
+				kept.ReadOnly = nil
+				spec.Descriptor.Annotations = &kept
+				if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
+					kept.OpenWorld = nil
+				}
+			}
 		}
 		// What the engine will do with it: refuse it here rather than there.
 		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
@@ -725,10 +767,7 @@ func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
 		if err != nil {
 			return nil, err // the call's context ended
 		}
-		if returnsJSON {
-			return r.m.red.JSON(out), nil
-		}
-		return r.m.red.Bytes(out), nil // text
+		return r.m.red.JSON(out), nil
 	}
 }
 
