@@ -376,3 +376,63 @@ func TestMCP_arguments_are_an_object_within_the_limits(t *testing.T) {
 // legacyMCPSession makes the SDK's client speak 2025-11-25's handshake and
 // sessions, what these tests check.
 var legacyMCPSession = &sdk.ClientSessionOptions{ProtocolVersion: mcp.LegacyProtocolVersion}
+
+// The configuration's resources and prompts are served under the policy
+// that governs tools, by name: a deny hides one from the lists, and
+// reading it answers "not found" (issue 30).
+func TestMCPResourcesUnderPolicy(t *testing.T) {
+	e := newEngine(t)
+	defer e.Close()
+	mustConfigure(t, e, `
+state_dir = ""
+[policy]
+deny = ["secret-note", "hidden_prompt"]
+
+[[resources]]
+name = "note"
+uri = "notes://note"
+text = "open"
+
+[[resources]]
+name = "secret-note"
+uri = "notes://secret"
+text = "closed"
+
+[[prompts]]
+name = "hidden_prompt"
+description = "denied"
+messages = [{ role = "user", text = "no" }]
+
+[[prompts]]
+name = "shown_prompt"
+description = "allowed"
+arguments = [{ name = "who", required = true }]
+messages = [{ role = "user", text = "Hello {who}" }]
+`)
+	c := serveEngine(t, e)
+	ctx := context.Background()
+	res, err := c.cs.ListResources(ctx, nil)
+	if err != nil || len(res.Resources) != 1 || res.Resources[0].URI != "notes://note" {
+		t.Fatalf("resources/list: %v %+v", err, res)
+	}
+	if read, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://note"}); err != nil || read.Contents[0].Text != "open" {
+		t.Errorf("resources/read: %v %+v", err, read)
+	}
+	if _, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://secret"}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a denied resource was read: %v", err)
+	}
+	prompts, err := c.cs.ListPrompts(ctx, nil)
+	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "shown_prompt" {
+		t.Fatalf("prompts/list: %v %+v", err, prompts)
+	}
+	got, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "shown_prompt", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "Hello Ada" {
+		t.Errorf("prompts/get: %v %+v", err, got)
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "shown_prompt"}); err == nil {
+		t.Errorf("a prompt without its required argument rendered")
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "hidden_prompt"}); err == nil {
+		t.Errorf("a denied prompt rendered")
+	}
+}
