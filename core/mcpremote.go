@@ -184,7 +184,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
+		case "name", "command", "args", "env_from", "url", "headers_env", "oauth", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
 			"max_tools", "max_description_bytes", "max_schema_bytes":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
@@ -224,6 +224,33 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	}
 	if sc.HeadersEnv, err = variableTable(m, "headers_env", `{ Authorization = "OUR_VAR" }`); err != nil {
 		return sc, err
+	}
+	if v, ok := m["oauth"]; ok {
+		t, ok := v.(map[string]any)
+		if !ok {
+			return sc, fmt.Errorf(`oauth must be a table: { client_id_env = "VAR", client_secret_env = "VAR", redirect_url = "http://localhost:PORT/callback" }`)
+		}
+		o := &mcp.OAuthConfig{}
+		for k, v := range t {
+			s, isStr := v.(string)
+			switch {
+			case !isStr:
+				return sc, fmt.Errorf("oauth.%s must be a string", k)
+			case k == "client_id_env":
+				o.ClientIDEnv = s
+			case k == "client_secret_env":
+				o.ClientSecretEnv = s
+			case k == "redirect_url":
+				o.RedirectURL = s
+			case k == "grant" && (s == "authorization_code" || s == "client_credentials"):
+				o.ClientCredentials = s == "client_credentials"
+			case k == "grant":
+				return sc, fmt.Errorf(`oauth.grant must be "authorization_code" or "client_credentials", not %q`, s)
+			default:
+				return sc, fmt.Errorf("oauth: unknown key %q (client_id_env, client_secret_env, redirect_url, grant)", k)
+			}
+		}
+		sc.OAuth = o
 	}
 	if sc.InitTimeout, err = ms("init_timeout_ms"); err != nil {
 		return sc, err

@@ -148,7 +148,7 @@ func (e *Engine) commitModels(c *config.Config, m *models) {
 // secretVariables are the environment variables c names as holding
 // secrets: llm.api_key_env (or the provider's conventional one),
 // mcp.token_env, the headers_env of HTTP tools and of [[mcp_servers]],
-// and their env_from. Each is read again where it is used, and learnt
+// their env_from and their oauth's client_secret_env. Each is read again where it is used, and learnt
 // there too; reading them here makes them secrets before any use.
 func secretVariables(c *config.Config) []string {
 	names := []string{c.LLM.APIKeyEnv, c.MCP.TokenEnv}
@@ -179,6 +179,13 @@ func secretVariables(c *config.Config) []string {
 	tables(c.Tools, "http", "headers_env")
 	tables(c.MCPServers, "headers_env")
 	tables(c.MCPServers, "env_from")
+	for _, t := range c.MCPServers {
+		if o, ok := t["oauth"].(map[string]any); ok {
+			if v, ok := o["client_secret_env"].(string); ok {
+				names = append(names, v)
+			}
+		}
+	}
 	out := names[:0]
 	for _, n := range names {
 		if n != "" {

@@ -53,6 +53,9 @@ type ServerConfig struct {
 	// the URL's own host (not where a redirect leads), and the values never
 	// reach a log or an error.
 	HeadersEnv map[string]string
+	// OAuth, for a URL server, authorizes Clara with the authorization
+	// code flow and a client registered beforehand (oauth.go).
+	OAuth *OAuthConfig
 
 	Allow []string // remote tool names to keep; empty keeps all
 	Deny  []string // remote tool names to drop (deny wins)
@@ -238,6 +241,20 @@ func checkConfig(c *ServerConfig) error {
 	}
 	if len(c.HeadersEnv) > 0 && c.URL == "" {
 		return fmt.Errorf("%s: headers_env is for url servers", where)
+	}
+	if o := c.OAuth; o != nil {
+		if c.URL == "" {
+			return fmt.Errorf("%s: oauth is for url servers", where)
+		}
+		if !envNamePattern.MatchString(o.ClientIDEnv) || (o.ClientSecretEnv != "" && !envNamePattern.MatchString(o.ClientSecretEnv)) {
+			return fmt.Errorf("%s: oauth: client_id_env and client_secret_env name environment variables", where)
+		}
+		if o.ClientCredentials && o.ClientSecretEnv == "" {
+			return fmt.Errorf("%s: oauth: the client_credentials grant needs client_secret_env", where)
+		}
+		if u, err := url.Parse(o.RedirectURL); !o.ClientCredentials && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return fmt.Errorf("%s: oauth: redirect_url must be an http or https URL, not %q", where, o.RedirectURL)
+		}
 	}
 	for header, source := range c.HeadersEnv {
 		if !headerNamePattern.MatchString(header) || !envNamePattern.MatchString(source) {

@@ -65,6 +65,8 @@ type remote struct {
 
 	callsMu  sync.Mutex
 	inflight map[*inflightCall]struct{} // the tool calls waiting for the server
+
+	oauthState // a URL server's OAuth, when it has an oauth table
 }
 
 // inflightCall is a Clara call of one of the server's tools, for the
@@ -351,7 +353,15 @@ func (r *remote) dialVersion(ctx context.Context, version string) (*conn, error)
 		if err != nil {
 			return nil, noStart{err}
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
+		st := &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
+		if r.cfg.OAuth != nil {
+			h, err := r.oauthHandler()
+			if err != nil {
+				return nil, noStart{err}
+			}
+			st.OAuthHandler = h
+		}
+		t = st
 	default:
 		env, err := r.environment()
 		if err != nil {

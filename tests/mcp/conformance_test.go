@@ -126,7 +126,8 @@ func TestConformance_server(t *testing.T) {
 
 // clientScenarios are the suite's client scenarios Clara's [[mcp_servers]]
 // client is held to (docs/mcp.md says why the others are not).
-var clientScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"}
+var clientScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults",
+	"auth/pre-registration", "auth/client-credentials-basic"}
 
 // TestConformance_client runs the suite's client scenarios against
 // conformanceclient: Clara's [[mcp_servers]] client in an engine whose one
