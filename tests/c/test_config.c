@@ -10,9 +10,9 @@
 #define CONFIG(evaluator, depth)                                                                              \
     "{\"async\":{\"max_pending\":10000,\"max_running\":1000},\"audit\":{\"path\":\"\"},\"callbacks\":[],\"default_evaluator\":\"" evaluator "\",\"evaluator\":{\"timeout_ms\":30000,\"url\":\"\"},\"kv\":{\"max_bytes\":16777216,\"max_keys\":10000,\"max_total_bytes\":67108864,\"max_total_keys\":100000},\"limits\":{\"max_depth\":" depth                   \
     ",\"max_open_questions\":64,\"max_output_bytes\":65536,\"max_overdue_calls\":64,\"max_request_bytes\":16777216,\"max_tool_calls\":1,\"timeout_ms\":1000},"  \
-    "\"llm\":{\"api_key_env\":\"\",\"base_url\":\"\",\"context_window\":0,\"embedding_model\":\"\",\"max_history_messages\":100,\"max_response_bytes\":4194304,\"max_retries\":2,\"max_tokens\":0,\"model\":\"\",\"provider\":\"\",\"timeout_ms\":60000},\"mcp\":{\"allow_remote\":false,\"max_sessions\":100,\"session_idle_timeout_ms\":1800000,\"token_env\":\"\"},\"mcp_servers\":[],\"network\":{\"allow_hosts\":[]},"                                   \
+    "\"llm\":{\"api_key_env\":\"\",\"base_url\":\"\",\"context_window\":0,\"embedding_model\":\"\",\"max_history_messages\":100,\"max_response_bytes\":4194304,\"max_retries\":2,\"max_tokens\":0,\"model\":\"\",\"provider\":\"\",\"timeout_ms\":60000},\"mcp\":{\"allow_remote\":false,\"list_ttl_ms\":5000,\"max_sessions\":100,\"max_waiting_calls\":256,\"session_idle_timeout_ms\":1800000,\"task_after_ms\":2000,\"task_ttl_ms\":3600000,\"token_env\":\"\",\"wait_timeout_ms\":600000},\"mcp_servers\":[],\"network\":{\"allow_hosts\":[]},"                                   \
     "\"plugins\":{\"paths\":[\"plugins/*\"]},\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"deny\":[]},"                                             \
-    "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"paths\":[\"rules/*.toml\"],"              \
+    "\"project_root\":\".\",\"prompts\":[],\"resources\":[],\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"paths\":[\"rules/*.toml\"],"              \
     "\"thresholds\":{\"iteration_budget\":25,\"large_result_bytes\":32768,\"repeated_failures\":3,\"token_budget\":0.8},"   \
     "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\",\"test_mode\":false,\"tools\":[]}"
 #define DEFAULT_CONFIG CONFIG("echo", "512")
