@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 
 	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/protocol"
@@ -34,14 +35,28 @@ func (h mcpHost) Resources() []mcp.ResourceInfo {
 		out = append(out, mcp.ResourceInfo{Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MIMEType,
 			URI: r.URI, URITemplate: r.URITemplate, Version: s.catalog.Version(r)})
 	}
+	// The remote servers', by their prefixed names (a URI the
+	// configuration has is its own).
+	if m := h.e.currentManager(); m != nil {
+		for _, server := range m.Servers() {
+			for _, r := range m.Catalog(server).Resources {
+				if scope.Allows(r.Name) {
+					out = append(out, r)
+				}
+			}
+		}
+	}
 	return out
 }
 
 // ReadResource reads a resource the client's policy allows.
-func (h mcpHost) ReadResource(_ context.Context, session, uri string) ([]mcp.ResourceContents, *protocol.Error) {
+func (h mcpHost) ReadResource(ctx context.Context, session, uri string) ([]mcp.ResourceContents, *protocol.Error) {
 	s := h.e.current.Load()
 	r, vars := s.catalog.Match(uri)
-	if r == nil || !h.mcpScope(s, session).Allows(r.Name) {
+	if r == nil {
+		return h.readRemoteResource(ctx, s, session, uri)
+	}
+	if !h.mcpScope(s, session).Allows(r.Name) {
 		return nil, protocol.Errorf(protocol.UnknownTool, "no resource %s", uri)
 	}
 	c, err := s.catalog.Read(r, uri, vars)
@@ -51,6 +66,34 @@ func (h mcpHost) ReadResource(_ context.Context, session, uri string) ([]mcp.Res
 		return nil, perr
 	}
 	return []mcp.ResourceContents{{URI: c.URI, MIMEType: c.MIMEType, Text: c.Text, Blob: c.Blob}}, nil
+}
+
+// readRemoteResource reads a remote server's resource the client's policy
+// allows, by its prefixed name.
+func (h mcpHost) readRemoteResource(ctx context.Context, s *snapshot, session, uri string) ([]mcp.ResourceContents, *protocol.Error) {
+	m := h.e.currentManager()
+	if m == nil {
+		return nil, protocol.Errorf(protocol.UnknownTool, "no resource %s", uri)
+	}
+	server := m.ResourceServer(uri)
+	if server == "" || !h.mcpScope(s, session).Allows(m.ResourceName(server, uri)) {
+		return nil, protocol.Errorf(protocol.UnknownTool, "no resource %s", uri)
+	}
+	out, err := m.ReadResource(ctx, server, uri)
+	if err != nil {
+		return nil, asProtocolError(err)
+	}
+	return out, nil
+}
+
+// asProtocolError keeps a *protocol.Error, and makes any other error
+// tool_failed.
+func asProtocolError(err error) *protocol.Error {
+	var perr *protocol.Error
+	if errors.As(err, &perr) {
+		return perr
+	}
+	return protocol.Errorf(protocol.ToolFailed, "%v", err)
 }
 
 // Prompts lists the prompts the configuration's policy allows.
@@ -68,15 +111,27 @@ func (h mcpHost) Prompts() []mcp.PromptInfo {
 		}
 		out = append(out, info)
 	}
+	if m := h.e.currentManager(); m != nil {
+		for _, server := range m.Servers() {
+			for _, p := range m.Catalog(server).Prompts {
+				if scope.Allows(p.Name) {
+					out = append(out, p)
+				}
+			}
+		}
+	}
 	return out
 }
 
 // GetPrompt renders a prompt the client's policy allows.
-func (h mcpHost) GetPrompt(_ context.Context, session, name string, args map[string]string) (string, []mcp.PromptMessage, *protocol.Error) {
+func (h mcpHost) GetPrompt(ctx context.Context, session, name string, args map[string]string) (string, []mcp.PromptMessage, *protocol.Error) {
 	s := h.e.current.Load()
 	p := s.catalog.Prompt(name)
-	if p == nil || !h.mcpScope(s, session).Allows(name) {
+	if !h.mcpScope(s, session).Allows(name) {
 		return "", nil, protocol.Errorf(protocol.UnknownTool, "no prompt %q", name)
+	}
+	if p == nil {
+		return h.getRemotePrompt(ctx, name, args)
 	}
 	msgs, err := p.Render(args)
 	if err != nil {
@@ -87,6 +142,24 @@ func (h mcpHost) GetPrompt(_ context.Context, session, name string, args map[str
 		out[i] = mcp.PromptMessage{Role: m.Role, Content: m.Content}
 	}
 	return p.Description, out, nil
+}
+
+// getRemotePrompt renders a remote server's prompt of that prefixed name.
+func (h mcpHost) getRemotePrompt(ctx context.Context, name string, args map[string]string) (string, []mcp.PromptMessage, *protocol.Error) {
+	if m := h.e.currentManager(); m != nil {
+		for _, server := range m.Servers() {
+			for _, p := range m.Catalog(server).Prompts {
+				if p.Name == name {
+					desc, msgs, err := m.GetPrompt(ctx, server, name, args)
+					if err != nil {
+						return "", nil, asProtocolError(err)
+					}
+					return desc, msgs, nil
+				}
+			}
+		}
+	}
+	return "", nil, protocol.Errorf(protocol.UnknownTool, "no prompt %q", name)
 }
 
 // Complete offers the values a prompt's argument or a template's variable

@@ -91,7 +91,14 @@ func mcpArguments(args []byte, lim protocol.Limits) ([]byte, *protocol.Error) {
 	return doc, nil
 }
 
-func (h mcpHost) OnToolsChanged(fn func()) (stop func()) { return h.e.tools.OnChange(fn) }
+// OnToolsChanged signals a change of the tools, and of the remote
+// servers' resources and prompts (the configuration's come with a
+// configuration change, which always changes the registry).
+func (h mcpHost) OnToolsChanged(fn func()) (stop func()) {
+	stopTools := h.e.tools.OnChange(fn)
+	stopRemote := h.e.onRemoteCatalog(fn)
+	return func() { stopTools(); stopRemote() }
+}
 
 // ProgressFunc reports a running call's progress (MCP's
 // notifications/progress): done units of total (0 when unknown).

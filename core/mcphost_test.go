@@ -3,7 +3,10 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +437,66 @@ messages = [{ role = "user", text = "Hello {who}" }]
 	}
 	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "hidden_prompt"}); err == nil {
 		t.Errorf("a denied prompt rendered")
+	}
+}
+
+// A remote server's resources and prompts are listed through Clara, under
+// their prefixed names and the policy, and read and rendered by the
+// server (issue 30, §4).
+func TestMCPRemoteResourcesAndPrompts(t *testing.T) {
+	remote := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1"}, nil)
+	remote.AddResource(&sdk.Resource{URI: "notes://today", Name: "today", MIMEType: "text/plain"},
+		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "rain"}}}, nil
+		})
+	remote.AddPrompt(&sdk.Prompt{Name: "greet", Description: "greets", Arguments: []*sdk.PromptArgument{{Name: "who", Required: true}}},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "Hello " + req.Params.Arguments["who"]}}}}, nil
+		})
+	remote.AddPrompt(&sdk.Prompt{Name: "hidden", Description: "denied"},
+		func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "no"}}}}, nil
+		})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return remote }, nil))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() }) // after the engine's session ends
+
+	e := newEngine(t)
+	defer e.Close()
+	mustConfigure(t, e, fmt.Sprintf("state_dir = \"\"\n[policy]\ndeny = [\"r__hidden\"]\n[[mcp_servers]]\nname = \"r\"\nurl = %q\neager = true\n", srv.URL))
+	c := serveEngine(t, e)
+	ctx := context.Background()
+	var res *sdk.ListResourcesResult
+	waitForCond(t, func() bool {
+		var err error
+		res, err = c.cs.ListResources(ctx, nil)
+		return err == nil && len(res.Resources) == 1
+	}, "the remote resource in resources/list")
+	if r := res.Resources[0]; r.URI != "notes://today" || r.Name != "r__today" {
+		t.Errorf("resource: %+v", r)
+	}
+	if read, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://today"}); err != nil || read.Contents[0].Text != "rain" {
+		t.Errorf("read: %v %+v", err, read)
+	}
+	prompts, err := c.cs.ListPrompts(ctx, nil)
+	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "r__greet" {
+		t.Fatalf("prompts/list: %v %+v", err, prompts)
+	}
+	got, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "r__greet", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "Hello Ada" {
+		t.Errorf("prompts/get: %v %+v", err, got)
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "r__hidden"}); err == nil {
+		t.Errorf("a denied remote prompt rendered")
+	}
+}
+
+func waitForCond(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -33,6 +33,46 @@ type remoteServers struct {
 	// Lists a Manager delivered before it was put in force (its eager
 	// servers connect while the configuration is prepared).
 	early map[*mcp.Manager]map[string][]mcp.ToolSpec
+	// watchers hear that a server's resources or prompts changed (the
+	// MCP server, which serves them on).
+	watchMu  sync.Mutex
+	watchers map[int]func()
+	nextW    int
+}
+
+// currentManager is the Manager in force, nil when none.
+func (e *Engine) currentManager() *mcp.Manager {
+	e.remote.mu.Lock()
+	defer e.remote.mu.Unlock()
+	return e.remote.manager
+}
+
+// onRemoteCatalog arranges for fn to run when a remote server's resources
+// or prompts change; stop ends it.
+func (e *Engine) onRemoteCatalog(fn func()) (stop func()) {
+	r := &e.remote
+	r.watchMu.Lock()
+	if r.watchers == nil {
+		r.watchers = map[int]func(){}
+	}
+	id := r.nextW
+	r.nextW++
+	r.watchers[id] = fn
+	r.watchMu.Unlock()
+	return func() {
+		r.watchMu.Lock()
+		delete(r.watchers, id)
+		r.watchMu.Unlock()
+	}
+}
+
+func (e *Engine) remoteCatalogChanged(string) {
+	r := &e.remote
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for _, fn := range r.watchers {
+		fn()
+	}
 }
 
 // preparedRemote is a configuration's servers, ready to commit.
@@ -363,7 +403,8 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	var m *mcp.Manager
 	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
-		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) },
+		OnToolsChanged:   func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) },
+		OnCatalogChanged: e.remoteCatalogChanged,
 		// A server's question goes to the person behind the call, as
 		// ask_user's does.
 		Ask: func(ctx context.Context, session, message string, schema json.RawMessage) (string, json.RawMessage, error) {

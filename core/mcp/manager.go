@@ -129,6 +129,10 @@ type ManagerOptions struct {
 	// changed something). It runs on one goroutine of the Manager, one call
 	// at a time, in order; it may call Tools, never Close.
 	OnToolsChanged func(server string, tools []ToolSpec)
+	// OnCatalogChanged hears that a server's resources or prompts
+	// (Catalog) changed. It runs on a goroutine of the Manager and must
+	// return at once.
+	OnCatalogChanged func(server string)
 	// Getenv reads the values of env_from and headers_env, at each
 	// connection (an empty value counts as unset); nil reads the process's
 	// environment with os.LookupEnv.

@@ -67,6 +67,9 @@ type remote struct {
 	inflight map[*inflightCall]struct{} // the tool calls waiting for the server
 
 	oauthState // a URL server's OAuth, when it has an oauth table
+
+	catalog    *remoteCatalog // resources and prompts, as last listed (r.mu)
+	catalogKey string
 }
 
 // inflightCall is a Clara call of one of the server's tools, for the
@@ -153,6 +156,12 @@ func newRemote(m *Manager, cfg ServerConfig) *remote {
 		// someone (ManagerOptions.Ask).
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: r.listChanged,
+		ResourceListChangedHandler: func(_ context.Context, req *sdk.ResourceListChangedRequest) {
+			r.catalogChanged(req.Session)
+		},
+		PromptListChangedHandler: func(_ context.Context, req *sdk.PromptListChangedRequest) {
+			r.catalogChanged(req.Session)
+		},
 	}
 	if m.opts.Ask != nil {
 		opts.ElicitationHandler = r.elicit
@@ -637,6 +646,7 @@ func (r *remote) refresh(ctx context.Context, c *conn) ([]ToolSpec, error) {
 	}
 	r.tools, r.toolsKey, r.listedOn = tools, string(key), c
 	r.mu.Unlock()
+	r.refreshCatalog(ctx, c)
 	if changed {
 		r.m.publish(r.cfg.Name, tools)
 	}
