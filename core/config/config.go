@@ -36,7 +36,7 @@ type Config struct {
 	// engine, which knows project_root and the policy).
 	Resources  []map[string]any `key:"resources" default:"[]" doc:"Resources served to MCP clients (resources/list, resources/read), governed by the policy as tools are, by name: [[resources]] tables with name, uri (or uri_template with {var} parts), and text or file (under project_root); optional title, description, mime_type, max_bytes, complete = { VAR = [values] }. See docs/mcp.md."`
 	Prompts    []map[string]any `key:"prompts" default:"[]" doc:"Prompts served to MCP clients (prompts/list, prompts/get), governed by the policy as tools are, by name: [[prompts]] tables with name, description, arguments = [{ name, description, required, values }] and messages = [{ role, text }] or [{ role, content = MCP content block }], {argument} replaced by its value. See docs/mcp.md."`
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env/oauth (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
 }
 
 // MCP is the [mcp] table.
