@@ -58,12 +58,12 @@ func CheckContentBlock(raw json.RawMessage) error {
 	}
 	for k := range m {
 		if _, known := fields[k]; !known && k != "type" && k != "annotations" && k != "_meta" {
-			return fmt.Errorf("a %s block has no field %q", typ, k)
+			return fmt.Errorf("the %s block has no field %q", typ, k)
 		}
 	}
 	for k, required := range fields {
 		if _, ok := m[k]; required && !ok {
-			return fmt.Errorf("a %s block needs %q", typ, k)
+			return fmt.Errorf("the %s block needs %q", typ, k)
 		}
 	}
 	str := func(k string) (string, error) {
