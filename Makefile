@@ -200,8 +200,9 @@ test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
 
 # tests/mcp builds bin/clara and a C host against lib/libclara.so, and
 # installs the npm packages of tests/mcp/package-lock.json into build/npm
-# when missing (the npm registry is all it needs of the network).
-test-mcp: lib ## MCP against code nobody here wrote: the TypeScript SDK drives bin/clara mcp and a C host; the engine consumes server-everything
+# when missing (the npm registry is all it needs of the network), the
+# official conformance suite and the Node 22 it runs on among them.
+test-mcp: lib ## MCP against code nobody here wrote: the TypeScript SDK and the official conformance suite drive bin/clara mcp and a C host; the engine consumes server-everything
 	bash tests/mcp/npm-install.sh
 	env -u CLARA_CONFIG -u CLARA_LOG -u CLARA_TEST_MODE -u CLARA_TEST_ALLOW $(GO) test -race -count=1 ./tests/mcp
 

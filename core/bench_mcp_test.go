@@ -68,7 +68,7 @@ func BenchmarkMCP_stdioEcho(b *testing.B) {
 			cmd.Stderr = os.Stderr
 			client := sdk.NewClient(&sdk.Implementation{Name: "bench"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
 			cs, err := client.Connect(context.Background(), &sdk.CommandTransport{Command: cmd},
-				&sdk.ClientSessionOptions{ProtocolVersion: mcp.ProtocolVersion})
+				&sdk.ClientSessionOptions{ProtocolVersion: mcp.LegacyProtocolVersion})
 			if err != nil {
 				b.Fatal(err)
 			}

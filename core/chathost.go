@@ -56,7 +56,8 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if t.Name == "ask_user" && h.e.input.load() == nil {
 			continue // nobody to ask: the model is not offered what must fail
 		}
-		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
+		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t),
+			ReturnsContent: t.Returns == toolbox.ReturnsContent})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/resources"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
@@ -37,6 +38,9 @@ type snapshot struct {
 	unmatched []string
 	// The outbound side: the model, the evaluator, the client's allowlist.
 	models *models
+	// The resources and prompts MCP clients are offered ([[resources]],
+	// [[prompts]]).
+	catalog *resources.Set
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -67,6 +71,15 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if _, err := configuredCallbacks(c); err != nil {
 		return nil, err
 	}
+	// A resource's file is read inside project_root (fsread.In: a symbolic
+	// link that leads out is refused), regular files only, bounded.
+	root := projectRoot(c)
+	catalog, err := resources.Compile(c.Resources, c.Prompts, root, func(path string, max int64) ([]byte, error) {
+		return fsread.In(root, path, max)
+	})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "configuration: %v", err)
+	}
 	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
 		return nil, err
@@ -87,6 +100,7 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 		unmatched: unmatched,
 		plugins:   plugins,
 		models:    m,
+		catalog:   catalog,
 	}
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
@@ -117,6 +131,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	e.tasks.SetOptions(e.asyncOptions(p.snap.config))
 	kv := p.snap.config.KV
 	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
 	e.watcher.sync(p.snap)

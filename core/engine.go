@@ -55,6 +55,7 @@ type Engine struct {
 	state    stateStore
 	cb       callbackHost
 	async    *async.Table  // calls submitted with clara_submit or "async": true
+	tasks    *async.Table  // MCP clients' calls that became tasks (mcptasks.go)
 	out      outbound      // the HTTP client and the conversations of chats
 	events   eventSink     // the host's event handler (chat progress)
 	input    inputHost     // the host's input handler (ask_user)
@@ -115,6 +116,7 @@ func newEngine(opts Options) *Engine {
 	e.watcher.e = e
 	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
+	e.tasks = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
 	}

@@ -91,7 +91,14 @@ func mcpArguments(args []byte, lim protocol.Limits) ([]byte, *protocol.Error) {
 	return doc, nil
 }
 
-func (h mcpHost) OnToolsChanged(fn func()) (stop func()) { return h.e.tools.OnChange(fn) }
+// OnToolsChanged signals a change of the tools, and of the remote
+// servers' resources and prompts (the configuration's come with a
+// configuration change, which always changes the registry).
+func (h mcpHost) OnToolsChanged(fn func()) (stop func()) {
+	stopTools := h.e.tools.OnChange(fn)
+	stopRemote := h.e.onRemoteCatalog(fn)
+	return func() { stopTools(); stopRemote() }
+}
 
 // ProgressFunc reports a running call's progress (MCP's
 // notifications/progress): done units of total (0 when unknown).
@@ -120,13 +127,19 @@ func ClientLogOf(ctx context.Context) ClientLogFunc {
 	return nil
 }
 
-// mcpServer returns the server, made when first needed. It holds no
-// [mcp] setting: each listen takes those in force when it is called.
+// mcpServer returns the server, made when first needed with the [mcp]
+// settings of the server as a whole (list_ttl_ms, max_waiting_calls,
+// wait_timeout_ms); each listen takes the listener's settings in force
+// when it is called.
 func (e *Engine) mcpServer() *mcp.Server {
 	e.mcp.mu.Lock()
 	defer e.mcp.mu.Unlock()
 	if e.mcp.server == nil {
+		c := e.current.Load().config.MCP
 		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, Telemetry: &e.tel,
+			ListTTL: time.Duration(c.ListTTLMS) * time.Millisecond, MaxWaitingCalls: c.MaxWaitingCalls,
+			WaitTimeout: time.Duration(c.WaitTimeoutMS) * time.Millisecond,
+			TaskAfter:   taskAfter(c.TaskAfterMS), TaskTTL: time.Duration(c.TaskTTLMS) * time.Millisecond,
 			OnSessionEnd: func(session string) {
 				if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
 					e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)

@@ -86,6 +86,9 @@ type toolScriptHost struct {
 	session  string
 	scope    toolbox.Scope
 	progress ProgressFunc // the MCP client's, when it asked for progress
+	// clientLog is the MCP client's log, when the call came from one: a
+	// Lua tool's log() and print() reach it too.
+	clientLog ClientLogFunc
 }
 
 var (
@@ -114,6 +117,12 @@ func (h *toolScriptHost) CallTool(ctx context.Context, name string, args []byte)
 
 func (h *toolScriptHost) Log(level, message string) {
 	h.e.log.Log(logging.MessageLevel(level), message)
+	if h.clientLog != nil {
+		if level == "warn" {
+			level = "warning" // MCP's name of it
+		}
+		h.clientLog(level, message)
+	}
 }
 
 // nestedCall is a call made by a rule or a script (call_tool): through the

@@ -446,7 +446,9 @@ func serveEngineWithLog(t *testing.T, e *core.Engine, got chan<- string) *sdk.Cl
 			}
 		},
 	})
-	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	// Clara's log reaches clients of 2025-11-25's sessions (logging is
+	// deprecated in 2026-07-28, whose requests carry no session to send to).
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, legacyMCPSession)
 	if err != nil {
 		t.Fatal(err)
 	}

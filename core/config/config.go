@@ -35,7 +35,12 @@ type Config struct {
 	// declared with the project (checked by the engine, which knows them).
 	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
 	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
-	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	// Resources and Prompts are the [[resources]] and [[prompts]] tables:
+	// what MCP clients read and ask for beside the tools (checked by the
+	// engine, which knows project_root and the policy).
+	Resources  []map[string]any `key:"resources" default:"[]" doc:"Resources served to MCP clients (resources/list, resources/read), governed by the policy as tools are, by name: [[resources]] tables with name, uri (or uri_template with {var} parts), and text or file (under project_root); optional title, description, mime_type, max_bytes, complete = { VAR = [values] }. See docs/mcp.md."`
+	Prompts    []map[string]any `key:"prompts" default:"[]" doc:"Prompts served to MCP clients (prompts/list, prompts/get), governed by the policy as tools are, by name: [[prompts]] tables with name, description, arguments = [{ name, description, required, values }] and messages = [{ role, text }] or [{ role, content = MCP content block }], {argument} replaced by its value. See docs/mcp.md."`
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env/oauth (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
 }
 
 // CallbackTools is the [callback_tools] table: what of the callbacks a
@@ -54,6 +59,13 @@ type MCP struct {
 	// the settings it started with.
 	MaxSessions          int `key:"max_sessions" default:"100" min:"1" max:"100000" doc:"The most MCP sessions open at once over HTTP, every listener together: an initialize beyond is refused with HTTP 503 and a JSON-RPC error until a session ends."`
 	SessionIdleTimeoutMS int `key:"session_idle_timeout_ms" default:"1800000" min:"1000" max:"86400000" doc:"An HTTP session that sends no request for this many milliseconds is ended, and its Clara session with it (session_end)."`
+	// Read when serving starts (the first listen or stdio serve after a
+	// stop): the server keeps them until clara_mcp_stop.
+	ListTTLMS       int `key:"list_ttl_ms" default:"5000" min:"0" max:"86400000" doc:"How long a client may keep tools/list, prompts/list and the resource lists before asking again (their ttlMs, cacheScope private); 0: not at all. Read when serving starts."`
+	MaxWaitingCalls int `key:"max_waiting_calls" default:"256" min:"1" max:"100000" doc:"The most tool calls of 2026-07-28 clients waiting between rounds for their client's answer (input_required); a call that would be one more is refused with an error result. Read when serving starts."`
+	TaskAfterMS     int `key:"task_after_ms" default:"2000" min:"0" max:"86400000" doc:"A tool call of a client that declared the tasks extension (io.modelcontextprotocol/tasks) and has not finished after this many milliseconds is answered with a task, followed with tasks/get; 0: never. Read when serving starts."`
+	TaskTTLMS       int `key:"task_ttl_ms" default:"3600000" min:"1000" max:"604800000" doc:"How long a task is kept from its creation (its ttlMs): then it is cancelled if it still runs, and forgotten. Read when serving starts."`
+	WaitTimeoutMS   int `key:"wait_timeout_ms" default:"600000" min:"1000" max:"86400000" doc:"How long a tool call waits for its 2026-07-28 client's next round (the answer to its input_required) before it is cancelled. Read when serving starts."`
 }
 
 // KV is the [kv] table: the limits of the key-value store, in one session

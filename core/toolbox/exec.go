@@ -350,6 +350,11 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 			Details: []byte(fmt.Sprintf(`{"bytes":%d,"max_output_bytes":%d}`, len(out), max)),
 		}
 	}
+	if t.Returns == ReturnsContent {
+		if err := CheckContent(out); err != nil {
+			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q: %v", t.Name, err)
+		}
+	}
 	return out, false, nil
 }
 
