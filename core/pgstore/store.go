@@ -41,7 +41,7 @@ type Options struct {
 // Handlers are told what other processes did. Each runs on the listener's
 // goroutine and must not block.
 type Handlers struct {
-	ApprovalDecided func(id int64) // a pending approval got its decision
+	ApprovalDecided func(id int64)  // a pending approval got its decision
 	RulesChanged    func(seq int64) // a process announced a rule change
 	// Connected runs when the listener has (re)connected: notifications
 	// sent while it was away were lost, so whatever waits on one looks
@@ -65,7 +65,7 @@ type Store struct {
 
 	// listening: the listener's connection is up, so other processes'
 	// state changes arrive and cached scopes can be trusted.
-	listening atomic.Bool
+	listening  atomic.Bool
 	stopListen context.CancelFunc
 	listenDone chan struct{}
 
