@@ -8,6 +8,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/pgstore"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -37,6 +38,9 @@ type snapshot struct {
 	unmatched []string
 	// The outbound side: the model, the evaluator, the client's allowlist.
 	models *models
+	// The shared store (store.backend = "postgres"; sharedstore.go), nil
+	// for the embedded default. Set by commit.
+	shared *pgstore.Store
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -65,6 +69,9 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 		return nil, err
 	}
 	if _, err := configuredCallbacks(c); err != nil {
+		return nil, err
+	}
+	if err := e.checkStore(c); err != nil {
 		return nil, err
 	}
 	m, err := e.prepareModels(c, httpURLs)
@@ -109,6 +116,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 		return nil, err
 	}
 	e.commitModels(p.snap.config, p.snap.models)
+	p.snap.shared = e.shared.sync(p.snap.config)
 	e.current.Store(p.snap)
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,17 +79,14 @@ func (c *stateCache) publish(scope string, snap *scopeSnapshot, gen uint64) {
 	}
 }
 
-// StateGet returns the JSON text at (scope, key), and whether there is one.
+// StateGet returns the JSON text at (scope, key), and whether there is
+// one, as the database has it now.
 func (s *Store) StateGet(ctx context.Context, scope, key string) ([]byte, bool, error) {
 	if !state.ValidName(scope) || !state.ValidName(key) {
 		return nil, false, nil
 	}
-	if s.listening.Load() {
-		if v, ok := s.state.m.Load(scope); ok {
-			raw, ok := v.(*scopeSnapshot).raw[key]
-			return bytes.Clone(raw), ok, nil
-		}
-	}
+	// Read where it is, not from the cache: a read after another
+	// process's acknowledged write sees it.
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := s.ready(ctx); err != nil {

@@ -162,6 +162,20 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
+// CheckURL checks that url parses as a PostgreSQL URL, and hands its
+// password to secret (the caller's redactor) before anything could
+// quote it.
+func CheckURL(url string, secret func(string)) error {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return errors.New("the PostgreSQL URL does not parse: give postgres://USER:PASSWORD@HOST:PORT/DATABASE")
+	}
+	if cfg.Password != "" && secret != nil {
+		secret(cfg.Password)
+	}
+	return nil
+}
+
 // channel is the one LISTEN/NOTIFY channel; a notification's payload is
 // "KIND:INSTANCE:DATA".
 const channel = "clara"
