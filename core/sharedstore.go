@@ -83,7 +83,7 @@ func (sh *sharedStore) sync(c *config.Config) *pgstore.Store {
 		default:
 			st, err = pgstore.Open(pgstore.Options{URL: url, PoolSize: c.Store.PoolSize,
 				StatementTimeout: time.Duration(c.Store.StatementTimeoutMS) * time.Millisecond,
-				Go: e.Go, Log: func(m string) { e.log.Log(logging.Warn, m) }})
+				Go:               e.Go, Log: func(m string) { e.log.Log(logging.Warn, m) }})
 			if err != nil {
 				e.log.Logf(logging.Error, "store: %v", err)
 				break
