@@ -5,7 +5,7 @@ one JSON line at the end (or a line per acknowledged write).
 
 usage: worker.py MODE [ARGS]
   rate CALLS          call the tool "scarce" (rate_per_min = $RATE) CALLS times
-                      once the file $GO exists
+                      once the file $GO exists ($BACKEND: sqlite keeps the window here)
   chat PROMPT         one chat in the session "shared" ($LLM_URL)
   history             chat_history of the session "shared"
   ask                 a call of "launch" (needs_approval), the handler leaving it pending
@@ -25,7 +25,8 @@ import clara  # noqa: E402
 
 def setup(extra=None):
     cfg = {"state_dir": "", "rules": {"paths": [], "watch": False}, "plugins": {"paths": []},
-           "store": {"backend": "postgres", "statement_timeout_ms": int(os.environ.get("STATEMENT_TIMEOUT_MS", "3000"))}}
+           "store": {"backend": os.environ.get("BACKEND", "postgres"),
+                     "statement_timeout_ms": int(os.environ.get("STATEMENT_TIMEOUT_MS", "3000"))}}
     if extra:
         cfg.update(extra)
     env = clara.configure(cfg)
