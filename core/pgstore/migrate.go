@@ -35,6 +35,9 @@ CREATE TABLE clara_rate (
 -- locked, so that the times of a key only grow and every process is
 -- measured by one clock. It returns the time the call was admitted at
 -- (ms) and 0, or 0 and how long until the oldest call leaves the window.
+-- A full window is seen without the lock first: times only grow, so n
+-- calls in the window read then are still there, and a refusal neither
+-- waits for the admissions of other processes nor writes anything.
 CREATE FUNCTION clara_rate_admit(k text, n int, span_ms bigint, OUT admitted_ms bigint, OUT wait_ms bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -42,10 +45,22 @@ DECLARE
 	now_ms bigint;
 	kept   bigint[];
 BEGIN
-	INSERT INTO clara_rate (key, times, last_ms) VALUES (k, '{}', 0) ON CONFLICT (key) DO NOTHING;
+	SELECT times INTO t FROM clara_rate WHERE key = k;
+	IF NOT FOUND THEN
+		INSERT INTO clara_rate (key, times, last_ms) VALUES (k, '{}', 0) ON CONFLICT (key) DO NOTHING;
+	ELSIF cardinality(t) >= n THEN
+		now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+		IF t[cardinality(t) - n + 1] > now_ms - span_ms THEN
+			admitted_ms := 0;
+			wait_ms := t[cardinality(t) - n + 1] + span_ms - now_ms;
+			RETURN;
+		END IF;
+	END IF;
 	SELECT times INTO t FROM clara_rate WHERE key = k FOR UPDATE;
 	now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-	kept := ARRAY(SELECT x FROM unnest(t) AS x WHERE x > now_ms - span_ms ORDER BY x);
+	-- t is in ascending order: keep the times still in the window, at
+	-- most the last n.
+	kept := ARRAY(SELECT x FROM unnest(t) WITH ORDINALITY AS u(x, i) WHERE x > now_ms - span_ms ORDER BY i);
 	IF cardinality(kept) >= n THEN
 		admitted_ms := 0;
 		wait_ms := kept[cardinality(kept) - n + 1] + span_ms - now_ms;

@@ -14,9 +14,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORKER = os.path.join(ROOT, "tests", "pg", "worker.py")
+
+
+def fresh_database(url, n):
+    """A new database for one repetition: its window starts empty."""
+    name = "procs4_%d_%d" % (os.getpid(), n)
+    subprocess.run(["psql", url, "-qAtc", "CREATE DATABASE " + name], check=True, capture_output=True)
+    u = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, ""))
 
 
 def side(lib, url, backend, calls):
@@ -41,9 +50,9 @@ def side(lib, url, backend, calls):
 def main():
     lib, url, reps, calls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     admitted = {}
-    for _ in range(reps):
+    for rep in range(reps):
         for name, backend in (("clara", "postgres"), ("ref", "sqlite")):
-            ns, admitted[name] = side(lib, url, backend, calls)
+            ns, admitted[name] = side(lib, fresh_database(url, rep), backend, calls)
             print("sample procs4 %s %.0f" % (name, ns), flush=True)
     for name, n in admitted.items():
         print("info procs4_admitted_%s %d" % (name, n))
