@@ -76,6 +76,10 @@ DEFAULT_CONFIG = {
                              "repeated_failures": 3, "token_budget": 0.8},
               "watch": True, "watch_admin_tools": False},
     "state_dir": ".clara",
+    "store": {"backend": "sqlite", "conversation_retention_hours": 720, "pool_size": 8, "statement_timeout_ms": 2000,
+              "url_env": "CLARA_DATABASE_URL",
+              "on_unavailable": {"approvals": "fail", "conversations": "fail", "limits": "fail", "notices": "local",
+                                 "state": "fail"}},
     "test_mode": False,
     "tools": [],
 }
