@@ -20,10 +20,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WORKER = os.path.join(ROOT, "tests", "pg", "worker.py")
 
 
-def fresh_database(url, n):
-    """A new database for one repetition: its window starts empty."""
-    name = "procs4_%d_%d" % (os.getpid(), n)
-    subprocess.run(["psql", url, "-qAtc", "CREATE DATABASE " + name], check=True, capture_output=True)
+def fresh_database(url, tag):
+    """A new database for one side of one repetition: its window starts empty."""
+    name = "procs4_%d_%s" % (os.getpid(), tag)
+    made = subprocess.run(["psql", url, "-qAtc", "CREATE DATABASE " + name], capture_output=True, text=True)
+    if made.returncode != 0:
+        sys.exit("CREATE DATABASE %s: %s" % (name, made.stderr.strip()))  # never the URL: it holds the password
     u = urllib.parse.urlsplit(url)
     return urllib.parse.urlunsplit((u.scheme, u.netloc, "/" + name, u.query, ""))
 
@@ -52,7 +54,7 @@ def main():
     admitted = {}
     for rep in range(reps):
         for name, backend in (("clara", "postgres"), ("ref", "sqlite")):
-            ns, admitted[name] = side(lib, fresh_database(url, rep), backend, calls)
+            ns, admitted[name] = side(lib, fresh_database(url, "%d_%s" % (rep, name)), backend, calls)
             print("sample procs4 %s %.0f" % (name, ns), flush=True)
     for name, n in admitted.items():
         print("info procs4_admitted_%s %d" % (name, n))
