@@ -474,3 +474,37 @@ func TestRestart_reconnects(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestSweep_retention(t *testing.T) {
+	url := pgtest.URL(t)
+	s := open(t, url, nil)
+	ctx := context.Background()
+	for _, sess := range []string{"old", "new"} {
+		if ok, err := s.StoreConversation(ctx, sess, []byte(sess), 0); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `UPDATE clara_conversations SET updated_at = now() - interval '3 hours' WHERE session = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sweep(ctx, 0); err != nil { // 0: kept
+		t.Fatal(err)
+	}
+	if data, _, _ := s.LoadConversation(ctx, "old"); string(data) != "old" {
+		t.Fatal("retention 0 deleted a conversation")
+	}
+	if err := s.Sweep(ctx, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, _ := s.LoadConversation(ctx, "old"); data != nil {
+		t.Fatal("a conversation idle past the retention was kept")
+	}
+	if data, _, _ := s.LoadConversation(ctx, "new"); string(data) != "new" {
+		t.Fatal("a recent conversation was deleted")
+	}
+}
