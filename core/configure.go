@@ -8,6 +8,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/pgstore"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/resources"
 	"github.com/clara-lib/clara/core/rules"
@@ -41,6 +42,9 @@ type snapshot struct {
 	// The resources and prompts MCP clients are offered ([[resources]],
 	// [[prompts]]).
 	catalog *resources.Set
+	// The shared store (store.backend = "postgres"; sharedstore.go), nil
+	// for the embedded default. Set by commit.
+	shared *pgstore.Store
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -79,6 +83,9 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	})
 	if err != nil {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "configuration: %v", err)
+	}
+	if err := e.checkStore(c); err != nil {
+		return nil, err
 	}
 	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
@@ -127,6 +134,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	}
 	e.commitModels(p.snap.config, p.snap.models)
 	e.commitObservability(p.snap.config)
+	p.snap.shared = e.shared.sync(p.snap.config)
 	e.current.Store(p.snap)
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)

@@ -53,6 +53,7 @@ type Engine struct {
 	kv       *tools.KV
 	sessions session.Table
 	state    stateStore
+	shared   sharedStore // the PostgreSQL store of store.backend = "postgres" (issue 31)
 	cb       callbackHost
 	async    *async.Table  // calls submitted with clara_submit or "async": true
 	tasks    *async.Table  // MCP clients' calls that became tasks (mcptasks.go)
@@ -112,6 +113,7 @@ func newEngine(opts Options) *Engine {
 	e.clock.setup(opts.Now)
 	e.audit = toolbox.NewAudit(e.log)
 	e.state.log = e.log
+	e.shared.e = e
 	e.cb.engine = e
 	e.watcher.e = e
 	e.docs.e = e
@@ -121,6 +123,7 @@ func newEngine(opts Options) *Engine {
 		e.env.Getenv = os.Getenv
 	}
 	e.out = newOutbound(e.log, e.env.Getenv)
+	e.state.redact = e.out.secrets.String
 	// No secret reaches a log line, whoever writes it.
 	e.log.SetFilter(e.out.secrets.String)
 	e.setupTelemetry()
@@ -315,6 +318,7 @@ func (e *Engine) UnregisterTool(name string) error {
 func (e *Engine) Close() {
 	e.watcher.close()
 	e.docs.close()
+	e.shared.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

@@ -284,6 +284,9 @@ func (m modelTools) History(ctx context.Context, caller, session string) ([]byte
 	if session == protocol.DefaultSession {
 		return []byte(`{"session":"default","turns":0,"messages":[]}`), nil
 	}
-	out := m.e.out.convs.History(nil, session)
+	out, err := m.e.out.convs.HistoryOf(ctx, nil, session) // the shared store's, with one
+	if err != nil {
+		return nil, err
+	}
 	return m.e.out.secrets.JSON(out), nil
 }

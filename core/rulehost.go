@@ -30,15 +30,11 @@ type ruleHost struct {
 var _ rules.Host = (*ruleHost)(nil)
 
 func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
-	st, err := h.e.state.open(h.s, true)
-	if err != nil {
-		return err
-	}
 	ws := make([]state.Write, len(writes))
 	for i, w := range writes {
 		ws[i] = state.Write{Scope: rules.StateScope(session, w.Namespace), Key: w.Key, Value: w.Value}
 	}
-	return st.Apply(ws)
+	return h.e.stateErr(h.e.state.apply(h.s, ws))
 }
 
 func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*rules.Outcome, error) {
@@ -63,13 +59,9 @@ func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []by
 func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
 
 func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
-	st, err := h.e.state.open(h.s, false)
-	if err != nil || st == nil {
-		return nil, false, err
-	}
-	raw, ok, err := st.Get(session, key)
+	raw, ok, err := h.e.state.get(h.s, session, key)
 	if err != nil || !ok {
-		return nil, false, err
+		return nil, false, h.e.stateErr(err)
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {

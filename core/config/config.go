@@ -25,6 +25,7 @@ type Config struct {
 	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
 	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
 	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
+	Store     Store     `key:"store" doc:"Where the state that processes may share lives: rule state, rate windows, budgets, conversations, approvals, notices (see docs/deployment.md)."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
@@ -77,6 +78,34 @@ type KV struct {
 	MaxTotalKeys  int `key:"max_total_keys" default:"100000" min:"1" max:"100000000" doc:"The most keys all sessions' stores hold together: every session a request or an MCP client names has a store of its own."`
 	MaxTotalBytes int `key:"max_total_bytes" default:"67108864" min:"1024" max:"17179869184" doc:"The most bytes (keys and values) all sessions' stores hold together."`
 }
+
+// Store is the [store] table (issue 31): the embedded default, or one
+// PostgreSQL that every process of a deployment shares.
+type Store struct {
+	Backend            string        `key:"backend" default:"'sqlite'" check:"store_backend" doc:"\"sqlite\": each process keeps its own state, rule state in SQLite under state_dir, the rest in memory. \"postgres\": rule state, rate windows, budgets per session, conversations, pending approvals and session notices live in the PostgreSQL database url_env names, shared by every process that names it, and rules_load and plugin_enable reach every such process."`
+	URLEnv             string        `key:"url_env" default:"'CLARA_DATABASE_URL'" doc:"The environment variable holding the PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB), password included: the URL is never written in the configuration and never appears in a log line, an error or an envelope."`
+	PoolSize           int           `key:"pool_size" default:"8" min:"1" max:"1000" doc:"The most connections a process opens to PostgreSQL for calls (one more listens for the other processes' changes)."`
+	StatementTimeoutMS int           `key:"statement_timeout_ms" default:"2000" min:"1" max:"3600000" doc:"How long one use of PostgreSQL may take, waiting for a connection included, in milliseconds (never longer than the call's own deadline): past it the call answers unavailable, or falls back as on_unavailable says."`
+	RetentionHours     int           `key:"conversation_retention_hours" default:"720" min:"0" max:"876000" doc:"A conversation nobody continued for this many hours is deleted from PostgreSQL; 0 keeps them until session_end."`
+	OnUnavailable      OnUnavailable `key:"on_unavailable" doc:"What a call does, for each kind of shared state, when PostgreSQL cannot be reached in time: \"fail\" answers unavailable, naming the store; \"local\" carries on with this process's own (its SQLite state, its own windows and budgets, its memory), which is not merged back later."`
+}
+
+// OnUnavailable is the [store.on_unavailable] table.
+type OnUnavailable struct {
+	State         string `key:"state" default:"'fail'" check:"on_unavailable" doc:"Rule state (state_get, state_set, rules' set_state): \"local\" reads and writes the SQLite state under state_dir while PostgreSQL is away."`
+	Limits        string `key:"limits" default:"'fail'" check:"on_unavailable" doc:"rate_per_min and max_calls_per_session: \"fail\" refuses the call (a limit is never exceeded because of a fault); \"local\" counts in this process only."`
+	Conversations string `key:"conversations" default:"'fail'" check:"on_unavailable" doc:"A chat with a session and chat_history: \"local\" continues the conversation this process holds in memory."`
+	Approvals     string `key:"approvals" default:"'fail'" check:"on_unavailable" doc:"Calls held for approval: \"fail\" rejects them; \"local\" lets only this process's approval handler and approval_decide decide them."`
+	Notices       string `key:"notices" default:"'local'" check:"on_unavailable" doc:"Notices queued for a session: \"local\" keeps them in this process until a drain; \"fail\" drops them (logged), and notifications_drain answers unavailable."`
+}
+
+// The backends of store.backend and what store.on_unavailable may say.
+const (
+	BackendSQLite    = "sqlite"
+	BackendPostgres  = "postgres"
+	UnavailableFail  = "fail"
+	UnavailableLocal = "local"
+)
 
 // DocSearch is the [doc_search] table.
 type DocSearch struct {

@@ -633,6 +633,10 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if session != "" && ch.convs != nil {
 		var err error
 		if conv, err = ch.convs.acquire(ctx, session); err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				return nil, pe // the conversations' store failed (issue 31)
+			}
 			if errors.Is(err, context.Canceled) {
 				return nil, protocol.Errorf(protocol.ToolFailed, "chat: cancelled while waiting for the previous chat of session %q", session)
 			}

@@ -54,20 +54,30 @@ func (t *Tool) Admit(session string, now time.Time) *protocol.Error {
 	if ok {
 		return nil
 	}
+	return RateLimitedError(t.Name, t.rate.n, t.rate.perSession, wait)
+}
+
+// RateLimitedError is the error of a call refused by a rate_per_min of n
+// (per session or for the whole tool), which may be retried after wait.
+// The shared store's windows (core, issue 31) answer with it too.
+func RateLimitedError(tool string, n int, perSession bool, wait time.Duration) *protocol.Error {
 	ms := wait.Milliseconds()
 	if wait%time.Millisecond != 0 {
 		ms++
 	}
 	scope := "tool"
-	if t.rate.perSession {
+	if perSession {
 		scope = "session"
 	}
 	return &protocol.Error{
 		Code:    protocol.RateLimited,
-		Message: fmt.Sprintf("tool %q allows %d call%s a minute per %s; retry in %d ms", t.Name, t.rate.n, plural(t.rate.n), scope, ms),
-		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, t.rate.n)),
+		Message: fmt.Sprintf("tool %q allows %d call%s a minute per %s; retry in %d ms", tool, n, plural(n), scope, ms),
+		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, n)),
 	}
 }
+
+// RateSpan is the window of rate_per_min.
+const RateSpan = rateSpan
 
 // Execute runs one call under the tool's concurrency cap and timeout and
 // clamps its output. truncated is set when a string result was cut to

@@ -14,7 +14,9 @@
     "\"plugins\":{\"paths\":[\"plugins/*\"]},\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"approval_timeout_ms\":120000,\"deny\":[]},"                                             \
     "\"project_root\":\".\",\"prompts\":[],\"resources\":[],\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"mode\":\"enforce\",\"paths\":[\"rules/*.toml\"],\"redact_secrets\":false,"              \
     "\"thresholds\":{\"iteration_budget\":25,\"large_result_bytes\":32768,\"repeated_failures\":3,\"token_budget\":0.8},"   \
-    "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\",\"telemetry\":{\"content\":false,\"enabled\":false,\"endpoint\":\"\",\"logs\":true,\"metric_interval_ms\":60000,\"metrics\":true,\"service_name\":\"\",\"traces\":true},\"test_mode\":false,\"tools\":[]}"
+    "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\"," \
+    "\"store\":{\"backend\":\"sqlite\",\"conversation_retention_hours\":720,\"on_unavailable\":{\"approvals\":\"fail\",\"conversations\":\"fail\",\"limits\":\"fail\",\"notices\":\"local\",\"state\":\"fail\"},\"pool_size\":8,\"statement_timeout_ms\":2000,\"url_env\":\"CLARA_DATABASE_URL\"}," \
+    "\"telemetry\":{\"content\":false,\"enabled\":false,\"endpoint\":\"\",\"logs\":true,\"metric_interval_ms\":60000,\"metrics\":true,\"service_name\":\"\",\"traces\":true},\"test_mode\":false,\"tools\":[]}"
 #define DEFAULT_CONFIG CONFIG("echo", "512")
 
 static void check_config_envelope(const char *test, int line, char *r, const char *want) {
