@@ -161,7 +161,9 @@ class SharedStore(unittest.TestCase):
         self.assertLessEqual(admitted, 50)
         self.assertTrue(any(r["codes"].get("unavailable") for r in results), "the restart went unseen: %s" % results)
         keys = ",".join("'%s'" % k for k in acked)
-        out = subprocess.run(["psql", url, "-qAtc", "SELECT count(*) FROM clara_state WHERE scope = 'load' AND key IN (%s)" % keys],
+        # On stdin: thousands of keys outgrow one argument (execve's 128 KiB).
+        out = subprocess.run(["psql", url, "-qAt"],
+                             input="SELECT count(*) FROM clara_state WHERE scope = 'load' AND key IN (%s);\n" % keys,
                              capture_output=True, text=True, check=True).stdout.strip()
         self.assertEqual(int(out), len(acked), "acknowledged writes lost across the restart")
         print("\n  restart under load: %s; %d writes acknowledged, all there"
