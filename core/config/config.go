@@ -42,6 +42,10 @@ type MCP struct {
 	// the settings it started with.
 	MaxSessions          int `key:"max_sessions" default:"100" min:"1" max:"100000" doc:"The most MCP sessions open at once over HTTP, every listener together: an initialize beyond is refused with HTTP 503 and a JSON-RPC error until a session ends."`
 	SessionIdleTimeoutMS int `key:"session_idle_timeout_ms" default:"1800000" min:"1000" max:"86400000" doc:"An HTTP session that sends no request for this many milliseconds is ended, and its Clara session with it (session_end)."`
+	// Read at each call, not at the listen: a client runs its calls at
+	// once, each on a goroutine (a C or Python tool's also on a thread), so
+	// their number is bounded whatever the transport.
+	MaxCalls int `key:"max_calls" default:"64" min:"1" max:"100000" doc:"The most tools/call requests of MCP clients running at once, every session and transport together (each may hold a thread while a C or Python tool runs): a call beyond is answered at once with an error (isError, tool_failed) until one ends."`
 }
 
 // KV is the [kv] table: the limits of the key-value store, in one session

@@ -61,7 +61,7 @@ DEFAULT_CONFIG = {
             "max_response_bytes": 4194304, "max_retries": 2, "max_tokens": 0, "model": "",
             "provider": "", "timeout_ms": 60000},
     "kv": {"max_bytes": 16777216, "max_keys": 10000, "max_total_bytes": 67108864, "max_total_keys": 100000},
-    "mcp": {"allow_remote": False, "max_sessions": 100, "session_idle_timeout_ms": 1800000, "token_env": ""},
+    "mcp": {"allow_remote": False, "max_calls": 64, "max_sessions": 100, "session_idle_timeout_ms": 1800000, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
     "plugins": {"paths": ["plugins/*"]},
