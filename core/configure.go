@@ -100,7 +100,7 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	s := &snapshot{
 		tree: config.WithoutOneShots(t), config: c,
 		limits:    protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth, OwnSession: e.sessions.Own},
-		defaults:  toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
+		defaults:  toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes, MaxDepth: c.Limits.MaxDepth},
 		policy:    toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
 		rules:     set,
 		runtime:   runtime,

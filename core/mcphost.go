@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clara-lib/clara/core/logging"
@@ -23,6 +24,13 @@ import (
 type mcpServing struct {
 	mu     sync.Mutex
 	server *mcp.Server
+	// calls counts the clients' tools/call running now, against
+	// mcp.max_calls: a client may send any number at once, and each C or
+	// Python tool's call holds a thread or two while it runs (its own, and
+	// its caller's waiting in C), so without a bound a client could exhaust
+	// the process's threads (issue 25, finding 1) before a single call ran
+	// past its deadline and limits.max_overdue_calls could count it.
+	calls atomic.Int64
 }
 
 // mcpHost is what the MCP server reaches of the engine.
@@ -46,6 +54,14 @@ func (h mcpHost) Tools() []mcp.ToolInfo {
 func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, progress mcp.ProgressFunc) ([]byte, *protocol.Error) {
 	e := h.e
 	s := e.current.Load()
+	if max := int64(s.config.MCP.MaxCalls); e.mcp.calls.Add(1) > max {
+		e.mcp.calls.Add(-1)
+		perr := protocol.Errorf(protocol.ToolFailed, "tool %q was not started: %d calls of MCP clients are running, "+
+			"the most mcp.max_calls allows; try again once one has ended", name, max)
+		e.logFailure(name, perr)
+		return nil, perr
+	}
+	defer e.mcp.calls.Add(-1)
 	args, perr := mcpArguments(args, s.limits)
 	if perr != nil {
 		e.logFailure(name, perr)

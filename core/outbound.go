@@ -120,7 +120,7 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 	}
 	if c.Evaluator.URL != "" {
 		f, err := llm.HTTPToolFunc(e.out.client, llm.Evaluator(c.Evaluator.URL,
-			time.Duration(c.Evaluator.TimeoutMS)*time.Millisecond, nil))
+			time.Duration(c.Evaluator.TimeoutMS)*time.Millisecond, nil, c.Limits.MaxDepth))
 		if err != nil {
 			return nil, fmt.Errorf("evaluator: %v", err)
 		}

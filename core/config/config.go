@@ -67,6 +67,10 @@ type MCP struct {
 	TaskAfterMS     int `key:"task_after_ms" default:"2000" min:"0" max:"86400000" doc:"A tool call of a client that declared the tasks extension (io.modelcontextprotocol/tasks) and has not finished after this many milliseconds is answered with a task, followed with tasks/get; 0: never. Read when serving starts."`
 	TaskTTLMS       int `key:"task_ttl_ms" default:"3600000" min:"1000" max:"604800000" doc:"How long a task is kept from its creation (its ttlMs): then it is cancelled if it still runs, and forgotten. Read when serving starts."`
 	WaitTimeoutMS   int `key:"wait_timeout_ms" default:"600000" min:"1000" max:"86400000" doc:"How long a tool call waits for its 2026-07-28 client's next round (the answer to its input_required) before it is cancelled. Read when serving starts."`
+	// Read at each call, not at the listen: a client runs its calls at
+	// once, each on a goroutine (a C or Python tool's also on a thread), so
+	// their number is bounded whatever the transport.
+	MaxCalls int `key:"max_calls" default:"64" min:"1" max:"100000" doc:"The most tools/call requests of MCP clients running at once, every session and transport together (each may hold a thread while a C or Python tool runs): a call beyond is answered at once with an error (isError, tool_failed) until one ends."`
 }
 
 // KV is the [kv] table: the limits of the key-value store, in one session
@@ -154,7 +158,7 @@ type Limits struct {
 	TimeoutMS       int `key:"timeout_ms" default:"1000" min:"1" max:"86400000" doc:"A tool's deadline in milliseconds, unless its descriptor sets timeout_ms."`
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
-	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
+	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request. The same bound holds for the arguments of a model's or an MCP client's tool call, and for a JSON result of a tool that is not built in or the evaluator's answer (tool_failed)."`
 	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
 	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
 

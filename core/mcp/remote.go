@@ -62,6 +62,11 @@ type remote struct {
 	toolsKey string
 
 	refreshMu sync.Mutex // one listing at a time
+	// refreshWaiting: a listing of refreshAsync's waits for its turn. It
+	// will see whatever changed until it starts, so a list_changed meanwhile
+	// starts no other: a server sending them without end holds at most one
+	// listing running and one waiting, not a goroutine for each.
+	refreshWaiting bool
 
 	callsMu  sync.Mutex
 	inflight map[*inflightCall]struct{} // the tool calls waiting for the server
@@ -566,10 +571,11 @@ func (r *remote) listChanged(_ context.Context, req *sdk.ToolListChangedRequest)
 func (r *remote) refreshAsync(c *conn) {
 	// Close sets closed before it waits for the goroutines: none starts after.
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || r.refreshWaiting {
 		r.mu.Unlock()
 		return
 	}
+	r.refreshWaiting = true
 	r.m.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
@@ -579,6 +585,13 @@ func (r *remote) refreshAsync(c *conn) {
 				logPanic(r.m.log, fmt.Sprintf("listing the tools of mcp server %q", r.cfg.Name), v)
 			}
 		}()
+		// Its turn: from now on a list_changed may come after the listing
+		// has begun, and needs one of its own.
+		r.refreshMu.Lock()
+		r.mu.Lock()
+		r.refreshWaiting = false
+		r.mu.Unlock()
+		r.refreshMu.Unlock()
 		ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
 		defer cancel()
 		if _, err := r.refresh(ctx, c); err != nil && r.m.ctx.Err() == nil {

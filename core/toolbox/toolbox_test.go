@@ -1292,13 +1292,23 @@ func TestExecute_deeplyNestedResult(t *testing.T) {
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	tl := mkTool(t, toolbox.Descriptor{Name: "deep"}, toolbox.ToolOptions{Run: returning(deep, nil)})
 	_, _, perr := tl.Execute(bg, args(`{}`), toolbox.Defaults{TimeoutMS: 5000})
-	if perr == nil || perr.Code != protocol.ToolFailed || !strings.Contains(perr.Message, "nested deeper than 10000 levels") {
+	if perr == nil || perr.Code != protocol.ToolFailed || perr.Message != `tool "deep" returned JSON nested deeper than limits.max_depth (10000)` {
 		t.Errorf("got %s", errString(perr))
 	}
 	ok := strings.Repeat("[", 100) + strings.Repeat("]", 100)
 	tl = mkTool(t, toolbox.Descriptor{Name: "deep"}, toolbox.ToolOptions{Run: returning(ok, nil)})
 	if out, _, perr := tl.Execute(bg, args(`{}`), toolbox.Defaults{TimeoutMS: 5000}); perr != nil || string(out) != ok {
 		t.Errorf("got %.40s, %s", out, errString(perr))
+	}
+	// With limits.max_depth (issue 25, finding 18, review): a result is
+	// held to it as a request is; a remote server's or an HTTP answer's
+	// 2,000 levels reached the host, whose Python raised RecursionError.
+	_, _, perr = tl.Execute(bg, args(`{}`), toolbox.Defaults{TimeoutMS: 5000, MaxDepth: 99})
+	if perr == nil || perr.Code != protocol.ToolFailed || perr.Message != `tool "deep" returned JSON nested deeper than limits.max_depth (99)` {
+		t.Errorf("max_depth 99: got %s", errString(perr))
+	}
+	if out, _, perr := tl.Execute(bg, args(`{}`), toolbox.Defaults{TimeoutMS: 5000, MaxDepth: 100}); perr != nil || string(out) != ok {
+		t.Errorf("max_depth 100: got %.40s, %s", out, errString(perr))
 	}
 }
 

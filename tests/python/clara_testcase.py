@@ -66,7 +66,7 @@ DEFAULT_CONFIG = {
             "provider": "", "timeout_ms": 60000},
     "kv": {"max_bytes": 16777216, "max_keys": 10000, "max_total_bytes": 67108864, "max_total_keys": 100000},
     "log": {"format": "text"},
-    "mcp": {"allow_remote": False, "list_ttl_ms": 5000, "max_sessions": 100, "max_waiting_calls": 256,
+    "mcp": {"allow_remote": False, "list_ttl_ms": 5000, "max_calls": 64, "max_sessions": 100, "max_waiting_calls": 256,
             "session_idle_timeout_ms": 1800000, "task_after_ms": 2000, "task_ttl_ms": 3600000, "token_env": "",
             "wait_timeout_ms": 600000},
     "mcp_servers": [],
