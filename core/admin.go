@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
@@ -222,8 +223,16 @@ func (a adminTools) ListRules(trigger string) ([]byte, error) {
 
 // TestRules serves rules_test: a test file (inside project_root) or inline
 // TOML, against the rules in force or the rule files the test names.
-func (a adminTools) TestRules(_ context.Context, path string, toml *string) ([]byte, error) {
-	rep, err := a.e.testRules(path, toml, rules.TestOptions{})
+func (a adminTools) TestRules(_ context.Context, path string, toml *string, run string, coverage bool) ([]byte, error) {
+	opts := rules.TestOptions{Coverage: coverage}
+	if run != "" {
+		re, err := regexp.Compile(run)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: run: %v", err)
+		}
+		opts.Run = re
+	}
+	rep, err := a.e.testRules(path, toml, opts)
 	if err != nil {
 		return nil, err
 	}

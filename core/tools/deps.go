@@ -87,8 +87,9 @@ type Engine interface {
 	LoadRules(ctx context.Context, r RulesLoad) ([]byte, error)
 	// ListRules lists the rules in force, of one trigger when not "".
 	ListRules(trigger string) ([]byte, error)
-	// TestRules runs a rule test file (a path or inline TOML).
-	TestRules(ctx context.Context, path string, toml *string) ([]byte, error)
+	// TestRules runs a rule test file (a path or inline TOML): the cases
+	// whose name run matches ("" all), with the coverage when asked.
+	TestRules(ctx context.Context, path string, toml *string, run string, coverage bool) ([]byte, error)
 	// ListPlugins lists the plugins found, enabled or not.
 	ListPlugins() ([]byte, error)
 	// EnablePlugin enables or disables a plugin and returns the listing.
