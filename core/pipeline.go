@@ -76,6 +76,10 @@ type report struct {
 // callTool runs one call through the pipeline.
 func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.clock.now()
+	if s.refused != nil { // the start-up configuration is broken: nothing runs
+		e.record(start, 0, c, strings.Clone(c.name), s.refused)
+		return nil, false, s.refused
+	}
 	t, ok := c.tool, c.tool != nil
 	if !ok {
 		t, ok = e.tools.Lookup(c.name)

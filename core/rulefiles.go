@@ -36,7 +36,7 @@ const (
 // returns the configured patterns that matched no file.
 // The plugins' rules come after the configured files, the rules added at
 // run time last. It also returns the plugins found, enabled or not.
-func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, []string, []*plugin, error) {
+func (e *Engine) loadRules(c *config.Config, runtime runtimeRules, strict strictPaths) (*rules.Set, []string, []*plugin, error) {
 	var sources []rules.Source
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
@@ -49,9 +49,12 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 		return nil, nil, nil, err
 	}
 	sources = append(sources, files...)
-	plugins, err := discoverPlugins(c, runtime.enabled)
+	plugins, pluginsUnmatched, err := discoverPlugins(c, runtime.enabled)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if ps := strict.problems(c, unmatched, pluginsUnmatched); len(ps) > 0 {
+		return nil, nil, nil, ps
 	}
 	sources = append(sources, pluginSources(plugins)...)
 	sources = append(sources, runtime.sources...)
@@ -244,6 +247,32 @@ func insideRoot(root, p string) bool {
 func isRuleTest(name string) bool {
 	base := strings.ToLower(filepath.Base(name))
 	return strings.HasSuffix(base, ".test.toml") || strings.HasSuffix(base, ".test.json")
+}
+
+// problems are the configured patterns that matched nothing and had to
+// match something: those the change's own text gave (strict), but for
+// the defaults, which may match nothing (a project without rules or
+// plugins). Each is a problem of its key, positioned by positionIn.
+func (strict strictPaths) problems(c *config.Config, rules, plugins []string) protocol.Problems {
+	defaults := config.Build(config.Defaults())
+	var ps protocol.Problems
+	for _, k := range []struct {
+		on        bool
+		key, what string
+		unmatched []string
+		defaults  []string
+	}{{strict.rules, "rules.paths", "file", rules, defaults.Rules.Paths},
+		{strict.plugins, "plugins.paths", "plugin folder (a folder holding a plugin.toml)", plugins, defaults.Plugins.Paths}} {
+		if !k.on {
+			continue
+		}
+		for _, u := range k.unmatched {
+			if !contains(k.defaults, u) {
+				ps = append(ps, protocol.Problem{File: k.key, Message: fmt.Sprintf("%q matches no %s under %s", u, k.what, projectRoot(c))})
+			}
+		}
+	}
+	return ps
 }
 
 // asProblems finds the positioned problems in an error.

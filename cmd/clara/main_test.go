@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,7 +243,7 @@ expression = "context.tool.name == 'echo'"
 type = "notify_self"
 message = "echo called"
 `})
-	cfg := writeConfig(t, dir, "state_dir = \"\"\n[policy]\ndeny = [\"get_time\"]\n")
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[policy]\ndeny = [\"get_time\"]\n[rules]\npaths = [\"rules/*.toml\"]\n")
 	in := invocation{dir: dir}
 	code, out, errs := in.run(t, "--config", cfg, "call", "echo", `{"m":1}`, "--trace")
 	if code != 0 || out != `{"m":1}`+"\n" {
@@ -388,8 +389,8 @@ func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
 	writeFiles(t, dir, map[string]string{
-		"rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 +\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"plugins/p/plugin.toml": "name = \"p\"\nbogus = true\n",
+		".clara/rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 +\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/plugins/p/plugin.toml": "name = \"p\"\nbogus = true\n",
 	})
 	cfg := writeConfig(t, dir, `state_dir = ""
 
@@ -407,8 +408,8 @@ eager = true
 	code, out, errs := in.run(t, "check", "--config", cfg)
 	want := []string{
 		"clara.toml:3:3: tools[0] (broken): lua",
-		filepath.Join("plugins", "p", "plugin.toml") + `:2:1: unknown key "bogus"`,
-		filepath.Join("rules", "bad.toml") + `:5: rule "bad": condition:`,
+		filepath.Join(".clara", "plugins", "p", "plugin.toml") + `:2:1: unknown key "bogus"`,
+		filepath.Join(".clara", "rules", "bad.toml") + `:5: rule "bad": condition:`,
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 1 || len(lines) != len(want) || !strings.Contains(errs, "3 problems") {
@@ -436,8 +437,8 @@ eager = true
 	}
 	// Fixed, it passes; CLARA_CONFIG is checked when --config is not given.
 	writeFiles(t, dir, map[string]string{
-		"rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 + 1 == 2\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"plugins/p/plugin.toml": "name = \"p\"\n",
+		".clara/rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 + 1 == 2\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/plugins/p/plugin.toml": "name = \"p\"\n",
 	})
 	good := writeConfig(t, dir, "state_dir = \"\"\n[[tools]]\nname = \"fine\"\nlua = \"return function(a) return a end\"\n")
 	code, out, errs = invocation{dir: dir, env: []string{"CLARA_CONFIG=" + good}}.run(t, "check")
@@ -514,7 +515,7 @@ tool = { name = "open_valve", arguments = { valve_id = 3 } }
 denied = "valve 7 is locked"
 `,
 	})
-	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\nbuiltin = false\n")
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\nbuiltin = false\npaths = [\"rules/*.toml\"]\n")
 	in := invocation{dir: dir}
 	code, out, _ = in.run(t, "--config", cfg, "rules", "test", "rules/valve.test.toml", "--coverage")
 	if code != 0 || !strings.Contains(out, "ok   rules/valve.test.toml: 2 passed, 0 failed\n") ||
@@ -655,6 +656,42 @@ func TestConfig_is_a_regular_file(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("--config %s hangs", path)
+		}
+	}
+}
+
+// TestConfig_means_the_same_from_any_directory (issue 26 §1): bin/clara
+// --config /path/clara.toml started from / did not load its
+// paths = ["rules/*.toml"], and a denied tool ran; so did a Clara started
+// as another Clara's [[mcp_servers]] child. A configuration file's paths
+// are now its own folder's, whoever starts it from wherever.
+func TestConfig_means_the_same_from_any_directory(t *testing.T) {
+	project := t.TempDir()
+	deny := "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name == 'echo'\"\n" +
+		"[action]\ntype = \"deny\"\nreason = \"no echo here\"\n"
+	writeFiles(t, project, map[string]string{
+		"clara.toml":            "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n",
+		"rules/deny.toml":       deny,
+		"child/clara.toml":      "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n",
+		"child/rules/deny.toml": deny,
+		"parent.toml": "state_dir = \"\"\n[[mcp_servers]]\nname = \"child\"\ncommand = " + strconv.Quote(claraBin) +
+			"\nargs = [\"--config\", \"child/clara.toml\", \"mcp\"]\neager = true\n",
+	})
+	cfg := filepath.Join(project, "clara.toml")
+	elsewhere := t.TempDir()
+	for _, c := range []struct {
+		what string
+		in   invocation
+		args []string
+	}{
+		{"--config from /", invocation{dir: "/"}, []string{"--config", cfg, "call", "echo", `{"x":1}`}},
+		{"--config from elsewhere", invocation{dir: elsewhere}, []string{"--config", cfg, "call", "echo", `{"x":1}`}},
+		{"CLARA_CONFIG from /", invocation{dir: "/", env: []string{"CLARA_CONFIG=" + cfg}}, []string{"call", "echo", `{"x":1}`}},
+		{"an [[mcp_servers]] child", invocation{dir: "/"}, []string{"--config", filepath.Join(project, "parent.toml"), "call", "child__echo", `{"x":1}`}},
+	} {
+		code, out, errs := c.in.run(t, c.args...)
+		if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
 		}
 	}
 }

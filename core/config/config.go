@@ -10,7 +10,7 @@ type Config struct {
 	// Tools are the [[tools]] tables: Lua tools (SPEC §8), each a
 	// descriptor plus lua or lua_file. Checked by checkToolEntries.
 	Tools       []map[string]any `key:"tools" default:"[]" check:"tools" doc:"Tools written in Lua, declared as [[tools]] tables (a descriptor plus lua or lua_file); none by default. See docs/lua.md."`
-	ProjectRoot string           `key:"project_root" default:"'.'" doc:"The directory callbacks, rule file paths and state_dir are relative to."`
+	ProjectRoot string           `key:"project_root" default:"'.'" doc:"The directory every relative path of the configuration is relative to (rule and plugin paths, state_dir, audit.path, lua_file, callbacks' cwd, [[mcp_servers]] command and cwd). A relative project_root is relative to the folder of the configuration file that gives it (CLARA_CONFIG, bin/clara --config), or the working directory for clara_configure's text; a configuration file that gives none makes its own folder the project root."`
 	StateDir    string           `key:"state_dir" default:"'.clara'" doc:"Where Clara keeps what must survive a restart (the rule state in state.db, callbacks), relative to project_root; created only when something is stored. \"\" keeps the state in memory for the life of the process."`
 	// Clear is what one clara_configure call forgets; never kept.
 	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
@@ -33,7 +33,7 @@ type Config struct {
 	// declared with the project (checked by the engine, which knows them).
 	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
 	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
-	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from/cwd (stdio; a command written as a path and cwd are relative to project_root, where the server runs by default) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
 }
 
 // CallbackTools is the [callback_tools] table: what of the callbacks a
@@ -141,12 +141,12 @@ type Policy struct {
 
 // Audit is the [audit] table.
 type Audit struct {
-	Path string `key:"path" default:"''" doc:"A JSONL file every call is appended to (one line per call); empty keeps only the in-memory ring that audit_tail reads. Must be a regular file."`
+	Path string `key:"path" default:"''" doc:"A JSONL file every call is appended to (one line per call), relative to project_root; empty keeps only the in-memory ring that audit_tail reads. Must be a regular file."`
 }
 
 // Rules is the [rules] table.
 type Rules struct {
-	Paths   []string `key:"paths" default:"['rules/*.toml']" doc:"Rule files (TOML or JSON): glob patterns relative to project_root; ** matches any number of directories. A relative pattern may not leave project_root; an absolute one is taken as given."`
+	Paths   []string `key:"paths" default:"['.clara/rules/*.toml']" doc:"Rule files (TOML or JSON): glob patterns relative to project_root (** matches any number of directories, {a,b} either). A relative pattern may not leave project_root; an absolute one is taken as given. A pattern a configuration gives that matches no file is an error of that configuration; only the default may match nothing."`
 	Builtin bool     `key:"builtin" default:"true" doc:"Load the built-in rules (token_budget, iteration_budget, large_result, repeated_failure)."`
 	// WatchAdminTools lets on_tool_call rules deny the administrative
 	// tools.
@@ -160,7 +160,7 @@ type Rules struct {
 
 // Plugins is the [plugins] table.
 type Plugins struct {
-	Paths []string `key:"paths" default:"['plugins/*']" doc:"Plugin folders: glob patterns relative to project_root; each folder holding a plugin.toml is a plugin, its rules in rules/*.toml and its scripts in scripts/*.lua."`
+	Paths []string `key:"paths" default:"['.clara/plugins/*']" doc:"Plugin folders: glob patterns relative to project_root; each folder holding a plugin.toml is a plugin, its rules in rules/*.toml and its scripts in scripts/*.lua. A pattern a configuration gives that matches no plugin folder is an error of that configuration; only the default may match nothing."`
 }
 
 // Thresholds is the [rules.thresholds] table.

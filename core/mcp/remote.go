@@ -270,7 +270,7 @@ func (r *remote) dial() (*conn, error) {
 			return nil, err
 		}
 		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
-		cmd.Env = env
+		cmd.Env, cmd.Dir = env, r.cfg.Dir
 		c.stderr = newStderrTail(r.m.log, r.cfg.Name, r.m.red)
 		cmd.Stderr = c.stderr
 		c.proc = newProcess(cmd)

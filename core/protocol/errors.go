@@ -24,6 +24,13 @@ const (
 	// back.
 	BudgetExhausted Code = "budget_exhausted"
 	Blocked         Code = "blocked"
+
+	// Issue 26: the start-up configuration does not load, so no tool runs
+	// (details lists its problems); a chat's model still asked for tools
+	// when its max_tool_calls or max_turns was spent (details holds what
+	// the chat got that far).
+	InvalidConfig Code = "invalid_config"
+	LimitExceeded Code = "limit_exceeded"
 )
 
 // Error is a failure that knows its protocol code. Message is for people;
