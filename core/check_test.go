@@ -28,7 +28,7 @@ func TestCheck_finds_every_problem_positioned_and_runs_nothing(t *testing.T) {
 		".clara/plugins/broken/plugin.toml":   "name = \"broken\"\nbogus = 1\n",
 		".clara/plugins/fine/plugin.toml":     "name = \"fine\"\n",
 		".clara/plugins/fine/rules/fine.toml": "[rule]\nid = \"fine_rule\"\ntrigger = \"on_tool_call\"\n[action]\ntype = \"nope\"\n",
-		"tools/bad.lua":                "return function(args)\n  return (\nend\n",
+		"tools/bad.lua":                       "return function(args)\n  return (\nend\n",
 	} {
 		must(os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
 		must(os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
