@@ -695,3 +695,16 @@ func TestConfig_means_the_same_from_any_directory(t *testing.T) {
 		}
 	}
 }
+
+// TestChat_cut_off_by_its_limits_exits_1 (issue 26 §5): a model that still
+// asked for tools once max_tool_calls was spent made `clara chat` print an
+// empty line and exit 0.
+func TestChat_cut_off_by_its_limits_exits_1(t *testing.T) {
+	srv := scriptedModel(t, "openai_still_asks")
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[llm]\nbase_url = \""+srv.BaseURL("openai_still_asks")+"\"\nmodel = \"gpt-4o-mini\"\n")
+	code, out, errs := invocation{dir: dir}.run(t, "--config", cfg, "chat", "Time?", "--allow-tools", "--tools", "get_time", "--max-tool-calls", "1")
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "clara: limit_exceeded: chat: the model still asked for tools after max_tool_calls (1) was spent") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+}

@@ -112,8 +112,8 @@ type Limits struct {
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
-	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
-	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
+	MaxToolCalls    int `key:"max_tool_calls" default:"20" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls: a model that still asks for tools once they are spent gets one last call without tools, and if it asks again the chat fails with limit_exceeded."`
+	MaxTurns        int `key:"max_turns" default:"10" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns (the OpenAI Agents SDK's default is 10 too), the last of them without tools so that the model answers; a model that still asks for tools then makes the chat fail with limit_exceeded. 0: no bound but max_tool_calls."`
 
 	// Budgets of calls per tool (issue 28), unless a tool's descriptor
 	// sets its own (limits.max_calls_per_chat, max_calls_per_session).

@@ -9,10 +9,10 @@
 /* The configuration as Clara reports it; the parts tests change are macros. */
 #define CONFIG(evaluator, depth)                                                                              \
     "{\"async\":{\"max_pending\":10000,\"max_running\":1000},\"audit\":{\"path\":\"\"},\"callback_tools\":{\"models\":false,\"panel_bytes\":2048,\"run_model_scripts\":false},\"callbacks\":[],\"default_evaluator\":\"" evaluator "\",\"doc_search\":{\"max_file_bytes\":1048576,\"max_files\":10000,\"patterns\":[\"**/*.md\"],\"watch\":true},\"evaluator\":{\"timeout_ms\":30000,\"url\":\"\"},\"kv\":{\"max_bytes\":16777216,\"max_keys\":10000,\"max_total_bytes\":67108864,\"max_total_keys\":100000},\"limits\":{\"max_calls_per_chat\":0,\"max_calls_per_session\":0,\"max_depth\":" depth                   \
-    ",\"max_open_approvals\":64,\"max_open_questions\":64,\"max_output_bytes\":65536,\"max_overdue_calls\":64,\"max_request_bytes\":16777216,\"max_tool_calls\":1,\"max_turns\":0,\"timeout_ms\":1000},"  \
+    ",\"max_open_approvals\":64,\"max_open_questions\":64,\"max_output_bytes\":65536,\"max_overdue_calls\":64,\"max_request_bytes\":16777216,\"max_tool_calls\":20,\"max_turns\":10,\"timeout_ms\":1000},"  \
     "\"llm\":{\"api_key_env\":\"\",\"app_title\":\"Clara\",\"app_url\":\"\",\"base_url\":\"\",\"context_window\":0,\"embedding_model\":\"\",\"max_history_messages\":100,\"max_response_bytes\":4194304,\"max_retries\":2,\"max_tokens\":0,\"model\":\"\",\"provider\":\"\",\"timeout_ms\":60000},\"mcp\":{\"allow_remote\":false,\"max_sessions\":100,\"session_idle_timeout_ms\":1800000,\"token_env\":\"\"},\"mcp_servers\":[],\"network\":{\"allow_hosts\":[]},"                                   \
-    "\"plugins\":{\"paths\":[\"plugins/*\"]},\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"approval_timeout_ms\":120000,\"deny\":[]},"                                             \
-    "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"mode\":\"enforce\",\"paths\":[\"rules/*.toml\"],\"redact_secrets\":false,"              \
+    "\"plugins\":{\"paths\":[\".clara/plugins/*\"]},\"policy\":{\"admin_in_nested_calls\":false,\"allow\":[],\"approval_timeout_ms\":120000,\"deny\":[]},"                                             \
+    "\"project_root\":\".\",\"rules\":{\"builtin\":true,\"max_emissions\":1000,\"mode\":\"enforce\",\"paths\":[\".clara/rules/*.toml\"],\"redact_secrets\":false,"              \
     "\"thresholds\":{\"iteration_budget\":25,\"large_result_bytes\":32768,\"repeated_failures\":3,\"token_budget\":0.8},"   \
     "\"watch\":true,\"watch_admin_tools\":false},\"state_dir\":\".clara\",\"test_mode\":false,\"tools\":[]}"
 #define DEFAULT_CONFIG CONFIG("echo", "512")
