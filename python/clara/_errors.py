@@ -133,9 +133,25 @@ class Blocked(ClaraError):
     code = "blocked"
 
 
+class InvalidConfig(ClaraError):
+    """invalid_config: the start-up configuration (CLARA_CONFIG, the
+    default rule files) does not load, so no tool runs until configure()
+    applies a valid configuration (or the file is fixed and reset() called);
+    .details lists its problems ({"file", "line", "col", "message"})."""
+    code = "invalid_config"
+
+
+class LimitExceeded(ClaraError):
+    """limit_exceeded: a chat's model still asked for tools once its
+    max_tool_calls or max_turns was spent; .details is the chat's result so
+    far ({"content", "tool_calls", "finish_reason", ...})."""
+    code = "limit_exceeded"
+
+
 _BY_CODE: Dict[str, Type[ClaraError]] = {
     k.code: k for k in (InvalidJSON, InvalidRequest, UnknownTool, InvalidArgs, Denied, RateLimited,
-                        Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked)
+                        Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked,
+                        InvalidConfig, LimitExceeded)
 }
 
 
