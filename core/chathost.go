@@ -53,8 +53,8 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if !offered || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
 			continue
 		}
-		if t.Name == "ask_user" && h.e.input.load() == nil {
-			continue // nobody to ask: the model is not offered what must fail
+		if !t.CanAnswer() {
+			continue // ask_user with nobody to ask: the model is not offered what must fail
 		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
 	}

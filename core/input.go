@@ -44,8 +44,12 @@ func (in *inputHost) load() InputHandler {
 // Requests already handed to the previous handler go on with it.
 func (e *Engine) SetInputHandler(h InputHandler) {
 	e.input.mu.Lock()
+	had := e.input.handler != nil
 	e.input.handler = h
 	e.input.mu.Unlock()
+	if had != (h != nil) {
+		e.tools.Touch() // ask_user comes or goes: MCP clients hear list_changed
+	}
 }
 
 // inputAnswer is what a handler answered.
@@ -129,6 +133,10 @@ func (e *Engine) askUser(ctx context.Context, session, prompt string) ([]byte, e
 
 // userInput implements tools.Input.
 type userInput struct{ e *Engine }
+
+// CanAsk: an input handler is installed. This is where MCP elicitation
+// (issue 30) comes in: a client that can elicit answers too.
+func (u userInput) CanAsk() bool { return u.e.input.load() != nil }
 
 func (u userInput) Ask(ctx context.Context, session, prompt string) ([]byte, error) {
 	return u.e.askUser(ctx, session, prompt)

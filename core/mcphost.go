@@ -28,13 +28,14 @@ type mcpServing struct {
 // mcpHost is what the MCP server reaches of the engine.
 type mcpHost struct{ e *Engine }
 
-// Tools lists the llm_visible tools the configuration's policy allows;
-// the administrative tools are never served.
+// Tools lists the llm_visible tools the configuration's policy allows
+// that can answer (ask_user only with an input handler); the
+// administrative tools are never served.
 func (h mcpHost) Tools() []mcp.ToolInfo {
 	scope := toolbox.Scope{Config: h.e.current.Load().policy}
 	var out []mcp.ToolInfo
 	for _, t := range h.e.tools.List() {
-		if t.LLMVisible && !t.Admin && scope.Allows(t.Name) {
+		if t.LLMVisible && !t.Admin && scope.Allows(t.Name) && t.CanAnswer() {
 			out = append(out, mcp.InfoFromDescriptor(&t.Descriptor))
 		}
 	}

@@ -503,6 +503,13 @@ func (e *Engine) registerRemoteLocked(server string, specs []mcp.ToolSpec) []*to
 			e.log.Logf(logging.Warn, "mcp server %s: tool %s: %v", server, spec.Descriptor.Name, err)
 			continue
 		}
+		if spec.Annotations != nil {
+			// The server's hints, as it gave them (not checked against the
+			// capability, which is how Clara reaches the server); the tool
+			// is not shared yet.
+			a := *spec.Annotations
+			t.Annotations = &a
+		}
 		add = append(add, t)
 	}
 	old := map[*toolbox.Tool]bool{}

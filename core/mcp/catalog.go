@@ -125,13 +125,12 @@ func decodeSchema(raw []byte) (map[string]any, error) {
 }
 
 // annotations are the tool's hints (toolbox.Descriptor.Hints): those it
-// declares, the others derived from its capabilities (a tool that declares
-// none, or only fs_read, is read-only; fs_write and exec are destructive;
-// network is an open world). MCP's defaults for the two pointer hints are
-// true, so they are always sent.
+// declares, MCP's defaults for the others (never derived from the absence
+// of a capability). All four are sent, so that no client falls back on
+// defaults of its own.
 func annotations(info ToolInfo) *sdk.ToolAnnotations {
-	h := (&toolbox.Descriptor{Capabilities: info.Capabilities, Idempotent: info.Idempotent, Annotations: info.Annotations}).Hints()
-	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent}
+	h := (&toolbox.Descriptor{Idempotent: info.Idempotent, Annotations: info.Annotations}).Hints()
+	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent, Title: info.Title}
 	if !h.ReadOnly {
 		a.DestructiveHint = &h.Destructive
 	}

@@ -92,6 +92,10 @@ type ToolSpec struct {
 	Title        string          // the remote tool's title, if any
 	OutputSchema json.RawMessage // the remote tool's output schema, if any
 	Idempotent   bool            // the remote tool's idempotentHint
+	// Annotations are the hints the server gave (nil when none), kept as
+	// given: the tool's capability says how Clara reaches the server, not
+	// what the tool does (issue 26 §3).
+	Annotations *toolbox.Annotations
 	// Run calls the remote tool: connecting (or waiting for a restart) if
 	// needed, cancelling the remote call when ctx ends. A remote isError is
 	// tool_failed with the tool's text as message.
@@ -101,7 +105,7 @@ type ToolSpec struct {
 // Info is the ToolInfo of a remote tool, for serving it on over MCP.
 func (t *ToolSpec) Info() ToolInfo {
 	info := InfoFromDescriptor(&t.Descriptor)
-	info.Title, info.OutputSchema, info.Idempotent = t.Title, t.OutputSchema, t.Idempotent
+	info.Title, info.OutputSchema, info.Idempotent, info.Annotations = t.Title, t.OutputSchema, t.Idempotent, t.Annotations
 	return info
 }
 

@@ -604,8 +604,10 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 			OutputSchema: output,
 			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
 		}
-		if t.Annotations != nil {
-			spec.Idempotent = t.Annotations.IdempotentHint
+		if a := t.Annotations; a != nil {
+			spec.Idempotent = a.IdempotentHint
+			readOnly := a.ReadOnlyHint
+			spec.Annotations = &toolbox.Annotations{ReadOnly: &readOnly, Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
 		}
 		// What the engine will do with it: refuse it here rather than there.
 		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {

@@ -67,7 +67,7 @@ const askUserSchema = `{"type":"object","properties":{"prompt":{"type":"string",
 func askUser(in Input) toolbox.Builtin {
 	return toolbox.Builtin{Name: "ask_user",
 		Description: "Asks the user a question and waits for the answer. Result: {answer} with the user's text, or {declined: true}.",
-		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true,
+		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true, Offered: in.CanAsk,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 			return in.Ask(ctx, call.Session, gjson.GetBytes(call.Arguments, "prompt").Str)
 		}}

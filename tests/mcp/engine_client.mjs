@@ -33,7 +33,19 @@ await client.connect(transport);
 assert.equal(client.getServerVersion().name, "clara");
 ok("initialize");
 
-const names = (await client.listTools()).tools.map((t) => t.name);
+const listed = (await client.listTools()).tools;
+const names = listed.map((t) => t.name);
+// What each tool says of itself (issue 26 §3): a built-in declares its
+// hints; a Lua tool that declares none gets MCP's defaults (not read-only,
+// destructive), never read-only for want of a capability; ask_user is not
+// offered while nobody can answer it.
+const hints = Object.fromEntries(listed.map((t) => [t.name, t.annotations]));
+assert.deepEqual(hints.echo, { readOnlyHint: true, idempotentHint: false, openWorldHint: false });
+assert.deepEqual(hints.word_count, { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+if (names.includes("kv_set")) assert.equal(hints.kv_set.readOnlyHint, false);
+if (names.includes("notifications_drain")) assert.equal(hints.notifications_drain.readOnlyHint, false);
+if (!cHost) assert.ok(!names.includes("ask_user"), "ask_user is not listed without an input handler");
+ok("tools/list: annotations as the tools declare them");
 for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
 for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
 for (const n of ["lua_steps", "lua_slow", "audit_peek"]) assert.ok(names.includes(n), `${n} is listed`);

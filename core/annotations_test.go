@@ -1,0 +1,95 @@
+package core_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/clara-lib/clara/core"
+)
+
+// Issue 26 §3: what MCP clients are told of each tool.
+
+// TestBuiltins_declare_their_hints: kv_set, kv_delete and
+// notifications_drain declare no capability and were served to MCP clients
+// as read-only, and so was every Lua tool that declares none; a client
+// that auto-approves read-only tools approved them. Every built-in now
+// declares its hints; a tool that declares none gets MCP's defaults.
+func TestBuiltins_declare_their_hints(t *testing.T) {
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, "[[tools]]\nname = \"lua_writer\"\nlua = 'return function(a) return a end'\n")
+	var clara struct {
+		Result struct {
+			Tools []struct {
+				Name        string
+				Builtin     bool
+				Annotations map[string]any
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(evalString(t, e, `{"tool":"tools_list","arguments":{"llm_visible_only":false}}`)), &clara); err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range clara.Result.Tools {
+		if tl.Builtin && (tl.Annotations["readOnlyHint"] == nil || tl.Annotations["openWorldHint"] == nil) {
+			t.Errorf("%s declares no hints: %v", tl.Name, tl.Annotations)
+		}
+	}
+	var mcp struct {
+		Result struct {
+			Tools []struct {
+				Name        string
+				Annotations struct {
+					ReadOnly    bool  `json:"readOnlyHint"`
+					Destructive *bool `json:"destructiveHint"`
+					OpenWorld   bool  `json:"openWorldHint"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(evalString(t, e, `{"tool":"tools_list","arguments":{"format":"mcp","llm_visible_only":false}}`)), &mcp); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, tl := range mcp.Result.Tools {
+		a := tl.Annotations
+		switch {
+		case a.ReadOnly:
+			got[tl.Name] = "read-only"
+		case a.Destructive != nil && *a.Destructive:
+			got[tl.Name] = "destructive"
+		default:
+			got[tl.Name] = "writes"
+		}
+	}
+	for name, want := range map[string]string{"kv_set": "destructive", "kv_delete": "destructive", "notifications_drain": "destructive",
+		"lua_writer": "destructive", "rules_load": "writes", "echo": "read-only", "kv_get": "read-only", "get_time": "read-only"} {
+		if got[name] != want {
+			t.Errorf("%s: %q, want %q", name, got[name], want)
+		}
+	}
+}
+
+// TestAskUser_is_offered_only_when_someone_can_answer: tools_list and
+// clara mcp listed ask_user while it could never succeed (no input
+// handler).
+func TestAskUser_is_offered_only_when_someone_can_answer(t *testing.T) {
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	listed := func() bool {
+		out := evalString(t, e, `{"tool":"tools_list","arguments":{"format":"mcp"}}`)
+		return strings.Contains(out, `"name":"ask_user"`)
+	}
+	if listed() {
+		t.Fatal("ask_user listed without an input handler")
+	}
+	e.SetInputHandler(func([]byte) (string, bool) { return "yes", true })
+	if !listed() {
+		t.Fatal("ask_user not listed with an input handler")
+	}
+	e.SetInputHandler(nil)
+	if listed() {
+		t.Fatal("ask_user still listed once the handler is gone")
+	}
+}
