@@ -1248,4 +1248,3 @@ func TestSessionPolicy_narrows(t *testing.T) {
 		}
 	}
 }
-
