@@ -91,7 +91,7 @@ type LLM struct {
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
 	ContextWindow      int    `key:"context_window" default:"0" min:"0" max:"100000000" doc:"The model's context in tokens: context.turn.token_usage is the last call's tokens over it (0: unknown, token_usage stays 0)."`
-	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 429, 502, 503, 504 or a dropped connection, with backoff honouring Retry-After."`
+	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 408, 409, 429, 5xx (as the official OpenAI SDK; a server's x-should-retry header has the last word) or a dropped connection, with backoff honouring Retry-After."`
 	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
