@@ -29,15 +29,15 @@ type toolCall struct {
 	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
 	nested  bool          // made by a rule, a script or a tool, not by the host
 	host    bool          // a request of the host program (clara_evaluate, clara_submit), not nested, not an MCP client's
+	scanned bool          // args come from a request protocol.Parse scanned strictly
+	tool    *toolbox.Tool // looked up already (a host's request), or nil
+	rep     *report       // what the rules and callbacks say, for the envelope
+	state   *requestState // the host's request this call answers; nil for nested calls
 	// named is the request layer the named tool itself is checked against
 	// (hasNamed): a request's allow list narrows what the tool it names may
 	// call, not that tool; its deny list applies to both (issue 26 §4).
 	named    *toolbox.Policy
 	hasNamed bool
-	scanned bool          // args come from a request protocol.Parse scanned strictly
-	tool    *toolbox.Tool // looked up already (a host's request), or nil
-	rep     *report       // what the rules and callbacks say, for the envelope
-	state   *requestState // the host's request this call answers; nil for nested calls
 	// The decisions beyond allow and deny (issue 28; decisions.go).
 	chat      *chatBudgets     // the chat whose model made the call (max_calls_per_chat); nil otherwise
 	ask       *askFor          // the call waits for a person's approval before it runs
