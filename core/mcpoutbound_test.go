@@ -231,3 +231,19 @@ func TestRemoteURL_headersNeverComeBack(t *testing.T) {
 		t.Errorf("the token came back:\n%s", text)
 	}
 }
+
+// TestRemoteURL_eager_loopback_with_allow_hosts_in_one_change (issue 26
+// §6): an eager loopback [[mcp_servers]] entry failed when
+// network.allow_hosts came in the same clara_configure change, and worked
+// when the two came in separate changes. Issue 25's one outbound path
+// (llm.Transport) fixed it; this keeps it fixed, from a fresh engine.
+func TestRemoteURL_eager_loopback_with_allow_hosts_in_one_change(t *testing.T) {
+	srv := newHostileMCP(t)
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, `{"network":{"allow_hosts":["127.0.0.1"]},"mcp_servers":[{"name":"h","url":`+jsonText(srv.URL+"/mcp")+`,"eager":true}]}`)
+	if out := evalString(t, e, `{"tool":"h__echo_header"}`); !strings.Contains(out, `"status":"success"`) {
+		t.Errorf("one change: %s", out)
+	}
+	e.Configure([]byte(`{"mcp_servers":[]}`))
+}
