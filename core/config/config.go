@@ -74,7 +74,7 @@ type DocSearch struct {
 
 // Network is the [network] table.
 type Network struct {
-	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A name that resolves to a link-local or metadata address is refused unless that address is listed."`
+	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A link-local or metadata address (169.254.0.0/16, fe80::/10, ...) is reached only when this list names it: not through a name that resolves to one, nor because a URL of the configuration names one."`
 }
 
 // Evaluator is the [evaluator] table.
