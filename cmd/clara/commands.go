@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +124,7 @@ schema, printed instead of the answer's text.`,
 }
 
 // progressPrinter shows a chat as it runs: the seed's status lines on
-// stderr (↪ tool: NAME(ARGS…), ✔ tool result received (34ms), ✗ on
+// stderr (↪ tool: NAME(ARGS…), ✔ tool result received: NAME (34ms), ✗ on
 // failure) with --verbose, the answer's text as it streams with --stream.
 func progressPrinter(env *environment, verbose, stream bool) func([]byte) {
 	var mu sync.Mutex
@@ -144,11 +145,22 @@ func progressPrinter(env *environment, verbose, stream bool) func([]byte) {
 		case ev.Event == "tool_call" && verbose:
 			fmt.Fprintf(env.stderr, "↪ tool: %s(%s)\n", ev.Tool, shorten(string(ev.Arguments), 60))
 		case ev.Event == "tool_result" && verbose && ev.Status == "success":
-			fmt.Fprintf(env.stderr, "✔ tool result received (%s)\n", time.Duration(ev.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+			fmt.Fprintf(env.stderr, "✔ tool result received: %s (%s)\n", ev.Tool, durationText(ev.DurationMS))
 		case ev.Event == "tool_result" && verbose:
-			fmt.Fprintf(env.stderr, "✗ tool %s failed: %s (%s)\n", ev.Tool, ev.Status, time.Duration(ev.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+			fmt.Fprintf(env.stderr, "✗ tool %s failed: %s (%s)\n", ev.Tool, ev.Status, durationText(ev.DurationMS))
 		}
 	}
+}
+
+// durationText is a status line's duration: milliseconds from one on,
+// microseconds below (a built-in tool answers in a few: "(0s)" told
+// nothing).
+func durationText(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	if d < time.Millisecond {
+		return strconv.FormatInt(d.Round(time.Microsecond).Microseconds(), 10) + "µs"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // terminalInput answers ask_user from the terminal: the question on

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -338,8 +339,13 @@ lua = 'return function(args) return { temperature = "22", location = args.locati
 	if code != 0 || out != "It is 22 degrees Celsius and sunny in Boston today.\n" {
 		t.Fatalf("%d %q %q", code, out, errs)
 	}
-	if !strings.Contains(errs, "↪ tool: get_current_weather({\"location\":\"Boston, MA\"})") || !strings.Contains(errs, "✔ tool result received (") {
+	if !strings.Contains(errs, "↪ tool: get_current_weather({\"location\":\"Boston, MA\"})") || !strings.Contains(errs, "✔ tool result received: get_current_weather (") {
 		t.Fatalf("no status lines: %q", errs)
+	}
+	// Issue 26 §6: the ✔ line names its tool (parallel calls are told
+	// apart), and a call under a millisecond says how long, not "(0s)".
+	if !regexp.MustCompile(`✔ tool result received: get_current_weather \([0-9]+(µs|ms)\)\n`).MatchString(errs) || strings.Contains(errs, "(0s)") {
+		t.Fatalf("durations: %q", errs)
 	}
 	if strings.Contains(out+errs, "sk-cli-secret") {
 		t.Fatal("the key leaked")
