@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -46,7 +48,9 @@ With --allow-tools the model may call tools (all the calls of the chat may
 reach, or those --tools names), each through Clara's policy, rules and
 limits. --verbose shows each tool call on stderr, --stream prints the answer
 as it arrives, --ask lets the model ask you (the question on stderr, your
-answer one line of stdin). --result-schema asks for a JSON result of that
+answer one line of stdin) and asks you about each call a rule or a tool
+holds for approval: y runs it, n [REASON] does not, e ARGUMENTS runs it
+with the arguments you give. --result-schema asks for a JSON result of that
 schema, printed instead of the answer's text.`,
 		Example: `  clara chat "What time is it in Tokyo?" --allow-tools --tools get_time --verbose
   clara chat --session s1 "Remember: my name is Ada."
@@ -83,8 +87,7 @@ schema, printed instead of the answer's text.`,
 				defer env.engine.SetEventSink(nil)
 			}
 			if ask {
-				env.engine.SetInputHandler(terminalInput(env))
-				defer env.engine.SetInputHandler(nil)
+				defer newTerminal(env).install()()
 			}
 			request := map[string]any{"tool": "chat", "arguments": arguments}
 			if session != "" {
@@ -117,7 +120,7 @@ schema, printed instead of the answer's text.`,
 	f.StringVar(&model, "model", "", "the `MODEL` to ask instead of llm.model")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show each tool call and its result on stderr")
 	f.BoolVar(&stream, "stream", false, "print the answer as it arrives")
-	f.BoolVar(&ask, "ask", false, "let the model ask you questions (ask_user): on stderr, answered on stdin")
+	f.BoolVar(&ask, "ask", false, "let the model ask you questions (ask_user) and ask you to approve the calls rules hold: on stderr, answered on stdin")
 	f.StringVar(&resultSchema, "result-schema", "", "a JSON Schema `OBJECT` the result must match; the result is printed as JSON")
 	_ = c.RegisterFlagCompletionFunc("tools", completeToolNames(env))
 	return c
@@ -163,26 +166,114 @@ func durationText(ms float64) string {
 	return d.Round(time.Millisecond).String()
 }
 
-// terminalInput answers ask_user from the terminal: the question on
-// stderr, the answer one line of stdin; end of input declines. Questions
-// asked at once are put one after the other.
-func terminalInput(env *environment) core.InputHandler {
-	var mu sync.Mutex
-	lines := bufio.NewReader(env.stdin)
-	return func(request []byte) (string, bool) {
-		var q struct{ Prompt string }
-		if json.Unmarshal(request, &q) != nil {
-			return "", false
+// terminal is the person at the terminal for --ask: ask_user's questions
+// and the approvals rules ask for, one after the other, on stderr, each
+// answered by one line of stdin.
+type terminal struct {
+	env   *environment
+	mu    sync.Mutex
+	lines *bufio.Reader
+}
+
+func newTerminal(env *environment) *terminal {
+	return &terminal{env: env, lines: bufio.NewReader(env.stdin)}
+}
+
+// install makes the terminal the engine's input handler and approver
+// until the returned function runs.
+func (t *terminal) install() (remove func()) {
+	t.env.engine.SetInputHandler(t.input)
+	t.env.engine.SetApprover(core.ApproverFunc(t.approve))
+	return func() {
+		t.env.engine.SetInputHandler(nil)
+		t.env.engine.SetApprover(nil)
+	}
+}
+
+// readLine reads one answer; ok is false at the end of input.
+func (t *terminal) readLine() (string, bool) {
+	line, err := t.lines.ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(t.env.stderr)
+		return "", false
+	}
+	return strings.TrimRight(line, "\r\n"), true
+}
+
+// input answers ask_user: the question on stderr, the answer one line of
+// stdin; end of input declines.
+func (t *terminal) input(request []byte) (string, bool) {
+	var q struct{ Prompt string }
+	if json.Unmarshal(request, &q) != nil {
+		return "", false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fmt.Fprintf(t.env.stderr, "? %s\n> ", q.Prompt)
+	return t.readLine()
+}
+
+// approve asks the person about a call held for approval (a rule's ask, a
+// tool's needs_approval): y approves, n [REASON] rejects, e ARGUMENTS
+// approves with edited arguments (JSON or JSON5), checked against the
+// tool's schema before the call runs: a bad edit is said and asked again.
+// End of input rejects.
+func (t *terminal) approve(ctx context.Context, req *core.ApprovalRequest) (core.ApprovalDecision, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ctx.Err() != nil {
+		return core.ApprovalDecision{}, false // decided elsewhere, or timed out, while another question was on
+	}
+	why := req.Reason
+	if req.Rule != "" {
+		why = fmt.Sprintf("rule %s: %s", req.Rule, req.Reason)
+	}
+	fmt.Fprintf(t.env.stderr, "? approve %s(%s)? %s\n  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n",
+		req.Tool, shorten(string(req.Arguments), 200), why)
+	for {
+		fmt.Fprint(t.env.stderr, "> ")
+		line, ok := t.readLine()
+		if !ok {
+			return core.ApprovalDecision{Reason: "no answer at the terminal (end of input)", By: "terminal"}, true
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(env.stderr, "? %s\n> ", q.Prompt)
-		line, err := lines.ReadString('\n')
-		if err != nil && line == "" {
-			fmt.Fprintln(env.stderr)
-			return "", false
+		if ctx.Err() != nil {
+			fmt.Fprintln(t.env.stderr, "(no longer waiting: decided elsewhere or timed out)")
+			return core.ApprovalDecision{}, false
 		}
-		return strings.TrimRight(line, "\r\n"), true
+		word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest = strings.TrimSpace(rest)
+		switch strings.ToLower(word) {
+		case "y", "yes":
+			return core.ApprovalDecision{Approve: true, By: "terminal"}, true
+		case "n", "no":
+			if rest == "" {
+				rest = "rejected at the terminal"
+			}
+			return core.ApprovalDecision{Reason: rest, By: "terminal"}, true
+		case "e", "edit":
+			args := []byte(rest)
+			if !json.Valid(args) {
+				relaxed, err := t.env.engine.JSON5(args)
+				if err != nil {
+					fmt.Fprintf(t.env.stderr, "  the arguments are not JSON: %v\n", err)
+					continue
+				}
+				args = relaxed
+			}
+			// Decided here, so that a bad edit is said and asked again
+			// rather than rejecting the call.
+			switch err := t.env.engine.DecideApproval(req.ID, core.ApprovalDecision{Approve: true, Arguments: args, By: "terminal"}); {
+			case err == nil:
+				return core.ApprovalDecision{}, false
+			case errors.Is(err, core.ErrNoApproval):
+				fmt.Fprintln(t.env.stderr, "(no longer waiting: decided elsewhere or timed out)")
+				return core.ApprovalDecision{}, false
+			default:
+				fmt.Fprintf(t.env.stderr, "  %v\n", err)
+			}
+		default:
+			fmt.Fprintln(t.env.stderr, "  answer y, n [REASON] or e ARGUMENTS")
+		}
 	}
 }
 
@@ -204,7 +295,7 @@ func compact(raw json.RawMessage) string {
 
 func callCommand(env *environment) *cobra.Command {
 	var session string
-	var trace bool
+	var trace, ask bool
 	c := &cobra.Command{
 		Use:   "call TOOL [ARGUMENTS]",
 		Short: "Call a tool; prints its result",
@@ -215,11 +306,15 @@ or a JSON5 one as people write it by hand ({expression: '6*7'}).
 --trace asks for the request's trace and prints it on stderr: how each
 policy layer decided, then every rule evaluated around the call, whether it
 matched, what its actions did, and how long it took in microseconds.
---json prints the whole envelope (trace and notices included) instead.`,
+--json prints the whole envelope (trace and notices included) instead.
+--ask asks you, on stderr, about a call a rule or the tool holds for
+approval (y runs it, n [REASON] does not, e ARGUMENTS runs it with the
+arguments you give, one line of stdin), and answers ask_user.`,
 		Example: `  clara call math_eval '{"expression":"6*7"}'
   clara call math_eval "{expression: '6*7'}"
   clara call get_time '{"timezone":"Asia/Tokyo"}' --session s1
   clara call echo '{"message":"hi"}' --trace
+  clara call transfer '{"to":"bob","amount":5000}' --ask
   clara call nonexistent --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
@@ -244,6 +339,9 @@ matched, what its actions did, and how long it took in microseconds.
 			if trace {
 				request["trace"] = true
 			}
+			if ask {
+				defer newTerminal(env).install()()
+			}
 			out, raw := env.call(request)
 			if trace && !env.json {
 				printTrace(env.stderr, out.Trace)
@@ -261,6 +359,7 @@ matched, what its actions did, and how long it took in microseconds.
 	}
 	c.Flags().StringVar(&session, "session", "", "the `SESSION` the call belongs to")
 	c.Flags().BoolVar(&trace, "trace", false, "print how the policy and the rules decided, on stderr")
+	c.Flags().BoolVar(&ask, "ask", false, "ask you to approve the call when a rule or the tool holds it, and answer ask_user: on stderr, answered on stdin")
 	return c
 }
 

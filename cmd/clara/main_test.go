@@ -714,3 +714,71 @@ func TestChat_cut_off_by_its_limits_exits_1(t *testing.T) {
 		t.Fatalf("%d %q %q", code, out, errs)
 	}
 }
+
+// TestAsk_approvals_at_the_terminal (issue 28's leftover): a call a rule
+// holds for approval was rejected by bin/clara, no one being there to ask.
+// With --ask, the person at the terminal approves it (y), rejects it
+// (n REASON) or edits its arguments (e ARGUMENTS; a bad edit is said and
+// asked again); end of input rejects.
+func TestAsk_approvals_at_the_terminal(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"big\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'echo' and context.tool.arguments.amount > 100\"\n[action]\ntype = \"ask\"\n" +
+		"reason = \"{{ context.tool.arguments.amount }} is a lot\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n")
+	prompt := "? approve echo({\"amount\":5000})? rule big: 5000 is a lot\n  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n> "
+	for _, c := range []struct {
+		what, stdin string
+		code        int
+		out, errs   string
+	}{
+		{"approved", "y\n", 0, "{\"amount\":5000}\n", prompt},
+		{"rejected", "n not today\n", 1, "", prompt + "clara: denied: tool \"echo\" was not run: the approval was rejected: not today\n"},
+		{"edited, after a bad edit", "e {amount: 'x'\ne {amount: 100}\n", 0, "{\"amount\":100}\n", ""},
+		{"end of input", "", 1, "", ""},
+	} {
+		code, out, errs := invocation{dir: dir, stdin: c.stdin}.run(t, "--config", cfg, "call", "echo", `{"amount":5000}`, "--ask")
+		if code != c.code || out != c.out || (c.errs != "" && errs != c.errs) || !strings.HasPrefix(errs, prompt) {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
+		}
+		if c.what == "edited, after a bad edit" && !strings.Contains(errs, "the arguments are not JSON") {
+			t.Errorf("%s: the bad edit was not said: %q", c.what, errs)
+		}
+		if c.what == "end of input" && !strings.Contains(errs, "no answer at the terminal (end of input)") {
+			t.Errorf("%s: %q", c.what, errs)
+		}
+	}
+	// Without --ask, nobody is there: the call is rejected, saying why.
+	code, _, errs := invocation{dir: dir}.run(t, "--config", cfg, "call", "echo", `{"amount":5000}`)
+	if code != 1 || !strings.Contains(errs, "no approval handler is installed") {
+		t.Errorf("without --ask: %d %q", code, errs)
+	}
+	// A small amount is not held.
+	code, out, _ := invocation{dir: dir}.run(t, "--config", cfg, "call", "echo", `{"amount":5}`, "--ask")
+	if code != 0 || out != "{\"amount\":5}\n" {
+		t.Errorf("not held: %d %q", code, out)
+	}
+}
+
+// TestAsk_chat_approves_the_models_call: the model's transfer is held by a
+// rule; clara chat --ask shows it and the person edits the amount down.
+func TestAsk_chat_approves_the_models_call(t *testing.T) {
+	srv := scriptedModel(t, "approval_edit")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"big-payments\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'transfer' and context.tool.arguments.amount > 100\"\n[action]\ntype = \"ask\"\n" +
+		"reason = \"{{ context.tool.arguments.amount }} is a lot\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\nredact_secrets = true\n[llm]\nbase_url = \""+
+		srv.BaseURL("approval_edit")+"\"\nmodel = \"test-model\"\n\n[[tools]]\nname = \"transfer\"\n"+
+		"input_schema = { type = \"object\", properties = { to = { type = \"string\" }, amount = { type = \"integer\" } }, required = [\"to\", \"amount\"] }\n"+
+		"lua = 'return function(a) return { paid = a.amount, to = a.to } end'\n")
+	code, out, errs := invocation{dir: dir, stdin: "e {\"to\":\"bob\",\"amount\":100}\n"}.run(t, "--config", cfg, "chat",
+		"Pay Bob what we owe him.", "--allow-tools", "--tools", "transfer", "--ask")
+	if code != 0 || !strings.HasPrefix(out, "Paid Bob 100") ||
+		!strings.HasPrefix(errs, "? approve transfer({\"to\":\"bob\",\"amount\":5000})? rule big-payments: 5000 is a lot\n") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
