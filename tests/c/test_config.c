@@ -113,7 +113,7 @@ static int child_answers(const char *config, const char *on_error, const char *c
         else unsetenv("CLARA_CONFIG_ON_ERROR");
         unsetenv("CLARA_LOG");
         freopen("/dev/null", "w", stderr); /* the start-up configuration's error */
-        execv("/proc/self/exe", (char *const *)argv);
+        execv(harness_self, (char *const *)argv);
         _exit(127);
     }
     close(fds[1]);

@@ -733,8 +733,8 @@ class TestPolicyAndTestMode(ToolTestCase):
         self.assertEnvelope('{"tool":"mine"}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"get_time"}', err(
             "denied", 'tool "get_time" denied by the policy of the configuration: it is not in its allow list'))
-        self.assertEnvelope('{"tool":"mine","policy":{"allow":["echo"]}}', err(
-            "denied", 'tool "mine" denied by the policy of the request: it is not in its allow list'))
+        # The request's allow list is what mine may call, not mine (issue 26 §4).
+        self.assertEnvelope('{"tool":"mine","policy":{"allow":["echo"]}}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"mine","policy":{"deny":["mine"]}}', err(
             "denied", 'tool "mine" denied by the policy of the request: its deny list names it'))
         self.assertEnvelope('{"tool":"mine","policy":{"allow":["mine"],"deny":["echo"]}}', ok("mine", '"m"'))
@@ -760,14 +760,15 @@ class TestPolicyAndTestMode(ToolTestCase):
             "denied", 'tool "mine" denied by the policy of session "s1": its deny list names it'))
         self.assertEnvelope('{"tool":"mine","session":"s2"}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"mine"}', ok("mine", '"m"'))
-        # Narrowing again keeps the earlier deny, and the allow list then
-        # shuts out even session_policy itself.
+        # Narrowing again keeps the earlier deny; the host's own
+        # session_policy answers to deny lists only (issue 26 §4), and
+        # only ever narrows.
         self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["echo","mine"]}}',
                             ok("session_policy", '{"session":"s1","allow":["echo","mine"],"deny":["mine"]}'))
         self.assertEnvelope('{"tool":"mine","session":"s1"}', err(
             "denied", 'tool "mine" denied by the policy of session "s1": its deny list names it'))
-        self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["mine"]}}', err(
-            "denied", 'tool "session_policy" denied by the policy of session "s1": it is not in its allow list'))
+        self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["mine","get_time"]}}',
+                            ok("session_policy", '{"session":"s1","allow":["mine"],"deny":["mine"]}'))
         # reset() forgets session policies.
         self.lib.reset()
         self.assertEnvelope('{"tool":"echo","session":"s1"}', ok("echo", "{}"))
