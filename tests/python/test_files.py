@@ -208,7 +208,7 @@ class TestPluginsStayInside(FilesCase):
         self.refused("tools/t.toml", tool.format("scripts/link.lua"),
                      f"{link} leads outside {self.plugin} through a symbolic link")
         self.refused("tools/t.toml", tool.format("../../../outside/x.lua"), "leaves the plugin's folder")
-        self.refused("rules/bad.toml", script_rule("../../../outside/x.lua"),
+        self.refused("rules/bad.toml", script_rule("../../../../outside/x.lua"),
                      f"script: {self.outside} is outside {self.plugin}")
         self.refused("rules/bad.toml", script_rule(self.outside), f"script: {self.outside} is outside {self.plugin}")
         self.refused("rules/bad.toml", script_rule("scripts/link.lua"),

@@ -88,10 +88,11 @@ class TestNames(RemoteTestCase):
         self.assertIn('its tool "echo" would take the name of the built-in tool "echo"', env["message"])
 
     def plugin(self, root, tool_toml):
-        os.makedirs(os.path.join(root, "plugins", "p", "tools"))
-        with open(os.path.join(root, "plugins", "p", "plugin.toml"), "w") as f:
+        # The default plugins.paths: .clara/plugins/*.
+        os.makedirs(os.path.join(root, ".clara", "plugins", "p", "tools"))
+        with open(os.path.join(root, ".clara", "plugins", "p", "plugin.toml"), "w") as f:
             f.write('name = "p"\n')
-        path = os.path.join(root, "plugins", "p", "tools", "t.toml")
+        path = os.path.join(root, ".clara", "plugins", "p", "tools", "t.toml")
         with open(path, "w") as f:
             f.write(tool_toml)
         return path
@@ -118,7 +119,7 @@ class TestNames(RemoteTestCase):
         entry = {"name": "ping", "returns": "string", "lua": "return function(args) return 'configured' end"}
         env = self.lib.configure({"tools": [entry]})
         self.assertEqual(env["status"], "error", env)
-        self.assertEqual(env["message"], 'clara_configure: tools[0] (ping): tool "ping" of the configuration\'s '
+        self.assertEqual(env["message"], 'clara_configure: 1:11: tools[0] (ping): tool "ping" of the configuration\'s '
                                          '[[tools]] would replace the tool "ping" the host registered; say '
                                          'replace = true in its entry to let it')
         self.assertEqual(self.answers("ping"), "the host's")
