@@ -31,6 +31,10 @@ const (
 	// the chat got that far).
 	InvalidConfig Code = "invalid_config"
 	LimitExceeded Code = "limit_exceeded"
+
+	// Issue 31: the call needs the shared store (store.backend =
+	// "postgres"), which could not be reached in time; details name it.
+	Unavailable Code = "unavailable"
 )
 
 // Error is a failure that knows its protocol code. Message is for people;

@@ -148,10 +148,16 @@ class LimitExceeded(ClaraError):
     code = "limit_exceeded"
 
 
+class Unavailable(ClaraError):
+    """unavailable: the call needs the shared store (store.backend =
+    "postgres"), which did not answer in time; .details is {"store"}."""
+    code = "unavailable"
+
+
 _BY_CODE: Dict[str, Type[ClaraError]] = {
     k.code: k for k in (InvalidJSON, InvalidRequest, UnknownTool, InvalidArgs, Denied, RateLimited,
                         Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked,
-                        InvalidConfig, LimitExceeded)
+                        InvalidConfig, LimitExceeded, Unavailable)
 }
 
 

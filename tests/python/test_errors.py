@@ -25,6 +25,7 @@ CLASSES = {
     "blocked": clara.Blocked,
     "invalid_config": clara.InvalidConfig,  # issue 26
     "limit_exceeded": clara.LimitExceeded,
+    "unavailable": clara.Unavailable,  # issue 31
 }
 
 
