@@ -186,6 +186,7 @@ var builtinHints = map[string]*toolbox.Annotations{
 	"rules_load":      toolbox.Declared(false, false, true, false),
 	"plugin_enable":   toolbox.Declared(false, false, true, false),
 	"callback_toggle": toolbox.Declared(false, false, true, false),
+	"audit_reopen":    toolbox.Declared(false, false, true, false),  // a new file where the old was moved
 	"async_result":    toolbox.Declared(false, false, false, false), // collecting an answer takes it
 	// Run what others wrote: a model, rules, scripts, an evaluator, an
 	// approved call. MCP's defaults, declared.
