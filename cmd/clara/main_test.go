@@ -741,6 +741,27 @@ func TestConfig_means_the_same_from_any_directory(t *testing.T) {
 	}
 }
 
+// TestDefault_rules_leave_an_unrelated_rules_folder_alone (issue 26 §1):
+// the default rules.paths was rules/*.toml of the working directory, so a
+// project whose rules/ holds a linter's configuration logged "unknown
+// key" on every start and ran without rule files. The default lives under
+// .clara/ now: such a folder neither breaks nor pollutes a start, and the
+// default still loads what .clara/rules/ holds.
+func TestDefault_rules_leave_an_unrelated_rules_folder_alone(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/lint.toml": "[lint]\nmax_line = 80\nselect = [\"E\", \"F\"]\n"})
+	code, out, errs := invocation{dir: dir, env: []string{"CLARA_LOG=warn"}}.run(t, "call", "echo", `{"x":1}`)
+	if code != 0 || out != "{\"x\":1}\n" || errs != "" {
+		t.Fatalf("a linter's rules/: %d %q %q", code, out, errs)
+	}
+	writeFiles(t, dir, map[string]string{".clara/rules/deny.toml": "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'echo'\"\n[action]\ntype = \"deny\"\nreason = \"no echo here\"\n"})
+	code, out, errs = invocation{dir: dir, env: []string{"CLARA_LOG=warn"}}.run(t, "call", "echo", `{"x":1}`)
+	if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+		t.Fatalf(".clara/rules/: %d %q %q", code, out, errs)
+	}
+}
+
 // TestChat_cut_off_by_its_limits_exits_1 (issue 26 §5): a model that still
 // asked for tools once max_tool_calls was spent made `clara chat` print an
 // empty line and exit 0.
@@ -819,5 +840,48 @@ func TestAsk_chat_approves_the_models_call(t *testing.T) {
 	}
 	if err := srv.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAsk_chat_rejections: the person at the terminal rejects the model's
+// call with a reason (the model reads it as the call's denial), after a
+// bad edit that is said and asked again; end of input rejects too.
+func TestAsk_chat_rejections(t *testing.T) {
+	srv := scriptedModel(t, "approval_rejected")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"payments\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'transfer'\"\n[action]\ntype = \"ask\"\nreason = \"a payment\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n[llm]\nbase_url = \""+
+		srv.BaseURL("approval_rejected")+"\"\nmodel = \"test-model\"\n\n[[tools]]\nname = \"transfer\"\n"+
+		"input_schema = { type = \"object\", properties = { to = { type = \"string\" }, amount = { type = \"integer\" } }, required = [\"to\", \"amount\"] }\n"+
+		"lua = 'return function(a) return { paid = a.amount, to = a.to } end'\n")
+	prompt := "? approve transfer({\"to\":\"mallory\",\"amount\":9})? rule payments: a payment\n" +
+		"  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n> "
+	for _, c := range []struct{ what, stdin, said, reason string }{
+		{"n with a reason, after a bad edit", "e {to: 'mallory', amount: 'nine'}\nn not to mallory\n", "bad edit", "not to mallory"},
+		{"end of input", "", "", "no answer at the terminal (end of input)"},
+	} {
+		code, out, errs := invocation{dir: dir, stdin: c.stdin}.run(t, "--config", cfg, "--json", "chat",
+			"Pay Mallory.", "--allow-tools", "--tools", "transfer", "--ask")
+		var env struct {
+			Status string
+			Result struct {
+				Content   string
+				ToolCalls []struct{ Name, Status, Error string } `json:"tool_calls"`
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &env) != nil || env.Result.Content != "The transfer was refused." || !strings.HasPrefix(errs, prompt) {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
+		}
+		if c.said != "" && (strings.Count(errs, "\n> ") != 2 || !strings.Contains(errs, "the edited arguments do not match")) {
+			t.Errorf("%s: the bad edit was not said and asked again: %q", c.what, errs)
+		}
+		// The model was told the call was denied, and why.
+		if tc := env.Result.ToolCalls; len(tc) != 1 || tc[0].Status != "denied" || !strings.HasSuffix(tc[0].Error, "the approval was rejected: "+c.reason) {
+			t.Errorf("%s: the reason is not the call's denial: %+v", c.what, tc)
+		}
+		if err := srv.Err(); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
 	}
 }
