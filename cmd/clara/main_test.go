@@ -762,6 +762,28 @@ func TestDefault_rules_leave_an_unrelated_rules_folder_alone(t *testing.T) {
 	}
 }
 
+// TestChat_first_conversation_parallel_calls_under_the_defaults (issue 26
+// §5, §6): the default limits.max_tool_calls = 1 denied the second of two
+// parallel calls of a first conversation, and the ✔ lines did not say
+// which call had answered. Under the defaults both run, and each ✔ line
+// names its tool.
+func TestChat_first_conversation_parallel_calls_under_the_defaults(t *testing.T) {
+	srv := scriptedModel(t, "first_parallel")
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[llm]\nbase_url = \""+srv.BaseURL("first_parallel")+"\"\nmodel = \"test-model\"\n")
+	code, out, errs := invocation{dir: dir}.run(t, "--config", cfg, "chat", "What time is it in Paris and in Tokyo?",
+		"--allow-tools", "--tools", "get_time", "--verbose")
+	if code != 0 || out != "Paris and Tokyo, both read.\n" || strings.Contains(errs, "✗") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	if n := regexp.MustCompile(`✔ tool result received: get_time \([0-9]+(µs|ms)\)\n`).FindAllString(errs, -1); len(n) != 2 {
+		t.Errorf("two ✔ lines naming get_time: %q", errs)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestChat_cut_off_by_its_limits_exits_1 (issue 26 §5): a model that still
 // asked for tools once max_tool_calls was spent made `clara chat` print an
 // empty line and exit 0.
