@@ -179,7 +179,7 @@ type userInput struct{ e *Engine }
 
 // CanAsk: an input handler is installed. An MCP client that can elicit
 // answers its own calls too: the MCP server lists ask_user to such a
-// client whatever this says (mcp.ToolInfo.AsksPerson).
+// client whatever this says (mcp.ToolInfo.ElicitOnly).
 func (u userInput) CanAsk() bool { return u.e.input.load() != nil }
 
 func (u userInput) Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
 
@@ -48,9 +49,9 @@ With --allow-tools the model may call tools (all the calls of the chat may
 reach, or those --tools names), each through Clara's policy, rules and
 limits. --verbose shows each tool call on stderr, --stream prints the answer
 as it arrives, --ask lets the model ask you (the question on stderr, your
-answer one line of stdin) and asks you about each call a rule or a tool
-holds for approval: y runs it, n [REASON] does not, e ARGUMENTS runs it
-with the arguments you give. --result-schema asks for a JSON result of that
+answer one line of stdin, a JSON object for a form) and asks you about
+each call a rule or a tool holds for approval: y runs it, n [REASON] does
+not, e ARGUMENTS runs it with the arguments you give. --result-schema asks for a JSON result of that
 schema, printed instead of the answer's text.`,
 		Example: `  clara chat "What time is it in Tokyo?" --allow-tools --tools get_time --verbose
   clara chat --session s1 "Remember: my name is Ada."
@@ -201,16 +202,92 @@ func (t *terminal) readLine() (string, bool) {
 }
 
 // input answers ask_user: the question on stderr, the answer one line of
-// stdin; end of input declines.
+// stdin; end of input declines. A form (the question has a schema) is
+// answered by one JSON or JSON5 object, checked against the form here: an
+// answer that does not fit is said and asked again.
 func (t *terminal) input(request []byte) (string, bool) {
-	var q struct{ Prompt string }
+	var q struct {
+		Prompt string
+		Schema json.RawMessage
+	}
 	if json.Unmarshal(request, &q) != nil {
 		return "", false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	fmt.Fprintf(t.env.stderr, "? %s\n> ", q.Prompt)
-	return t.readLine()
+	if len(q.Schema) == 0 {
+		fmt.Fprintf(t.env.stderr, "? %s\n> ", q.Prompt)
+		return t.readLine()
+	}
+	form, err := toolbox.CompileValueSchema("the form", q.Schema)
+	if err != nil {
+		return "", false // the engine refuses such a form before it asks
+	}
+	fmt.Fprintf(t.env.stderr, "? %s\n  answer with a JSON object: %s\n", q.Prompt, formFields(q.Schema))
+	for {
+		fmt.Fprint(t.env.stderr, "> ")
+		line, ok := t.readLine()
+		if !ok {
+			return "", false
+		}
+		answer := []byte(strings.TrimSpace(line))
+		if !json.Valid(answer) {
+			relaxed, err := t.env.engine.JSON5(answer)
+			if err != nil {
+				fmt.Fprintf(t.env.stderr, "  not a JSON object: %v\n", err)
+				continue
+			}
+			answer = relaxed
+		}
+		if len(answer) == 0 || answer[0] != '{' {
+			fmt.Fprintln(t.env.stderr, "  not a JSON object")
+			continue
+		}
+		if perr := form.Check(answer); perr != nil {
+			fmt.Fprintf(t.env.stderr, "  %s\n", perr.Message)
+			continue
+		}
+		return string(answer), true
+	}
+}
+
+// formFields names a form's fields for the person: {name (string,
+// required), age (integer)}.
+func formFields(schema json.RawMessage) string {
+	var f struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		}
+		Required []string
+	}
+	if json.Unmarshal(schema, &f) != nil || len(f.Properties) == 0 {
+		return string(schema)
+	}
+	names := make([]string, 0, len(f.Properties))
+	for name := range f.Properties {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	required := map[string]bool{}
+	for _, r := range f.Required {
+		required[r] = true
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+		kind := f.Properties[name].Type
+		if required[name] {
+			kind = strings.TrimPrefix(kind+", required", ", ")
+		}
+		if kind != "" {
+			b.WriteString(" (" + kind + ")")
+		}
+	}
+	return b.String() + "}"
 }
 
 // approve asks the person about a call held for approval (a rule's ask, a

@@ -842,6 +842,25 @@ func TestAsk_approvals_at_the_terminal(t *testing.T) {
 	}
 }
 
+// TestAsk_a_form_at_the_terminal: ask_user with a schema (a form) asked
+// at the terminal takes one JSON or JSON5 object; an answer that is not
+// one, or does not fit the form, is said and asked again (the engine
+// would otherwise fail the call); end of input declines.
+func TestAsk_a_form_at_the_terminal(t *testing.T) {
+	args := `{"prompt":"Who are you?","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}}`
+	in := invocation{stdin: "Ada\n{name: 'Ada'}\n{name: 'Ada', age: 36}\n"}
+	code, out, errs := in.run(t, "call", "ask_user", args, "--ask")
+	if code != 0 || out != "{\"answer\":{\"age\":36,\"name\":\"Ada\"}}\n" ||
+		!strings.HasPrefix(errs, "? Who are you?\n  answer with a JSON object: {age (integer, required), name (string, required)}\n> ") ||
+		strings.Count(errs, "\n> ") != 3 || !strings.Contains(errs, "missing property 'age'") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	code, out, _ = invocation{}.run(t, "call", "ask_user", args, "--ask")
+	if code != 0 || out != "{\"declined\":true}\n" {
+		t.Fatalf("end of input: %d %q", code, out)
+	}
+}
+
 // TestAsk_chat_approves_the_models_call: the model's transfer is held by a
 // rule; clara chat --ask shows it and the person edits the amount down.
 func TestAsk_chat_approves_the_models_call(t *testing.T) {
