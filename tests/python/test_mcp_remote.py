@@ -226,6 +226,27 @@ class TestServerRemoval(RemoteTestCase):
         self.assertEqual(self.answers("echo", {"x": 1}), {"x": 1})
 
 
+
+class TestLinkLocal(RemoteTestCase):
+
+    def test_naming_a_metadata_address_is_not_listing_it(self):
+        # Issue 26 §6: with network.allow_hosts empty, the URLs of the
+        # configuration are its list, and an [[mcp_servers]] url (or the
+        # model's base_url) naming 169.254.169.254 was dialled. Naming a
+        # link-local or metadata address is not listing it.
+        for change in ({"mcp_servers": [{"name": "meta", "url": "http://169.254.169.254/mcp", "eager": True}]},
+                       {"llm": {"base_url": "http://169.254.169.254/v1", "model": "m"}}):
+            env = self.lib.configure(change)
+            self.assertEqual(env["status"], "error", env)
+            self.assertEqual(env["error"], "invalid_request", env)
+            self.assertIn("a link-local or metadata address: Clara reaches one only when network.allow_hosts lists it",
+                          env["message"])
+        # Listed, it is the operator's word.
+        env = self.lib.configure({"network": {"allow_hosts": ["169.254.169.254"]},
+                                  "llm": {"base_url": "http://169.254.169.254/v1", "model": "m"}})
+        self.assertEqual(env["status"], "success", env)
+        self.lib.configure({"network": {"allow_hosts": []}, "llm": {"base_url": "", "model": ""}})
+
 if __name__ == "__main__":
     import unittest
     unittest.main()
