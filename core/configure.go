@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/clara-lib/clara/core/config"
@@ -381,8 +382,71 @@ func fileTree(text []byte, path string, inForce config.Tree, cap int) (config.Tr
 		}
 	} else if root, _ := inForce["project_root"].(string); root == "" || filepath.Clean(root) == "." {
 		over["project_root"] = dir
+	} else if abs, err := filepath.Abs(root); err != nil || abs != dir {
+		// A file applied over another's configuration (bin/clara --config
+		// over CLARA_CONFIG) keeps that project_root, but its own paths
+		// are still its folder's.
+		anchorPaths(over, dir)
 	}
 	return over, nil
+}
+
+// anchorPaths makes the relative paths a configuration file gives
+// absolute, against its folder dir, where project_root is another file's
+// folder. The callbacks' cwd and the resources' files stay project_root's:
+// they must lie inside it.
+func anchorPaths(over config.Tree, dir string) {
+	abs := func(v any) any {
+		if p, ok := v.(string); ok && p != "" && !filepath.IsAbs(p) {
+			return filepath.Join(dir, p)
+		}
+		return v
+	}
+	table := func(name string) map[string]any {
+		t, _ := over[name].(map[string]any)
+		return t
+	}
+	entries := func(name string) []map[string]any {
+		list, _ := over[name].([]any)
+		var out []map[string]any
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for _, name := range []string{"rules", "plugins"} {
+		if t := table(name); t != nil {
+			if list, ok := t["paths"].([]any); ok {
+				for i := range list {
+					list[i] = abs(list[i])
+				}
+			}
+		}
+	}
+	if _, ok := over["state_dir"]; ok {
+		over["state_dir"] = abs(over["state_dir"])
+	}
+	if t := table("audit"); t != nil && t["path"] != "-" {
+		if _, ok := t["path"]; ok {
+			t["path"] = abs(t["path"])
+		}
+	}
+	anchor := func(m map[string]any, key string) {
+		if _, ok := m[key]; ok {
+			m[key] = abs(m[key])
+		}
+	}
+	for _, m := range entries("tools") {
+		anchor(m, "lua_file")
+	}
+	for _, m := range entries("mcp_servers") {
+		anchor(m, "cwd")
+		if c, ok := m["command"].(string); ok && strings.ContainsRune(c, '/') {
+			anchor(m, "command") // a path, not a name looked up in PATH
+		}
+	}
 }
 
 // applyChange merges a checked change into the configuration in force and

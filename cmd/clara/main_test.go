@@ -741,6 +741,31 @@ func TestConfig_means_the_same_from_any_directory(t *testing.T) {
 	}
 }
 
+// TestConfig_a_file_over_another_keeps_its_own_paths (issue 26 §1): with
+// CLARA_CONFIG a file in one folder (say the user's own), bin/clara
+// --config PROJECT/clara.toml resolved the project file's rules/*.toml
+// against the first file's folder: its deny rule was not found. Each
+// file's paths are its own folder's.
+func TestConfig_a_file_over_another_keeps_its_own_paths(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	writeFiles(t, home, map[string]string{"clara.toml": "[limits]\ntimeout_ms = 2000\n"})
+	writeFiles(t, project, map[string]string{
+		"clara.toml": "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n\n[[tools]]\nname = \"shout\"\nlua_file = \"tools/shout.lua\"\n",
+		"rules/deny.toml": "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name == 'echo'\"\n" +
+			"[action]\ntype = \"deny\"\nreason = \"no echo here\"\n",
+		"tools/shout.lua": "return function(a) return {loud = true} end\n",
+	})
+	in := invocation{dir: "/", env: []string{"CLARA_CONFIG=" + filepath.Join(home, "clara.toml")}}
+	code, out, errs := in.run(t, "--config", filepath.Join(project, "clara.toml"), "call", "echo", `{"x":1}`)
+	if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+		t.Fatalf("echo: %d %q %q", code, out, errs)
+	}
+	code, out, errs = in.run(t, "--config", filepath.Join(project, "clara.toml"), "call", "shout")
+	if code != 0 || out != "{\"loud\":true}\n" {
+		t.Fatalf("shout: %d %q %q", code, out, errs)
+	}
+}
+
 // TestDefault_rules_leave_an_unrelated_rules_folder_alone (issue 26 §1):
 // the default rules.paths was rules/*.toml of the working directory, so a
 // project whose rules/ holds a linter's configuration logged "unknown
