@@ -1,9 +1,14 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core"
 )
@@ -91,5 +96,61 @@ func TestAskUser_is_offered_only_when_someone_can_answer(t *testing.T) {
 	e.SetInputHandler(nil)
 	if listed() {
 		t.Fatal("ask_user still listed once the handler is gone")
+	}
+}
+
+// TestChat_offers_ask_user_when_its_MCP_client_can_ask: a chat run in the
+// call of an MCP client that can ask its user (elicitation) offers the
+// model ask_user even without an input handler: that user answers it. It
+// was left out, as if nobody could answer (issue 26 §3).
+func TestChat_offers_ask_user_when_its_MCP_client_can_ask(t *testing.T) {
+	srv := scriptServer(t, loadScript(t, "ask_user_answer"))
+	e := rulesEngine(t, `{"llm":{"base_url":`+jsonText(srv.BaseURL("ask_user_answer"))+`,"model":"test-model"}}`)
+	mustConfigure(t, e, `
+[[tools]]
+name = "which_city"
+description = "Finds out which city the user means."
+limits = { timeout_ms = 20000 }
+lua = '''
+return function()
+  local r = call_tool("chat", {prompt = "Find out which city the user means.", allow_tools = true, tools = {"ask_user"},
+    result_schema = {type = "object", properties = {city = {type = "string"}}, required = {"city"}}})
+  return r.result
+end
+'''
+`)
+	addr, err := e.MCPListen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.MCPStop)
+	var mu sync.Mutex
+	var asked []string
+	client := sdk.NewClient(&sdk.Implementation{Name: "asking", Version: "1"}, &sdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, req.Params.Message)
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"answer": "Boston"}}, nil
+		},
+	})
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, legacyMCPSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "which_city", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %s (%v)", err, resultText(res), srv.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := resultText(res); !strings.Contains(got, `"city":"Boston"`) || len(asked) != 1 || asked[0] != "Which city?" {
+		t.Fatalf("%s, asked %v", got, asked)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -248,7 +248,8 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 		}
 		chat, ctx = s.models.sampling, llm.WithSampler(ctx, llm.SampleFunc(sample))
 	}
-	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx)}
+	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx),
+		elicits: mcp.ElicitorOf(ctx) != nil}
 	// A request that names no session is in "default", shared by every
 	// such caller: its chats start afresh rather than continue each other.
 	conversation := call.Session
