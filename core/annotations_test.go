@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/mcp"
 )
 
 // Issue 26 §3: what MCP clients are told of each tool.
@@ -152,5 +153,73 @@ end
 	}
 	if err := srv.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestApproval_asked_of_the_MCP_clients_user: a call an MCP client made
+// that a rule holds for approval, with no approval handler installed, was
+// rejected at once although the client could ask its user (docs/mcp.md
+// said it would). The user approves it, or rejects it with a reason, in
+// the client's form; declining the form rejects it.
+func TestApproval_asked_of_the_MCP_clients_user(t *testing.T) {
+	e := rulesEngine(t, "")
+	loadRules(t, e, "ask.toml", `
+[rule]
+id = "big"
+trigger = "on_tool_call"
+[condition]
+expression = "context.tool.name == 'echo' and context.tool.arguments.amount > 100"
+[action]
+type = "ask"
+reason = "{{ context.tool.arguments.amount }} is a lot"
+`)
+	addr, err := e.MCPListen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.MCPStop)
+	for _, version := range []string{mcp.ProtocolVersion, mcp.LegacyProtocolVersion} {
+		t.Run(version, func(t *testing.T) { approvalAtTheClient(t, addr, version) })
+	}
+}
+
+func approvalAtTheClient(t *testing.T, addr, version string) {
+	var mu sync.Mutex
+	var asked []string
+	answers := []*sdk.ElicitResult{
+		{Action: "accept", Content: map[string]any{"decision": "approve"}},
+		{Action: "accept", Content: map[string]any{"decision": "reject", "reason": "not today"}},
+		{Action: "decline"},
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "approving", Version: "1"}, &sdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, req.Params.Message)
+			return answers[len(asked)-1], nil
+		},
+	})
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"},
+		&sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, want := range []string{
+		`{"amount":5000}`,
+		`tool "echo" was not run: the approval was rejected: not today`,
+		`tool "echo" was not run: the approval was rejected: the person at the MCP client declined to decide`,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"amount": 5000}})
+		cancel()
+		if err != nil || resultText(res) != want {
+			t.Errorf("%v %q, want %q", err, resultText(res), want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 3 || asked[0] != `Approve echo({"amount":5000})? rule big: 5000 is a lot` {
+		t.Errorf("asked %q", asked)
 	}
 }
