@@ -157,10 +157,11 @@ end
 }
 
 // TestApproval_asked_of_the_MCP_clients_user: a call an MCP client made
-// that a rule holds for approval, with no approval handler installed, was
-// rejected at once although the client could ask its user (docs/mcp.md
-// said it would). The user approves it, or rejects it with a reason, in
-// the client's form; declining the form rejects it.
+// that a rule holds for approval went to the host's approval handler, or
+// was rejected at once without one, although the client could ask its
+// user, the person behind the call (docs/mcp.md said it would). The user
+// approves it, or rejects it with a reason, in the client's form;
+// declining the form rejects it.
 func TestApproval_asked_of_the_MCP_clients_user(t *testing.T) {
 	e := rulesEngine(t, "")
 	loadRules(t, e, "ask.toml", `
@@ -173,6 +174,14 @@ expression = "context.tool.name == 'echo' and context.tool.arguments.amount > 10
 type = "ask"
 reason = "{{ context.tool.arguments.amount }} is a lot"
 `)
+	// The host's handler approves everything: it decides the host's own
+	// calls, not those of a client whose user can be asked.
+	e.SetApprover(core.ApproverFunc(func(context.Context, *core.ApprovalRequest) (core.ApprovalDecision, bool) {
+		return core.ApprovalDecision{Approve: true}, true
+	}))
+	if out := evalString(t, e, `{"tool":"echo","arguments":{"amount":5000}}`); out != `{"status":"success","tool":"echo","result":{"amount":5000}}` {
+		t.Fatalf("the host's call: %s", out)
+	}
 	addr, err := e.MCPListen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

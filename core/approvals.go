@@ -110,9 +110,8 @@ type ApprovalDecision struct {
 //
 // This is the seam every surface plugs into: the C and Python handlers
 // (capi), the CLIPS bridge (through capi), a terminal prompt
-// (clara chat --ask). When none is installed, a call of an MCP client
-// that can ask its user is decided by that user (approveAtMCPClient,
-// askperson.go).
+// (clara chat --ask). A call of an MCP client that can ask its user is
+// decided by that user instead (approveAtMCPClient, askperson.go).
 type Approver interface {
 	Approve(ctx context.Context, req *ApprovalRequest) (d ApprovalDecision, ok bool)
 }
@@ -295,9 +294,10 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s, and %s", t.Name, asked(ask), why)
 	}
 	a := e.approver()
-	if a == nil && mcp.ElicitorOf(ctx) != nil {
-		// No handler, but the call came from an MCP client that can ask
-		// its user: that user decides (askperson.go).
+	if mcp.ElicitorOf(ctx) != nil {
+		// The call came from an MCP client that can ask its user: the
+		// person behind the call decides, as ask_user asks them
+		// (askperson.go).
 		a = ApproverFunc(e.approveAtMCPClient)
 	}
 	if a == nil {

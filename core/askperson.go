@@ -99,7 +99,7 @@ var approvalForm = json.RawMessage(`{"type":"object","properties":{` +
 	`"reason":{"type":"string","title":"Reason (when you reject)"}},"required":["decision"]}`)
 
 // approveAtMCPClient is the approver of a call that came from an MCP
-// client able to ask its user, when the host installed none: the user
+// client able to ask its user, in place of the host's: the user
 // approves or rejects it (with a reason) in the client's form; declining
 // the form rejects it. ctx carries the client's way to ask.
 func (e *Engine) approveAtMCPClient(ctx context.Context, req *ApprovalRequest) (ApprovalDecision, bool) {
