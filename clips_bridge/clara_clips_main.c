@@ -10,7 +10,7 @@
  *                     the network, write files or run programs are skipped
  *   --verbose         a status line on stderr for each tool a model calls
  *                     and each question it asks the user:
- *                     "↪ tool: NAME(ARGS…)", "✔ tool result received (34ms)",
+ *                     "↪ tool: NAME(ARGS…)", "✔ tool result received: NAME (34ms)",
  *                     "✗ tool NAME failed: CODE (34ms)"
  *   -f FILE.clp       run the commands in FILE (batch), as clips -f does
  *   -f2 FILE          the same, without echoing the commands
@@ -244,10 +244,14 @@ static void status_line(void *userdata, const char *event) {
     } else if (kind != NULL && tool != NULL && strcmp(kind, "tool_result") == 0) {
         char *status = event_field(event, "status"), *ms = event_field(event, "duration_ms");
         double d = ms ? strtod(ms, NULL) : 0;
+        /* Below a millisecond, microseconds: "(0ms)" told nothing. */
+        char took[32];
+        if (d < 1) snprintf(took, sizeof took, "%.0f\xc2\xb5s", d * 1000);
+        else snprintf(took, sizeof took, "%.0fms", d);
         if (status != NULL && strcmp(status, "success") == 0)
-            fprintf(stderr, "\xe2\x9c\x94 tool result received (%.0fms)\n", d);
+            fprintf(stderr, "\xe2\x9c\x94 tool result received: %s (%s)\n", tool, took);
         else
-            fprintf(stderr, "\xe2\x9c\x97 tool %s failed: %s (%.0fms)\n", tool, status ? status : "", d);
+            fprintf(stderr, "\xe2\x9c\x97 tool %s failed: %s (%s)\n", tool, status ? status : "", took);
         clara_free_string(status);
         clara_free_string(ms);
     } else if (kind != NULL && strcmp(kind, "input_required") == 0) {

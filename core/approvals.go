@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/pgstore"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -109,9 +110,8 @@ type ApprovalDecision struct {
 //
 // This is the seam every surface plugs into: the C and Python handlers
 // (capi), the CLIPS bridge (through capi), a terminal prompt
-// (clara chat --ask), and, when Clara serves MCP, an approver that asks
-// the client through elicitation (issue 30) and answers with the user's
-// choice.
+// (clara chat --ask). A call of an MCP client that can ask its user is
+// decided by that user instead (approveAtMCPClient, askperson.go).
 type Approver interface {
 	Approve(ctx context.Context, req *ApprovalRequest) (d ApprovalDecision, ok bool)
 }
@@ -294,6 +294,12 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 		return protocol.Errorf(protocol.Denied, "tool %q was not run: %s, and %s", t.Name, asked(ask), why)
 	}
 	a := e.approver()
+	if mcp.ElicitorOf(ctx) != nil {
+		// The call came from an MCP client that can ask its user: the
+		// person behind the call decides, as ask_user asks them
+		// (askperson.go).
+		a = ApproverFunc(e.approveAtMCPClient)
+	}
 	if a == nil {
 		return reject("no handler", "no approval handler is installed (clara_set_approval_handler in C, "+
 			"clara.set_approval_handler in Python; clara-clips has one)")

@@ -91,3 +91,42 @@ func (e *Engine) AskPerson(ctx context.Context, session string, q Question) (Rep
 	}
 	return r, nil
 }
+
+// approvalForm is what the person at an MCP client answers about a call
+// held for approval.
+var approvalForm = json.RawMessage(`{"type":"object","properties":{` +
+	`"decision":{"type":"string","title":"Decision","enum":["approve","reject"]},` +
+	`"reason":{"type":"string","title":"Reason (when you reject)"}},"required":["decision"]}`)
+
+// approveAtMCPClient is the approver of a call that came from an MCP
+// client able to ask its user, in place of the host's: the user
+// approves or rejects it (with a reason) in the client's form; declining
+// the form rejects it. ctx carries the client's way to ask.
+func (e *Engine) approveAtMCPClient(ctx context.Context, req *ApprovalRequest) (ApprovalDecision, bool) {
+	why := req.Reason
+	if req.Rule != "" {
+		why = "rule " + req.Rule + ": " + req.Reason
+	}
+	args := string(req.Arguments)
+	if len(args) > 500 {
+		args = args[:500] + "…"
+	}
+	r, err := e.AskPerson(ctx, req.Session, Question{Message: "Approve " + req.Tool + "(" + args + ")? " + why, Schema: approvalForm})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ApprovalDecision{}, false // decided elsewhere, or timed out
+		}
+		return ApprovalDecision{Reason: "the MCP client could not ask: " + err.Error(), By: "mcp client"}, true
+	}
+	if r.Action != ReplyAccept {
+		return ApprovalDecision{Reason: "the person at the MCP client declined to decide", By: "mcp client"}, true
+	}
+	if gjson.GetBytes(r.Content, "decision").Str == "approve" {
+		return ApprovalDecision{Approve: true, By: "mcp client"}, true
+	}
+	reason := gjson.GetBytes(r.Content, "reason").Str
+	if reason == "" {
+		reason = "rejected at the MCP client"
+	}
+	return ApprovalDecision{Reason: reason, By: "mcp client"}, true
+}

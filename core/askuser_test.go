@@ -129,8 +129,10 @@ func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
 	defer e.SetEventSink(nil)
 	release := make(chan struct{})
 	returned := make(chan struct{})
-	var once sync.Once
+	holding := make(chan struct{}) // the handler holds the question
+	var once, held sync.Once
 	e.SetInputHandler(func([]byte) (string, bool) {
+		held.Do(func() { close(holding) })
 		<-release // the user never answers in time
 		defer once.Do(func() { close(returned) })
 		return "too late", true
@@ -144,6 +146,10 @@ func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
 	if !strings.Contains(ev, `"prompt":"Still there?","session":"u2","handle":`) {
 		t.Fatal(ev)
 	}
+	// input_required comes just before the handler is called: cancelled
+	// in between, the question is never handed to it, and it would never
+	// return (the test hung under -race on a busy machine).
+	<-holding
 	if perr := e.Cancel(h); perr != nil {
 		t.Fatal(perr)
 	}

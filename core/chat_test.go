@@ -212,3 +212,17 @@ func TestChat_the_provider_and_endpoint_come_from_the_model_name(t *testing.T) {
 		t.Errorf("llama3.1: %s", out)
 	}
 }
+
+// TestChat_emits_on_query_start: seed 004's on_query_start could only be
+// emitted by a host (issue 26 §5); the chat emits it as it starts, with
+// context.question, and its rules' notices reach the model's first call.
+func TestChat_emits_on_query_start(t *testing.T) {
+	srv := scriptServer(t, loadScript(t, "query_start"))
+	e := rulesEngine(t, `{"rules":{"builtin":false},"llm":{"base_url":`+jsonText(srv.BaseURL("query_start"))+`,"model":"test-model"}}`)
+	loadRuleText(t, e, "query.toml", "[rule]\nid = \"query\"\ntrigger = \"on_query_start\"\n[action]\ntype = \"notify_self\"\n"+
+		"message = \"Query seen: {{ context.question }}\"\n")
+	out := evalString(t, e, `{"tool":"chat","session":"q1","arguments":{"prompt":"What time is it?"}}`)
+	if !strings.Contains(out, `"content":"Noon."`) {
+		t.Fatalf("%s", out)
+	}
+}

@@ -26,6 +26,9 @@ type chatHost struct {
 	scope   toolbox.Scope
 	stack   *callFrame // the tools running above the chat: never offered
 	handle  int64      // the async call the chat runs in, 0 when synchronous
+	// elicits: the chat runs in a call of an MCP client that can ask its
+	// user, who answers ask_user without an input handler.
+	elicits bool
 	// batch gathers the files the tool calls of one turn change; the next
 	// turn's start (or the chat's end) fires their callbacks at once.
 	batch callbackBatch
@@ -36,8 +39,9 @@ type chatHost struct {
 
 // Catalog lists the llm_visible tools the chat's policy allows (never the
 // chat tool itself, the administrative tools, the tools on the call stack
-// (a chat run by a tool does not offer that tool), nor ask_user while no
-// input handler is installed).
+// (a chat run by a tool does not offer that tool), nor ask_user while
+// nobody can answer it: no input handler, and no MCP client of the call
+// that can ask its user).
 func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 	var only map[string]bool
 	if names != nil {
@@ -53,8 +57,8 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if !offered || t.Name == chatTool || (only != nil && !only[t.Name]) || h.stack.has(t.Name) || !h.scope.Allows(t.Name) {
 			continue
 		}
-		if t.Name == "ask_user" && h.e.input.load() == nil {
-			continue // nobody to ask: the model is not offered what must fail
+		if !t.CanAnswer() && !(h.elicits && t.Name == "ask_user" && t.Builtin) {
+			continue // ask_user with nobody to ask: the model is not offered what must fail
 		}
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t),
 			ReturnsContent: t.Returns == toolbox.ReturnsContent})

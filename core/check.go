@@ -28,11 +28,24 @@ import (
 // force (New would load the rules of the current directory and fire its
 // plugins' events).
 func Check(text []byte, source string) protocol.Problems {
-	return newEngine(Options{}).check(text, source)
+	return newEngine(Options{}).check(text, source, false)
 }
 
-func (e *Engine) check(text []byte, source string) protocol.Problems {
-	over, err := config.Parse(text, source, MaxConfigFile)
+// CheckFile is Check of a configuration file's text, read as the start-up
+// file and bin/clara --config are: its relative paths anchored to the
+// file's folder (issue 26 §1).
+func CheckFile(text []byte, path string) protocol.Problems {
+	return newEngine(Options{}).check(text, path, true)
+}
+
+func (e *Engine) check(text []byte, source string, file bool) protocol.Problems {
+	var over config.Tree
+	var err error
+	if file {
+		over, err = fileTree(text, source, config.Defaults(), MaxConfigFile)
+	} else {
+		over, err = config.Parse(text, source, MaxConfigFile)
+	}
 	if err != nil {
 		return problemsIn(err, source)
 	}
@@ -50,11 +63,14 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
 	}
-	files, _, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
+	files, unmatched, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, c.Rules.Paths, false)
 	add(err)
 	sources = append(sources, files...)
-	plugins, err := discoverPlugins(c, nil)
+	plugins, pluginsUnmatched, err := discoverPlugins(c, nil)
 	add(err)
+	if ps := strictFor(over).problems(c, unmatched, pluginsUnmatched); len(ps) > 0 {
+		add(ps)
+	}
 	sources = append(sources, pluginSources(plugins)...)
 	set, err := rules.Load(sources, c.Rules.Thresholds.Map())
 	add(err)
@@ -90,13 +106,37 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 	if set != nil {
 		add(checkConcepts(c, set))
 	}
-	if _, _, _, err := serverConfigs(c.MCPServers); err != nil {
+	if _, _, _, err := serverConfigs(c.MCPServers, projectRoot(c)); err != nil {
 		add(err)
 	}
-	add(checkAuditPath(c.Audit.Path))
+	add(checkAuditPath(auditPath(c)))
 
-	// A problem of a key (tools[1] (name): ..., network.allow_hosts: ...)
-	// gets that key's place in the text.
+	out = positionIn(out, text, source).(protocol.Problems)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.File != b.File { // the configuration's own first, then each file's
+			return a.File == source || (b.File != source && a.File < b.File)
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return out
+}
+
+// positionIn gives the problems in err that are about a key of the
+// configuration text (tools[1] (name): ..., network.allow_hosts: ...,
+// rules.paths) that key's place in text, named source; the others (a rule
+// file's) are left as they are. An err without problems is returned as
+// it is.
+func positionIn(err error, text []byte, source string) error {
+	ps, ok := asProblems(err)
+	if !ok {
+		return err
+	}
+	out := make(protocol.Problems, len(ps))
+	copy(out, ps)
 	for i := range out {
 		p := &out[i]
 		if p.Line > 0 || (p.File != "" && p.File != source && p.File != "rules.paths" && p.File != "plugins.paths") {
@@ -113,16 +153,6 @@ func (e *Engine) check(text []byte, source string) protocol.Problems {
 			p.Line, p.Col = config.Locate(text, key)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.File != b.File { // the configuration's own first, then each file's
-			return a.File == source || (b.File != source && a.File < b.File)
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Col < b.Col
-	})
 	return out
 }
 

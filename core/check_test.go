@@ -22,13 +22,13 @@ func TestCheck_finds_every_problem_positioned_and_runs_nothing(t *testing.T) {
 		}
 	}
 	for name, text := range map[string]string{
-		"rules/expr.toml":              "[rule]\nid = \"bad_expr\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name ==\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"rules/lua.toml":               "[rule]\nid = \"bad_lua\"\ntrigger = \"on_tool_call\"\n[condition]\nlua = \"return (\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"rules/semantic.toml":          "[rule]\nid = \"near\"\ntrigger = \"on_tool_call\"\n[condition]\nsemantic = { concept = \"auth\", field = \"tool.name\", threshold = 0.7 }\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"plugins/broken/plugin.toml":   "name = \"broken\"\nbogus = 1\n",
-		"plugins/fine/plugin.toml":     "name = \"fine\"\n",
-		"plugins/fine/rules/fine.toml": "[rule]\nid = \"fine_rule\"\ntrigger = \"on_tool_call\"\n[action]\ntype = \"nope\"\n",
-		"tools/bad.lua":                "return function(args)\n  return (\nend\n",
+		".clara/rules/expr.toml":              "[rule]\nid = \"bad_expr\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name ==\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/rules/lua.toml":               "[rule]\nid = \"bad_lua\"\ntrigger = \"on_tool_call\"\n[condition]\nlua = \"return (\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/rules/semantic.toml":          "[rule]\nid = \"near\"\ntrigger = \"on_tool_call\"\n[condition]\nsemantic = { concept = \"auth\", field = \"tool.name\", threshold = 0.7 }\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/plugins/broken/plugin.toml":   "name = \"broken\"\nbogus = 1\n",
+		".clara/plugins/fine/plugin.toml":     "name = \"fine\"\n",
+		".clara/plugins/fine/rules/fine.toml": "[rule]\nid = \"fine_rule\"\ntrigger = \"on_tool_call\"\n[action]\ntype = \"nope\"\n",
+		"tools/bad.lua":                       "return function(args)\n  return (\nend\n",
 	} {
 		must(os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
 		must(os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
@@ -70,11 +70,11 @@ bogus_key = 1
 		`clara.toml:11:3: tools[1] (echo): "echo" is a built-in tool`,
 		"clara.toml:25:3: mcp_servers[1]:",
 		filepath.Join(dir, "tools/bad.lua") + ":3",
-		filepath.Join(dir, "rules/expr.toml") + `:5: rule "bad_expr": condition: unexpected token EOF`,
-		filepath.Join(dir, "rules/lua.toml") + `:5: rule "bad_lua": condition: syntax error`,
-		filepath.Join(dir, "rules/semantic.toml") + `:2: rule "near": semantic condition: no embedding model`,
-		filepath.Join(dir, "plugins/broken/plugin.toml") + `:2:1: unknown key "bogus"`,
-		filepath.Join(dir, "plugins/fine/rules/fine.toml") + ":5",
+		filepath.Join(dir, ".clara/rules/expr.toml") + `:5: rule "bad_expr": condition: unexpected token EOF`,
+		filepath.Join(dir, ".clara/rules/lua.toml") + `:5: rule "bad_lua": condition: syntax error`,
+		filepath.Join(dir, ".clara/rules/semantic.toml") + `:2: rule "near": semantic condition: no embedding model`,
+		filepath.Join(dir, ".clara/plugins/broken/plugin.toml") + `:2:1: unknown key "bogus"`,
+		filepath.Join(dir, ".clara/plugins/fine/rules/fine.toml") + ":5",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in\n%s", want, strings.ReplaceAll(text, "; ", "\n"))

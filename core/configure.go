@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
@@ -45,6 +48,45 @@ type snapshot struct {
 	// The shared store (store.backend = "postgres"; sharedstore.go), nil
 	// for the embedded default. Set by commit.
 	shared *pgstore.Store
+	// refused, when set, is the answer of every tool call: the start-up
+	// configuration is broken (issue 26 §2), and nothing runs until a
+	// valid clara_configure replaces it (or clara_reset finds the file
+	// fixed).
+	refused *protocol.Error
+}
+
+// changeHow is what a change is beyond its tree.
+type changeHow struct {
+	// strict: the rule and plugin patterns the change's own text gave,
+	// each of which must match something (only the defaults may match
+	// nothing).
+	strict strictPaths
+	// refusal is the new configuration's refusal of every call; with
+	// keepRefusal, the one in force is carried over instead (a reload,
+	// rules_load and plugin_enable leave a broken start as they found it).
+	refusal     *protocol.Error
+	keepRefusal bool
+}
+
+// strictPaths says which configured patterns must match something.
+type strictPaths struct{ rules, plugins bool }
+
+// strictFor is what a configuration text gave itself of rules.paths and
+// plugins.paths.
+func strictFor(over config.Tree) strictPaths {
+	has := func(table string) bool {
+		t, ok := over[table].(config.Tree)
+		if !ok {
+			m, ok := over[table].(map[string]any)
+			if !ok {
+				return false
+			}
+			t = m
+		}
+		_, ok = t["paths"]
+		return ok
+	}
+	return strictPaths{rules: has("rules"), plugins: has("plugins")}
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -58,9 +100,9 @@ type prepared struct {
 
 // prepare reads and compiles what configuration t needs, with runtime as
 // the rules added at run time. It changes nothing.
-func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error) {
+func (e *Engine) prepare(t config.Tree, runtime runtimeRules, how changeHow) (*prepared, error) {
 	c := config.Build(t)
-	set, unmatched, plugins, err := e.loadRules(c, runtime)
+	set, unmatched, plugins, err := e.loadRules(c, runtime, how.strict)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +150,7 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 		plugins:   plugins,
 		models:    m,
 		catalog:   catalog,
+		refused:   how.refusal,
 	}
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
@@ -153,9 +196,33 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	return left, nil
 }
 
+// AuditPath is the audit file of c: audit.path, relative to
+// project_root ("" for none).
+func AuditPath(c *config.Config) string { return auditPath(c) }
+
+// ConfigFileTree reads a configuration file's text as CLARA_CONFIG and
+// bin/clara --config are read, over inForce: its relative paths anchored
+// to the file's folder (fileTree).
+func ConfigFileTree(text []byte, path string, inForce config.Tree) (config.Tree, error) {
+	return fileTree(text, path, inForce, MaxConfigFile)
+}
+
+// auditPath is audit.path, relative to project_root ("" for none).
+func auditPath(c *config.Config) string {
+	switch c.Audit.Path {
+	case "-":
+		// standard output, not a file named "-"
+		return c.Audit.Path
+	}
+	if c.Audit.Path == "" || filepath.IsAbs(c.Audit.Path) {
+		return c.Audit.Path
+	}
+	return filepath.Join(projectRoot(c), c.Audit.Path)
+}
+
 // install prepares and commits t. Called with e.admin held.
-func (e *Engine) install(t config.Tree, runtime runtimeRules) ([]*toolbox.Tool, error) {
-	p, err := e.prepare(t, runtime)
+func (e *Engine) install(t config.Tree, runtime runtimeRules, how changeHow) ([]*toolbox.Tool, error) {
+	p, err := e.prepare(t, runtime, how)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +236,23 @@ func (e *Engine) install(t config.Tree, runtime runtimeRules) ([]*toolbox.Tool, 
 // not nil, runs under the lock once the change is in force. Once the lock
 // is let go, the plugins that left or came fire their events.
 func (e *Engine) change(next func(cur *snapshot) (config.Tree, runtimeRules), after func()) ([]*toolbox.Tool, error) {
+	return e.changeWith(changeHow{keepRefusal: true}, next, after)
+}
+
+// changeWith is change with how the change is made: strict about the
+// patterns its text gave, and what it does to a refusal in force.
+func (e *Engine) changeWith(how changeHow, next func(cur *snapshot) (config.Tree, runtimeRules), after func()) ([]*toolbox.Tool, error) {
+	prepare := func(cur *snapshot) (*prepared, error) {
+		t, runtime := next(cur)
+		h := how
+		if h.keepRefusal {
+			h.refusal = cur.refused
+		}
+		return e.prepare(t, runtime, h)
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		cur := e.current.Load()
-		p, err := e.prepare(next(cur))
+		p, err := prepare(cur)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +270,7 @@ func (e *Engine) change(next func(cur *snapshot) (config.Tree, runtimeRules), af
 	}
 	e.admin.Lock()
 	cur := e.current.Load()
-	p, err := e.prepare(next(cur))
+	p, err := prepare(cur)
 	if err != nil {
 		e.admin.Unlock()
 		return nil, err
@@ -242,21 +323,139 @@ func (e *Engine) configure(text []byte) []byte {
 	left, tree, err := e.applyChange(over)
 	retire(left)
 	if err != nil {
-		return protocol.AppendError(nil, nil, refusal(err, "clara_configure: "))
+		return protocol.AppendError(nil, nil, refusal(positionIn(err, text, ""), "clara_configure: "))
 	}
+	e.afterChange()
+	return configEnvelope(tree)
+}
+
+// afterChange logs a configuration change that came into force.
+func (e *Engine) afterChange() {
 	e.log.Logf(logging.Info, "configuration changed")
 	if name := e.Config().DefaultEvaluator; !e.hasTool(name) {
 		// Not an error: the host may register the tool next.
 		e.log.Logf(logging.Warn, "default_evaluator %q is not a registered tool (yet): simple-form requests get unknown_tool until it is", name)
 	}
-	return configEnvelope(tree)
+}
+
+// ConfigureFile applies a configuration file on top of the configuration
+// in force, as clara_configure applies a text, but with its relative
+// paths anchored to the file's folder (fileTree): bin/clara --config. Its
+// problems are positioned in path.
+func (e *Engine) ConfigureFile(path string) error {
+	text, err := fsread.File(path, MaxConfigFile) // its errors name the path
+	if err != nil {
+		return err
+	}
+	over, err := fileTree(text, path, e.current.Load().tree, MaxConfigFile)
+	if err != nil {
+		return err
+	}
+	left, _, err := e.applyChange(over)
+	retire(left)
+	if err != nil {
+		return positionIn(err, text, path)
+	}
+	e.afterChange()
+	return nil
+}
+
+// fileTree reads a configuration file's text and anchors it to the file's
+// folder, so that the file means the same from any working directory
+// (issue 26 §1): a relative project_root is relative to that folder, and
+// a file that names none makes that folder the project root, unless the
+// configuration in force (inForce) already has one other than ".". Every
+// other relative path is relative to project_root, as in any
+// configuration.
+func fileTree(text []byte, path string, inForce config.Tree, cap int) (config.Tree, error) {
+	over, err := config.Parse(text, path, cap)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, protocol.Problems{{File: path, Message: err.Error()}}
+	}
+	if root, ok := over["project_root"].(string); ok {
+		if !filepath.IsAbs(root) {
+			over["project_root"] = filepath.Join(dir, root)
+		}
+	} else if root, _ := inForce["project_root"].(string); root == "" || filepath.Clean(root) == "." {
+		over["project_root"] = dir
+	} else if abs, err := filepath.Abs(root); err != nil || abs != dir {
+		// A file applied over another's configuration (bin/clara --config
+		// over CLARA_CONFIG) keeps that project_root, but its own paths
+		// are still its folder's.
+		anchorPaths(over, dir)
+	}
+	return over, nil
+}
+
+// anchorPaths makes the relative paths a configuration file gives
+// absolute, against its folder dir, where project_root is another file's
+// folder. The callbacks' cwd and the resources' files stay project_root's:
+// they must lie inside it.
+func anchorPaths(over config.Tree, dir string) {
+	abs := func(v any) any {
+		if p, ok := v.(string); ok && p != "" && !filepath.IsAbs(p) {
+			return filepath.Join(dir, p)
+		}
+		return v
+	}
+	table := func(name string) map[string]any {
+		t, _ := over[name].(map[string]any)
+		return t
+	}
+	entries := func(name string) []map[string]any {
+		list, _ := over[name].([]any)
+		var out []map[string]any
+		for _, e := range list {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for _, name := range []string{"rules", "plugins"} {
+		if t := table(name); t != nil {
+			if list, ok := t["paths"].([]any); ok {
+				for i := range list {
+					list[i] = abs(list[i])
+				}
+			}
+		}
+	}
+	if _, ok := over["state_dir"]; ok {
+		over["state_dir"] = abs(over["state_dir"])
+	}
+	if t := table("audit"); t != nil && t["path"] != "-" {
+		if _, ok := t["path"]; ok {
+			t["path"] = abs(t["path"])
+		}
+	}
+	anchor := func(m map[string]any, key string) {
+		if _, ok := m[key]; ok {
+			m[key] = abs(m[key])
+		}
+	}
+	for _, m := range entries("tools") {
+		anchor(m, "lua_file")
+	}
+	for _, m := range entries("mcp_servers") {
+		anchor(m, "cwd")
+		if c, ok := m["command"].(string); ok && strings.ContainsRune(c, '/') {
+			anchor(m, "command") // a path, not a name looked up in PATH
+		}
+	}
 }
 
 // applyChange merges a checked change into the configuration in force and
-// installs it, applying its one-shot clear.
+// installs it, applying its one-shot clear. The change's own rule and
+// plugin patterns must match something, and a refusal in force (a broken
+// start-up configuration) ends with it.
 func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, error) {
 	var clear []string
-	left, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
+	left, err := e.changeWith(changeHow{strict: strictFor(over)}, func(cur *snapshot) (config.Tree, runtimeRules) {
 		merged := config.Merge(cur.tree, over)
 		clear = config.Build(merged).Clear
 		if contains(clear, config.ClearRules) {
@@ -321,25 +520,96 @@ func (e *Engine) setBase(text []byte, source string) error {
 	if err != nil {
 		return err
 	}
+	return e.setBaseTree(over, text, source)
+}
+
+// setBaseTree applies a start-up configuration read from text: over on
+// top of the defaults, what Reset returns to. It ends a refusal in force.
+func (e *Engine) setBaseTree(over config.Tree, text []byte, source string) error {
 	base := config.Merge(config.Defaults(), over)
 	kept := config.WithoutOneShots(base)
-	left, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) { return base, cur.runtime },
-		func() { e.base.Store(&kept) })
+	left, err := e.changeWith(changeHow{strict: strictFor(over)}, func(cur *snapshot) (config.Tree, runtimeRules) { return base, cur.runtime },
+		func() { e.base.Store(&kept); e.start.broken.Store(false) })
 	retire(left)
 	if err != nil {
-		return fmt.Errorf("%s: %w", source, err)
+		return fmt.Errorf("%s: %w", source, positionIn(err, text, source))
 	}
 	return nil
 }
 
-// loadBaseFile reads and applies the start-up file.
+// loadBaseFile reads and applies the start-up file, its relative paths
+// anchored to its folder (fileTree).
 func (e *Engine) loadBaseFile(path string) error {
 	text, err := fsread.File(path, MaxConfigFile)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	return e.SetBase(text, path)
+	over, err := fileTree(text, path, config.Defaults(), configCap(e.current.Load()))
+	if err != nil {
+		return err
+	}
+	return e.setBaseTree(over, text, path)
 }
+
+// startup is what the engine started from (issue 26 §2): the CLARA_CONFIG
+// file, and what a start-up configuration that does not load leads to.
+type startup struct {
+	path string // CLARA_CONFIG; "" when none
+	// onDefaults: CLARA_CONFIG_ON_ERROR=defaults, the engine runs on the
+	// defaults when the start-up configuration does not load (the
+	// behaviour before issue 26). Otherwise it refuses every tool call.
+	onDefaults bool
+	// broken: the start-up configuration did not load; Reset tries it
+	// again.
+	broken atomic.Bool
+}
+
+// ConfigOnErrorDefaults is the value of Options.ConfigOnError (and of
+// CLARA_CONFIG_ON_ERROR) that runs the engine on the defaults when its
+// start-up configuration does not load, instead of refusing every call.
+const ConfigOnErrorDefaults = "defaults"
+
+// startRefusal is the answer of every tool call while the start-up
+// configuration (what) is broken: invalid_config, its problems in
+// details.
+func startRefusal(what string, err error) *protocol.Error {
+	ps := problemsIn(err, what)
+	return &protocol.Error{Code: protocol.InvalidConfig, Details: ps.AppendJSON(nil), Cause: ps,
+		Message: fmt.Sprintf("the start-up configuration (%s) does not load, so no tool runs until clara_configure applies a valid configuration: %s", what, ps.Error())}
+}
+
+// refuse puts in force a configuration that answers every tool call with
+// perr: the defaults without any file (nothing of a broken configuration
+// runs), shown as want, the configuration the host meant, which
+// clara_configure changes then apply to. after runs under the lock.
+func (e *Engine) refuse(want config.Tree, perr *protocol.Error, after func()) []*toolbox.Tool {
+	e.start.broken.Store(true)
+	e.log.Logf(logging.Error, "%s; every tool call is refused (invalid_config) until then, or until the file is fixed and clara_reset called (CLARA_CONFIG_ON_ERROR=defaults runs on the defaults instead)", perr.Message)
+	e.admin.Lock()
+	defer e.admin.Unlock()
+	p, err := e.prepare(withoutFiles(config.Defaults()), runtimeRules{}, changeHow{refusal: perr})
+	if err != nil {
+		panic("clara: the default configuration without files does not install: " + err.Error()) // caught by this package's tests
+	}
+	p.snap.tree = config.WithoutOneShots(want)
+	left, err := e.commitThen(p, after)
+	if err != nil {
+		panic("clara: the default configuration without files does not commit: " + err.Error())
+	}
+	return left
+}
+
+// withoutFiles is t reading no file and starting nothing: no rule files,
+// plugins, audit file, [[tools]], [[callbacks]] or [[mcp_servers]].
+func withoutFiles(t config.Tree) config.Tree {
+	return config.Merge(t, config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}},
+		"plugins": config.Tree{"paths": []any{}}, "tools": []any{}, "callbacks": []any{}, "mcp_servers": []any{}})
+}
+
+// Refusal is the answer every tool call gets while the start-up
+// configuration does not load (invalid_config), nil when calls run.
+// bin/clara refuses to start on it.
+func (e *Engine) Refusal() *protocol.Error { return e.current.Load().refused }
 
 // configCap bounds a configuration text like a request
 // (limits.max_request_bytes), but never below minConfigCap: a small
@@ -356,23 +626,42 @@ const minConfigCap = 1 << 20
 const MaxConfigFile = 16 << 20
 
 // reset returns to the base configuration, dropping host tools, session
-// data and run-time rules.
+// data and run-time rules. A start-up file that did not load is read
+// again: while it stays broken (or the base's files no longer load),
+// every call stays refused and the answer is that refusal.
 func (e *Engine) reset() []byte {
 	// Host tools go; the configuration's come back with the commit.
 	left, _ := e.tools.Swap(func(t *toolbox.Tool) bool { return !t.Builtin }, nil)
 	e.forgetRemote()
+	what := "the defaults"
+	if e.start.path != "" {
+		what = "CLARA_CONFIG=" + e.start.path
+	}
+	var err error
+	if e.start.broken.Load() && e.start.path != "" {
+		err = e.loadBaseFile(e.start.path)
+	}
 	var base config.Tree
-	more, err := e.change(func(*snapshot) (config.Tree, runtimeRules) { base = *e.base.Load(); return base, runtimeRules{} },
-		e.forgetSessions)
-	if err != nil {
-		// The audit file or rule files on disk may have become unusable;
-		// run without them rather than keep a configuration the caller
-		// asked to leave.
+	var more []*toolbox.Tool
+	if err == nil {
+		more, err = e.changeWith(changeHow{}, func(*snapshot) (config.Tree, runtimeRules) { base = *e.base.Load(); return base, runtimeRules{} },
+			func() { e.start.broken.Store(false); e.forgetSessions() })
+	}
+	if err != nil && e.start.onDefaults {
+		// CLARA_CONFIG_ON_ERROR=defaults: run without the audit file and
+		// the rule files rather than keep a configuration the caller asked
+		// to leave.
 		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
 		more, _ = e.change(func(*snapshot) (config.Tree, runtimeRules) {
 			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
 			return base, runtimeRules{}
 		}, e.forgetSessions)
+		err = nil
+	}
+	if err != nil {
+		perr := startRefusal(what, err)
+		retire(append(left, e.refuse(*e.base.Load(), perr, e.forgetSessions)...))
+		return protocol.AppendError(nil, nil, perr)
 	}
 	retire(append(left, more...))
 	return configEnvelope(config.WithoutOneShots(base))

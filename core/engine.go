@@ -84,6 +84,8 @@ type Engine struct {
 	// decided, per rule (decisions.go).
 	approvals    approvalHost
 	shadowCounts shadowCounts
+
+	start startup // the start-up configuration (configure.go)
 }
 
 // Options configures New. The zero value is valid.
@@ -95,6 +97,11 @@ type Options struct {
 	// Getenv reads the environment variables that hold secrets
 	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
 	Getenv func(string) string
+	// ConfigOnError says what a start-up configuration that does not load
+	// (the default rule files, CLARA_CONFIG) leads to: "" refuses every
+	// tool call with invalid_config until a valid configuration comes;
+	// ConfigOnErrorDefaults runs on the defaults without it.
+	ConfigOnError string
 	// A Go host's own OpenTelemetry providers: each one given receives
 	// what Clara records of its signal, whatever [telemetry] and the
 	// OTEL_* variables say (docs/observability.md).
@@ -139,17 +146,22 @@ func newEngine(opts Options) *Engine {
 // tools registered.
 func New(opts Options) *Engine {
 	e := newEngine(opts)
+	e.start.onDefaults = opts.ConfigOnError == ConfigOnErrorDefaults
 	base := config.Defaults()
-	if _, err := e.install(base, runtimeRules{}); err != nil {
-		// Rule files found through the default rules.paths do not load:
-		// report them and start without them rather than not at all.
+	e.base.Store(&base)
+	if _, err := e.install(base, runtimeRules{}, changeHow{}); err != nil {
+		// Rule files found through the default rules.paths do not load.
+		if !e.start.onDefaults {
+			e.refuse(base, startRefusal("the default rules.paths and plugins.paths", err), nil)
+			return e
+		}
 		e.log.Logf(logging.Error, "%v; starting without rule files", err)
 		base = config.Merge(base, config.Tree{"rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
-		if _, err := e.install(base, runtimeRules{}); err != nil {
+		if _, err := e.install(base, runtimeRules{}, changeHow{}); err != nil {
 			panic("clara: the default configuration does not install: " + err.Error()) // caught by this package's tests
 		}
+		e.base.Store(&base)
 	}
-	e.base.Store(&base)
 	e.firePluginEvents(nil, e.current.Load())
 	return e
 }

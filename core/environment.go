@@ -15,7 +15,12 @@ import (
 //     are written (a bad CLARA_CONFIG, a recovered panic).
 //   - CLARA_CONFIG: a configuration file (TOML or JSON) applied on top of
 //     the embedded defaults; it is also what Reset returns to. A file that
-//     cannot be read or is invalid is reported on the log and ignored.
+//     cannot be read or is invalid (or names rule files that do not load)
+//     is reported on the log, and every tool call is refused with
+//     invalid_config until a valid clara_configure, or a Reset that finds
+//     the file fixed.
+//   - CLARA_CONFIG_ON_ERROR=defaults: such a file is ignored instead, and
+//     the engine runs on the defaults (the behaviour before issue 26).
 //   - CLARA_TEST_MODE=1: test mode whatever the configuration says (tools
 //     with network, fs_write or exec capabilities do not run).
 //   - CLARA_TEST_ALLOW=1: such tools run even in test mode.
@@ -34,17 +39,30 @@ func FromEnvironment(getenv func(string) string, stderr io.Writer) *Engine {
 		}
 	}
 	sink := logging.WriterSink(stderr)
+	onError := strings.ToLower(strings.TrimSpace(getenv("CLARA_CONFIG_ON_ERROR")))
+	badOnError := onError != "" && onError != ConfigOnErrorDefaults && onError != "refuse"
+	if badOnError {
+		onError = "" // fail closed
+	}
 	e := New(Options{Logger: logging.New(sink, min),
-		TestMode: isOn(getenv("CLARA_TEST_MODE")), TestAllow: isOn(getenv("CLARA_TEST_ALLOW")), Getenv: getenv})
+		TestMode: isOn(getenv("CLARA_TEST_MODE")), TestAllow: isOn(getenv("CLARA_TEST_ALLOW")), Getenv: getenv,
+		ConfigOnError: onError})
 	e.defaultSink, e.defaultMin = sink, min
 	if badLevel != "" {
 		e.log.Logf(logging.Error, "CLARA_LOG=%q is not one of debug, info, warn, error, off; logging errors only", badLevel)
 	}
+	if badOnError {
+		e.log.Logf(logging.Error, "CLARA_CONFIG_ON_ERROR=%q is not refuse or defaults; a start-up configuration that does not load refuses every call", onError)
+	}
 	if path := getenv("CLARA_CONFIG"); path != "" {
-		if err := e.loadBaseFile(path); err != nil {
-			e.log.Logf(logging.Error, "CLARA_CONFIG ignored: %v", err)
-		} else {
+		e.start.path = path
+		switch err := e.loadBaseFile(path); {
+		case err == nil:
 			e.log.Logf(logging.Info, "configuration loaded from %s", path)
+		case e.start.onDefaults:
+			e.log.Logf(logging.Error, "CLARA_CONFIG ignored (CLARA_CONFIG_ON_ERROR=defaults): %v", err)
+		default:
+			e.refuse(*e.base.Load(), startRefusal("CLARA_CONFIG="+path, err), nil)
 		}
 	}
 	return e

@@ -124,11 +124,11 @@ func TestIssue25_scripts_are_read_as_regular_files(t *testing.T) {
 // in force stay.
 func TestIssue25_hot_reload_of_a_script_that_is_no_file(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"rules/greet.toml": greetRule("v1")})
+	writeTree(t, dir, map[string]string{".clara/rules/greet.toml": greetRule("v1")})
 	var buf syncBuffer
 	e := core.New(core.Options{Logger: logging.New(func(l logging.Level, m string) { buf.Write([]byte(l.String() + " " + m + "\n")) }, logging.Debug)})
 	t.Cleanup(e.Close)
-	pipe := mkfifo(t, filepath.Join(dir, "rules", "pipe.lua")) // unblocked before the engine closes
+	pipe := mkfifo(t, filepath.Join(dir, ".clara", "rules", "pipe.lua")) // unblocked before the engine closes
 	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n[rules]\nbuiltin = false\n")
 	visit := func() string { return strings.Join(notices(t, emitString(t, e, `{"event":"visit"}`)), " | ") }
 	expectEq(t, "before the edit", visit(), "v1")
@@ -136,7 +136,7 @@ func TestIssue25_hot_reload_of_a_script_that_is_no_file(t *testing.T) {
 		{"pipe.lua", pipe + " is a named pipe, not a regular file"},
 		{"/dev/zero", "/dev/zero is outside " + dir},
 	} {
-		saveLikeAnEditor(t, filepath.Join(dir, "rules", "greet.toml"), scriptRule(c.script))
+		saveLikeAnEditor(t, filepath.Join(dir, ".clara", "rules", "greet.toml"), scriptRule(c.script))
 		deadline := time.Now().Add(10 * time.Second)
 		for !strings.Contains(buf.String(), c.want) {
 			if time.Now().After(deadline) {
@@ -147,7 +147,7 @@ func TestIssue25_hot_reload_of_a_script_that_is_no_file(t *testing.T) {
 		expectEq(t, "the rules in force stay", visit(), "v1")
 	}
 	// The watcher still works.
-	saveLikeAnEditor(t, filepath.Join(dir, "rules", "greet.toml"), greetRule("v2"))
+	saveLikeAnEditor(t, filepath.Join(dir, ".clara", "rules", "greet.toml"), greetRule("v2"))
 	waitFor(t, "the next good edit", func() bool { return visit() == "v2" })
 }
 

@@ -25,14 +25,16 @@ func TestIssue10_trace_explains_a_policy_denial(t *testing.T) {
 	expectEq(t, "session layer", evalString(t, e, `{"tool":"get_time","session":"s1","trace":true,"policy":{"allow":["get_time"]}}`),
 		`{"status":"error","error":"denied","message":"tool \"get_time\" denied by the policy of session \"s1\": its deny list names it",`+
 			`"trace":[{"policy":"the configuration","allowed":true},{"policy":"session \"s1\"","allowed":false,"reason":"its deny list names it"}]}`)
-	expectEq(t, "request layer", evalString(t, e, `{"tool":"echo","trace":true,"policy":{"allow":["get_time"]},"id":7}`),
-		`{"status":"error","id":7,"error":"denied","message":"tool \"echo\" denied by the policy of the request: it is not in its allow list",`+
-			`"trace":[{"policy":"the configuration","allowed":true},{"policy":"the request","allowed":false,"reason":"it is not in its allow list"}]}`)
+	// (A request's allow list is what the tool it names may call, not that
+	// tool (issue 26 §4): its deny list is what refuses the tool itself.)
+	expectEq(t, "request layer", evalString(t, e, `{"tool":"echo","trace":true,"policy":{"allow":["get_time"],"deny":["echo"]},"id":7}`),
+		`{"status":"error","id":7,"error":"denied","message":"tool \"echo\" denied by the policy of the request: its deny list names it",`+
+			`"trace":[{"policy":"the configuration","allowed":true},{"policy":"the request","allowed":false,"reason":"its deny list names it"}]}`)
 	// The audit keeps the request's id and why the call was denied.
 	// (n: 5, not 2: with the fixed clock of the tests every record has the
 	// same time, and the ring's shards give ties in any order.)
 	tail := evalString(t, e, `{"tool":"audit_tail","arguments":{"n":5}}`)
-	if !strings.Contains(tail, `"id":7,`) || !strings.Contains(tail, `"reason":"tool \"echo\" denied by the policy of the request: it is not in its allow list"`) {
+	if !strings.Contains(tail, `"id":7,`) || !strings.Contains(tail, `"reason":"tool \"echo\" denied by the policy of the request: its deny list names it"`) {
 		t.Fatalf("audit: %s", tail)
 	}
 }
@@ -228,17 +230,21 @@ func TestIssue10_rule_paths_recurse_and_report_what_matches_nothing(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	var logged syncBuffer
-	e := core.New(core.Options{Logger: logging.New(logging.WriterSink(&logged), logging.Warn)})
-	mustConfigure(t, e, `{"state_dir":"","project_root":`+jsonText(root)+`,"rules":{"builtin":false,"paths":["plugins/**/*.toml","nothing/*.toml"]}}`)
-	out := evalString(t, e, `{"tool":"rules_list"}`)
-	for _, id := range []string{`"id":"a"`, `"id":"b"`, `"id":"c"`, `"unmatched_paths":["nothing/*.toml"]`} {
+	e := core.New(core.Options{})
+	// A pattern the configuration gives that matches nothing is an error
+	// of the configuration, positioned at rules.paths (issue 26 §1).
+	cfg := `{"state_dir":"","project_root":` + jsonText(root) + `,"rules":{"builtin":false,"paths":["plugins/**/*.toml","nothing/*.toml"]}}`
+	out := string(e.Configure([]byte(cfg)))
+	if want := `"message":"rules.paths: \"nothing/*.toml\" matches no file under ` + root + `"`; !strings.Contains(out, `"error":"invalid_request"`) || !strings.Contains(out, want) ||
+		!strings.Contains(out, `"line":1,"col":`) {
+		t.Fatalf("want %s in %s", want, out)
+	}
+	mustConfigure(t, e, `{"state_dir":"","project_root":`+jsonText(root)+`,"rules":{"builtin":false,"paths":["plugins/**/*.toml"]}}`)
+	out = evalString(t, e, `{"tool":"rules_list"}`)
+	for _, id := range []string{`"id":"a"`, `"id":"b"`, `"id":"c"`, `"unmatched_paths":[]`} {
 		if !strings.Contains(out, id) {
 			t.Fatalf("%s missing from %s", id, out)
 		}
-	}
-	if !strings.Contains(logged.String(), `rules.paths "nothing/*.toml" matches no file`) {
-		t.Fatalf("no warning in the log:\n%s", logged.String())
 	}
 }
 

@@ -47,8 +47,12 @@ func (in *inputHost) load() InputHandler {
 // Requests already handed to the previous handler go on with it.
 func (e *Engine) SetInputHandler(h InputHandler) {
 	e.input.mu.Lock()
+	had := e.input.handler != nil
 	e.input.handler = h
 	e.input.mu.Unlock()
+	if had != (h != nil) {
+		e.tools.Touch() // ask_user comes or goes: MCP clients hear list_changed
+	}
 }
 
 // inputAnswer is what a handler answered.
@@ -172,6 +176,11 @@ func (e *Engine) askUser(ctx context.Context, session string, q Question) ([]byt
 
 // userInput implements tools.Input.
 type userInput struct{ e *Engine }
+
+// CanAsk: an input handler is installed. An MCP client that can elicit
+// answers its own calls too: the MCP server lists ask_user to such a
+// client whatever this says (mcp.ToolInfo.ElicitOnly).
+func (u userInput) CanAsk() bool { return u.e.input.load() != nil }
 
 func (u userInput) Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error) {
 	return u.e.askUser(ctx, session, Question{Message: prompt, Schema: schema})

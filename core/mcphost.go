@@ -36,15 +36,25 @@ type mcpServing struct {
 // mcpHost is what the MCP server reaches of the engine.
 type mcpHost struct{ e *Engine }
 
-// Tools lists the llm_visible tools the configuration's policy allows;
-// the administrative tools are never served.
+// Tools lists the llm_visible tools the configuration's policy allows
+// that can answer: ask_user without an input handler can answer only a
+// client that can ask its user (elicitation), and is served to such
+// clients alone. The administrative tools are never served.
 func (h mcpHost) Tools() []mcp.ToolInfo {
 	scope := toolbox.Scope{Config: h.e.current.Load().policy}
 	var out []mcp.ToolInfo
 	for _, t := range h.e.tools.List() {
-		if t.LLMVisible && !t.Admin && scope.Allows(t.Name) {
-			out = append(out, mcp.InfoFromDescriptor(&t.Descriptor))
+		if !t.LLMVisible || t.Admin || !scope.Allows(t.Name) {
+			continue
 		}
+		info := mcp.InfoFromDescriptor(&t.Descriptor)
+		if !t.CanAnswer() {
+			if t.Name != "ask_user" || !t.Builtin {
+				continue
+			}
+			info.ElicitOnly = true
+		}
+		out = append(out, info)
 	}
 	return out
 }

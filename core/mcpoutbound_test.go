@@ -231,3 +231,41 @@ func TestRemoteURL_headersNeverComeBack(t *testing.T) {
 		t.Errorf("the token came back:\n%s", text)
 	}
 }
+
+// TestRemoteURL_eager_loopback_with_allow_hosts_in_one_change (issue 26
+// §6): an eager loopback [[mcp_servers]] entry failed when
+// network.allow_hosts came in the same clara_configure change, and worked
+// when the two came in separate changes. Issue 25's one outbound path
+// (llm.Transport) fixed it; this keeps it fixed, from a fresh engine.
+func TestRemoteURL_eager_loopback_with_allow_hosts_in_one_change(t *testing.T) {
+	srv := newHostileMCP(t)
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, `{"network":{"allow_hosts":["127.0.0.1"]},"mcp_servers":[{"name":"h","url":`+jsonText(srv.URL+"/mcp")+`,"eager":true}]}`)
+	if out := evalString(t, e, `{"tool":"h__echo_header"}`); !strings.Contains(out, `"status":"success"`) {
+		t.Errorf("one change: %s", out)
+	}
+	e.Configure([]byte(`{"mcp_servers":[]}`))
+}
+
+// TestLinkLocal_named_in_the_configuration_is_not_listed (issue 26 §6): a
+// [[mcp_servers]] url (or llm.base_url) naming 169.254.169.254 was dialled
+// when network.allow_hosts was empty, the configuration's own URLs taken
+// as the list. Naming a link-local or metadata address is not listing it:
+// only network.allow_hosts opens one.
+func TestLinkLocal_named_in_the_configuration_is_not_listed(t *testing.T) {
+	e := core.New(core.Options{})
+	t.Cleanup(e.Close)
+	for _, cfg := range []string{
+		`{"mcp_servers":[{"name":"meta","url":"http://169.254.169.254/mcp"}]}`,
+		`{"llm":{"base_url":"http://169.254.169.254/v1","model":"m"}}`,
+		`{"evaluator":{"url":"http://[fe80::1]/evaluate"}}`,
+		`{"llm":{"base_url":"http://[fd00:ec2::254]/v1","model":"m"}}`,
+	} {
+		out := string(e.Configure([]byte(cfg)))
+		if !strings.Contains(out, `"error":"invalid_request"`) || !strings.Contains(out, "a link-local or metadata address: Clara reaches one only when network.allow_hosts lists it") {
+			t.Errorf("%s: %s", cfg, out)
+		}
+	}
+	mustConfigure(t, e, `{"network":{"allow_hosts":["169.254.169.254"]},"llm":{"base_url":"http://169.254.169.254/v1","model":"m"}}`)
+}

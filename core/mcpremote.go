@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,12 +162,12 @@ type replaceRule struct {
 func (r replaceRule) allows(remoteName string) bool { return r.all || r.names[remoteName] }
 
 // serverConfigs reads the [[mcp_servers]] tables.
-func serverConfigs(entries []map[string]any) ([]mcp.ServerConfig, map[string]replaceRule, bool, error) {
+func serverConfigs(entries []map[string]any, root string) ([]mcp.ServerConfig, map[string]replaceRule, bool, error) {
 	var out []mcp.ServerConfig
 	replace := map[string]replaceRule{}
 	eager := false
 	for i, m := range entries {
-		sc, err := serverConfig(m)
+		sc, err := serverConfig(m, root)
 		if err == nil {
 			replace[sc.Name], err = replaceOf(m)
 		}
@@ -201,7 +202,11 @@ func replaceOf(m map[string]any) (replaceRule, error) {
 	return replaceRule{}, fmt.Errorf("replace must be true, false or a list of the server's tool names")
 }
 
-func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
+// serverConfig reads one [[mcp_servers]] table. A stdio server runs in
+// cwd (relative to root, the absolute project_root), root by default; a
+// command written as a path (with a "/") is relative to root too, a bare
+// name is looked up in PATH.
+func serverConfig(m map[string]any, root string) (mcp.ServerConfig, error) {
 	var sc mcp.ServerConfig
 	str := func(k string) (string, error) {
 		v, ok := m[k]
@@ -229,7 +234,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "headers_env", "oauth", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
+		case "name", "command", "cwd", "args", "env_from", "url", "headers_env", "oauth", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
 			"max_tools", "max_description_bytes", "max_schema_bytes":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
@@ -240,6 +245,24 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	}
 	if sc.Command, err = str("command"); err != nil {
 		return sc, err
+	}
+	if strings.Contains(sc.Command, "/") && !filepath.IsAbs(sc.Command) {
+		sc.Command = filepath.Join(root, sc.Command)
+	}
+	cwd, err := str("cwd")
+	if err != nil {
+		return sc, err
+	}
+	if cwd != "" && sc.Command == "" {
+		return sc, fmt.Errorf("cwd is for a server started with command")
+	}
+	if sc.Command != "" {
+		sc.Dir = root
+		if filepath.IsAbs(cwd) {
+			sc.Dir = filepath.Clean(cwd)
+		} else if cwd != "" {
+			sc.Dir = filepath.Join(root, cwd)
+		}
 	}
 	if sc.URL, err = str("url"); err != nil {
 		return sc, err
@@ -397,7 +420,7 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	if same || len(c.MCPServers) == 0 {
 		return p, nil
 	}
-	configs, replace, eager, err := serverConfigs(c.MCPServers)
+	configs, replace, eager, err := serverConfigs(c.MCPServers, projectRoot(c))
 	if err != nil {
 		return nil, err
 	}

@@ -72,11 +72,13 @@ func (e *Engine) AppendEvaluateWithin(caller *Caller, dst, req []byte) (out []by
 		return e.fail(dst, r.ID, c.name, perr)
 	}
 	// The caller's layers, the request's own policy narrowing them.
-	c.session, c.nested = caller.session, true
+	c.session, c.nested, c.host = caller.session, true, false
 	own := c.scope.Request
 	c.scope = caller.scope
 	if own != nil {
 		c.scope.Request = caller.scope.Request.Narrow(own, "the request")
+		// The named tool: the caller's layer and the request's deny list.
+		c.named, c.hasNamed = caller.scope.Request.Narrow(own.DenyOnly(), "the request"), true
 	}
 	ctx, err := enterNested(caller.ctx, caller.tool)
 	if err != nil {

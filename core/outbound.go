@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -245,13 +248,15 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 		}
 		chat, ctx = s.models.sampling, llm.WithSampler(ctx, llm.SampleFunc(sample))
 	}
-	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx)}
+	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx),
+		elicits: mcp.ElicitorOf(ctx) != nil}
 	// A request that names no session is in "default", shared by every
 	// such caller: its chats start afresh rather than continue each other.
 	conversation := call.Session
 	if conversation == protocol.DefaultSession {
 		conversation = ""
 	}
+	m.queryStart(ctx, s, call)
 	out, err := chat.Run(ctx, host, conversation, call.Arguments)
 	// Every turn's start fires the batch of the turn before; a chat that
 	// ended between a turn's tool calls and the next turn (an error) fires
@@ -260,6 +265,30 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 		m.e.sessions.Get(call.Session).Queue(left)
 	}
 	return out, err
+}
+
+// queryStart fires on_query_start as the chat starts (seed 004's hook,
+// which only a host could emit before issue 26): context.question is the
+// chat's prompt, or its last user message. What its rules say reaches
+// the model with the first turn, as the session's notices do.
+func (m modelTools) queryStart(ctx context.Context, s *snapshot, call toolbox.Call) {
+	if !s.rules.Watches(rules.OnQueryStart) {
+		return
+	}
+	question := gjson.GetBytes(call.Arguments, "prompt")
+	if !question.Exists() {
+		for _, msg := range gjson.GetBytes(call.Arguments, "messages").Array() {
+			if msg.Get("role").Str == "user" {
+				question = msg.Get("content")
+			}
+		}
+	}
+	payload := func() map[string]any {
+		return map[string]any{"question": question.String(), "model": gjson.GetBytes(call.Arguments, "model").String()}
+	}
+	if perr := m.e.fireOnly(ctx, s, rules.OnQueryStart, call.Session, payload); perr != nil {
+		m.e.log.Logf(logging.Warn, "chat: %s: %s", rules.OnQueryStart, perr.Message)
+	}
 }
 
 func (m modelTools) Evaluate(ctx context.Context, call toolbox.Call) ([]byte, error) {

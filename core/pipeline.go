@@ -32,10 +32,16 @@ type toolCall struct {
 	id      []byte        // the request's id, for the audit; borrowed
 	meta    []byte        // the request's _meta object, for the audit and the rules; borrowed
 	nested  bool          // made by a rule, a script or a tool, not by the host
+	host    bool          // a request of the host program (clara_evaluate, clara_submit), not nested, not an MCP client's
 	scanned bool          // args come from a request protocol.Parse scanned strictly
 	tool    *toolbox.Tool // looked up already (a host's request), or nil
 	rep     *report       // what the rules and callbacks say, for the envelope
 	state   *requestState // the host's request this call answers; nil for nested calls
+	// named is the request layer the named tool itself is checked against
+	// (hasNamed): a request's allow list narrows what the tool it names may
+	// call, not that tool; its deny list applies to both (issue 26 §4).
+	named    *toolbox.Policy
+	hasNamed bool
 
 	// What an operator sees of it (observe.go).
 	ticket, parent toolbox.Ticket  // its decision id, reserved as it starts; its caller's
@@ -89,6 +95,14 @@ type report struct {
 func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.clock.now()
 	c.ticket = e.audit.Reserve()
+	if s.refused != nil { // the start-up configuration is broken: nothing runs
+		e.record(start, 0, c, strings.Clone(c.name), s.refused)
+		if e.tel.On() {
+			c.obsCtx = ctx
+			e.leaveCall(c, nil, 0, nil, s.refused)
+		}
+		return nil, false, s.refused
+	}
 	t, ok := c.tool, c.tool != nil
 	if !ok {
 		t, ok = e.tools.Lookup(c.name)
@@ -134,11 +148,22 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 // admit decides whether the call may run: the policy layers, the
 // administrative tools' reach, then the on_tool_call rules.
 func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *toolCall) *protocol.Error {
+	scope := c.scope
+	if c.hasNamed {
+		scope.Request = c.named
+	}
+	if c.host && s.admin(t) {
+		// The host's own administrative calls follow the deny lists of
+		// configuration and session, not their allow lists, which say
+		// what calls may use: an allow list must not lock the host out of
+		// rules_load or session_policy (docs/tools.md).
+		scope.Config, scope.Session = scope.Config.DenyOnly(), scope.Session.DenyOnly()
+	}
 	if c.rep.wantTrace {
 		c.handOn()
-		c.rep.policy = append(c.rep.policy, c.scope.Explain(t.Name)...)
+		c.rep.policy = append(c.rep.policy, scope.Explain(t.Name)...)
 	}
-	if perr := c.scope.Check(t.Name); perr != nil {
+	if perr := scope.Check(t.Name); perr != nil {
 		return perr
 	}
 	if c.nested {

@@ -67,7 +67,8 @@ func TestPipeline_policyLayers(t *testing.T) {
 	register(t, e, `{"name":"b"}`, answer("2"))
 	cases := []struct{ in, want string }{
 		{`{"tool":"a","policy":{"deny":["a"]}}`, `{"status":"error","error":"denied","message":"tool \"a\" denied by the policy of the request: its deny list names it"}`},
-		{`{"tool":"b","policy":{"allow":["a"]}}`, `{"status":"error","error":"denied","message":"tool \"b\" denied by the policy of the request: it is not in its allow list"}`},
+		// The request's allow list is what b may call, not b (issue 26 §4).
+		{`{"tool":"b","policy":{"allow":["a"]}}`, `{"status":"success","tool":"b","result":2}`},
 		{`{"tool":"a","policy":{"allow":["a"]}}`, `{"status":"success","tool":"a","result":1}`},
 		{`{"tool":"a","policy":{"allow":"a"}}`, `{"status":"error","error":"invalid_request","message":"\"policy\" must be {\"allow\": [names], \"deny\": [names]}: \"allow\" must not be string"}`},
 		{`{"tool":"a","policy":{"only":["a"]}}`, `{"status":"error","error":"invalid_request","message":"\"policy\" must be {\"allow\": [names], \"deny\": [names]}: unknown key \"only\""}`},
@@ -90,8 +91,10 @@ func TestPipeline_policyLayers(t *testing.T) {
 	if got := string(e.Evaluate([]byte(`{"tool":"b","session":"w2"}`))); got != `{"status":"success","tool":"b","result":2}` {
 		t.Errorf("another session is affected: %s", got)
 	}
-	if got := string(e.Evaluate([]byte(`{"tool":"session_policy","session":"w1"}`))); got !=
-		`{"status":"error","error":"denied","message":"tool \"session_policy\" denied by the policy of session \"w1\": it is not in its allow list"}` {
+	// The host's own session_policy is not a use of a tool the session's
+	// allow list governs (issue 26 §4); it only ever narrows.
+	if got := string(e.Evaluate([]byte(`{"tool":"session_policy","session":"w1","arguments":{"allow":["a","b","c","echo","session_policy"]}}`))); got !=
+		`{"status":"success","tool":"session_policy","result":{"session":"w1","allow":["a","b","echo"],"deny":["b"]}}` {
 		t.Errorf("the session could still widen itself: %s", got)
 	}
 	// Reset forgets session policies.

@@ -70,12 +70,21 @@ const maxManifest = 64 << 10
 // otherwise, in load order (priority, highest first, then name). Every
 // problem is positioned; any problem fails the whole discovery, as a
 // broken rule file does.
-func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, error) {
+func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, []string, error) {
 	patterns := make([]string, len(c.Plugins.Paths))
 	for i, p := range c.Plugins.Paths {
 		patterns[i] = strings.TrimRight(p, "/") + "/plugin.toml"
 	}
-	manifests, _, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, patterns, false)
+	manifests, unmatchedManifests, err := readRuleFiles(c.ProjectRoot, c.ProjectRoot, patterns, false)
+	var unmatched []string // as configured
+	for _, u := range unmatchedManifests {
+		for i, p := range patterns {
+			if p == u {
+				unmatched = append(unmatched, c.Plugins.Paths[i])
+				break
+			}
+		}
+	}
 	if ps, ok := asProblems(err); ok {
 		for i := range ps { // a pattern's problem is plugins.paths'
 			if ps[i].File == "rules.paths" {
@@ -84,7 +93,7 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*plugin
 	var problems protocol.Problems
@@ -96,7 +105,7 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 				problems = append(problems, ps...)
 				continue
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if first, dup := byName[p.name]; dup {
 			problems = append(problems, protocol.Problem{File: m.Name, Line: 1,
@@ -116,9 +125,9 @@ func discoverPlugins(c *config.Config, enabled map[string]bool) ([]*plugin, erro
 		return out[i].name < out[j].name
 	})
 	if len(problems) > 0 {
-		return out, problems // the plugins that did read, for Check
+		return out, unmatched, problems // the plugins that did read, for Check
 	}
-	return out, nil
+	return out, unmatched, nil
 }
 
 // readPlugin reads a plugin's folder from its manifest.

@@ -107,10 +107,20 @@ func pluginEngine(t testing.TB, dir string, buf *syncBuffer) *core.Engine {
 	log := logging.New(func(l logging.Level, m string) { buf.Write([]byte(l.String() + " " + m + "\n")) }, logging.Debug)
 	e := core.New(core.Options{Logger: log})
 	t.Cleanup(e.Close)
+	// The project keeps its plugins (and rules, when it has them) where
+	// its configuration says: plugins/ and rules/, not the defaults under
+	// .clara/.
+	rulePaths := "[]"
+	if _, err := os.Stat(filepath.Join(dir, "rules")); err == nil {
+		rulePaths = `["rules/*.toml"]`
+	}
 	mustConfigure(t, e, `state_dir = ""
 project_root = `+jsonText(dir)+`
 [rules]
 builtin = false
+paths = `+rulePaths+`
+[plugins]
+paths = ["plugins/*"]
 `)
 	return e
 }

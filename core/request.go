@@ -65,12 +65,18 @@ func (e *Engine) newToolCall(s *snapshot, r *protocol.Request, c *toolCall) *pro
 	c.scanned = true // protocol.Parse refused duplicate keys in the arguments too
 	c.scope = toolbox.Scope{Config: s.policy, Session: e.sessions.Policy(r.Session)}
 	c.rep.wantTrace = r.Trace
+	c.host = true // nestedRequest says otherwise
 	if r.Policy != nil {
 		p, err := toolbox.ParsePolicy(r.Policy, "the request")
 		if err != nil {
 			return protocol.Errorf(protocol.InvalidRequest, "%v", err)
 		}
+		// The request's policy narrows "this call and everything it
+		// calls": its allow list is the with_tools of seed 003, the tools
+		// the named tool may use, so the named tool itself answers only to
+		// its deny list (issue 26 §4).
 		c.scope.Request = p
+		c.named, c.hasNamed = p.DenyOnly(), true
 	}
 	return nil
 }

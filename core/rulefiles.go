@@ -3,11 +3,14 @@ package core
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
@@ -33,7 +36,7 @@ const (
 // returns the configured patterns that matched no file.
 // The plugins' rules come after the configured files, the rules added at
 // run time last. It also returns the plugins found, enabled or not.
-func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, []string, []*plugin, error) {
+func (e *Engine) loadRules(c *config.Config, runtime runtimeRules, strict strictPaths) (*rules.Set, []string, []*plugin, error) {
 	var sources []rules.Source
 	if c.Rules.Builtin {
 		sources = append(sources, rules.BuiltinSources()...)
@@ -46,9 +49,12 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules) (*rules.Set, 
 		return nil, nil, nil, err
 	}
 	sources = append(sources, files...)
-	plugins, err := discoverPlugins(c, runtime.enabled)
+	plugins, pluginsUnmatched, err := discoverPlugins(c, runtime.enabled)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if ps := strict.problems(c, unmatched, pluginsUnmatched); len(ps) > 0 {
+		return nil, nil, nil, ps
 	}
 	sources = append(sources, pluginSources(plugins)...)
 	sources = append(sources, runtime.sources...)
@@ -85,7 +91,7 @@ func readRuleFiles(base, root string, patterns []string, insideOnly bool) (out [
 		if len(matches) == 0 {
 			unmatched = append(unmatched, p)
 		}
-		wildcard := strings.ContainsAny(p, "*?[")
+		wildcard := hasWildcard(filepath.ToSlash(p))
 		for _, m := range matches {
 			if wildcard && isRuleTest(m) {
 				continue // a test kept beside the rules, as the shipped ones are
@@ -125,10 +131,13 @@ func readRuleFiles(base, root string, patterns []string, insideOnly bool) (out [
 // the folder the pattern starts from.
 type ruleMatch struct{ inside, from string }
 
-// globRuleFiles expands one pattern: path.Match syntax in each component,
-// and "**" as a whole component for any number of directories. Only
-// regular files match; directories reached through a ** are walked without
-// following symbolic links.
+// globRuleFiles expands one pattern with doublestar's syntax ("**" for
+// any number of directories, {a,b} alternatives, path.Match's wildcards
+// within a name). Only regular files match (a symbolic link to one
+// counts); directories are walked through an os.Root opened at root (or,
+// for an absolute pattern outside it, at the folder the pattern starts
+// from), without following symbolic links, and a walk looks at most at
+// maxGlobEntries directory entries.
 func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, ruleMatch, error) {
 	absRoot, err := filepath.Abs(root)
 	if err != nil {
@@ -148,88 +157,78 @@ func globRuleFiles(base, root, pattern string, insideOnly bool) ([]string, ruleM
 	if absRoot != "" && !within(absRoot, p) {
 		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q leaves project_root", pattern)}}
 	}
-	how := ruleMatch{inside: absRoot}
-	// The part before the first wildcard is a directory to start from.
-	parts := strings.Split(filepath.ToSlash(p), "/")
-	start := 0
-	for start < len(parts) && !strings.ContainsAny(parts[start], "*?[") {
-		start++
+	slashed := filepath.ToSlash(p)
+	if !doublestar.ValidatePattern(slashed) {
+		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q is not a valid pattern (a [ or { left open)", pattern)}}
 	}
-	if start == len(parts) { // no wildcard: one file
+	how := ruleMatch{inside: absRoot}
+	if !hasWildcard(slashed) { // one file
 		how.from = filepath.Dir(p)
 		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && insideRoot(absRoot, p) {
 			return []string{p}, how, nil
 		}
 		return nil, how, nil
 	}
-	for _, part := range parts[start:] {
-		if _, err := path.Match(part, ""); err != nil {
-			return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q: %v", pattern, err)}}
+	from, rest := doublestar.SplitPattern(slashed)
+	how.from = filepath.FromSlash(from)
+	// The walk's root: project_root when the pattern lies inside it, so
+	// that no link leads the walk out; else the folder it starts from.
+	walkRoot, sub := how.from, rest
+	if absRoot != "" {
+		rel, err := filepath.Rel(absRoot, how.from)
+		if err != nil {
+			return nil, how, nil
 		}
+		walkRoot, sub = absRoot, path.Join(filepath.ToSlash(rel), rest)
 	}
-	dir := filepath.FromSlash(strings.Join(parts[:start], "/"))
-	if dir == "" {
-		dir = "/"
+	r, err := os.OpenRoot(walkRoot)
+	if err != nil {
+		return nil, how, nil // a folder that does not exist (yet) holds nothing
 	}
-	how.from = dir
-	g := globber{budget: maxGlobEntries}
-	g.expand(dir, parts[start:])
-	if g.budget < 0 {
-		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q looks at more than %d directory entries", pattern, maxGlobEntries)}}
-	}
+	defer r.Close()
+	fsys := &countedFS{FS: r.FS(), left: maxGlobEntries}
 	var out []string
-	for _, m := range g.found {
-		if insideRoot(absRoot, m) {
-			out = append(out, m)
+	_ = doublestar.GlobWalk(fsys, sub, func(name string, d fs.DirEntry) error {
+		full := filepath.Join(walkRoot, filepath.FromSlash(name))
+		if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 {
+			if info, err := os.Stat(full); err == nil && info.Mode().IsRegular() && insideRoot(absRoot, full) {
+				out = append(out, full)
+			}
 		}
+		return nil
+	}, doublestar.WithNoFollow())
+	if fsys.left < 0 {
+		return nil, ruleMatch{}, protocol.Problems{{File: "rules.paths", Message: fmt.Sprintf("%q looks at more than %d directory entries", pattern, maxGlobEntries)}}
 	}
 	return out, how, nil
 }
 
-type globber struct {
-	found  []string
-	budget int
+// hasWildcard reports whether a pattern has any of doublestar's special
+// characters (a file name holding one is written escaped, \*).
+func hasWildcard(p string) bool { return strings.ContainsAny(p, "*?[{\\") }
+
+// countedFS is a file system whose ReadDir counts the entries it returns,
+// failing once more than left were read: a pattern's walk stays bounded.
+type countedFS struct {
+	fs.FS
+	left int
 }
 
-// expand matches the pattern components parts below dir.
-func (g *globber) expand(dir string, parts []string) {
-	if len(parts) == 0 || g.budget < 0 {
-		return
+func (c *countedFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if c.left < 0 {
+		return nil, errGlobBudget
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
+	entries, err := fs.ReadDir(c.FS, name)
+	c.left -= len(entries)
+	if c.left < 0 {
+		return nil, errGlobBudget
 	}
-	g.budget -= len(entries)
-	if g.budget < 0 {
-		return
-	}
-	part, rest := parts[0], parts[1:]
-	if part == "**" {
-		g.expand(dir, rest) // zero directories
-		for _, en := range entries {
-			if en.IsDir() { // a symbolic link to a directory is not followed
-				g.expand(filepath.Join(dir, en.Name()), parts)
-			}
-		}
-		return
-	}
-	for _, en := range entries {
-		if ok, _ := path.Match(part, en.Name()); !ok {
-			continue
-		}
-		full := filepath.Join(dir, en.Name())
-		if len(rest) == 0 {
-			if info, err := os.Stat(full); err == nil && info.Mode().IsRegular() {
-				g.found = append(g.found, full)
-			}
-			continue
-		}
-		if info, err := os.Stat(full); err == nil && info.IsDir() {
-			g.expand(full, rest)
-		}
-	}
+	return entries, err
 }
+
+func (c *countedFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(c.FS, name) }
+
+var errGlobBudget = errors.New("too many directory entries")
 
 // within reports whether p is root or below it, as written.
 func within(root, p string) bool {
@@ -248,6 +247,32 @@ func insideRoot(root, p string) bool {
 func isRuleTest(name string) bool {
 	base := strings.ToLower(filepath.Base(name))
 	return strings.HasSuffix(base, ".test.toml") || strings.HasSuffix(base, ".test.json")
+}
+
+// problems are the configured patterns that matched nothing and had to
+// match something: those the change's own text gave (strict), but for
+// the defaults, which may match nothing (a project without rules or
+// plugins). Each is a problem of its key, positioned by positionIn.
+func (strict strictPaths) problems(c *config.Config, rules, plugins []string) protocol.Problems {
+	defaults := config.Build(config.Defaults())
+	var ps protocol.Problems
+	for _, k := range []struct {
+		on        bool
+		key, what string
+		unmatched []string
+		defaults  []string
+	}{{strict.rules, "rules.paths", "file", rules, defaults.Rules.Paths},
+		{strict.plugins, "plugins.paths", "plugin folder (a folder holding a plugin.toml)", plugins, defaults.Plugins.Paths}} {
+		if !k.on {
+			continue
+		}
+		for _, u := range k.unmatched {
+			if !contains(k.defaults, u) {
+				ps = append(ps, protocol.Problem{File: k.key, Message: fmt.Sprintf("%q matches no %s under %s", u, k.what, projectRoot(c))})
+			}
+		}
+	}
+	return ps
 }
 
 // asProblems finds the positioned problems in an error.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/clara-lib/clara/core/config"
@@ -131,15 +132,12 @@ func patternBase(root, pattern string) string {
 		}
 		p = filepath.Join(abs, p)
 	}
-	parts := strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
-	i := 0
-	for i < len(parts) && !strings.ContainsAny(parts[i], "*?[") {
-		i++
-	}
-	if i == len(parts) { // one file
+	slashed := filepath.ToSlash(filepath.Clean(p))
+	if !hasWildcard(slashed) { // one file
 		return filepath.Dir(p)
 	}
-	return filepath.FromSlash(strings.Join(parts[:i], "/"))
+	from, _ := doublestar.SplitPattern(slashed)
+	return filepath.FromSlash(from)
 }
 
 // relevant reports whether a change to name can change the rules: a rule

@@ -50,11 +50,11 @@ func greetRule(message string) string {
 func TestHotReload_rulesScriptsAndPlugins(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
-		"rules/greet.toml":       greetRule("v1"),
-		"rules/lua.toml":         "[rule]\nid = \"scripted\"\ntrigger = \"visit\"\n[action]\ntype = \"lua\"\nscript = \"check.lua\"\n",
-		"rules/check.lua":        "notify(\"lua v1\")\n",
-		"plugins/p/plugin.toml":  "name = \"p\"\n",
-		"plugins/p/rules/r.toml": "[rule]\nid = \"plugged\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"plugin v1\"\n",
+		".clara/rules/greet.toml":       greetRule("v1"),
+		".clara/rules/lua.toml":         "[rule]\nid = \"scripted\"\ntrigger = \"visit\"\n[action]\ntype = \"lua\"\nscript = \"check.lua\"\n",
+		".clara/rules/check.lua":        "notify(\"lua v1\")\n",
+		".clara/plugins/p/plugin.toml":  "name = \"p\"\n",
+		".clara/plugins/p/rules/r.toml": "[rule]\nid = \"plugged\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"plugin v1\"\n",
 	})
 	var buf syncBuffer
 	log := logging.New(func(l logging.Level, m string) { buf.Write([]byte(l.String() + " " + m + "\n")) }, logging.Debug)
@@ -67,20 +67,20 @@ func TestHotReload_rulesScriptsAndPlugins(t *testing.T) {
 		t.Fatalf("watching %v: %q", on, dirs) // rules/, plugins/, plugins/p, plugins/p/rules
 	}
 
-	saveLikeAnEditor(t, filepath.Join(dir, "rules", "greet.toml"), greetRule("v2"))
+	saveLikeAnEditor(t, filepath.Join(dir, ".clara", "rules", "greet.toml"), greetRule("v2"))
 	waitFor(t, "the edited rule", func() bool { return visit() == "v2 | lua v1 | plugin v1" })
 
-	saveLikeAnEditor(t, filepath.Join(dir, "rules", "check.lua"), "notify(\"lua v2\")\n")
+	saveLikeAnEditor(t, filepath.Join(dir, ".clara", "rules", "check.lua"), "notify(\"lua v2\")\n")
 	waitFor(t, "the edited script", func() bool { return visit() == "v2 | lua v2 | plugin v1" })
 
-	if err := writeFile(filepath.Join(dir, "plugins", "p", "rules", "r.toml"),
+	if err := writeFile(filepath.Join(dir, ".clara", "plugins", "p", "rules", "r.toml"),
 		"[rule]\nid = \"plugged\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"plugin v2\"\n"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the edited plugin", func() bool { return visit() == "v2 | lua v2 | plugin v2" })
 
 	// A broken edit: the rules in force stay, the log says where.
-	greet := filepath.Join(dir, "rules", "greet.toml")
+	greet := filepath.Join(dir, ".clara", "rules", "greet.toml")
 	saveLikeAnEditor(t, greet, "[rule]\nid = \"greet\"\ntrigger = = \"visit\"\n")
 	waitFor(t, "the reload's error in the log", func() bool {
 		return strings.Contains(buf.String(), "error rules reload: "+greet+":3:")
@@ -89,7 +89,7 @@ func TestHotReload_rulesScriptsAndPlugins(t *testing.T) {
 
 	// A new rule file in a watched folder comes in, with the mended one.
 	saveLikeAnEditor(t, greet, greetRule("v3"))
-	writeTree(t, dir, map[string]string{"rules/more.toml": "[rule]\nid = \"more\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"more\"\n"})
+	writeTree(t, dir, map[string]string{".clara/rules/more.toml": "[rule]\nid = \"more\"\ntrigger = \"visit\"\n[action]\ntype = \"notify_self\"\nmessage = \"more\"\n"})
 	waitFor(t, "the mended and the new file", func() bool { return visit() == "v3 | lua v2 | more | plugin v2" })
 
 	// Without a state_dir nothing is watched; Close waits for the watcher.
@@ -101,7 +101,7 @@ func TestHotReload_rulesScriptsAndPlugins(t *testing.T) {
 
 func TestHotReload_stopsOnResetAndClose(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{"rules/greet.toml": greetRule("v1")})
+	writeTree(t, dir, map[string]string{".clara/rules/greet.toml": greetRule("v1")})
 	e := core.New(core.Options{})
 	mustConfigure(t, e, "project_root = "+jsonText(dir)+"\nstate_dir = "+jsonText(filepath.Join(dir, ".clara"))+"\n")
 	if on, _ := e.Watching(); !on {
@@ -161,9 +161,9 @@ func echoDenied(t *testing.T, e *core.Engine) bool {
 func TestIssue25_hot_reload_survives_folders_made_again(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
-		"rules/deny.toml":        denyEcho,
-		"plugins/p/plugin.toml":  "name = \"p\"\n",
-		"plugins/p/rules/r.toml": greetRule("plugin v1"),
+		".clara/rules/deny.toml":        denyEcho,
+		".clara/plugins/p/plugin.toml":  "name = \"p\"\n",
+		".clara/plugins/p/rules/r.toml": greetRule("plugin v1"),
 	})
 	var buf syncBuffer
 	e := watchedEngine(t, dir, &buf, "")
@@ -171,14 +171,14 @@ func TestIssue25_hot_reload_survives_folders_made_again(t *testing.T) {
 	if !echoDenied(t, e) || visit() != "plugin v1" {
 		t.Fatal("the rules did not load")
 	}
-	rules, plugins := filepath.Join(dir, "rules"), filepath.Join(dir, "plugins")
+	rules, plugins := filepath.Join(dir, ".clara", "rules"), filepath.Join(dir, ".clara", "plugins")
 	for round := 1; round <= 3; round++ {
 		// A checkout: the folder goes, and comes back with other files.
 		if err := os.RemoveAll(rules); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the deny rule to go with its folder", func() bool { return !echoDenied(t, e) })
-		writeTree(t, dir, map[string]string{"rules/deny.toml": denyEcho})
+		writeTree(t, dir, map[string]string{".clara/rules/deny.toml": denyEcho})
 		waitFor(t, "the deny rule back in the folder made again", func() bool { return echoDenied(t, e) })
 
 		// rsync --delete of plugins/: its folder renamed away, a new one
@@ -188,8 +188,8 @@ func TestIssue25_hot_reload_survives_folders_made_again(t *testing.T) {
 		}
 		want := "plugin v" + string(rune('1'+round))
 		writeTree(t, dir, map[string]string{
-			"plugins/p/plugin.toml":  "name = \"p\"\n",
-			"plugins/p/rules/r.toml": greetRule(want),
+			".clara/plugins/p/plugin.toml":  "name = \"p\"\n",
+			".clara/plugins/p/rules/r.toml": greetRule(want),
 		})
 		if err := os.RemoveAll(plugins + ".old"); err != nil {
 			t.Fatal(err)
@@ -210,10 +210,12 @@ func TestIssue25_hot_reload_starts_in_a_project_without_rules(t *testing.T) {
 		tree       map[string]string
 		file       string
 	}{
-		{"empty folders", "", map[string]string{"rules/.keep": "", "plugins/.keep": ""}, "rules/deny.toml"},
-		{"no folders", "", map[string]string{"README": ""}, "rules/deny.toml"},
-		{"a plugin later", "", map[string]string{"README": ""}, "plugins/guard/rules/deny.toml"},
-		{"a deep pattern", "paths = [\"conf/rules/**/*.toml\"]\n", map[string]string{"README": ""}, "conf/rules/a/deny.toml"},
+		{"empty folders", "", map[string]string{".clara/rules/.keep": "", ".clara/plugins/.keep": ""}, ".clara/rules/deny.toml"},
+		{"no folders", "", map[string]string{"README": ""}, ".clara/rules/deny.toml"},
+		{"a plugin later", "", map[string]string{"README": ""}, ".clara/plugins/guard/rules/deny.toml"},
+		// A pattern the configuration gives must match a file when it is
+		// applied (issue 26 §1); a folder made later below it is watched.
+		{"a deep pattern", "paths = [\"conf/rules/**/*.toml\"]\n", map[string]string{"conf/rules/log.toml": logRule("quiet")}, "conf/rules/a/deny.toml"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -227,8 +229,8 @@ func TestIssue25_hot_reload_starts_in_a_project_without_rules(t *testing.T) {
 				t.Fatal("denied before any rule")
 			}
 			files := map[string]string{c.file: denyEcho}
-			if strings.HasPrefix(c.file, "plugins/guard/") {
-				files["plugins/guard/plugin.toml"] = "name = \"guard\"\n"
+			if strings.HasPrefix(c.file, ".clara/plugins/guard/") {
+				files[".clara/plugins/guard/plugin.toml"] = "name = \"guard\"\n"
 			}
 			writeTree(t, dir, files)
 			waitFor(t, "the rule written after the start", func() bool { return echoDenied(t, e) })

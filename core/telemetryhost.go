@@ -110,7 +110,7 @@ func (e *Engine) commitObservability(c *config.Config) {
 // auditSink is where configuration c sends the audit.
 func auditSink(c *config.Config) toolbox.AuditSink {
 	a := c.Audit
-	return toolbox.AuditSink{Path: a.Path, MaxSizeMB: a.MaxSizeMB, MaxBackups: a.MaxBackups, MaxAgeDays: a.MaxAgeDays, Compress: a.Compress}
+	return toolbox.AuditSink{Path: auditPath(c), MaxSizeMB: a.MaxSizeMB, MaxBackups: a.MaxBackups, MaxAgeDays: a.MaxAgeDays, Compress: a.Compress}
 }
 
 // exportAudit sends one audit record as an OTLP log record, in its call's

@@ -28,10 +28,12 @@ else
 fi
 
 # The agent demo exactly as `make demo-agent` runs it; its status lines
-# (stderr) are compared with the durations left out.
+# (stderr) are compared with the durations left out, and none may read
+# "(0ms)": a call under a millisecond says its microseconds (issue 26 §6).
 if bash examples_c/agent/run.sh > "$out/demo_agent.stdout" 2> "$out/demo_agent.stderr" &&
    diff -u tests/examples/demo_agent.out "$out/demo_agent.stdout" &&
-   diff -u tests/examples/demo_agent.err <(sed -E 's/\([0-9]+ms\)/(Nms)/' "$out/demo_agent.stderr"); then
+   diff -u tests/examples/demo_agent.err <(sed -E 's/\([0-9]+(ms|µs)\)/(Nms)/' "$out/demo_agent.stderr") &&
+   ! grep -F '(0ms)' "$out/demo_agent.stderr"; then
   echo "ok   examples_c/agent (make demo-agent)"
 else
   echo "FAIL examples_c/agent: make demo-agent failed or its output differs from tests/examples/demo_agent.{out,err}"

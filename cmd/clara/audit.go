@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
 )
@@ -88,13 +89,13 @@ func (env *environment) auditPath() (string, error) {
 		if err != nil {
 			return "", usageError("%s: %v", f.what, err)
 		}
-		over, err := config.Parse(text, f.path, 0)
+		over, err := core.ConfigFileTree(text, f.path, tree)
 		if err != nil {
 			return "", env.configError(f.what, f.path, err)
 		}
 		tree = config.Merge(tree, over)
 	}
-	return config.Build(tree).Audit.Path, nil
+	return core.AuditPath(config.Build(tree)), nil
 }
 
 // tailAudit prints the last n records of path, then, with follow, the

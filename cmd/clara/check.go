@@ -42,7 +42,13 @@ with the list). Exit status 1 when there are problems.`,
 				}
 				source = path
 			}
-			problems := relativeProblems(core.Check(text, source))
+			var found protocol.Problems
+			if path != "" {
+				found = core.CheckFile(text, path)
+			} else {
+				found = core.Check(text, source)
+			}
+			problems := relativeProblems(found)
 			if env.json {
 				out, _ := json.MarshalIndent(struct {
 					Source   string            `json:"source"`

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
 
@@ -45,7 +49,9 @@ With --allow-tools the model may call tools (all the calls of the chat may
 reach, or those --tools names), each through Clara's policy, rules and
 limits. --verbose shows each tool call on stderr, --stream prints the answer
 as it arrives, --ask lets the model ask you (the question on stderr, your
-answer one line of stdin). --result-schema asks for a JSON result of that
+answer one line of stdin, a JSON object for a form) and asks you about
+each call a rule or a tool holds for approval: y runs it, n [REASON] does
+not, e ARGUMENTS runs it with the arguments you give. --result-schema asks for a JSON result of that
 schema, printed instead of the answer's text.`,
 		Example: `  clara chat "What time is it in Tokyo?" --allow-tools --tools get_time --verbose
   clara chat --session s1 "Remember: my name is Ada."
@@ -82,8 +88,7 @@ schema, printed instead of the answer's text.`,
 				defer env.engine.SetEventSink(nil)
 			}
 			if ask {
-				env.engine.SetInputHandler(terminalInput(env))
-				defer env.engine.SetInputHandler(nil)
+				defer newTerminal(env).install()()
 			}
 			request := map[string]any{"tool": "chat", "arguments": arguments}
 			if session != "" {
@@ -116,14 +121,14 @@ schema, printed instead of the answer's text.`,
 	f.StringVar(&model, "model", "", "the `MODEL` to ask instead of llm.model")
 	f.BoolVarP(&verbose, "verbose", "v", false, "show each tool call and its result on stderr")
 	f.BoolVar(&stream, "stream", false, "print the answer as it arrives")
-	f.BoolVar(&ask, "ask", false, "let the model ask you questions (ask_user): on stderr, answered on stdin")
+	f.BoolVar(&ask, "ask", false, "let the model ask you questions (ask_user) and ask you to approve the calls rules hold: on stderr, answered on stdin")
 	f.StringVar(&resultSchema, "result-schema", "", "a JSON Schema `OBJECT` the result must match; the result is printed as JSON")
 	_ = c.RegisterFlagCompletionFunc("tools", completeToolNames(env))
 	return c
 }
 
 // progressPrinter shows a chat as it runs: the seed's status lines on
-// stderr (↪ tool: NAME(ARGS…), ✔ tool result received (34ms), ✗ on
+// stderr (↪ tool: NAME(ARGS…), ✔ tool result received: NAME (34ms), ✗ on
 // failure) with --verbose, the answer's text as it streams with --stream.
 func progressPrinter(env *environment, verbose, stream bool) func([]byte) {
 	var mu sync.Mutex
@@ -144,33 +149,208 @@ func progressPrinter(env *environment, verbose, stream bool) func([]byte) {
 		case ev.Event == "tool_call" && verbose:
 			fmt.Fprintf(env.stderr, "↪ tool: %s(%s)\n", ev.Tool, shorten(string(ev.Arguments), 60))
 		case ev.Event == "tool_result" && verbose && ev.Status == "success":
-			fmt.Fprintf(env.stderr, "✔ tool result received (%s)\n", time.Duration(ev.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+			fmt.Fprintf(env.stderr, "✔ tool result received: %s (%s)\n", ev.Tool, durationText(ev.DurationMS))
 		case ev.Event == "tool_result" && verbose:
-			fmt.Fprintf(env.stderr, "✗ tool %s failed: %s (%s)\n", ev.Tool, ev.Status, time.Duration(ev.DurationMS*float64(time.Millisecond)).Round(time.Millisecond))
+			fmt.Fprintf(env.stderr, "✗ tool %s failed: %s (%s)\n", ev.Tool, ev.Status, durationText(ev.DurationMS))
 		}
 	}
 }
 
-// terminalInput answers ask_user from the terminal: the question on
-// stderr, the answer one line of stdin; end of input declines. Questions
-// asked at once are put one after the other.
-func terminalInput(env *environment) core.InputHandler {
-	var mu sync.Mutex
-	lines := bufio.NewReader(env.stdin)
-	return func(request []byte) (string, bool) {
-		var q struct{ Prompt string }
-		if json.Unmarshal(request, &q) != nil {
+// durationText is a status line's duration: milliseconds from one on,
+// microseconds below (a built-in tool answers in a few: "(0s)" told
+// nothing).
+func durationText(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	if d < time.Millisecond {
+		return strconv.FormatInt(d.Round(time.Microsecond).Microseconds(), 10) + "µs"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// terminal is the person at the terminal for --ask: ask_user's questions
+// and the approvals rules ask for, one after the other, on stderr, each
+// answered by one line of stdin.
+type terminal struct {
+	env   *environment
+	mu    sync.Mutex
+	lines *bufio.Reader
+}
+
+func newTerminal(env *environment) *terminal {
+	return &terminal{env: env, lines: bufio.NewReader(env.stdin)}
+}
+
+// install makes the terminal the engine's input handler and approver
+// until the returned function runs.
+func (t *terminal) install() (remove func()) {
+	t.env.engine.SetInputHandler(t.input)
+	t.env.engine.SetApprover(core.ApproverFunc(t.approve))
+	return func() {
+		t.env.engine.SetInputHandler(nil)
+		t.env.engine.SetApprover(nil)
+	}
+}
+
+// readLine reads one answer; ok is false at the end of input.
+func (t *terminal) readLine() (string, bool) {
+	line, err := t.lines.ReadString('\n')
+	if err != nil && line == "" {
+		fmt.Fprintln(t.env.stderr)
+		return "", false
+	}
+	return strings.TrimRight(line, "\r\n"), true
+}
+
+// input answers ask_user: the question on stderr, the answer one line of
+// stdin; end of input declines. A form (the question has a schema) is
+// answered by one JSON or JSON5 object, checked against the form here: an
+// answer that does not fit is said and asked again.
+func (t *terminal) input(request []byte) (string, bool) {
+	var q struct {
+		Prompt string
+		Schema json.RawMessage
+	}
+	if json.Unmarshal(request, &q) != nil {
+		return "", false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(q.Schema) == 0 {
+		fmt.Fprintf(t.env.stderr, "? %s\n> ", q.Prompt)
+		return t.readLine()
+	}
+	form, err := toolbox.CompileValueSchema("the form", q.Schema)
+	if err != nil {
+		return "", false // the engine refuses such a form before it asks
+	}
+	fmt.Fprintf(t.env.stderr, "? %s\n  answer with a JSON object: %s\n", q.Prompt, formFields(q.Schema))
+	for {
+		fmt.Fprint(t.env.stderr, "> ")
+		line, ok := t.readLine()
+		if !ok {
 			return "", false
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(env.stderr, "? %s\n> ", q.Prompt)
-		line, err := lines.ReadString('\n')
-		if err != nil && line == "" {
-			fmt.Fprintln(env.stderr)
-			return "", false
+		answer := []byte(strings.TrimSpace(line))
+		if !json.Valid(answer) {
+			relaxed, err := t.env.engine.JSON5(answer)
+			if err != nil {
+				fmt.Fprintf(t.env.stderr, "  not a JSON object: %v\n", err)
+				continue
+			}
+			answer = relaxed
 		}
-		return strings.TrimRight(line, "\r\n"), true
+		if len(answer) == 0 || answer[0] != '{' {
+			fmt.Fprintln(t.env.stderr, "  not a JSON object")
+			continue
+		}
+		if perr := form.Check(answer); perr != nil {
+			fmt.Fprintf(t.env.stderr, "  %s\n", perr.Message)
+			continue
+		}
+		return string(answer), true
+	}
+}
+
+// formFields names a form's fields for the person: {name (string,
+// required), age (integer)}.
+func formFields(schema json.RawMessage) string {
+	var f struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		}
+		Required []string
+	}
+	if json.Unmarshal(schema, &f) != nil || len(f.Properties) == 0 {
+		return string(schema)
+	}
+	names := make([]string, 0, len(f.Properties))
+	for name := range f.Properties {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	required := map[string]bool{}
+	for _, r := range f.Required {
+		required[r] = true
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i, name := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+		kind := f.Properties[name].Type
+		if required[name] {
+			kind = strings.TrimPrefix(kind+", required", ", ")
+		}
+		if kind != "" {
+			b.WriteString(" (" + kind + ")")
+		}
+	}
+	return b.String() + "}"
+}
+
+// approve asks the person about a call held for approval (a rule's ask, a
+// tool's needs_approval): y approves, n [REASON] rejects, e ARGUMENTS
+// approves with edited arguments (JSON or JSON5), checked against the
+// tool's schema before the call runs: a bad edit is said and asked again.
+// End of input rejects.
+func (t *terminal) approve(ctx context.Context, req *core.ApprovalRequest) (core.ApprovalDecision, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ctx.Err() != nil {
+		return core.ApprovalDecision{}, false // decided elsewhere, or timed out, while another question was on
+	}
+	why := req.Reason
+	if req.Rule != "" {
+		why = fmt.Sprintf("rule %s: %s", req.Rule, req.Reason)
+	}
+	fmt.Fprintf(t.env.stderr, "? approve %s(%s)? %s\n  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n",
+		req.Tool, shorten(string(req.Arguments), 200), why)
+	for {
+		fmt.Fprint(t.env.stderr, "> ")
+		line, ok := t.readLine()
+		if !ok {
+			return core.ApprovalDecision{Reason: "no answer at the terminal (end of input)", By: "terminal"}, true
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintln(t.env.stderr, "(no longer waiting: decided elsewhere or timed out)")
+			return core.ApprovalDecision{}, false
+		}
+		word, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest = strings.TrimSpace(rest)
+		switch strings.ToLower(word) {
+		case "y", "yes":
+			return core.ApprovalDecision{Approve: true, By: "terminal"}, true
+		case "n", "no":
+			if rest == "" {
+				rest = "rejected at the terminal"
+			}
+			return core.ApprovalDecision{Reason: rest, By: "terminal"}, true
+		case "e", "edit":
+			args := []byte(rest)
+			if !json.Valid(args) {
+				relaxed, err := t.env.engine.JSON5(args)
+				if err != nil {
+					fmt.Fprintf(t.env.stderr, "  the arguments are not JSON: %v\n", err)
+					continue
+				}
+				args = relaxed
+			}
+			// Decided here, so that a bad edit is said and asked again
+			// rather than rejecting the call.
+			switch err := t.env.engine.DecideApproval(req.ID, core.ApprovalDecision{Approve: true, Arguments: args, By: "terminal"}); {
+			case err == nil:
+				return core.ApprovalDecision{}, false
+			case errors.Is(err, core.ErrNoApproval):
+				fmt.Fprintln(t.env.stderr, "(no longer waiting: decided elsewhere or timed out)")
+				return core.ApprovalDecision{}, false
+			default:
+				fmt.Fprintf(t.env.stderr, "  %v\n", err)
+			}
+		default:
+			fmt.Fprintln(t.env.stderr, "  answer y, n [REASON] or e ARGUMENTS")
+		}
 	}
 }
 
@@ -192,7 +372,7 @@ func compact(raw json.RawMessage) string {
 
 func callCommand(env *environment) *cobra.Command {
 	var session string
-	var trace bool
+	var trace, ask bool
 	c := &cobra.Command{
 		Use:   "call TOOL [ARGUMENTS]",
 		Short: "Call a tool; prints its result",
@@ -203,11 +383,15 @@ or a JSON5 one as people write it by hand ({expression: '6*7'}).
 --trace asks for the request's trace and prints it on stderr: how each
 policy layer decided, then every rule evaluated around the call, whether it
 matched, what its actions did, and how long it took in microseconds.
---json prints the whole envelope (trace and notices included) instead.`,
+--json prints the whole envelope (trace and notices included) instead.
+--ask asks you, on stderr, about a call a rule or the tool holds for
+approval (y runs it, n [REASON] does not, e ARGUMENTS runs it with the
+arguments you give, one line of stdin), and answers ask_user.`,
 		Example: `  clara call math_eval '{"expression":"6*7"}'
   clara call math_eval "{expression: '6*7'}"
   clara call get_time '{"timezone":"Asia/Tokyo"}' --session s1
   clara call echo '{"message":"hi"}' --trace
+  clara call transfer '{"to":"bob","amount":5000}' --ask
   clara call nonexistent --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: withEngine(env, func(cmd *cobra.Command, args []string) error {
@@ -232,6 +416,9 @@ matched, what its actions did, and how long it took in microseconds.
 			if trace {
 				request["trace"] = true
 			}
+			if ask {
+				defer newTerminal(env).install()()
+			}
 			out, raw := env.call(request)
 			if trace && !env.json {
 				printTrace(env.stderr, out.Trace)
@@ -249,6 +436,7 @@ matched, what its actions did, and how long it took in microseconds.
 	}
 	c.Flags().StringVar(&session, "session", "", "the `SESSION` the call belongs to")
 	c.Flags().BoolVar(&trace, "trace", false, "print how the policy and the rules decided, on stderr")
+	c.Flags().BoolVar(&ask, "ask", false, "ask you to approve the call when a rule or the tool holds it, and answer ask_user: on stderr, answered on stdin")
 	return c
 }
 

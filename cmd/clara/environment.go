@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/clara-lib/clara/core"
-	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -45,22 +44,15 @@ func (env *environment) start() error {
 			return env.configError("CLARA_CONFIG="+base, base, err)
 		}
 	}
-	if env.configPath == "" {
-		return nil
+	if env.configPath != "" {
+		if err := env.engine.ConfigureFile(env.configPath); err != nil {
+			return env.configError("--config", env.configPath, err)
+		}
 	}
-	text, err := readConfigFile(env.configPath)
-	if err != nil {
-		return env.configError("--config", env.configPath, err)
-	}
-	if _, err := config.Parse(text, env.configPath, 0); err != nil {
-		return env.configError("--config", env.configPath, err)
-	}
-	answer := env.engine.Configure(text)
-	var out struct {
-		Status, Message string
-	}
-	if json.Unmarshal(answer, &out) != nil || out.Status != "success" {
-		return env.configError("--config", env.configPath, errors.New(strings.TrimPrefix(out.Message, "clara_configure: ")))
+	if perr := env.engine.Refusal(); perr != nil {
+		// The default rule files do not load: the library would refuse
+		// every call; the command stops at once and says why.
+		return env.configError("the default rule files", "", perr.Cause)
 	}
 	return nil
 }
@@ -71,9 +63,9 @@ func (env *environment) start() error {
 func (env *environment) configError(what, path string, err error) error {
 	env.configTrouble = true
 	var ps protocol.Problems
-	if !errors.As(err, &ps) {
+	if !errors.As(err, &ps) && path != "" {
 		if text, rerr := readConfigFile(path); rerr == nil {
-			ps = core.Check(text, path)
+			ps = core.CheckFile(text, path)
 		}
 	}
 	if len(ps) == 0 {

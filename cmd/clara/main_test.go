@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,7 +244,7 @@ expression = "context.tool.name == 'echo'"
 type = "notify_self"
 message = "echo called"
 `})
-	cfg := writeConfig(t, dir, "state_dir = \"\"\n[policy]\ndeny = [\"get_time\"]\n")
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[policy]\ndeny = [\"get_time\"]\n[rules]\npaths = [\"rules/*.toml\"]\n")
 	in := invocation{dir: dir}
 	code, out, errs := in.run(t, "--config", cfg, "call", "echo", `{"m":1}`, "--trace")
 	if code != 0 || out != `{"m":1}`+"\n" {
@@ -337,8 +339,13 @@ lua = 'return function(args) return { temperature = "22", location = args.locati
 	if code != 0 || out != "It is 22 degrees Celsius and sunny in Boston today.\n" {
 		t.Fatalf("%d %q %q", code, out, errs)
 	}
-	if !strings.Contains(errs, "↪ tool: get_current_weather({\"location\":\"Boston, MA\"})") || !strings.Contains(errs, "✔ tool result received (") {
+	if !strings.Contains(errs, "↪ tool: get_current_weather({\"location\":\"Boston, MA\"})") || !strings.Contains(errs, "✔ tool result received: get_current_weather (") {
 		t.Fatalf("no status lines: %q", errs)
+	}
+	// Issue 26 §6: the ✔ line names its tool (parallel calls are told
+	// apart), and a call under a millisecond says how long, not "(0s)".
+	if !regexp.MustCompile(`✔ tool result received: get_current_weather \([0-9]+(µs|ms)\)\n`).MatchString(errs) || strings.Contains(errs, "(0s)") {
+		t.Fatalf("durations: %q", errs)
 	}
 	if strings.Contains(out+errs, "sk-cli-secret") {
 		t.Fatal("the key leaked")
@@ -388,8 +395,8 @@ func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
 	writeFiles(t, dir, map[string]string{
-		"rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 +\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"plugins/p/plugin.toml": "name = \"p\"\nbogus = true\n",
+		".clara/rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 +\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/plugins/p/plugin.toml": "name = \"p\"\nbogus = true\n",
 	})
 	cfg := writeConfig(t, dir, `state_dir = ""
 
@@ -407,8 +414,8 @@ eager = true
 	code, out, errs := in.run(t, "check", "--config", cfg)
 	want := []string{
 		"clara.toml:3:3: tools[0] (broken): lua",
-		filepath.Join("plugins", "p", "plugin.toml") + `:2:1: unknown key "bogus"`,
-		filepath.Join("rules", "bad.toml") + `:5: rule "bad": condition:`,
+		filepath.Join(".clara", "plugins", "p", "plugin.toml") + `:2:1: unknown key "bogus"`,
+		filepath.Join(".clara", "rules", "bad.toml") + `:5: rule "bad": condition:`,
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 1 || len(lines) != len(want) || !strings.Contains(errs, "3 problems") {
@@ -436,8 +443,8 @@ eager = true
 	}
 	// Fixed, it passes; CLARA_CONFIG is checked when --config is not given.
 	writeFiles(t, dir, map[string]string{
-		"rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 + 1 == 2\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
-		"plugins/p/plugin.toml": "name = \"p\"\n",
+		".clara/rules/bad.toml":        "[rule]\nid = \"bad\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"1 + 1 == 2\"\n[action]\ntype = \"log\"\nmessage = \"x\"\n",
+		".clara/plugins/p/plugin.toml": "name = \"p\"\n",
 	})
 	good := writeConfig(t, dir, "state_dir = \"\"\n[[tools]]\nname = \"fine\"\nlua = \"return function(a) return a end\"\n")
 	code, out, errs = invocation{dir: dir, env: []string{"CLARA_CONFIG=" + good}}.run(t, "check")
@@ -514,7 +521,7 @@ tool = { name = "open_valve", arguments = { valve_id = 3 } }
 denied = "valve 7 is locked"
 `,
 	})
-	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\nbuiltin = false\n")
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\nbuiltin = false\npaths = [\"rules/*.toml\"]\n")
 	in := invocation{dir: dir}
 	code, out, _ = in.run(t, "--config", cfg, "rules", "test", "rules/valve.test.toml", "--coverage")
 	if code != 0 || !strings.Contains(out, "ok   rules/valve.test.toml: 2 passed, 0 failed\n") ||
@@ -694,6 +701,253 @@ func TestConfig_is_a_regular_file(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("--config %s hangs", path)
+		}
+	}
+}
+
+// TestConfig_means_the_same_from_any_directory (issue 26 §1): bin/clara
+// --config /path/clara.toml started from / did not load its
+// paths = ["rules/*.toml"], and a denied tool ran; so did a Clara started
+// as another Clara's [[mcp_servers]] child. A configuration file's paths
+// are now its own folder's, whoever starts it from wherever.
+func TestConfig_means_the_same_from_any_directory(t *testing.T) {
+	project := t.TempDir()
+	deny := "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name == 'echo'\"\n" +
+		"[action]\ntype = \"deny\"\nreason = \"no echo here\"\n"
+	writeFiles(t, project, map[string]string{
+		"clara.toml":            "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n",
+		"rules/deny.toml":       deny,
+		"child/clara.toml":      "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n",
+		"child/rules/deny.toml": deny,
+		"parent.toml": "state_dir = \"\"\n[[mcp_servers]]\nname = \"child\"\ncommand = " + strconv.Quote(claraBin) +
+			"\nargs = [\"--config\", \"child/clara.toml\", \"mcp\"]\neager = true\n",
+	})
+	cfg := filepath.Join(project, "clara.toml")
+	elsewhere := t.TempDir()
+	for _, c := range []struct {
+		what string
+		in   invocation
+		args []string
+	}{
+		{"--config from /", invocation{dir: "/"}, []string{"--config", cfg, "call", "echo", `{"x":1}`}},
+		{"--config from elsewhere", invocation{dir: elsewhere}, []string{"--config", cfg, "call", "echo", `{"x":1}`}},
+		{"CLARA_CONFIG from /", invocation{dir: "/", env: []string{"CLARA_CONFIG=" + cfg}}, []string{"call", "echo", `{"x":1}`}},
+		{"an [[mcp_servers]] child", invocation{dir: "/"}, []string{"--config", filepath.Join(project, "parent.toml"), "call", "child__echo", `{"x":1}`}},
+	} {
+		code, out, errs := c.in.run(t, c.args...)
+		if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
+		}
+	}
+}
+
+// TestConfig_a_file_over_another_keeps_its_own_paths (issue 26 §1): with
+// CLARA_CONFIG a file in one folder (say the user's own), bin/clara
+// --config PROJECT/clara.toml resolved the project file's rules/*.toml
+// against the first file's folder: its deny rule was not found. Each
+// file's paths are its own folder's.
+func TestConfig_a_file_over_another_keeps_its_own_paths(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	writeFiles(t, home, map[string]string{"clara.toml": "[limits]\ntimeout_ms = 2000\n"})
+	writeFiles(t, project, map[string]string{
+		"clara.toml": "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n\n[[tools]]\nname = \"shout\"\nlua_file = \"tools/shout.lua\"\n",
+		"rules/deny.toml": "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\nexpression = \"context.tool.name == 'echo'\"\n" +
+			"[action]\ntype = \"deny\"\nreason = \"no echo here\"\n",
+		"tools/shout.lua": "return function(a) return {loud = true} end\n",
+	})
+	in := invocation{dir: "/", env: []string{"CLARA_CONFIG=" + filepath.Join(home, "clara.toml")}}
+	code, out, errs := in.run(t, "--config", filepath.Join(project, "clara.toml"), "call", "echo", `{"x":1}`)
+	if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+		t.Fatalf("echo: %d %q %q", code, out, errs)
+	}
+	code, out, errs = in.run(t, "--config", filepath.Join(project, "clara.toml"), "call", "shout")
+	if code != 0 || out != "{\"loud\":true}\n" {
+		t.Fatalf("shout: %d %q %q", code, out, errs)
+	}
+}
+
+// TestDefault_rules_leave_an_unrelated_rules_folder_alone (issue 26 §1):
+// the default rules.paths was rules/*.toml of the working directory, so a
+// project whose rules/ holds a linter's configuration logged "unknown
+// key" on every start and ran without rule files. The default lives under
+// .clara/ now: such a folder neither breaks nor pollutes a start, and the
+// default still loads what .clara/rules/ holds.
+func TestDefault_rules_leave_an_unrelated_rules_folder_alone(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/lint.toml": "[lint]\nmax_line = 80\nselect = [\"E\", \"F\"]\n"})
+	code, out, errs := invocation{dir: dir, env: []string{"CLARA_LOG=warn"}}.run(t, "call", "echo", `{"x":1}`)
+	if code != 0 || out != "{\"x\":1}\n" || errs != "" {
+		t.Fatalf("a linter's rules/: %d %q %q", code, out, errs)
+	}
+	writeFiles(t, dir, map[string]string{".clara/rules/deny.toml": "[rule]\nid = \"no-echo\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'echo'\"\n[action]\ntype = \"deny\"\nreason = \"no echo here\"\n"})
+	code, out, errs = invocation{dir: dir, env: []string{"CLARA_LOG=warn"}}.run(t, "call", "echo", `{"x":1}`)
+	if code != 1 || out != "" || !strings.Contains(errs, "no echo here") {
+		t.Fatalf(".clara/rules/: %d %q %q", code, out, errs)
+	}
+}
+
+// TestChat_first_conversation_parallel_calls_under_the_defaults (issue 26
+// §5, §6): the default limits.max_tool_calls = 1 denied the second of two
+// parallel calls of a first conversation, and the ✔ lines did not say
+// which call had answered. Under the defaults both run, and each ✔ line
+// names its tool.
+func TestChat_first_conversation_parallel_calls_under_the_defaults(t *testing.T) {
+	srv := scriptedModel(t, "first_parallel")
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[llm]\nbase_url = \""+srv.BaseURL("first_parallel")+"\"\nmodel = \"test-model\"\n")
+	code, out, errs := invocation{dir: dir}.run(t, "--config", cfg, "chat", "What time is it in Paris and in Tokyo?",
+		"--allow-tools", "--tools", "get_time", "--verbose")
+	if code != 0 || out != "Paris and Tokyo, both read.\n" || strings.Contains(errs, "✗") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	if n := regexp.MustCompile(`✔ tool result received: get_time \([0-9]+(µs|ms)\)\n`).FindAllString(errs, -1); len(n) != 2 {
+		t.Errorf("two ✔ lines naming get_time: %q", errs)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChat_cut_off_by_its_limits_exits_1 (issue 26 §5): a model that still
+// asked for tools once max_tool_calls was spent made `clara chat` print an
+// empty line and exit 0.
+func TestChat_cut_off_by_its_limits_exits_1(t *testing.T) {
+	srv := scriptedModel(t, "openai_still_asks")
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[llm]\nbase_url = \""+srv.BaseURL("openai_still_asks")+"\"\nmodel = \"gpt-4o-mini\"\n")
+	code, out, errs := invocation{dir: dir}.run(t, "--config", cfg, "chat", "Time?", "--allow-tools", "--tools", "get_time", "--max-tool-calls", "1")
+	if code != 1 || out != "" || !strings.HasPrefix(errs, "clara: limit_exceeded: chat: the model still asked for tools after max_tool_calls (1) was spent") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+}
+
+// TestAsk_approvals_at_the_terminal (issue 28's leftover): a call a rule
+// holds for approval was rejected by bin/clara, no one being there to ask.
+// With --ask, the person at the terminal approves it (y), rejects it
+// (n REASON) or edits its arguments (e ARGUMENTS; a bad edit is said and
+// asked again); end of input rejects.
+func TestAsk_approvals_at_the_terminal(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"big\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'echo' and context.tool.arguments.amount > 100\"\n[action]\ntype = \"ask\"\n" +
+		"reason = \"{{ context.tool.arguments.amount }} is a lot\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n")
+	prompt := "? approve echo({\"amount\":5000})? rule big: 5000 is a lot\n  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n> "
+	for _, c := range []struct {
+		what, stdin string
+		code        int
+		out, errs   string
+	}{
+		{"approved", "y\n", 0, "{\"amount\":5000}\n", prompt},
+		{"rejected", "n not today\n", 1, "", prompt + "clara: denied: tool \"echo\" was not run: the approval was rejected: not today\n"},
+		{"edited, after a bad edit", "e {amount: 'x'\ne {amount: 100}\n", 0, "{\"amount\":100}\n", ""},
+		{"end of input", "", 1, "", ""},
+	} {
+		code, out, errs := invocation{dir: dir, stdin: c.stdin}.run(t, "--config", cfg, "call", "echo", `{"amount":5000}`, "--ask")
+		if code != c.code || out != c.out || (c.errs != "" && errs != c.errs) || !strings.HasPrefix(errs, prompt) {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
+		}
+		if c.what == "edited, after a bad edit" && !strings.Contains(errs, "the arguments are not JSON") {
+			t.Errorf("%s: the bad edit was not said: %q", c.what, errs)
+		}
+		if c.what == "end of input" && !strings.Contains(errs, "no answer at the terminal (end of input)") {
+			t.Errorf("%s: %q", c.what, errs)
+		}
+	}
+	// Without --ask, nobody is there: the call is rejected, saying why.
+	code, _, errs := invocation{dir: dir}.run(t, "--config", cfg, "call", "echo", `{"amount":5000}`)
+	if code != 1 || !strings.Contains(errs, "no approval handler is installed") {
+		t.Errorf("without --ask: %d %q", code, errs)
+	}
+	// A small amount is not held.
+	code, out, _ := invocation{dir: dir}.run(t, "--config", cfg, "call", "echo", `{"amount":5}`, "--ask")
+	if code != 0 || out != "{\"amount\":5}\n" {
+		t.Errorf("not held: %d %q", code, out)
+	}
+}
+
+// TestAsk_a_form_at_the_terminal: ask_user with a schema (a form) asked
+// at the terminal takes one JSON or JSON5 object; an answer that is not
+// one, or does not fit the form, is said and asked again (the engine
+// would otherwise fail the call); end of input declines.
+func TestAsk_a_form_at_the_terminal(t *testing.T) {
+	args := `{"prompt":"Who are you?","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}}`
+	in := invocation{stdin: "Ada\n{name: 'Ada'}\n{name: 'Ada', age: 36}\n"}
+	code, out, errs := in.run(t, "call", "ask_user", args, "--ask")
+	if code != 0 || out != "{\"answer\":{\"age\":36,\"name\":\"Ada\"}}\n" ||
+		!strings.HasPrefix(errs, "? Who are you?\n  answer with a JSON object: {age (integer, required), name (string, required)}\n> ") ||
+		strings.Count(errs, "\n> ") != 3 || !strings.Contains(errs, "missing property 'age'") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	code, out, _ = invocation{}.run(t, "call", "ask_user", args, "--ask")
+	if code != 0 || out != "{\"declined\":true}\n" {
+		t.Fatalf("end of input: %d %q", code, out)
+	}
+}
+
+// TestAsk_chat_approves_the_models_call: the model's transfer is held by a
+// rule; clara chat --ask shows it and the person edits the amount down.
+func TestAsk_chat_approves_the_models_call(t *testing.T) {
+	srv := scriptedModel(t, "approval_edit")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"big-payments\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'transfer' and context.tool.arguments.amount > 100\"\n[action]\ntype = \"ask\"\n" +
+		"reason = \"{{ context.tool.arguments.amount }} is a lot\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\nredact_secrets = true\n[llm]\nbase_url = \""+
+		srv.BaseURL("approval_edit")+"\"\nmodel = \"test-model\"\n\n[[tools]]\nname = \"transfer\"\n"+
+		"input_schema = { type = \"object\", properties = { to = { type = \"string\" }, amount = { type = \"integer\" } }, required = [\"to\", \"amount\"] }\n"+
+		"lua = 'return function(a) return { paid = a.amount, to = a.to } end'\n")
+	code, out, errs := invocation{dir: dir, stdin: "e {\"to\":\"bob\",\"amount\":100}\n"}.run(t, "--config", cfg, "chat",
+		"Pay Bob what we owe him.", "--allow-tools", "--tools", "transfer", "--ask")
+	if code != 0 || !strings.HasPrefix(out, "Paid Bob 100") ||
+		!strings.HasPrefix(errs, "? approve transfer({\"to\":\"bob\",\"amount\":5000})? rule big-payments: 5000 is a lot\n") {
+		t.Fatalf("%d %q %q", code, out, errs)
+	}
+	if err := srv.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAsk_chat_rejections: the person at the terminal rejects the model's
+// call with a reason (the model reads it as the call's denial), after a
+// bad edit that is said and asked again; end of input rejects too.
+func TestAsk_chat_rejections(t *testing.T) {
+	srv := scriptedModel(t, "approval_rejected")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"rules/ask.toml": "[rule]\nid = \"payments\"\ntrigger = \"on_tool_call\"\n[condition]\n" +
+		"expression = \"context.tool.name == 'transfer'\"\n[action]\ntype = \"ask\"\nreason = \"a payment\"\n"})
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[rules]\npaths = [\"rules/*.toml\"]\n[llm]\nbase_url = \""+
+		srv.BaseURL("approval_rejected")+"\"\nmodel = \"test-model\"\n\n[[tools]]\nname = \"transfer\"\n"+
+		"input_schema = { type = \"object\", properties = { to = { type = \"string\" }, amount = { type = \"integer\" } }, required = [\"to\", \"amount\"] }\n"+
+		"lua = 'return function(a) return { paid = a.amount, to = a.to } end'\n")
+	prompt := "? approve transfer({\"to\":\"mallory\",\"amount\":9})? rule payments: a payment\n" +
+		"  y: run it  n [REASON]: do not  e ARGUMENTS: run it with these arguments\n> "
+	for _, c := range []struct{ what, stdin, said, reason string }{
+		{"n with a reason, after a bad edit", "e {to: 'mallory', amount: 'nine'}\nn not to mallory\n", "bad edit", "not to mallory"},
+		{"end of input", "", "", "no answer at the terminal (end of input)"},
+	} {
+		code, out, errs := invocation{dir: dir, stdin: c.stdin}.run(t, "--config", cfg, "--json", "chat",
+			"Pay Mallory.", "--allow-tools", "--tools", "transfer", "--ask")
+		var env struct {
+			Status string
+			Result struct {
+				Content   string
+				ToolCalls []struct{ Name, Status, Error string } `json:"tool_calls"`
+			}
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &env) != nil || env.Result.Content != "The transfer was refused." || !strings.HasPrefix(errs, prompt) {
+			t.Errorf("%s: %d %q %q", c.what, code, out, errs)
+		}
+		if c.said != "" && (strings.Count(errs, "\n> ") != 2 || !strings.Contains(errs, "the edited arguments do not match")) {
+			t.Errorf("%s: the bad edit was not said and asked again: %q", c.what, errs)
+		}
+		// The model was told the call was denied, and why.
+		if tc := env.Result.ToolCalls; len(tc) != 1 || tc[0].Status != "denied" || !strings.HasSuffix(tc[0].Error, "the approval was rejected: "+c.reason) {
+			t.Errorf("%s: the reason is not the call's denial: %+v", c.what, tc)
+		}
+		if err := srv.Err(); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
 		}
 	}
 }

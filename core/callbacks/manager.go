@@ -1,17 +1,23 @@
 package callbacks
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/clara-lib/clara/core/callbacks/pattern"
+	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -445,6 +451,40 @@ func (t *txn) setActive(worker string, on bool, ids ...string) error {
 	}
 	t.m.installWorker(t.dir, worker, next, st)
 	return nil
+}
+
+// forgetEverywhere takes id out of the active set of every worker but
+// done (whose file the caller wrote already).
+func (t *txn) forgetEverywhere(done, id string) error {
+	entries, err := os.ReadDir(filepath.Join(t.dir, workersDir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	var first error
+	for _, en := range entries {
+		if !en.Type().IsRegular() || !strings.HasSuffix(en.Name(), ".json") {
+			continue
+		}
+		data, err := fsread.File(filepath.Join(t.dir, workersDir, en.Name()), maxStoreFile)
+		var doc workerDoc
+		if err == nil {
+			err = json.Unmarshal(data, &doc)
+		}
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if doc.Worker == done || workerFileName(doc.Worker) != en.Name() || !slices.Contains(doc.Active, id) {
+			continue
+		}
+		if err := t.setActive(doc.Worker, false, id); err != nil {
+			first = cmp.Or(first, err)
+		}
+	}
+	return first
 }
 
 func (t *txn) find(idOrName string) (int, *Definition) {

@@ -42,6 +42,7 @@ type upsertArgs struct {
 	Pattern        json.RawMessage `json:"pattern"`
 	Blocking       *bool           `json:"blocking"`
 	TimeoutSecs    *int            `json:"timeout_secs"`
+	Timeout        *int            `json:"timeout"` // seed 001's name for timeout_secs
 	SuccessMessage *string         `json:"success_message"`
 	Cwd            *string         `json:"cwd"`
 	OneAtATime     *bool           `json:"one_at_a_time"`
@@ -231,6 +232,12 @@ func applyArgs(root string, d *Definition, a *upsertArgs, creating bool) error {
 	}
 	if a.Blocking != nil {
 		d.Blocking = *a.Blocking
+	}
+	if a.Timeout != nil {
+		if a.TimeoutSecs != nil && *a.TimeoutSecs != *a.Timeout {
+			return invalid("callback_upsert: timeout %d and timeout_secs %d disagree; give one", *a.Timeout, *a.TimeoutSecs)
+		}
+		a.TimeoutSecs = a.Timeout
 	}
 	if a.TimeoutSecs != nil {
 		if *a.TimeoutSecs < 1 || *a.TimeoutSecs > maxTimeoutSecs {
@@ -481,10 +488,13 @@ func (m *Manager) delete(worker string, a *upsertArgs) ([]byte, error) {
 	if err := removeSynced(t.scriptPath(d.Name)); err != nil {
 		m.logf("warn", "delete %s: remove the script: %v", d.ID, err)
 	}
-	// The calling worker's file forgets the id now; other workers' files
-	// drop it when next written (an unknown id is ignored on reading).
+	// Every worker's file forgets the id now (issue 26 §6): left in
+	// another worker's active set, it would read as active there.
 	if err := t.setActive(worker, false, d.ID); err != nil {
 		m.logf("warn", "delete %s: worker file: %v", d.ID, err)
+	}
+	if err := t.forgetEverywhere(worker, d.ID); err != nil {
+		m.logf("warn", "delete %s: other workers' files: %v", d.ID, err)
 	}
 	return json.Marshal(struct {
 		Action string `json:"action"`

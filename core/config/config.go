@@ -10,7 +10,7 @@ type Config struct {
 	// Tools are the [[tools]] tables: Lua tools (SPEC §8), each a
 	// descriptor plus lua or lua_file. Checked by checkToolEntries.
 	Tools       []map[string]any `key:"tools" default:"[]" check:"tools" doc:"Tools written in Lua, declared as [[tools]] tables (a descriptor plus lua or lua_file); none by default. See docs/lua.md."`
-	ProjectRoot string           `key:"project_root" default:"'.'" doc:"The directory callbacks, rule file paths and state_dir are relative to."`
+	ProjectRoot string           `key:"project_root" default:"'.'" doc:"The directory every relative path of the configuration is relative to (rule and plugin paths, state_dir, audit.path, lua_file, callbacks' cwd, [[mcp_servers]] command and cwd). A relative project_root is relative to the folder of the configuration file that gives it (CLARA_CONFIG, bin/clara --config), or the working directory for clara_configure's text; a configuration file that gives none makes its own folder the project root."`
 	StateDir    string           `key:"state_dir" default:"'.clara'" doc:"Where Clara keeps what must survive a restart (the rule state in state.db, callbacks), relative to project_root; created only when something is stored. \"\" keeps the state in memory for the life of the process."`
 	// Clear is what one clara_configure call forgets; never kept.
 	Clear []string `key:"clear" default:"[]" check:"clear" oneshot:"true" doc:"What this clara_configure call forgets, applied once and not kept: \"rules\" (rules added at run time by rules_load) and \"session_policies\" (every session's policy layer). The host's way back in when a rule or a session policy locked it out."`
@@ -41,7 +41,7 @@ type Config struct {
 	// engine, which knows project_root and the policy).
 	Resources  []map[string]any `key:"resources" default:"[]" doc:"Resources served to MCP clients (resources/list, resources/read), governed by the policy as tools are, by name: [[resources]] tables with name, uri (or uri_template with {var} parts), and text or file (under project_root); optional title, description, mime_type, max_bytes, complete = { VAR = [values] }. See docs/mcp.md."`
 	Prompts    []map[string]any `key:"prompts" default:"[]" doc:"Prompts served to MCP clients (prompts/list, prompts/get), governed by the policy as tools are, by name: [[prompts]] tables with name, description, arguments = [{ name, description, required, values }] and messages = [{ role, text }] or [{ role, content = MCP content block }], {argument} replaced by its value. See docs/mcp.md."`
-	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env/oauth (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from/cwd (stdio; a command written as a path and cwd are relative to project_root, where the server runs by default) or url/headers_env/oauth (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
 }
 
 // CallbackTools is the [callback_tools] table: what of the callbacks a
@@ -121,7 +121,7 @@ type DocSearch struct {
 
 // Network is the [network] table.
 type Network struct {
-	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A name that resolves to a link-local or metadata address is refused unless that address is listed."`
+	AllowHosts []string `key:"allow_hosts" default:"[]" doc:"The only hosts outbound requests may reach: exact names, \"*.example.com\", addresses or CIDR prefixes. Empty: the hosts this configuration names (llm.base_url, evaluator.url, each HTTP tool's url, each [[mcp_servers]] url); with a list, an [[mcp_servers]] url it does not name is a configuration error. A link-local or metadata address (169.254.0.0/16, fe80::/10, ...) is reached only when this list names it: not through a name that resolves to one, nor because a URL of the configuration names one."`
 }
 
 // Evaluator is the [evaluator] table.
@@ -138,7 +138,7 @@ type LLM struct {
 	APIKeyEnv          string `key:"api_key_env" default:"''" doc:"The environment variable holding the API key (never the key itself); empty sends none."`
 	TimeoutMS          int    `key:"timeout_ms" default:"60000" min:"1" max:"86400000" doc:"One model call's deadline in milliseconds, retries included."`
 	ContextWindow      int    `key:"context_window" default:"0" min:"0" max:"100000000" doc:"The model's context in tokens: context.turn.token_usage is the last call's tokens over it (0: unknown, token_usage stays 0)."`
-	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 429, 502, 503, 504 or a dropped connection, with backoff honouring Retry-After."`
+	MaxRetries         int    `key:"max_retries" default:"2" min:"0" max:"10" doc:"Retries of a model call or HTTP tool after 408, 409, 429, 5xx (as the official OpenAI SDK; a server's x-should-retry header has the last word) or a dropped connection, with backoff honouring Retry-After."`
 	MaxResponseBytes   int    `key:"max_response_bytes" default:"4194304" min:"1024" max:"1073741824" doc:"The largest answer read from a model, the evaluator, an HTTP tool or an [[mcp_servers]] url server (for a server's event stream, the largest event); past it the call fails."`
 	MaxTokens          int    `key:"max_tokens" default:"0" min:"0" max:"10000000" doc:"max_tokens sent when a chat gives none (0: none for openai, 4096 for anthropic, which requires one)."`
 	MaxHistoryMessages int    `key:"max_history_messages" default:"100" min:"1" max:"100000" doc:"The most messages a session's conversation keeps; the oldest go first."`
@@ -159,8 +159,8 @@ type Limits struct {
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
 	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request. The same bound holds for the arguments of a model's or an MCP client's tool call, and for a JSON result of a tool that is not built in or the evaluator's answer (tool_failed)."`
-	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
-	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
+	MaxToolCalls    int `key:"max_tool_calls" default:"20" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls: a model that still asks for tools once they are spent gets one last call without tools, and if it asks again the chat fails with limit_exceeded."`
+	MaxTurns        int `key:"max_turns" default:"10" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns (the OpenAI Agents SDK's default is 10 too), the last of them without tools so that the model answers; a model that still asks for tools then makes the chat fail with limit_exceeded. 0: no bound but max_tool_calls."`
 
 	// Budgets of calls per tool (issue 28), unless a tool's descriptor
 	// sets its own (limits.max_calls_per_chat, max_calls_per_session).
@@ -188,7 +188,7 @@ type Policy struct {
 
 // Audit is the [audit] table.
 type Audit struct {
-	Path       string `key:"path" default:"''" doc:"Where every call is appended as one JSON line besides the in-memory ring that audit_tail reads: a regular file, a named pipe with a reader, \"-\" or \"/dev/stdout\" (standard output), \"/dev/stderr\"; empty keeps only the ring. audit_reopen (clara_audit_reopen) reopens it after a log rotation moved it."`
+	Path       string `key:"path" default:"''" doc:"Where every call is appended as one JSON line besides the in-memory ring that audit_tail reads: a regular file (relative to project_root), a named pipe with a reader, \"-\" or \"/dev/stdout\" (standard output), \"/dev/stderr\"; empty keeps only the ring. audit_reopen (clara_audit_reopen) reopens it after a log rotation moved it."`
 	MaxSizeMB  int    `key:"max_size_mb" default:"0" min:"0" max:"1048576" doc:"Rotate the audit file when it reaches this many megabytes (the old one renamed with a timestamp beside it); 0 never rotates."`
 	MaxBackups int    `key:"max_backups" default:"0" min:"0" max:"100000" doc:"The most rotated audit files kept (0: all, unless max_age_days removes them)."`
 	MaxAgeDays int    `key:"max_age_days" default:"0" min:"0" max:"36500" doc:"Rotated audit files older than this many days are removed (0: kept)."`
@@ -216,7 +216,7 @@ type Telemetry struct {
 
 // Rules is the [rules] table.
 type Rules struct {
-	Paths   []string `key:"paths" default:"['rules/*.toml']" doc:"Rule files (TOML or JSON): glob patterns relative to project_root; ** matches any number of directories. A relative pattern may not leave project_root; an absolute one is taken as given."`
+	Paths   []string `key:"paths" default:"['.clara/rules/*.toml']" doc:"Rule files (TOML or JSON): glob patterns relative to project_root (** matches any number of directories, {a,b} either). A relative pattern may not leave project_root; an absolute one is taken as given. A pattern a configuration gives that matches no file is an error of that configuration; only the default may match nothing."`
 	Builtin bool     `key:"builtin" default:"true" doc:"Load the built-in rules (token_budget, iteration_budget, large_result, repeated_failure)."`
 	// WatchAdminTools lets on_tool_call rules deny the administrative
 	// tools.
@@ -230,7 +230,7 @@ type Rules struct {
 
 // Plugins is the [plugins] table.
 type Plugins struct {
-	Paths []string `key:"paths" default:"['plugins/*']" doc:"Plugin folders: glob patterns relative to project_root; each folder holding a plugin.toml is a plugin, its rules in rules/*.toml and its scripts in scripts/*.lua."`
+	Paths []string `key:"paths" default:"['.clara/plugins/*']" doc:"Plugin folders: glob patterns relative to project_root; each folder holding a plugin.toml is a plugin, its rules in rules/*.toml and its scripts in scripts/*.lua. A pattern a configuration gives that matches no plugin folder is an error of that configuration; only the default may match nothing."`
 }
 
 // Thresholds is the [rules.thresholds] table.

@@ -818,6 +818,13 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 		}
 		r.notice(r.host.Turn(ctx, EventTurnEnd, r.turn()))
 
+		if final && len(reply.ToolCalls) > 0 && (r.own == nil || !r.ownOnly(reply.ToolCalls)) {
+			// Tools were off and the model still asks for them: the chat
+			// did not end, it was cut off. Its caller must be able to tell
+			// (as the Agents SDK raises MaxTurnsExceeded), with what the
+			// chat got that far.
+			return nil, r.limitExceeded(res, reply, maxCalls)
+		}
 		if final || len(reply.ToolCalls) == 0 {
 			r.req.Messages = append(r.req.Messages, message{Role: roleAssistant, Content: reply.Content})
 			if r.own != nil && r.own.result == nil && !final && !r.own.reminded {
@@ -844,6 +851,36 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 			final = spent
 		}
 	}
+}
+
+// limitExceeded is the error of a chat whose model still asked for tools
+// on its last call (max_tool_calls or max_turns spent): limit_exceeded,
+// the chat's result so far in details.
+func (r *chatRun) limitExceeded(res *chatResult, reply modelReply, maxCalls int) *protocol.Error {
+	which := fmt.Sprintf("max_tool_calls (%d) was spent", maxCalls)
+	if r.maxTurns > 0 && res.Turns >= r.maxTurns && r.toolCalls < maxCalls {
+		which = fmt.Sprintf("its last turn came (max_turns %d)", r.maxTurns)
+	}
+	res.Content = reply.Content
+	res.FinishReason = reply.FinishReason
+	res.Usage = r.used
+	res.ToolCalls = append(res.ToolCalls, r.records...)
+	if r.own != nil {
+		res.Result = r.own.result
+	}
+	details := res.appendJSON(nil)
+	return &protocol.Error{Code: protocol.LimitExceeded, Details: r.ch.client.redactor.JSON(details),
+		Message: fmt.Sprintf("chat: the model still asked for tools after %s; raise max_tool_calls or max_turns, or ask for less (details: what the chat got that far)", which)}
+}
+
+// ownOnly reports whether calls are all of the loop's own tools.
+func (r *chatRun) ownOnly(calls []toolCall) bool {
+	for i := range calls {
+		if !ownsName(calls[i].Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // end fills in the chat's result after the model's last reply. A chat
@@ -929,7 +966,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 			perr = protocol.Errorf(protocol.Denied, "the chat's %d calls of set_result and finish are spent", ownCallsCap)
 		case own:
 		case r.toolCalls > maxCalls:
-			perr = protocol.Errorf(protocol.Denied, "the chat's max_tool_calls is spent; answer without more tool calls")
+			perr = protocol.Errorf(protocol.LimitExceeded, "the chat's budget of tool calls is spent (max_tool_calls = %d); answer without more tool calls", maxCalls)
 			if r.own != nil {
 				r.own.calls++ // a turn the model spends past its budget: bounded like the own calls
 			}
@@ -1067,7 +1104,7 @@ func errorObject(perr *protocol.Error) []byte {
 		} else {
 			b = protocol.AppendString(b, perr.Message)
 		}
-	case protocol.Denied, protocol.UnknownTool:
+	case protocol.Denied, protocol.UnknownTool, protocol.LimitExceeded:
 		b = append(b, `,"message":`...)
 		b = protocol.AppendString(b, perr.Message)
 	case protocol.BudgetExhausted, protocol.Blocked:

@@ -406,7 +406,7 @@ func TestChat_budgetAnthropic(t *testing.T) {
 	}
 	r := decodeResult(t, out)
 	want := "get_time {\"tz\":\"UTC\"} success\n" +
-		"get_time {\"tz\":\"Europe/Oslo\"} denied (the chat's max_tool_calls is spent; answer without more tool calls)\n"
+		"get_time {\"tz\":\"Europe/Oslo\"} limit_exceeded (the chat's budget of tool calls is spent (max_tool_calls = 1); answer without more tool calls)\n"
 	if got := recordsString(r.ToolCalls); got != want || r.Content != "It is noon UTC." {
 		t.Fatalf("%s\n%s", got, out)
 	}
@@ -949,5 +949,41 @@ func TestChat_streamLimitsSaySo(t *testing.T) {
 	pe = protoErr(t, err, protocol.ToolFailed)
 	if pe.Message != "model: the model asked for more than 128 tool calls in one message, more than Clara takes" {
 		t.Errorf("many calls: %q", pe.Message)
+	}
+}
+
+// TestChat_still_asking_for_tools_is_limit_exceeded: when max_tool_calls
+// (or max_turns) was spent and the model still asked for tools, the chat
+// answered success with empty content and finish_reason "tool_calls"
+// (issue 26 §5). Now it fails with limit_exceeded, what it got in details.
+func TestChat_still_asking_for_tools_is_limit_exceeded(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		args string
+		want string
+	}{
+		{Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 1}, `{"prompt":"Time?","allow_tools":true}`, "after max_tool_calls (1) was spent"},
+		{Config{Provider: ProviderOpenAI, Model: "test-model", MaxToolCalls: 5}, `{"prompt":"Time?","allow_tools":true,"max_turns":2}`, "after its last turn came (max_turns 2)"},
+	} {
+		srv := serveScripts(t, "openai_still_asks")
+		ch := chatFor(t, srv, "openai_still_asks", c.cfg, nil, nil)
+		_, err := ch.Run(context.Background(), newFakeHost("get_time"), "", []byte(c.args))
+		var perr *protocol.Error
+		if !errors.As(err, &perr) || perr.Code != protocol.LimitExceeded || !strings.Contains(perr.Message, c.want) {
+			t.Fatalf("%v", err)
+		}
+		var partial struct {
+			Content      string                          `json:"content"`
+			FinishReason string                          `json:"finish_reason"`
+			ToolCalls    []struct{ Name, Status string } `json:"tool_calls"`
+			Turns        int                             `json:"turns"`
+		}
+		if err := json.Unmarshal(perr.Details, &partial); err != nil || partial.Content != "Let me check once more." || partial.FinishReason != "tool_calls" ||
+			len(partial.ToolCalls) != 1 || partial.ToolCalls[0].Status != "success" || partial.Turns != 2 {
+			t.Fatalf("details %s (%v)", perr.Details, err)
+		}
+		if err := srv.Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

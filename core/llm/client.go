@@ -58,8 +58,8 @@ type ClientOptions struct {
 	// configuration itself names: host names, or URLs whose host is taken
 	// (llm.base_url, evaluator.url, each HTTP tool's url).
 	ImplicitHosts []string
-	// MaxRetries is how many times a request is retried after a 429, 502,
-	// 503 or 504 answer or a dropped connection: DefaultMaxRetries when 0,
+	// MaxRetries is how many times a request is retried after a 408, 409,
+	// 429 or 5xx answer or a dropped connection: DefaultMaxRetries when 0,
 	// none when NoRetries.
 	MaxRetries int
 	// MaxResponseBytes caps a response body: DefaultMaxResponseBytes when 0.
@@ -433,7 +433,7 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 			serr := &StatusError{StatusCode: resp.StatusCode, Excerpt: cr.excerpt(resp)}
 			_, _ = io.CopyN(io.Discard, resp.Body, 16<<10) // a drained body lets the connection be reused
 			resp.Body.Close()
-			if attempt < retries && retryStatus(resp.StatusCode) {
+			if attempt < retries && retryStatus(resp.StatusCode, resp.Header) {
 				wait, given := retryAfter(resp.Header)
 				if !given {
 					wait = backoff(attempt)
@@ -491,9 +491,17 @@ func (cr *call) retryable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-func retryStatus(code int) bool {
-	return code == http.StatusTooManyRequests || code == http.StatusBadGateway ||
-		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+// retryStatus: the statuses the official OpenAI SDK retries (issue 26
+// §5): 408, 409, 429 and every 5xx; a server's x-should-retry header, as
+// that SDK reads it, says otherwise when it is given.
+func retryStatus(code int, h http.Header) bool {
+	switch strings.ToLower(h.Get("X-Should-Retry")) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 }
 
 // backoff is the wait before retry attempt+1: doubling from retryBase, up

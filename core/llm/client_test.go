@@ -281,13 +281,41 @@ func TestClient_retries(t *testing.T) {
 			t.Fatalf("NoRetries made %d attempts", n.Load())
 		}
 	})
-	t.Run("500 is not retried", func(t *testing.T) {
-		srv, n := countingServer(t, status(500, nil, "oops"))
+	// Issue 26 §5: as the official OpenAI SDK, 408, 409 and 500 are
+	// retried too (they were not), and x-should-retry has the last word.
+	t.Run("408, 409, 500, then 200", func(t *testing.T) {
+		srv, n := countingServer(t,
+			status(408, map[string]string{"Retry-After-Ms": "1"}, "timeout"),
+			status(409, map[string]string{"Retry-After-Ms": "1"}, "conflict"),
+			status(500, map[string]string{"Retry-After-Ms": "1"}, "oops"),
+			ok("done"))
+		c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL}, MaxRetries: 5})
+		resp, err := c.Do(context.Background(), &Request{URL: srv.URL})
+		if err != nil || string(resp.Body) != "done" || n.Load() != 4 {
+			t.Fatalf("%v %d", err, n.Load())
+		}
+	})
+	t.Run("x-should-retry: false", func(t *testing.T) {
+		srv, n := countingServer(t, status(500, map[string]string{"X-Should-Retry": "false"}, "oops"))
 		c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL}, MaxRetries: 5})
 		_, err := c.Do(context.Background(), &Request{URL: srv.URL})
 		protoErr(t, err, protocol.ToolFailed)
 		if n.Load() != 1 {
 			t.Fatalf("%d attempts", n.Load())
+		}
+	})
+	t.Run("400 is not retried, unless x-should-retry says so", func(t *testing.T) {
+		srv, n := countingServer(t, status(400, nil, "bad"))
+		c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL}, MaxRetries: 5})
+		_, err := c.Do(context.Background(), &Request{URL: srv.URL})
+		protoErr(t, err, protocol.ToolFailed)
+		if n.Load() != 1 {
+			t.Fatalf("%d attempts", n.Load())
+		}
+		srv, n = countingServer(t, status(400, map[string]string{"X-Should-Retry": "true", "Retry-After-Ms": "1"}, "again"), ok("done"))
+		c = newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL}, MaxRetries: 5})
+		if resp, err := c.Do(context.Background(), &Request{URL: srv.URL}); err != nil || string(resp.Body) != "done" || n.Load() != 2 {
+			t.Fatalf("%v %d", err, n.Load())
 		}
 	})
 	t.Run("a Retry-After past the deadline ends the call", func(t *testing.T) {

@@ -33,6 +33,15 @@ func parseHostList(entries []string, explicit bool) (*hostList, error) {
 			}
 			e = host
 		}
+		if !explicit {
+			// A URL of the configuration naming a link-local or metadata
+			// address does not list it (issue 26 §6): only an explicit
+			// network.allow_hosts entry opens one, as for a name that
+			// resolves to one.
+			if a, err := netip.ParseAddr(strings.Trim(e, "[]")); err == nil && addressClass(a.Unmap().WithZone("")) == classLinkLocal {
+				return nil, fmt.Errorf("%s names %s, a link-local or metadata address: Clara reaches one only when network.allow_hosts lists it", raw, a)
+			}
+		}
 		if err := h.add(e); err != nil {
 			return nil, fmt.Errorf("network.allow_hosts entry %q: %v", raw, err)
 		}

@@ -20,6 +20,7 @@ type servedTool struct {
 	tool       *sdk.Tool
 	structured bool   // an output schema is declared: results must carry structuredContent
 	content    bool   // results are content blocks
+	elicitOnly bool   // listed only to clients that can elicit (ToolInfo.ElicitOnly)
 	key        string // the tool's JSON, to see whether it changed
 }
 
@@ -42,7 +43,7 @@ func newServedTool(info ToolInfo) (*servedTool, string, error) {
 		Annotations: annotations(info),
 	}
 	var warning string
-	st := &servedTool{tool: t, content: info.ReturnsContent}
+	st := &servedTool{tool: t, content: info.ReturnsContent, elicitOnly: info.ElicitOnly}
 	if len(bytes.TrimSpace(info.OutputSchema)) > 0 {
 		if out, err := declaredObjectSchema(info.OutputSchema); err != nil {
 			warning = fmt.Sprintf("tool %q: output schema left out: %v", info.Name, err)
@@ -56,6 +57,9 @@ func newServedTool(info ToolInfo) (*servedTool, string, error) {
 		return nil, "", fmt.Errorf("tool %q: %v", info.Name, err)
 	}
 	st.key = string(key)
+	if info.ElicitOnly {
+		st.key += " elicit-only"
+	}
 	return st, warning, nil
 }
 
@@ -126,13 +130,12 @@ func decodeSchema(raw []byte) (map[string]any, error) {
 }
 
 // annotations are the tool's hints (toolbox.Descriptor.Hints): those it
-// declares, the others derived from its capabilities (a tool that declares
-// none, or only fs_read, is read-only; fs_write and exec are destructive;
-// network is an open world). MCP's defaults for the two pointer hints are
-// true, so they are always sent.
+// declares, MCP's defaults for the others (never derived from the absence
+// of a capability). All four are sent, so that no client falls back on
+// defaults of its own.
 func annotations(info ToolInfo) *sdk.ToolAnnotations {
-	h := (&toolbox.Descriptor{Capabilities: info.Capabilities, Idempotent: info.Idempotent, Annotations: info.Annotations}).Hints()
-	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent}
+	h := (&toolbox.Descriptor{Idempotent: info.Idempotent, Annotations: info.Annotations}).Hints()
+	a := &sdk.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.Idempotent, Title: info.Title}
 	if !h.ReadOnly {
 		a.DestructiveHint = &h.Destructive
 	}

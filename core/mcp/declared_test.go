@@ -13,7 +13,8 @@ import (
 )
 
 // TestDeclaredAnnotations: the hints a descriptor declares reach
-// tools/list in place of those its capabilities give.
+// tools/list; those it does not declare are MCP's defaults (issue 26 §3),
+// never derived from its capabilities.
 func TestDeclaredAnnotations(t *testing.T) {
 	yes, no := true, false
 	d, err := toolbox.ParseDescriptor([]byte(`{"name":"fetch","capabilities":["network"],"annotations":{"readOnlyHint":true,"idempotentHint":true}}`))
@@ -33,8 +34,8 @@ func TestDeclaredAnnotations(t *testing.T) {
 	}
 	want := map[string]string{
 		"fetch":       `{"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}`,
-		"append_line": `{"destructiveHint":false,"idempotentHint":false,"openWorldHint":false,"readOnlyHint":false}`,
-		"memory":      `{"destructiveHint":false,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`,
+		"append_line": `{"destructiveHint":false,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`,
+		"memory":      `{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`,
 	}
 	for _, tool := range res.Tools {
 		var m map[string]any

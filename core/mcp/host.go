@@ -37,14 +37,18 @@ type ToolInfo struct {
 	// OutputSchema, when set, is the JSON Schema of the tool's JSON object
 	// result; results then always carry structuredContent.
 	OutputSchema json.RawMessage
-	Capabilities []string // toolbox.Cap*: they become the annotations
+	Capabilities []string // toolbox.Cap*
 	Idempotent   bool     // calling twice with the same arguments changes nothing more
-	// Annotations are the hints the tool declares, in place of those its
-	// capabilities give; nil when it declares none.
+	// Annotations are the hints the tool declares; nil when it declares
+	// none, and MCP's defaults then stand for all of them.
 	Annotations *toolbox.Annotations
 	// ReturnsContent: the tool's results are MCP content blocks
 	// (toolbox.ReturnsContent), served as the result's content.
 	ReturnsContent bool
+	// ElicitOnly: the tool can answer only by asking the client's user
+	// (ask_user while the host has no input handler), so tools/list shows
+	// it only to a client that declared elicitation in form mode.
+	ElicitOnly bool
 }
 
 // InfoFromDescriptor is the ToolInfo of a descriptor.

@@ -40,6 +40,7 @@ type ServerConfig struct {
 
 	Command string   // stdio: the program (looked up in PATH) ...
 	Args    []string // ... and its arguments
+	Dir     string   // ... and the folder it runs in ("": this process's)
 	// EnvFrom gives the child variables whose values are read from this
 	// process's environment when the server starts: {"API_KEY": "MY_KEY"}
 	// sets API_KEY to $MY_KEY. The values never reach a log or an error.

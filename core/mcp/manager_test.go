@@ -805,3 +805,22 @@ func TestManagerStructuredContentAndHints(t *testing.T) {
 		t.Errorf("hints: %+v (annotations %s)", h, mustJSON(t, specs[0].Descriptor.Annotations))
 	}
 }
+
+// A URL server's tool is network to Clara: its closed-world claim goes,
+// and only that; its read-only claim, which network allows, stays (issue
+// 26 §3: it was lost with the other).
+func TestManagerHintsOfAURLServer(t *testing.T) {
+	rs := newRemoteServer()
+	m, err := NewManager([]ServerConfig{{Name: "web", URL: "http://127.0.0.1:1/mcp", dial: rs.dial, Allow: []string{"stats"}}}, ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "web")
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("tools: %v %v", specs, err)
+	}
+	if h := specs[0].Descriptor.Hints(); !h.ReadOnly || h.Destructive || !h.OpenWorld {
+		t.Errorf("hints: %+v (annotations %s)", h, mustJSON(t, specs[0].Descriptor.Annotations))
+	}
+}

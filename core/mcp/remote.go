@@ -383,7 +383,7 @@ func (r *remote) dialVersion(ctx context.Context, version string) (*conn, error)
 			return nil, noStart{err}
 		}
 		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
-		cmd.Env = env
+		cmd.Env, cmd.Dir = env, r.cfg.Dir
 		c.stderr = newStderrTail(r.m.log, r.cfg.Name, r.m.red)
 		cmd.Stderr = c.stderr
 		c.proc = newProcess(cmd)
@@ -732,24 +732,21 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 		}
 		if a := t.Annotations; a != nil {
 			// The server's hints are kept, but for those Clara's own
-			// capabilities contradict (a stdio server's tool runs where
-			// Clara started a program: never read-only for Clara's policy).
+			// capability contradicts, each on its own: a stdio server's
+			// tool runs where Clara started a program (exec: never
+			// read-only for Clara's policy), a URL server's reaches the
+			// network (never a closed world).
 			spec.Idempotent = a.IdempotentHint
 			spec.Descriptor.Idempotent = a.IdempotentHint
 			declared := &toolbox.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
-			if a.ReadOnlyHint {
+			if a.ReadOnlyHint && capability != toolbox.CapExec && (a.DestructiveHint == nil || !*a.DestructiveHint) {
 				declared.ReadOnly = &a.ReadOnlyHint
+			}
+			if capability == toolbox.CapNetwork && declared.OpenWorld != nil && !*declared.OpenWorld {
+				declared.OpenWorld = nil
 			}
 			if declared.Destructive != nil || declared.OpenWorld != nil || declared.ReadOnly != nil {
 				spec.Descriptor.Annotations = declared
-			}
-			if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil && spec.Descriptor.Annotations != nil {
-				kept := *declared
-				kept.ReadOnly = nil
-				spec.Descriptor.Annotations = &kept
-				if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
-					kept.OpenWorld = nil
-				}
 			}
 		}
 		// What the engine will do with it: refuse it here rather than there.

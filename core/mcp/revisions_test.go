@@ -236,3 +236,48 @@ func TestToolsList_orderAndCacheHints(t *testing.T) {
 		t.Errorf("cache hints: ttlMs %d, cacheScope %q", res.TTLMs, res.CacheScope)
 	}
 }
+
+// A tool that can answer only by asking the client's user (ask_user while
+// the host has no input handler) is listed to the clients that declared
+// elicitation, under either revision, and to no other (issue 26 §3).
+func TestElicitOnly_listedToClientsThatCanAsk(t *testing.T) {
+	asks := askingTool()
+	asks.info.ElicitOnly = true
+	h := newTestHost(echoTool("echo"), asks)
+	srv := NewServer(h, ServerOptions{})
+	defer srv.Close()
+	addr, err := srv.Listen("127.0.0.1:0", ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + HTTPPath
+	for _, version := range []string{ProtocolVersion, LegacyProtocolVersion} {
+		for _, canAsk := range []bool{true, false} {
+			var opts *sdk.ClientOptions
+			if canAsk {
+				opts, _ = answeringClient()
+			}
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, opts).Connect(context.Background(),
+				&sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cs.ListTools(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range res.Tools {
+				names = append(names, tl.Name)
+			}
+			want := "echo"
+			if canAsk {
+				want = "ask_twice echo"
+			}
+			if got := strings.Join(names, " "); got != want {
+				t.Errorf("%s, elicitation %v: %q, want %q", version, canAsk, got, want)
+			}
+			cs.Close()
+		}
+	}
+}

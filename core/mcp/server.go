@@ -93,14 +93,18 @@ type Server struct {
 
 	// served is the published tool list; only the sync goroutine (and
 	// NewServer before it starts) writes it.
-	served   map[string]*servedTool
-	features servedFeatures    // resources and prompts of a CatalogHost
-	parking  *parking          // calls of 2026-07-28 clients between rounds
-	holds    sessionHolds      // sessions kept open by calls outliving their request
-	tasks    tasks             // tools/calls followed as tasks
-	warned   map[string]string // tool -> last problem logged, so each is logged once
-	dirty    chan struct{}     // a sync is due
-	stopHost func()
+	served map[string]*servedTool
+	// elicitOnly names the served tools only a client that can elicit
+	// sees (ToolInfo.ElicitOnly); syncTools replaces it, tools/list reads
+	// it.
+	elicitOnly atomic.Pointer[map[string]bool]
+	features   servedFeatures    // resources and prompts of a CatalogHost
+	parking    *parking          // calls of 2026-07-28 clients between rounds
+	holds      sessionHolds      // sessions kept open by calls outliving their request
+	tasks      tasks             // tools/calls followed as tasks
+	warned     map[string]string // tool -> last problem logged, so each is logged once
+	dirty      chan struct{}     // a sync is due
+	stopHost   func()
 
 	mu       sync.Mutex
 	stopCtx  context.Context // cancelled by Stop: what is serving now stops
@@ -180,7 +184,7 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		s.addTaskMethods(bh)
 		s.mcp.AddReceivingMiddleware(s.taskMiddleware)
 	}
-	s.mcp.AddReceivingMiddleware(s.recoverMiddleware, s.telemetryMiddleware)
+	s.mcp.AddReceivingMiddleware(s.recoverMiddleware, s.telemetryMiddleware, s.elicitOnlyMiddleware)
 	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
 	s.syncTools()
@@ -337,6 +341,34 @@ func (s *Server) recoverMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
 	}
 }
 
+// elicitOnlyMiddleware takes the tools that can answer only by asking the
+// client's user out of the tools/list of a client that cannot be asked
+// (it declared no elicitation in form mode): listed to it, such a tool
+// could never succeed (issue 26 §3).
+func (s *Server) elicitOnlyMiddleware(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		only := s.elicitOnly.Load()
+		if err != nil || method != "tools/list" || only == nil || len(*only) == 0 {
+			return res, err
+		}
+		list, ok := res.(*sdk.ListToolsResult)
+		lr, isList := req.(*sdk.ListToolsRequest)
+		if !ok || !isList || canElicitForm(lr.ClientCapabilities()) {
+			return res, err
+		}
+		kept := make([]*sdk.Tool, 0, len(list.Tools))
+		for _, t := range list.Tools {
+			if t != nil && !(*only)[t.Name] {
+				kept = append(kept, t)
+			}
+		}
+		filtered := *list
+		filtered.Tools = kept
+		return &filtered, nil
+	}
+}
+
 // toolsChanged is the host's signal; it only marks a sync as due.
 func (s *Server) toolsChanged() {
 	select {
@@ -412,6 +444,13 @@ func (s *Server) syncTools() {
 		s.mcp.AddTool(st.tool, s.toolHandler(name, st))
 	}
 	s.served = want
+	only := map[string]bool{}
+	for name, st := range want {
+		if st.elicitOnly {
+			only[name] = true
+		}
+	}
+	s.elicitOnly.Store(&only)
 }
 
 // toolHandler runs one tools/call through the host.

@@ -61,19 +61,21 @@ func TestToolsListShapes(t *testing.T) {
 		t.Errorf("no warning for array_out in the log:\n%s", sink.text())
 	}
 
+	// Nothing declared: MCP's defaults, whatever the capabilities (issue
+	// 26 §3); the title goes into the annotations too.
 	cases := map[string]string{
-		"get_weather": `{"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":false},` +
+		"get_weather": `{"annotations":{"destructiveHint":true,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":false,"title":"Weather"},` +
 			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"get_weather",` +
 			`"outputSchema":{"properties":{"temp":{"type":"number"}},"type":"object"},"title":"Weather"}`,
-		"write_file": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":false,"readOnlyHint":false},` +
+		"write_file": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false},` +
 			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"write_file"}`,
-		"read_file": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+		"read_file": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false},` +
 			`"description":"returns its arguments","inputSchema":{"properties":{"message":{"type":"string"}},"type":"object"},"name":"read_file"}`,
-		"no_schema": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+		"no_schema": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false},` +
 			`"description":"returns its arguments","inputSchema":{"type":"object"},"name":"no_schema"}`,
-		"untyped": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+		"untyped": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false},` +
 			`"description":"returns its arguments","inputSchema":{"properties":{"n":{"maximum":1000,"type":"integer"}},"type":"object"},"name":"untyped"}`,
-		"nullable": `{"annotations":{"idempotentHint":false,"openWorldHint":false,"readOnlyHint":true},` +
+		"nullable": `{"annotations":{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false},` +
 			`"description":"returns its arguments","inputSchema":{"type":"object"},"name":"nullable"}`,
 	}
 	for name, want := range cases {
@@ -272,10 +274,12 @@ func TestToolsListChanged(t *testing.T) {
 	}
 	// A change of a descriptor is a change too.
 	f := echoTool("fresh", toolbox.CapNetwork)
+	closed := false
+	f.info.Annotations = &toolbox.Annotations{OpenWorld: &closed}
 	h.set(f)
 	within(t, changed, "list_changed after a new descriptor")
 	res, _ := s.cs.ListTools(context.Background(), nil)
-	if len(res.Tools) != 1 || !*res.Tools[0].Annotations.OpenWorldHint {
+	if len(res.Tools) != 1 || *res.Tools[0].Annotations.OpenWorldHint {
 		t.Errorf("after a new descriptor: %s", mustJSON(t, res.Tools))
 	}
 }

@@ -25,6 +25,13 @@ const (
 	BudgetExhausted Code = "budget_exhausted"
 	Blocked         Code = "blocked"
 
+	// Issue 26: the start-up configuration does not load, so no tool runs
+	// (details lists its problems); a chat's model still asked for tools
+	// when its max_tool_calls or max_turns was spent (details holds what
+	// the chat got that far).
+	InvalidConfig Code = "invalid_config"
+	LimitExceeded Code = "limit_exceeded"
+
 	// Issue 31: the call needs the shared store (store.backend =
 	// "postgres"), which could not be reached in time; details name it.
 	Unavailable Code = "unavailable"

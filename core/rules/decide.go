@@ -39,6 +39,9 @@ const (
 	// OnBudgetExhausted fires when a call is refused because a budget of
 	// calls is spent (max_calls_per_chat, max_calls_per_session).
 	OnBudgetExhausted = "on_budget_exhausted"
+	// OnQueryStart fires as a chat starts, before its first turn (seed
+	// 004's hook; issue 26 §5), with context.question.
+	OnQueryStart = "on_query_start"
 )
 
 // Modes of a rule.

@@ -29,13 +29,19 @@ type Builtin struct {
 	// makes no nested call. The engine may then reuse the call's state for
 	// the next request (see core's requestState): the echo.
 	KeepsNothing bool
-	Run          Func
+	// Hints are what the tool declares of itself to MCP clients
+	// (Declared): every built-in declares them, since MCP's defaults
+	// (not read-only, destructive) are wrong for most of them.
+	Hints *Annotations
+	// Offered: see Tool.Offered; nil when the tool can always answer.
+	Offered func() bool
+	Run     Func
 }
 
 // Tool builds the registered tool.
 func (b Builtin) Tool() (*Tool, error) {
 	d := Descriptor{Name: b.Name, Description: b.Description, Returns: ReturnsJSON, Capabilities: b.Capabilities,
-		LLMVisible: b.LLMVisible, Limits: Limits{MaxOutputBytes: b.MaxOutputBytes, TimeoutMS: b.TimeoutMS}}
+		LLMVisible: b.LLMVisible, Limits: Limits{MaxOutputBytes: b.MaxOutputBytes, TimeoutMS: b.TimeoutMS}, Annotations: b.Hints}
 	if b.Schema != "" {
 		d.InputSchema = []byte(b.Schema)
 	}
@@ -43,7 +49,7 @@ func (b Builtin) Tool() (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.Admin = b.Admin
+	t.Admin, t.Offered = b.Admin, b.Offered
 	t.KeepsNothing = b.KeepsNothing && !b.Timed
 	return t, nil
 }

@@ -20,23 +20,31 @@ func TestParseDescriptor_annotations(t *testing.T) {
 		want       toolbox.Hints
 		stored     string // the descriptor's annotations and idempotent, as tools_list writes them
 	}{
-		{"none: from the capabilities", `{"name":"x","capabilities":["fs_write"]}`,
-			toolbox.Hints{Destructive: true}, `{}`},
+		// Nothing declared: MCP's own defaults, whatever the capabilities
+		// (issue 26 §3: a tool without capabilities was served read-only).
+		{"none, with a capability: MCP's defaults", `{"name":"x","capabilities":["fs_write"]}`,
+			toolbox.Hints{Destructive: true, OpenWorld: true}, `{}`},
+		{"none, without capabilities: MCP's defaults", `{"name":"x"}`,
+			toolbox.Hints{Destructive: true, OpenWorld: true}, `{}`},
 		{"read-only network tool", `{"name":"x","capabilities":["network"],"annotations":{"readOnlyHint":true}}`,
 			toolbox.Hints{ReadOnly: true, OpenWorld: true}, `{"annotations":{"readOnlyHint":true}}`},
+		{"read-only in a closed world", `{"name":"x","annotations":{"readOnlyHint":true,"openWorldHint":false}}`,
+			toolbox.Hints{ReadOnly: true}, `{"annotations":{"readOnlyHint":true,"openWorldHint":false}}`},
 		{"additive file writer", `{"name":"x","capabilities":["fs_write"],"annotations":{"destructiveHint":false}}`,
-			toolbox.Hints{}, `{"annotations":{"destructiveHint":false}}`},
+			toolbox.Hints{OpenWorld: true}, `{"annotations":{"destructiveHint":false}}`},
 		{"a tool without capabilities that changes things", `{"name":"x","annotations":{"readOnlyHint":false}}`,
-			toolbox.Hints{}, `{"annotations":{"readOnlyHint":false}}`},
+			toolbox.Hints{Destructive: true, OpenWorld: true}, `{"annotations":{"readOnlyHint":false}}`},
 		{"destructive is not read-only", `{"name":"x","annotations":{"destructiveHint":true}}`,
-			toolbox.Hints{Destructive: true}, `{"annotations":{"destructiveHint":true}}`},
+			toolbox.Hints{Destructive: true, OpenWorld: true}, `{"annotations":{"destructiveHint":true}}`},
 		{"open world without network", `{"name":"x","annotations":{"openWorldHint":true}}`,
-			toolbox.Hints{ReadOnly: true, OpenWorld: true}, `{"annotations":{"openWorldHint":true}}`},
+			toolbox.Hints{Destructive: true, OpenWorld: true}, `{"annotations":{"openWorldHint":true}}`},
 		{"idempotentHint is idempotent", `{"name":"x","annotations":{"idempotentHint":true}}`,
-			toolbox.Hints{ReadOnly: true, Idempotent: true}, `{"idempotent":true}`},
+			toolbox.Hints{Destructive: true, OpenWorld: true, Idempotent: true}, `{"idempotent":true}`},
 		{"both agree", `{"name":"x","idempotent":true,"annotations":{"idempotentHint":true,"openWorldHint":false}}`,
-			toolbox.Hints{ReadOnly: true, Idempotent: true}, `{"idempotent":true,"annotations":{"openWorldHint":false}}`},
-		{"null", `{"name":"x","annotations":null}`, toolbox.Hints{ReadOnly: true}, `{}`},
+			toolbox.Hints{Destructive: true, Idempotent: true}, `{"idempotent":true,"annotations":{"openWorldHint":false}}`},
+		{"title is the descriptor's", `{"name":"x","annotations":{"title":"X","readOnlyHint":true}}`,
+			toolbox.Hints{ReadOnly: true, OpenWorld: true}, `{"annotations":{"readOnlyHint":true}}`},
+		{"null", `{"name":"x","annotations":null}`, toolbox.Hints{Destructive: true, OpenWorld: true}, `{}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := toolbox.ParseDescriptor([]byte(c.text))
@@ -80,7 +88,7 @@ func TestParseDescriptor_annotationsRefused(t *testing.T) {
 		{"idempotent contradicted", `{"name":"x","idempotent":true,"annotations":{"idempotentHint":false}}`,
 			`tool "x": idempotent is true, but annotations.idempotentHint is false`},
 		{"unknown hint", `{"name":"x","annotations":{"readonly":true}}`, `descriptor: unknown key "annotations.readonly"`},
-		{"title belongs outside", `{"name":"x","annotations":{"title":"X"}}`, `descriptor: unknown key "annotations.title"`},
+		{"two titles", `{"name":"x","title":"Y","annotations":{"title":"X"}}`, `tool "x": title is "Y", but annotations.title is "X"`},
 		{"hint a string", `{"name":"x","annotations":{"readOnlyHint":"yes"}}`, `descriptor: "annotations.readOnlyHint" must not be string`},
 		{"not an object", `{"name":"x","annotations":[]}`, `descriptor: "annotations" must not be array`},
 	} {

@@ -140,51 +140,61 @@ func parseNeedsApproval(raw json.RawMessage) (*NeedsApproval, error) {
 	return &NeedsApproval{Rule: id}, nil
 }
 
-// Hints are what a tool says of itself to MCP clients (annotations). Its
-// capabilities give them: read-only when it declares none but fs_read,
-// destructive when it writes files or runs programs, open-world when it
-// reaches the network; its declared Annotations take their place.
+// Hints are what a tool says of itself to MCP clients (annotations): what
+// it declares, and for what it does not, MCP's own defaults, the careful
+// ones (not read-only, destructive, not idempotent, an open world). They
+// never come from the absence of a capability: a tool that declares none
+// may still change anything (issue 26 §3). The capabilities only forbid
+// declaring less care than they call for (checkAnnotations).
 type Hints struct {
 	ReadOnly, Destructive, OpenWorld, Idempotent bool
 }
 
 // Annotations are hints a descriptor declares, in MCP's own names (its
-// "annotations" object); each one left out is derived from the
-// capabilities. check refuses those the capabilities contradict.
-// idempotentHint is the descriptor's "idempotent": check moves it there.
+// "annotations" object); each one left out is MCP's default. check
+// refuses those the capabilities contradict. idempotentHint is the
+// descriptor's "idempotent" and title its "title": check moves them there.
 type Annotations struct {
-	ReadOnly    *bool `json:"readOnlyHint,omitempty"`
-	Destructive *bool `json:"destructiveHint,omitempty"`
-	Idempotent  *bool `json:"idempotentHint,omitempty"`
-	OpenWorld   *bool `json:"openWorldHint,omitempty"`
+	ReadOnly    *bool  `json:"readOnlyHint,omitempty"`
+	Destructive *bool  `json:"destructiveHint,omitempty"`
+	Idempotent  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorld   *bool  `json:"openWorldHint,omitempty"`
+	Title       string `json:"title,omitempty"`
 }
 
-// Hints gives the tool's hints: the declared ones, the others derived
-// from its capabilities.
+// Hints gives the tool's hints: the declared ones, MCP's defaults for the
+// others.
 func (d *Descriptor) Hints() Hints {
-	h := Hints{ReadOnly: true, Idempotent: d.Idempotent}
-	for _, c := range d.Capabilities {
-		h.ReadOnly = h.ReadOnly && c == CapFSRead
-	}
+	h := Hints{Destructive: true, OpenWorld: true, Idempotent: d.Idempotent}
 	a := d.Annotations
 	if a == nil {
-		a = &Annotations{}
+		return h
 	}
 	if a.ReadOnly != nil {
 		h.ReadOnly = *a.ReadOnly
 	}
-	if a.Destructive != nil && *a.Destructive {
-		h.ReadOnly = false // a tool that may destroy is not read-only
-	}
-	h.Destructive = !h.ReadOnly && (d.HasCapability(CapFSWrite) || d.HasCapability(CapExec))
-	if a.Destructive != nil && !h.ReadOnly {
+	if a.Destructive != nil {
 		h.Destructive = *a.Destructive
+		if h.Destructive {
+			h.ReadOnly = false // a tool that may destroy is not read-only
+		}
 	}
-	h.OpenWorld = d.HasCapability(CapNetwork)
+	if h.ReadOnly {
+		h.Destructive = false // a read-only tool destroys nothing
+	}
 	if a.OpenWorld != nil {
 		h.OpenWorld = *a.OpenWorld
 	}
 	return h
+}
+
+// Declared builds annotations for a built-in tool's declaration.
+func Declared(readOnly, destructive, idempotent, openWorld bool) *Annotations {
+	a := &Annotations{ReadOnly: &readOnly, OpenWorld: &openWorld}
+	if !readOnly {
+		a.Destructive, a.Idempotent = &destructive, &idempotent
+	}
+	return a
 }
 
 // checkAnnotations refuses the declared hints the capabilities
@@ -216,6 +226,12 @@ func (d *Descriptor) checkAnnotations() error {
 		}
 		d.Idempotent = *a.Idempotent
 		a.Idempotent = nil
+	}
+	if a.Title != "" {
+		if d.Title != "" && d.Title != a.Title {
+			return fmt.Errorf("tool %q: title is %q, but annotations.title is %q", d.Name, d.Title, a.Title)
+		}
+		d.Title, a.Title = a.Title, ""
 	}
 	if *a == (Annotations{}) {
 		d.Annotations = nil

@@ -71,6 +71,18 @@ func (p *Policy) why(name string) string {
 	return ""
 }
 
+// DenyOnly is the layer with its deny list only (p itself when it has no
+// allow list, nil when it has no deny list either).
+func (p *Policy) DenyOnly() *Policy {
+	if p == nil || p.allow == nil {
+		return p
+	}
+	if p.deny == nil {
+		return nil
+	}
+	return &Policy{Source: p.Source, deny: p.deny}
+}
+
 // Narrow returns a layer allowing only what both p and q allow.
 func (p *Policy) Narrow(q *Policy, source string) *Policy {
 	if p.Empty() {

@@ -65,6 +65,14 @@ func (r *Registry) OnChange(fn func()) (stop func()) {
 	}
 }
 
+// Touch tells the watchers that what the registry offers changed without
+// a registration: a tool's Offered now says otherwise.
+func (r *Registry) Touch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed()
+}
+
 // changed tells the watchers (r.mu held).
 func (r *Registry) changed() {
 	r.watchMu.Lock()

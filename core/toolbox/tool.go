@@ -57,6 +57,11 @@ type Tool struct {
 	KeepsNothing bool
 	// Origin: who brought the tool (see Origin).
 	Origin Origin
+	// Offered, when set, says whether the tool can answer now: one that
+	// cannot (ask_user while nobody is there to ask) is left out of the
+	// catalogs (tools_list, MCP's tools/list, a chat's tools); a call of
+	// it still gets its own error.
+	Offered func() bool
 
 	schema       *jsonschema.Schema
 	simple       *simpleSchema      // the direct check of schema; nil when it uses more
@@ -114,6 +119,9 @@ type Origin struct {
 	Name     string // who, for messages
 	Replaces bool   // its configuration says it may take the name of a higher rank
 }
+
+// CanAnswer reports whether the tool can answer now (Offered).
+func (t *Tool) CanAnswer() bool { return t.Offered == nil || t.Offered() }
 
 // NewTool checks the descriptor, compiles its schema once, and returns a
 // tool ready to register. On error, OnRelease is not called: the caller

@@ -32,10 +32,14 @@ func callbackTools(c Callbacks) []toolbox.Builtin {
 				`"pattern":{"oneOf":[{"type":"string","minLength":1,"maxLength":4096},{"type":"array","items":{"type":"string","minLength":1,"maxLength":4096},"minItems":1,"maxItems":256}]},` +
 				`"blocking":{"type":"boolean"},` +
 				`"timeout_secs":{"type":"integer","minimum":1,"maximum":3600},` +
+				// The seed's own name for timeout_secs (seed 001).
+				`"timeout":{"type":"integer","minimum":1,"maximum":3600},` +
 				`"success_message":{"type":"string","maxLength":1024},` +
 				`"cwd":{"type":"string","maxLength":4096},` +
 				`"one_at_a_time":{"type":"boolean"},` +
 				`"once_per_batch":{"type":"boolean"},` +
+				`"on_busy":{"enum":["queue","skip"]},` +
+				`"pass_files":{"enum":["env","args","stdin"]},` +
 				`"script_content":{"type":"string","maxLength":1048576},` +
 				`"old_string":{"type":"string","minLength":1},` +
 				`"new_string":{"type":"string"}},` +

@@ -129,7 +129,7 @@ func Catalog(reg *toolbox.Registry, scope toolbox.Scope, format string, llmOnly 
 	}
 	list := []any{}
 	for _, t := range reg.List() {
-		if !scope.Allows(t.Name) || (llmOnly && !t.LLMVisible) {
+		if !scope.Allows(t.Name) || (llmOnly && !t.LLMVisible) || !t.CanAnswer() {
 			continue
 		}
 		switch format {

@@ -40,6 +40,10 @@ type Input interface {
 	// {"declined":true} or {"declined":true,"cancelled":true}; it returns
 	// early, with ctx's error, when ctx ends.
 	Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error)
+	// CanAsk reports whether the host can answer: ask_user is offered
+	// (tools_list, chats) only then, and to MCP clients only then or when
+	// the client itself can ask its user.
+	CanAsk() bool
 }
 
 // Models is what the model tools reach (issue 11): the chat loop, the
@@ -148,5 +152,50 @@ func All(d Deps) []toolbox.Builtin {
 	if d.Docs != nil {
 		list = append(list, docSearch(d.Docs))
 	}
+	for i := range list {
+		list[i].Hints = builtinHints[list[i].Name]
+	}
 	return list
 }
+
+// builtinHints is what each built-in tool declares of itself to MCP clients
+// (issue 26 §3), since MCP's defaults for a tool that declares nothing
+// (not read-only, destructive, an open world) are wrong for most of them,
+// and a hint must never come from the absence of a capability: kv_set
+// declares no capability and writes. A tool missing here fails
+// TestBuiltins_declare_their_hints.
+var builtinHints = map[string]*toolbox.Annotations{
+	// Read only, in Clara's own world.
+	"echo": readOnly, "get_time": readOnly, "math_eval": readOnly, "kv_get": readOnly, "kv_list": readOnly,
+	"tools_list": readOnly, "audit_tail": readOnly, "chat_history": readOnly, "doc_search": readOnly,
+	"rules_list": readOnly, "rules_test": readOnly, "plugins_list": readOnly, "state_get": readOnly,
+	"callback_list": readOnly, "callback_get": readOnly, "approvals_list": readOnly,
+	// Asks a person: reads only, but reaches outside.
+	"ask_user": toolbox.Declared(true, false, false, true),
+	// Changes what they hold: a value, a key, a setting replaced or gone.
+	"kv_set":              toolbox.Declared(false, true, true, false),
+	"kv_delete":           toolbox.Declared(false, true, true, false),
+	"notifications_drain": toolbox.Declared(false, true, false, false), // the notices it returns are gone
+	"session_end":         toolbox.Declared(false, true, true, false),
+	"session_policy":      toolbox.Declared(false, true, true, false),
+	"state_set":           toolbox.Declared(false, true, true, false),
+	"chat_reset":          toolbox.Declared(false, true, true, false),
+	"async_cancel":        toolbox.Declared(false, true, true, false),
+	"callback_upsert":     toolbox.Declared(false, true, false, false),
+	"tool_limits":         toolbox.Declared(false, true, true, false),
+	// Adds or switches, destroying nothing.
+	"rules_load":      toolbox.Declared(false, false, true, false),
+	"plugin_enable":   toolbox.Declared(false, false, true, false),
+	"callback_toggle": toolbox.Declared(false, false, true, false),
+	"audit_reopen":    toolbox.Declared(false, false, true, false),  // a new file where the old was moved
+	"async_result":    toolbox.Declared(false, false, false, false), // collecting an answer takes it
+	// Run what others wrote: a model, rules, scripts, an evaluator, an
+	// approved call. MCP's defaults, declared.
+	"chat":             toolbox.Declared(false, true, false, true),
+	"evaluate":         toolbox.Declared(false, true, false, true),
+	"emit_event":       toolbox.Declared(false, true, false, true),
+	"callback_trigger": toolbox.Declared(false, true, false, true),
+	"approval_decide":  toolbox.Declared(false, true, false, true),
+}
+
+var readOnly = toolbox.Declared(true, false, false, false)

@@ -71,7 +71,7 @@ const askUserSchema = `{"type":"object","properties":{"prompt":{"type":"string",
 func askUser(in Input) toolbox.Builtin {
 	return toolbox.Builtin{Name: "ask_user",
 		Description: "Asks the user a question and waits for the answer. Result: {answer} with the user's text (or, with a schema, the form's object), or {declined: true}.",
-		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true,
+		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true, Offered: in.CanAsk,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 			var schema json.RawMessage
 			if s := gjson.GetBytes(call.Arguments, "schema"); s.Exists() {

@@ -863,9 +863,10 @@ func TestToolsList_exactFormats(t *testing.T) {
 			`{"name":"noschema","description":"No schema.","input_schema":` + empty + `}]}`},
 		{`{"format":"mcp"}`, `{"format":"mcp","tools":[` +
 			`{"name":"get_weather","description":"Current weather by city and country code.","inputSchema":` + weatherSchema +
-			`,"annotations":{"readOnlyHint":false,"destructiveHint":false,"idempotentHint":false,"openWorldHint":true}},` +
+			`,"annotations":{"readOnlyHint":false,"destructiveHint":true,"idempotentHint":false,"openWorldHint":true}},` +
+			// No capability declared is no promise of reading only (issue 26 §3).
 			`{"name":"noschema","description":"No schema.","inputSchema":` + empty +
-			`,"annotations":{"readOnlyHint":true,"idempotentHint":false,"openWorldHint":false}}]}`},
+			`,"annotations":{"readOnlyHint":false,"destructiveHint":true,"idempotentHint":false,"openWorldHint":true}}]}`},
 	} {
 		if got := e.run(t, "tools_list", "s", c.args, scope); got != c.want {
 			t.Errorf("tools_list(%s)\n got %s\nwant %s", c.args, got, c.want)

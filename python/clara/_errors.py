@@ -133,6 +133,21 @@ class Blocked(ClaraError):
     code = "blocked"
 
 
+class InvalidConfig(ClaraError):
+    """invalid_config: the start-up configuration (CLARA_CONFIG, the
+    default rule files) does not load, so no tool runs until configure()
+    applies a valid configuration (or the file is fixed and reset() called);
+    .details lists its problems ({"file", "line", "col", "message"})."""
+    code = "invalid_config"
+
+
+class LimitExceeded(ClaraError):
+    """limit_exceeded: a chat's model still asked for tools once its
+    max_tool_calls or max_turns was spent; .details is the chat's result so
+    far ({"content", "tool_calls", "finish_reason", ...})."""
+    code = "limit_exceeded"
+
+
 class Unavailable(ClaraError):
     """unavailable: the call needs the shared store (store.backend =
     "postgres"), which did not answer in time; .details is {"store"}."""
@@ -142,7 +157,7 @@ class Unavailable(ClaraError):
 _BY_CODE: Dict[str, Type[ClaraError]] = {
     k.code: k for k in (InvalidJSON, InvalidRequest, UnknownTool, InvalidArgs, Denied, RateLimited,
                         Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked,
-                        Unavailable)
+                        InvalidConfig, LimitExceeded, Unavailable)
 }
 
 

@@ -9,6 +9,7 @@
 
 int harness_failures;
 int harness_checks;
+const char *harness_self = "build/harness";
 static double scale = 1.0;
 
 int scaled(int n) {
@@ -59,7 +60,21 @@ void check_envelope(const char *test, int line, const char *request, const char 
     clara_free_string(got);
 }
 
-int main(void) {
+/* harness --evaluate REQUEST|reset ...: a child the tests start with an
+ * environment of its own (CLARA_CONFIG is read when the library loads):
+ * prints each answer on a line of its own. */
+static int evaluate_each(int argc, char **argv) {
+    for (int i = 2; i < argc; i++) {
+        char *r = strcmp(argv[i], "reset") == 0 ? clara_reset() : clara_evaluate(argv[i]);
+        printf("%s\n", r ? r : "(NULL)");
+        clara_free_string(r);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--evaluate") == 0) return evaluate_each(argc, argv);
+    if (argc > 0) harness_self = argv[0];
     const char *s = getenv("CLARA_HARNESS_SCALE");
     if (s != NULL && atof(s) > 0) scale = atof(s);
     tests_envelopes();

@@ -12,6 +12,9 @@
 
 extern int harness_failures;
 extern int harness_checks;
+/* argv[0] of the harness: the tests that need a process of their own run it
+ * again (harness --evaluate ...). */
+extern const char *harness_self;
 
 /* Scaled iteration count, at least 1. */
 int scaled(int n);

@@ -125,7 +125,7 @@ static void test_lua_file_tool(void) {
     /* A missing file is a configuration error; greet stays. */
     {
         char *r = clara_configure("[[tools]]\nname = \"greet\"\nlua_file = \"nope.lua\"\n");
-        CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: tools[0] "
+        CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: 1:3: tools[0] "
                         "(greet): lua_file: open ");
         CHECK(r != NULL && strstr(r, "nope.lua: no such file or directory") != NULL);
         clara_free_string(r);
@@ -227,7 +227,7 @@ static void test_config_errors_keep_old_config(void) {
     /* A syntax error in the script. */
     {
         char *r = clara_configure("[[tools]]\nname = \"broken\"\nlua = 'return function( end'\n");
-        CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: tools[0] "
+        CHECK_PREFIX(r, "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: 1:3: tools[0] "
                         "(broken): lua line 1: syntax error");
         clara_free_string(r);
     }
@@ -244,8 +244,8 @@ static void test_config_errors_keep_old_config(void) {
                     "table with url)\"}]}");
     /* A built-in tool's name. */
     CONFIGURE_FAILS("[[tools]]\nname = \"echo\"\nlua = 'return function() return 1 end'\n",
-                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: tools[0] (echo): "
-                    "\\\"echo\\\" is a built-in tool\",\"details\":[{\"message\":\"tools[0] (echo): \\\"echo\\\" is a built-in tool\"}]}");
+                    "{\"status\":\"error\",\"error\":\"invalid_request\",\"message\":\"clara_configure: 1:3: tools[0] (echo): "
+                    "\\\"echo\\\" is a built-in tool\",\"details\":[{\"line\":1,\"col\":3,\"message\":\"tools[0] (echo): \\\"echo\\\" is a built-in tool\"}]}");
     /* A bad entry spoils the whole call, the good keys with it. */
     {
         char *r = clara_configure("default_evaluator = \"get_time\"\n[[tools]]\nname = \"x\"\nlua = 'return ('\n");

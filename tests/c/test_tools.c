@@ -445,10 +445,12 @@ static void test_policy(void) {
                    "configuration: its deny list names it\"}");
     free(clara_configure("[policy]\ndeny = []\n"));
     CHECK_ENVELOPE("{\"tool\":\"secret\"}", "{\"status\":\"success\",\"tool\":\"secret\",\"result\":null}");
-    /* A request narrows; it cannot widen what configuration denies. */
-    CHECK_ENVELOPE("{\"tool\":\"secret\",\"policy\":{\"allow\":[\"echo\"]}}",
+    /* A request narrows what its tool may call (its allow list is not about
+     * the tool itself, issue 26 §4); its deny list refuses the tool. */
+    CHECK_ENVELOPE("{\"tool\":\"secret\",\"policy\":{\"allow\":[\"echo\"]}}", "{\"status\":\"success\",\"tool\":\"secret\",\"result\":null}");
+    CHECK_ENVELOPE("{\"tool\":\"secret\",\"policy\":{\"deny\":[\"secret\"]}}",
                    "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"secret\\\" denied by the policy of the "
-                   "request: it is not in its allow list\"}");
+                   "request: its deny list names it\"}");
     free(clara_configure("[policy]\nallow = [\"echo\"]\n"));
     CHECK_ENVELOPE("{\"tool\":\"secret\",\"policy\":{\"allow\":[\"secret\"]}}",
                    "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"secret\\\" denied by the policy of the "

@@ -10,6 +10,8 @@
 # (bridge_check.c) under valgrind when valgrind is installed.
 # Programs named tool_*.clp run instead under TOOL_DRIVER (tool_driver.c: a
 # CLIPS program that registers a tool written in C), silently (batch*).
+# A program with a NAME.env file (one line of VAR=VALUE words, e.g.
+# CLARA_CONFIG=startup/clara.toml) runs with those variables set.
 # Each program finds an empty directory at ../../build/clips-scratch/NAME
 # (relative to DIR, where it runs: under the build directory of the source
 # tree), made afresh before it runs and removed when it passes; programs
@@ -35,8 +37,9 @@ for clp in "$dir"/*.clp; do
   want="$dir/$name.out"
   [[ $clips_version == 6.4* && -f "$dir/$name.64.out" ]] && want="$dir/$name.64.out"
   rm -rf "${scratch:?}/$name" && mkdir -p "$scratch/$name"
-  args=()
+  args=() vars=()
   [[ -f "$dir/$name.args" ]] && read -r -a args < "$dir/$name.args"
+  [[ -f "$dir/$name.env" ]] && read -r -a vars < "$dir/$name.env"
   llm_pid=
   if [[ -f "$dir/$name.llm" ]]; then
     read -r llm_script < "$dir/$name.llm"
@@ -50,7 +53,7 @@ for clp in "$dir"/*.clp; do
     [[ -n "$driver" ]] || { echo "FAIL tests/clips/$name.clp: no TOOL_DRIVER given"; fail=$((fail + 1)); continue; }
     got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$driver" "$name.clp" < /dev/null 2>&1)
   else
-    got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
+    got=$(cd "$dir" && env -u CLARA_CONFIG -u CLARA_LOG "${vars[@]}" timeout 60 "$OLDPWD/$clips" "${args[@]}" -f "$name.clp" < /dev/null 2>&1 \
           | grep -a -v '^ *CLIPS ([0-9.]* ' )
   fi
   if [[ -n "$llm_pid" ]]; then

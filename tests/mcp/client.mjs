@@ -109,10 +109,16 @@ assert.equal(byName.add.title, "Add two numbers");
 assert.deepEqual(byName.add.outputSchema.required, ["sum"]);
 assert.equal(byName.add.annotations.idempotentHint, true);
 assert.equal(byName.echo.annotations.readOnlyHint, true);
+assert.equal(byName.echo.annotations.openWorldHint, false);
 assert.equal(byName.rm_rf.annotations.readOnlyHint, false);
 assert.equal(byName.rm_rf.annotations.destructiveHint, true);
 assert.equal(byName.fetch_url.annotations.openWorldHint, true);
-assert.equal(byName.fetch_url.annotations.destructiveHint, false);
+assert.equal(byName.fetch_url.annotations.readOnlyHint, true);
+// A tool that declares nothing gets MCP's defaults, never read-only for
+// want of a capability (issue 26 §3).
+assert.equal(byName.greet.annotations.readOnlyHint, false);
+assert.equal(byName.greet.annotations.destructiveHint, true);
+assert.equal(byName.greet.annotations.openWorldHint, true);
 ok("tools/list: names, schemas, title, outputSchema, annotations");
 
 // tools/call

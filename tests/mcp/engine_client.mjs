@@ -16,7 +16,7 @@ const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const { Client } = await load("@modelcontextprotocol/sdk/client/index.js");
 const { StdioClientTransport } = await load("@modelcontextprotocol/sdk/client/stdio.js");
 const { StreamableHTTPClientTransport } = await load("@modelcontextprotocol/sdk/client/streamableHttp.js");
-const { ToolListChangedNotificationSchema, LoggingMessageNotificationSchema } = await load("@modelcontextprotocol/sdk/types.js");
+const { ToolListChangedNotificationSchema, LoggingMessageNotificationSchema, ElicitRequestSchema } = await load("@modelcontextprotocol/sdk/types.js");
 
 const args = process.argv.slice(2);
 const cHost = args[0] === "--url";
@@ -33,7 +33,19 @@ await client.connect(transport);
 assert.equal(client.getServerVersion().name, "clara");
 ok("initialize");
 
-const names = (await client.listTools()).tools.map((t) => t.name);
+const listed = (await client.listTools()).tools;
+const names = listed.map((t) => t.name);
+// What each tool says of itself (issue 26 §3): a built-in declares its
+// hints; a Lua tool that declares none gets MCP's defaults (not read-only,
+// destructive), never read-only for want of a capability; ask_user is not
+// offered while nobody can answer it.
+const hints = Object.fromEntries(listed.map((t) => [t.name, t.annotations]));
+assert.deepEqual(hints.echo, { readOnlyHint: true, idempotentHint: false, openWorldHint: false });
+assert.deepEqual(hints.word_count, { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true });
+if (names.includes("kv_set")) assert.equal(hints.kv_set.readOnlyHint, false);
+if (names.includes("notifications_drain")) assert.equal(hints.notifications_drain.readOnlyHint, false);
+if (!cHost) assert.ok(!names.includes("ask_user"), "ask_user is not listed without an input handler");
+ok("tools/list: annotations as the tools declare them");
 for (const n of ["echo", "math_eval", "get_time", "word_count"]) assert.ok(names.includes(n), `${n} is listed`);
 for (const n of ["kv_delete", "rules_load", "session_policy", "state_set", "chat"]) assert.ok(!names.includes(n), `${n} is not listed`);
 for (const n of ["lua_steps", "lua_slow", "audit_peek"]) assert.ok(names.includes(n), `${n} is listed`);
@@ -189,3 +201,22 @@ if (cHost) {
 
 await client.close();
 ok("close");
+
+// A client that can ask its user (elicitation) is served ask_user even
+// where the host has no input handler, and its user answers it (issue 26
+// §3: ask_user is listed only where it can answer).
+const asking = new Client({ name: "ts-eliciting-client", version: "1" }, { capabilities: { elicitation: { form: {} } } });
+const asked = [];
+asking.setRequestHandler(ElicitRequestSchema, async (req) => {
+  asked.push(req.params.message);
+  return { action: "accept", content: { answer: "Boston" } };
+});
+await asking.connect(cHost
+  ? new StreamableHTTPClientTransport(new URL(args[1]))
+  : new StdioClientTransport({ command: args[1], args: args.slice(2), stderr: "inherit" }));
+assert.ok((await asking.listTools()).tools.map((t) => t.name).includes("ask_user"), "ask_user is listed to a client that can elicit");
+res = await asking.callTool({ name: "ask_user", arguments: { prompt: "Which city?" } });
+assert.deepEqual(asked, ["Which city?"]);
+assert.deepEqual(res.structuredContent ?? JSON.parse(text(res)), { answer: "Boston" });
+await asking.close();
+ok("ask_user listed to a client that can elicit, and answered by its user");

@@ -5,6 +5,7 @@ envelope, background ones report through notifications_drain and the
 on_callback_* rule events), the callback tools, gitignore matching, the
 scripts' environment, failures, timeouts, test mode and persistence."""
 
+import json
 import os
 import shutil
 import stat
@@ -191,6 +192,31 @@ class TestTools(CallbackTestCase):
         self.assertEqual((run["id"], run["name"], run["ok"], run["exit_code"], run["output_tail"]),
                          ("CB1", "check", True, 0, "checked"))
         self.assertEqual((got["background"], got["notices"]), ([], ["Callback 'check' %s: fine" % CHECK]))
+
+    def test_upsert_takes_every_field_of_a_definition(self):
+        """Issue 26 §6: callback_upsert refused on_busy and pass_files (only
+        [[callbacks]] took them; docs/callbacks.md lists them) and seed
+        001's timeout."""
+        self.create("check", "echo \"$@\"", blocking=True, timeout=30, one_at_a_time=True,
+                    on_busy="skip", pass_files="args")
+        got = self.ok("callback_get", id="check")
+        self.assertEqual((got["timeout_secs"], got["on_busy"], got["pass_files"]), (30, "skip", "args"))
+        [run] = self.ok("callback_trigger", changed_files=["x.rs"])["callbacks"]
+        self.assertEqual(run["output_tail"], self.path("x.rs"))
+        env = self.call("callback_upsert", action="update", id="CB1", timeout=5, timeout_secs=6)
+        self.assertEqual(env["error"], "invalid_args", env)
+
+    def test_delete_leaves_no_worker_with_the_id(self):
+        """Issue 26 §6: callback_delete left the id in other workers'
+        active sets."""
+        self.create("check", "true", session="w1")
+        self.ok("callback_toggle", "w2", id="CB1", active=True)
+        with open(self.path(".clara", "workers", "w2.json")) as f:
+            self.assertEqual(json.load(f)["active"], ["CB1"])
+        self.ok("callback_upsert", "w1", action="delete", id="CB1")
+        for worker in ("w1", "w2"):
+            with open(self.path(".clara", "workers", worker + ".json")) as f:
+                self.assertEqual(json.load(f)["active"], [], worker)
 
     def test_update_toggle_delete(self):
         self.create("check", "echo one\necho two", blocking=True, timeout_secs=10)

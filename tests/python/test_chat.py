@@ -64,6 +64,14 @@ class TestChat(ClaraTestCase):
         self.assertNotIn("sk-python-secret", json.dumps(result) + json.dumps(events))
         self.assertEqual(self.report("openai_weather")["failures"], [])
 
+    def test_a_sessions_system_prompt_is_not_carried_into_its_next_chat(self):
+        # Seed 003 (issue 26 §5): system messages are each chat's own.
+        clara.configure({"llm": {"base_url": self.url + "/session_system", "model": "test-model"}})
+        s = clara.Session("sys1")
+        self.assertEqual(s.call("chat", prompt="I am Ada.", system="You are a pirate.")["content"], "Arr, Ada.")
+        self.assertEqual(s.call("chat", prompt="What is my name?")["content"], "Ada.")
+        self.assertEqual(self.report("session_system")["failures"], [])
+
     def test_chat_async_carries_its_handle(self):
         os.environ["CLARA_TEST_PY_KEY"] = "sk-python-secret"
         self.addCleanup(os.environ.pop, "CLARA_TEST_PY_KEY")

@@ -2,10 +2,12 @@
 CLARA_CONFIG and CLARA_LOG. Each case runs in a fresh interpreter, since
 the variables are read once per process."""
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 
 from clara_testcase import child_env
@@ -47,20 +49,65 @@ class TestEnvironment(unittest.TestCase):
         rc, out, err = run_child(CLARA_CONFIG=path)
         self.assertEqual((rc, out, err), (0, ["get_time", "get_time"], ""))
 
-    def test_bad_config_file_is_reported_and_ignored(self):
+    def test_bad_config_file_is_reported_and_ignored_with_on_error_defaults(self):
         path = self.write("bad.toml", "default_evaluator = 5\n")
-        rc, out, err = run_child(CLARA_CONFIG=path)
+        rc, out, err = run_child(CLARA_CONFIG=path, CLARA_CONFIG_ON_ERROR="defaults")
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, ["echo", "echo"])
-        self.assertIn("clara error: CLARA_CONFIG ignored: %s:1:1: default_evaluator must be a string" % path, err)
+        self.assertIn("clara error: CLARA_CONFIG ignored (CLARA_CONFIG_ON_ERROR=defaults): %s:1:1: default_evaluator must be a string" % path, err)
 
-    def test_missing_config_file(self):
-        rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"))
+    def test_missing_config_file_with_on_error_defaults(self):
+        rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"), CLARA_CONFIG_ON_ERROR="defaults")
         self.assertEqual(out, ["echo", "echo"])
-        self.assertIn("CLARA_CONFIG ignored: reading", err)
+        self.assertIn("CLARA_CONFIG ignored (CLARA_CONFIG_ON_ERROR=defaults): reading", err)
+
+    def test_broken_config_file_refuses_every_call(self):
+        """Issue 26 §2: with CLARA_CONFIG naming a file whose policy denies
+        echo, a typo in one of its rule files made the library log
+        "CLARA_CONFIG ignored" and serve echo. Now every call raises
+        InvalidConfig (the rule file's problem in .details), clara.reset()
+        too while the file stays broken, until a valid configure()."""
+        os.mkdir(os.path.join(self.dir.name, "rules"))
+        config = self.write("clara.toml", '[policy]\ndeny = ["echo"]\n[rules]\npaths = ["rules/*.toml"]\n')
+        rule = self.write("rules/typo.toml", '[rule]\nid = "quiet"\ntrigger = "t"\n[acton]\ntype = "log"\n')
+        fixed = '[rule]\nid = "quiet"\ntrigger = "t"\n[action]\ntype = "log"\nmessage = "m"\n'
+        child = textwrap.dedent(r"""
+            import json, sys, clara
+            def outcome(thunk):
+                try:
+                    return ["ok", thunk()]
+                except clara.ClaraError as e:
+                    return [e.code, e.details]
+            print(json.dumps(outcome(lambda: clara.call("echo", x=1))))
+            print(json.dumps(outcome(lambda: clara.call("get_time"))))
+            print(json.dumps(clara.reset().get("error")))
+            print(json.dumps(outcome(lambda: clara.call("echo", x=1))))
+            with open(sys.argv[1], "w") as f:
+                f.write(sys.argv[2])
+            print(json.dumps(clara.reset()["status"]))
+            print(json.dumps(outcome(lambda: clara.call("echo", x=1))))
+            """)
+        p = subprocess.run([sys.executable, "-c", child, rule, fixed], env=child_env(CLARA_CONFIG=config),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [json.loads(line) for line in p.stdout.splitlines()]
+        problem = [{"file": rule, "line": 4, "col": 2, "message": 'unknown key "acton"'}]
+        self.assertEqual(lines[0], ["invalid_config", problem])
+        self.assertEqual(lines[1], ["invalid_config", problem])
+        self.assertEqual(lines[2], "invalid_config")
+        self.assertEqual(lines[3], ["invalid_config", problem])
+        self.assertEqual(lines[4], "success")
+        self.assertEqual(lines[5][0], "denied")  # the file's policy, once it loads
+        self.assertIn("every tool call is refused (invalid_config)", p.stderr)
+        # A valid configure() ends the refusal (applied to the defaults).
+        p = subprocess.run([sys.executable, "-c", "import clara\nclara.configure({'limits': {'timeout_ms': 2000}})\n"
+                            "print(clara.call('echo', x=1))"], env=child_env(CLARA_CONFIG=self.write("bad.toml", "x = 1\n")),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, "{'x': 1}\n"), p.stderr)
 
     def test_log_off_silences_even_errors(self):
-        rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"), CLARA_LOG="off")
+        rc, out, err = run_child(CLARA_CONFIG=os.path.join(self.dir.name, "nope.toml"), CLARA_LOG="off",
+                                 CLARA_CONFIG_ON_ERROR="defaults")
         self.assertEqual((rc, out, err), (0, ["echo", "echo"], ""))
 
     def test_log_debug_shows_calls(self):

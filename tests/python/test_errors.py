@@ -23,6 +23,8 @@ CLASSES = {
     "internal": clara.InternalError,
     "budget_exhausted": clara.BudgetExhausted,  # issue 28
     "blocked": clara.Blocked,
+    "invalid_config": clara.InvalidConfig,  # issue 26
+    "limit_exceeded": clara.LimitExceeded,
     "unavailable": clara.Unavailable,  # issue 31
 }
 

@@ -136,9 +136,9 @@ class TestScriptsAreRegularFiles(FilesCase):
             self.assertIn(want, env["message"])
 
     def test_a_plugins_rule_file(self):
-        self.mkfifo("plugins/p/scripts/pipe.lua")
-        write(self.root, {"plugins/p/plugin.toml": 'name = "p"\n'})
-        plugin = os.path.join(self.root, "plugins", "p")
+        self.mkfifo(".clara/plugins/p/scripts/pipe.lua")
+        write(self.root, {".clara/plugins/p/plugin.toml": 'name = "p"\n'})
+        plugin = os.path.join(self.root, ".clara", "plugins", "p")
         for script, want in (("scripts/pipe.lua", "pipe.lua is a named pipe, not a regular file"),
                              ("/dev/zero", f"/dev/zero is outside {plugin}")):
             write(plugin, {"rules/bad.toml": script_rule(script)})
@@ -148,21 +148,21 @@ class TestScriptsAreRegularFiles(FilesCase):
             self.assertIn(want, env["message"])
 
     def test_hot_reload(self):
-        write(self.root, {"rules/greet.toml": greet_rule("v1")})
+        write(self.root, {".clara/rules/greet.toml": greet_rule("v1")})
         self.log_to_list()
         env = self.lib.configure({"project_root": self.root, "state_dir": os.path.join(self.root, ".clara")})
         self.assertEqual(env["status"], "success", env)
-        pipe = self.mkfifo("rules/pipe.lua")
+        pipe = self.mkfifo(".clara/rules/pipe.lua")
         self.assertEqual(self.visit(), "v1")
         for script, want in (("pipe.lua", f"{pipe} is a named pipe, not a regular file"),
                              ("/dev/zero", f"/dev/zero is outside {self.root}")):
-            write(self.root, {"rules/greet.toml": script_rule(script)})
+            write(self.root, {".clara/rules/greet.toml": script_rule(script)})
             try:
                 wait_for(f"the reload's error about {script}", lambda: want in self.log_text(), 10)
             finally:
                 self.unblock()
             self.assertEqual(self.visit(), "v1")  # the rules in force stay
-        write(self.root, {"rules/greet.toml": greet_rule("v2")})
+        write(self.root, {".clara/rules/greet.toml": greet_rule("v2")})
         wait_for("the next good edit", lambda: self.visit() == "v2")
 
     def test_configure_from_a_path(self):
@@ -185,11 +185,11 @@ class TestPluginsStayInside(FilesCase):
         super().setUp()
         self.outside = os.path.join(self.root, "outside", "x.lua")
         self.project = os.path.join(self.root, "project")
-        self.plugin = os.path.join(self.project, "plugins", "p")
+        self.plugin = os.path.join(self.project, ".clara", "plugins", "p")
         write(self.root, {
             "outside/x.lua": "return function() return 'outside' end\n",
-            "project/plugins/p/plugin.toml": 'name = "p"\n',
-            "project/plugins/p/scripts/t.lua": "return function() return 'inside' end\n",
+            "project/.clara/plugins/p/plugin.toml": 'name = "p"\n',
+            "project/.clara/plugins/p/scripts/t.lua": "return function() return 'inside' end\n",
         })
         os.symlink(self.outside, os.path.join(self.plugin, "scripts", "link.lua"))
 
@@ -208,7 +208,7 @@ class TestPluginsStayInside(FilesCase):
         self.refused("tools/t.toml", tool.format("scripts/link.lua"),
                      f"{link} leads outside {self.plugin} through a symbolic link")
         self.refused("tools/t.toml", tool.format("../../../outside/x.lua"), "leaves the plugin's folder")
-        self.refused("rules/bad.toml", script_rule("../../../outside/x.lua"),
+        self.refused("rules/bad.toml", script_rule("../../../../outside/x.lua"),
                      f"script: {self.outside} is outside {self.plugin}")
         self.refused("rules/bad.toml", script_rule(self.outside), f"script: {self.outside} is outside {self.plugin}")
         self.refused("rules/bad.toml", script_rule("scripts/link.lua"),
@@ -233,33 +233,33 @@ class TestHotReloadOfFolders(FilesCase):
         self.assertEqual(env["status"], "success", env)
 
     def test_folders_deleted_and_made_again(self):
-        write(self.root, {"rules/deny.toml": DENY_ECHO, "plugins/p/plugin.toml": 'name = "p"\n',
-                          "plugins/p/rules/r.toml": greet_rule("plugin v1")})
+        write(self.root, {".clara/rules/deny.toml": DENY_ECHO, ".clara/plugins/p/plugin.toml": 'name = "p"\n',
+                          ".clara/plugins/p/rules/r.toml": greet_rule("plugin v1")})
         self.watch()
         self.assertTrue(self.echo_denied())
         self.assertEqual(self.visit(), "plugin v1")
-        rules, plugins = os.path.join(self.root, "rules"), os.path.join(self.root, "plugins")
+        rules, plugins = os.path.join(self.root, ".clara", "rules"), os.path.join(self.root, ".clara", "plugins")
         for n in (2, 3):
             shutil.rmtree(rules)
             wait_for("the deny rule to go with its folder", lambda: not self.echo_denied())
-            write(self.root, {"rules/deny.toml": DENY_ECHO})
+            write(self.root, {".clara/rules/deny.toml": DENY_ECHO})
             wait_for("the deny rule in rules/ made again", self.echo_denied)
             # rsync --delete: the new folder beside, renamed in, the old one gone.
-            write(self.root, {"plugins.new/p/plugin.toml": 'name = "p"\n',
-                              "plugins.new/p/rules/r.toml": greet_rule(f"plugin v{n}")})
+            write(self.root, {".clara/plugins.new/p/plugin.toml": 'name = "p"\n',
+                              ".clara/plugins.new/p/rules/r.toml": greet_rule(f"plugin v{n}")})
             os.rename(plugins, plugins + ".old")
             os.rename(plugins + ".new", plugins)
             shutil.rmtree(plugins + ".old")
             wait_for("the plugin in plugins/ made again", lambda: self.visit() == f"plugin v{n}")
-            write(self.root, {"plugins/p/rules/r.toml": greet_rule(f"plugin v{n} edited")})
+            write(self.root, {".clara/plugins/p/rules/r.toml": greet_rule(f"plugin v{n} edited")})
             wait_for("an edit inside it", lambda: self.visit() == f"plugin v{n} edited")
 
     def test_empty_and_missing_folders_at_start(self):
         for name, tree, later in (
-                ("empty", {"rules/.keep": "", "plugins/.keep": ""}, {"rules/deny.toml": DENY_ECHO}),
-                ("missing", {"README": ""}, {"rules/deny.toml": DENY_ECHO}),
+                ("empty", {".clara/rules/.keep": "", ".clara/plugins/.keep": ""}, {".clara/rules/deny.toml": DENY_ECHO}),
+                ("missing", {"README": ""}, {".clara/rules/deny.toml": DENY_ECHO}),
                 ("missing plugins", {"README": ""},
-                 {"plugins/guard/plugin.toml": 'name = "guard"\n', "plugins/guard/rules/deny.toml": DENY_ECHO})):
+                 {".clara/plugins/guard/plugin.toml": 'name = "guard"\n', ".clara/plugins/guard/rules/deny.toml": DENY_ECHO})):
             with self.subTest(name):
                 shutil.rmtree(self.root)
                 os.makedirs(self.root)

@@ -216,12 +216,12 @@ end
         before = self.configure_ok(WORD_COUNT)
         bad = [
             ({"tools": [lua_tool("broken", "return function( end")]},
-             "clara_configure: tools[0] (broken): lua line 1: syntax error near 'end'"),
+             "clara_configure: 1:11: tools[0] (broken): lua line 1: syntax error near 'end'"),
             ({"tools": [{"name": "neither"}]}, "clara_configure: 1:11: tools[0]: " + ONE_OF),
             ({"tools": [{"name": "both", "lua": "return function() end", "lua_file": "x.lua"}]},
              "clara_configure: 1:11: tools[0]: " + ONE_OF),
             ({"tools": [lua_tool("echo", "return function() return 1 end")]},
-             'clara_configure: tools[0] (echo): "echo" is a built-in tool'),
+             'clara_configure: 1:11: tools[0] (echo): "echo" is a built-in tool'),
             ({"tools": [lua_tool("twice", "return function() end"), lua_tool("twice", "return function() end")]},
              'tool "twice" is declared twice'),
             ({"tools": [lua_tool("bad name!", "return function() end")]}, "tools[0]"),

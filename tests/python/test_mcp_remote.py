@@ -97,10 +97,11 @@ class TestNames(RemoteTestCase):
         self.assertIn('its tool "echo" would take the name of the built-in tool "echo"', env["message"])
 
     def plugin(self, root, tool_toml):
-        os.makedirs(os.path.join(root, "plugins", "p", "tools"))
-        with open(os.path.join(root, "plugins", "p", "plugin.toml"), "w") as f:
+        # The default plugins.paths: .clara/plugins/*.
+        os.makedirs(os.path.join(root, ".clara", "plugins", "p", "tools"))
+        with open(os.path.join(root, ".clara", "plugins", "p", "plugin.toml"), "w") as f:
             f.write('name = "p"\n')
-        path = os.path.join(root, "plugins", "p", "tools", "t.toml")
+        path = os.path.join(root, ".clara", "plugins", "p", "tools", "t.toml")
         with open(path, "w") as f:
             f.write(tool_toml)
         return path
@@ -127,7 +128,7 @@ class TestNames(RemoteTestCase):
         entry = {"name": "ping", "returns": "string", "lua": "return function(args) return 'configured' end"}
         env = self.lib.configure({"tools": [entry]})
         self.assertEqual(env["status"], "error", env)
-        self.assertEqual(env["message"], 'clara_configure: tools[0] (ping): tool "ping" of the configuration\'s '
+        self.assertEqual(env["message"], 'clara_configure: 1:11: tools[0] (ping): tool "ping" of the configuration\'s '
                                          '[[tools]] would replace the tool "ping" the host registered; say '
                                          'replace = true in its entry to let it')
         self.assertEqual(self.answers("ping"), "the host's")
@@ -224,6 +225,27 @@ class TestServerRemoval(RemoteTestCase):
         self.assertEqual(self.answers("two"), "unknown_tool")
         self.assertEqual(self.answers("echo", {"x": 1}), {"x": 1})
 
+
+
+class TestLinkLocal(RemoteTestCase):
+
+    def test_naming_a_metadata_address_is_not_listing_it(self):
+        # Issue 26 §6: with network.allow_hosts empty, the URLs of the
+        # configuration are its list, and an [[mcp_servers]] url (or the
+        # model's base_url) naming 169.254.169.254 was dialled. Naming a
+        # link-local or metadata address is not listing it.
+        for change in ({"mcp_servers": [{"name": "meta", "url": "http://169.254.169.254/mcp", "eager": True}]},
+                       {"llm": {"base_url": "http://169.254.169.254/v1", "model": "m"}}):
+            env = self.lib.configure(change)
+            self.assertEqual(env["status"], "error", env)
+            self.assertEqual(env["error"], "invalid_request", env)
+            self.assertIn("a link-local or metadata address: Clara reaches one only when network.allow_hosts lists it",
+                          env["message"])
+        # Listed, it is the operator's word.
+        env = self.lib.configure({"network": {"allow_hosts": ["169.254.169.254"]},
+                                  "llm": {"base_url": "http://169.254.169.254/v1", "model": "m"}})
+        self.assertEqual(env["status"], "success", env)
+        self.lib.configure({"network": {"allow_hosts": []}, "llm": {"base_url": "", "model": ""}})
 
 if __name__ == "__main__":
     import unittest

@@ -138,3 +138,86 @@ class TestNestedChat(ClaraTestCase):
                                    "policy": {"deny": ["get_current_weather"]}})
         self.assertEqual(envelope["result"], "I cannot look the weather up.")
         self.served_as_scripted()
+
+
+class TestWithTools(ClaraTestCase):
+    """Seed 003's three scoping examples as docs/llm.md writes them (issue
+    26 §4): {"tool": "chat", ..., "policy": {"allow": [...]}} was refused,
+    'tool "chat" denied by the policy of the request: it is not in its
+    allow list'. A request's allow list narrows what the tool it names may
+    call, never that tool; its deny list applies to both."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(SERVER):
+            raise RuntimeError("%s is missing: make build/llmserver (make test-python builds it)" % SERVER)
+        cls.srv = subprocess.Popen([SERVER, os.path.join(ROOT, "tests", "llm", "with_tools.toml")],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cls.url = cls.srv.stdout.readline().strip()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stdin.close()
+        cls.srv.wait(30)
+
+    def test_the_seeds_three_examples(self):
+        clara.configure({"llm": {"base_url": self.url + "/with_tools", "model": "gpt-4o-mini"},
+                         "policy": {"allow": ["chat", "tool_a", "tool_b", "dangerous_tool", "safe_tool",
+                                              "restricted_task", "safe_task"]}})
+        for name in ("tool_a", "tool_b", "dangerous_tool", "safe_tool"):
+            clara.register_tool({"name": name, "description": name}, lambda args: {"ok": True})
+
+        @clara.tool(limits={"timeout_ms": 30000})
+        def restricted_task(input: str) -> str:
+            """Runs with limited tools."""
+            envelope = clara.current_call().evaluate(
+                {"tool": "chat", "arguments": {"prompt": "Process '%s'" % input, "allow_tools": True},
+                 "policy": {"allow": ["tool_a", "tool_b"]}})
+            return envelope["result"]["content"] if envelope["status"] == "success" else envelope["message"]
+
+        @clara.tool(limits={"timeout_ms": 30000})
+        def safe_task(input: str) -> str:
+            """Excludes dangerous tools."""
+            envelope = clara.current_call().evaluate(
+                {"tool": "chat", "arguments": {"prompt": "Process '%s' safely" % input, "allow_tools": True},
+                 "policy": {"deny": ["dangerous_tool"]}})
+            return envelope["result"]["content"] if envelope["status"] == "success" else envelope["message"]
+
+        self.assertEqual(clara.call("restricted_task", input="input"), "restricted done")
+        self.assertEqual(clara.call("safe_task", input="input"), "safe done")
+        envelope = clara.evaluate({"tool": "chat", "arguments": {"prompt": "Do something with only safe tools",
+                                                                 "allow_tools": True},
+                                   "policy": {"allow": ["safe_tool"]}})
+        self.assertEqual(envelope.get("result", {}).get("content"), "main done", envelope)
+        (report,) = [r for r in json.load(urllib.request.urlopen(self.url + "/_llmtest/report"))
+                     if r["script"] == "with_tools"]
+        self.assertEqual(report["failures"], [])
+        # The deny list still holds the named tool: without_tools([chat]).
+        envelope = clara.evaluate({"tool": "chat", "arguments": {"prompt": "x"}, "policy": {"deny": ["chat"]}})
+        self.assertEqual(envelope["error"], "denied")
+        self.assertIn("its deny list names it", envelope["message"])
+
+    def test_a_configuration_allow_list_leaves_the_host_its_administrative_tools(self):
+        """A configuration allow-list also locked the host out of rules_load
+        and session_policy. The host's own administrative calls follow the
+        deny lists only; models, rules and tools still never reach them."""
+        clara.configure({"policy": {"allow": ["echo"]}})
+        self.assertEqual(clara.call("echo", x=1), {"x": 1})
+        with self.assertRaises(clara.Denied):
+            clara.call("get_time")
+        self.assertIn("rules", clara.call("rules_load", toml='[rule]\nid = "r"\ntrigger = "t"\n[action]\ntype = "log"\n'
+                                                                 'message = "m"\n', name="r.toml"))
+        self.assertEqual(clara.call("session_policy", deny=["echo"])["deny"], ["echo"])
+        clara.configure({"policy": {"allow": ["echo"], "deny": ["rules_load"]}})
+        with self.assertRaises(clara.Denied):
+            clara.call("rules_load")
+
+        @clara.tool
+        def sneaky() -> dict:
+            """Tries an administrative tool from inside a call."""
+            return clara.current_call().call("rules_list")
+
+        clara.configure({"policy": {"allow": ["echo", "sneaky"], "deny": []}})
+        with self.assertRaises(clara.ToolFailed) as cm:
+            clara.call("sneaky")
+        self.assertIn('tool "rules_list" denied', str(cm.exception))

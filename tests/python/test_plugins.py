@@ -56,7 +56,7 @@ class TestPlugins(ClaraTestCase):
         return env["result"]
 
     def test_list_enable_and_state_apart(self):
-        env = self.lib.configure({"project_root": self.tmp.name})
+        env = self.lib.configure({"project_root": self.tmp.name, "plugins": {"paths": ["plugins/*"]}})
         self.assertEqual(env["status"], "success", env)
         listed = self.call("plugins_list")["plugins"]
         self.assertEqual([(p["name"], p["enabled"], p["rules"]) for p in listed],

@@ -172,9 +172,9 @@ class TestErrors(ClaraTestCase):
         self.assertEnvelope('{"tool":"echo","id":7,"policy":{"deny":["echo"]}}',
                             err("denied", 'tool "echo" denied by the policy of the request: '
                                           'its deny list names it', "7"))
+        # The allow list is what echo may call, not echo (issue 26 §4).
         self.assertEnvelope('{"tool":"echo","policy":{"allow":["get_time"]}}',
-                            err("denied", 'tool "echo" denied by the policy of the request: '
-                                          'it is not in its allow list'))
+                            '{"status":"success","tool":"echo","result":{}}')
         # In the simple form every field is data for the default evaluator,
         # "policy" included (SPEC §2).
         self.assertEnvelope('{"q":1,"policy":{"deny":["echo"]}}',

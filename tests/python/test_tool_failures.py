@@ -1,6 +1,7 @@
 """What goes wrong inside Python code that Clara calls: exceptions in
-tools (the host survives, the caller gets tool_failed, the message goes to
-the log) and in log handlers (swallowed)."""
+tools (the host survives, the caller gets tool_failed and the message,
+Clara's log the code only, Python's logging the traceback) and in log
+handlers (swallowed)."""
 
 import asyncio
 import json

@@ -749,8 +749,8 @@ class TestPolicyAndTestMode(ToolTestCase):
         self.assertEnvelope('{"tool":"mine"}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"get_time"}', err(
             "denied", 'tool "get_time" denied by the policy of the configuration: it is not in its allow list'))
-        self.assertEnvelope('{"tool":"mine","policy":{"allow":["echo"]}}', err(
-            "denied", 'tool "mine" denied by the policy of the request: it is not in its allow list'))
+        # The request's allow list is what mine may call, not mine (issue 26 §4).
+        self.assertEnvelope('{"tool":"mine","policy":{"allow":["echo"]}}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"mine","policy":{"deny":["mine"]}}', err(
             "denied", 'tool "mine" denied by the policy of the request: its deny list names it'))
         self.assertEnvelope('{"tool":"mine","policy":{"allow":["mine"],"deny":["echo"]}}', ok("mine", '"m"'))
@@ -761,7 +761,7 @@ class TestPolicyAndTestMode(ToolTestCase):
                                  "policy": {"allow": ["tools_list", "mine"]}})
         self.assertEqual(env["result"], {"format": "mcp", "tools": [
             {"name": "mine", "description": "d", "inputSchema": {"type": "object", "properties": {}},
-             "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}},
+             "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}},
             {"name": "tools_list", "description": env["result"]["tools"][1]["description"],
              "inputSchema": {"type": "object", "properties": {
                  "format": {"enum": ["clara", "openai", "anthropic", "mcp"]},
@@ -776,14 +776,15 @@ class TestPolicyAndTestMode(ToolTestCase):
             "denied", 'tool "mine" denied by the policy of session "s1": its deny list names it'))
         self.assertEnvelope('{"tool":"mine","session":"s2"}', ok("mine", '"m"'))
         self.assertEnvelope('{"tool":"mine"}', ok("mine", '"m"'))
-        # Narrowing again keeps the earlier deny, and the allow list then
-        # shuts out even session_policy itself.
+        # Narrowing again keeps the earlier deny; the host's own
+        # session_policy answers to deny lists only (issue 26 §4), and
+        # only ever narrows.
         self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["echo","mine"]}}',
                             ok("session_policy", '{"session":"s1","allow":["echo","mine"],"deny":["mine"]}'))
         self.assertEnvelope('{"tool":"mine","session":"s1"}', err(
             "denied", 'tool "mine" denied by the policy of session "s1": its deny list names it'))
-        self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["mine"]}}', err(
-            "denied", 'tool "session_policy" denied by the policy of session "s1": it is not in its allow list'))
+        self.assertEnvelope('{"tool":"session_policy","session":"s1","arguments":{"allow":["mine","get_time"]}}',
+                            ok("session_policy", '{"session":"s1","allow":["mine"],"deny":["mine"]}'))
         # reset() forgets session policies.
         self.lib.reset()
         self.assertEnvelope('{"tool":"echo","session":"s1"}', ok("echo", "{}"))
@@ -926,7 +927,8 @@ class TestBuiltins(ToolTestCase):
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
         approvals = ["approval_decide", "approvals_list"]  # issue 28
-        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        # ask_user is listed only when an input handler can answer it (issue 26 §3).
+        builtins = sorted(["async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tool_limits", "tools_list"] + callbacks + approvals)
         admin = ("async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
@@ -957,10 +959,11 @@ class TestBuiltins(ToolTestCase):
         mcp = self.catalog("mcp", llm_visible_only=False)
         self.assertEqual([t["name"] for t in mcp], every)
         by_name = {t["name"]: t for t in mcp}
+        # A tool that declares no hints gets MCP's defaults (issue 26 §3).
         self.assertEqual(by_name["add"], {"name": "add", "description": "Adds two numbers.", "inputSchema": schema,
-                                          "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}})
+                                          "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}})
         self.assertEqual(by_name["bare"], {"name": "bare", "description": "", "inputSchema": empty,
-                                           "annotations": {"readOnlyHint": True, "idempotentHint": False, "openWorldHint": False}})
+                                           "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}})
         self.assertEqual(by_name["get_time"], {
             "name": "get_time", "description": "Current date and time in ISO 8601 with offset; optional IANA timezone.",
             "inputSchema": {"type": "object", "properties": {"timezone": {
@@ -982,7 +985,7 @@ class TestBuiltins(ToolTestCase):
 
         # What an LLM may see: llm_visible tools only (no admin tools).
         visible = [t["function"]["name"] for t in self.catalog("openai", llm_visible_only=True)]
-        self.assertEqual(visible, ["add", "ask_user", "bare", "doc_search", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
+        self.assertEqual(visible, ["add", "bare", "doc_search", "echo", "get_time", "kv_delete", "kv_get", "kv_list",
                                    "kv_set", "math_eval", "notifications_drain"])
         self.assertEnvelope('{"tool":"tools_list","arguments":{"format":"xml"}}', err(
             "invalid_args", "tool \"tools_list\": arguments do not match input_schema: at /format: "

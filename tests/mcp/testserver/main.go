@@ -120,6 +120,13 @@ func (h *host) register(t *toolbox.Tool) error {
 	return nil
 }
 
+// declared are the hints tools declare (the others get MCP's defaults: not
+// read-only, destructive, an open world).
+var declared = map[string]*toolbox.Annotations{
+	"echo":      toolbox.Declared(true, false, false, false),
+	"fetch_url": toolbox.Declared(true, false, false, true),
+}
+
 // extras are the descriptor fields toolbox does not have yet.
 var extras = map[string]struct {
 	title, output string
@@ -129,7 +136,8 @@ var extras = map[string]struct {
 }
 
 func tool(name, description, schema, returns string, caps []string, run toolbox.Func) *toolbox.Tool {
-	d := toolbox.Descriptor{Name: name, Description: description, Returns: returns, Capabilities: caps, LLMVisible: true}
+	d := toolbox.Descriptor{Name: name, Description: description, Returns: returns, Capabilities: caps, LLMVisible: true,
+		Annotations: declared[name]}
 	if schema != "" {
 		d.InputSchema = json.RawMessage(schema)
 	}
