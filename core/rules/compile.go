@@ -717,15 +717,19 @@ func checkActionKeys(d *actionDoc) error {
 	if !ok {
 		return fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, ask, rewrite, block, redact, call_tool, lua)", d.Type)
 	}
-	given := map[string]bool{
-		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
-		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
-		"tool": d.Tool != nil, "arguments": d.Arguments != nil, "lua": d.Lua != nil, "script": d.Script != nil,
-		"prompt": d.Prompt != nil, "merge": d.Merge != nil, "patterns": d.Patterns != nil, "replacement": d.Replacement != nil,
+	// In the order of their names (the first one refused is reported).
+	given := [...]struct {
+		key string
+		set bool
+	}{
+		{"arguments", d.Arguments != nil}, {"event", d.Event != nil}, {"key", d.Key != nil}, {"level", d.Level != nil},
+		{"lua", d.Lua != nil}, {"merge", d.Merge != nil}, {"message", d.Message != nil}, {"patterns", d.Patterns != nil},
+		{"payload", d.Payload != nil}, {"priority", d.Priority != nil}, {"prompt", d.Prompt != nil}, {"reason", d.Reason != nil},
+		{"replacement", d.Replacement != nil}, {"script", d.Script != nil}, {"tool", d.Tool != nil}, {"value", d.Value != nil},
 	}
-	for _, k := range sortedKeys(given) {
-		if given[k] && !slices.Contains(allowed, k) {
-			return fmt.Errorf("%s does not take %q (it takes %s)", d.Type, k, strings.Join(allowed, ", "))
+	for _, g := range given {
+		if g.set && !slices.Contains(allowed, g.key) {
+			return fmt.Errorf("%s does not take %q (it takes %s)", d.Type, g.key, strings.Join(allowed, ", "))
 		}
 	}
 	return nil
