@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -483,16 +484,20 @@ var plainByte = func() (t [256]bool) {
 }()
 
 // plainWord reports whether all eight bytes of w are plain (plainByte): none
-// below 0x20, none from 0x80, no quote and no backslash. Each test is exact
-// about whether any byte matches (the borrows of the subtractions only touch
-// bytes above one that does).
-func plainWord(w uint64) bool {
+// below 0x20, none from 0x80, no quote and no backslash.
+func plainWord(w uint64) bool { return nonPlain(w) == 0 }
+
+// nonPlain has the high bit of each byte of w (little-endian: the first
+// byte is the lowest) that may not be plain; the lowest bit set is exactly
+// the first byte that is not. Each test is exact about its lowest match:
+// the borrows of the subtractions only touch bytes above one that matches.
+func nonPlain(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	below := (w - 0x20*ones) &^ w // high bit of a byte below 0x20 (bytes from 0x80 are caught below)
 	quote := w ^ '"'*ones
 	backslash := w ^ '\\'*ones
 	zero := ((quote - ones) &^ quote) | ((backslash - ones) &^ backslash)
-	return (below|zero|w)&highs == 0
+	return (below | zero | w) & highs
 }
 
 // str consumes a string literal, checking escapes and UTF-8.
@@ -501,22 +506,22 @@ func (s *scanner) str() *ScanError {
 	s.i++ // opening quote
 	s.escaped = false
 	for s.i < len(d) {
-		// Runs of plain bytes are most of every request: one table lookup
-		// each, with a local index the compiler keeps in a register, and
-		// past the first 16 (a long text), eight at a time.
+		// Runs of plain bytes are most of every request: eight at a time,
+		// the first byte that is not plain found in the word that holds
+		// it (a key or a short value is one word), and the last few
+		// bytes of the document one table lookup each.
 		i := s.i
-		short := min(i+16, len(d))
-		for i < short && plainByte[d[i]] {
+		for i+8 <= len(d) {
+			if m := nonPlain(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
+			}
+			i += 8
+		}
+		for i < len(d) && plainByte[d[i]] {
 			i++
 		}
-		if i == short {
-			for i+8 <= len(d) && plainWord(binary.LittleEndian.Uint64(d[i:])) {
-				i += 8
-			}
-			for i < len(d) && plainByte[d[i]] {
-				i++
-			}
-		}
+	special:
 		s.i = i
 		if i >= len(d) {
 			break
