@@ -2,8 +2,8 @@ package protocol
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
