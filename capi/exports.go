@@ -651,7 +651,7 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 	// (reports from other threads, whitespace, deep nesting, or invalid)
 	// gets the toolbox's own check, and its message.
 	if len(tc.result) > 0 && !checked && res.check_json != 0 {
-		out, perr := toolbox.CheckJSON(tc.tool.Name, tc.result)
+		out, perr := toolbox.CheckJSON(tc.tool.Name, tc.result, engine.Config().Limits.MaxDepth)
 		if perr != nil {
 			return nil, perr
 		}

@@ -131,6 +131,18 @@ func (h *callbackHost) sync(c *config.Config) {
 	h.root, h.dir, h.decl, h.models = o.ProjectRoot, o.StateDir, string(decl), o.RunModelScripts
 }
 
+// running is how many callback scripts are running now (0 before any
+// configuration made the Manager).
+func (h *callbackHost) running() int {
+	h.mu.Lock()
+	m := h.mgr
+	h.mu.Unlock()
+	if m == nil {
+		return 0
+	}
+	return m.Running()
+}
+
 // manager returns the Manager, or an error saying why callbacks are off.
 func (h *callbackHost) manager() (*callbacks.Manager, error) {
 	h.mu.Lock()

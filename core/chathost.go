@@ -56,7 +56,8 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if t.Name == "ask_user" && h.e.input.load() == nil {
 			continue // nobody to ask: the model is not offered what must fail
 		}
-		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
+		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t),
+			ReturnsContent: t.Returns == toolbox.ReturnsContent})
 	}
 	return out
 }
@@ -87,7 +88,7 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	if perr := h.e.fireOnly(ctx, h.s, event, h.session, payload); perr != nil {
 		h.e.log.Logf(logging.Warn, "chat: %s: %s", event, perr.Message)
 	}
-	notices, _ := h.e.sessions.Get(h.session).Drain()
+	notices, _, _ := h.e.sessions.Get(h.session).Drain() // a store that failed was logged
 	out := make([]string, 0, len(fired)+len(notices))
 	for _, n := range append(fired, notices...) {
 		out = append(out, n.Message)

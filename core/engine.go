@@ -53,8 +53,10 @@ type Engine struct {
 	kv       *tools.KV
 	sessions session.Table
 	state    stateStore
+	shared   sharedStore // the PostgreSQL store of store.backend = "postgres" (issue 31)
 	cb       callbackHost
 	async    *async.Table  // calls submitted with clara_submit or "async": true
+	tasks    *async.Table  // MCP clients' calls that became tasks (mcptasks.go)
 	out      outbound      // the HTTP client and the conversations of chats
 	events   eventSink     // the host's event handler (chat progress)
 	input    inputHost     // the host's input handler (ask_user)
@@ -109,16 +111,23 @@ func newEngine(opts Options) *Engine {
 		e.log = &logging.Logger{}
 	}
 	e.clock.setup(opts.Now)
-	e.audit = toolbox.NewAudit(e.log)
+	if e.clock.real {
+		e.audit = toolbox.NewAudit(e.log)
+	} else {
+		e.audit = toolbox.NewAuditInOrder(e.log) // a clock standing still cannot order the shards' records
+	}
 	e.state.log = e.log
+	e.shared.e = e
 	e.cb.engine = e
 	e.watcher.e = e
 	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
+	e.tasks = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
 	}
 	e.out = newOutbound(e.log, e.env.Getenv)
+	e.state.redact = e.out.secrets.String
 	// No secret reaches a log line, whoever writes it.
 	e.log.SetFilter(e.out.secrets.String)
 	e.setupTelemetry()
@@ -313,6 +322,7 @@ func (e *Engine) UnregisterTool(name string) error {
 func (e *Engine) Close() {
 	e.watcher.close()
 	e.docs.close()
+	e.shared.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

@@ -219,7 +219,11 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 			return nil, false, perr
 		}
 	}
-	if perr := t.Admit(c.session, start); perr != nil {
+	if s.shared != nil && t.Limits.RatePerMin > 0 {
+		if perr := e.sharedAdmit(ctx, s, t, c, start); perr != nil { // every process's calls in one window
+			return nil, false, perr
+		}
+	} else if perr := t.Admit(c.session, start); perr != nil {
 		return nil, false, perr
 	}
 	// The call may have been cancelled (clara_cancel, MCP's

@@ -446,7 +446,9 @@ func serveEngineWithLog(t *testing.T, e *core.Engine, got chan<- string) *sdk.Cl
 			}
 		},
 	})
-	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, nil)
+	// Clara's log reaches clients of 2025-11-25's sessions (logging is
+	// deprecated in 2026-07-28, whose requests carry no session to send to).
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"}, legacyMCPSession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,5 +545,51 @@ merge = true
 		return false
 	}) {
 		t.Fatalf("the ask is not counted: %+v", rcv.Metrics())
+	}
+}
+
+// TestTelemetry_gauges_read_what_runs: the gauges of callback scripts and
+// async calls read what runs when the metrics are collected
+// (clara.callbacks.running read 0 whatever ran).
+func TestTelemetry_gauges_read_what_runs(t *testing.T) {
+	rcv := otlptest.Start(t)
+	root := t.TempDir()
+	vars := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL, "OTEL_SERVICE_NAME": "clara-test"}
+	e := core.New(core.Options{Getenv: func(k string) string { return vars[k] }})
+	t.Cleanup(e.Close)
+	mustConfigure(t, e, "project_root = "+jsonText(root)+"\nstate_dir = \".clara\"\n[rules]\npaths = []\nbuiltin = false\n")
+	editTool(t, e)
+	upsert(t, e, "w", `{"action":"create","name":"slow","pattern":["*.c"],"timeout_secs":30,"script_content":"sleep 3"}`)
+	evalString(t, e, `{"tool":"edit","session":"w","arguments":{"changed_files":["a.c"]}}`)
+	release := make(chan struct{})
+	err := e.RegisterTool([]byte(`{"name":"held","limits":{"timeout_ms":30000}}`), toolbox.ToolOptions{Run: func(ctx context.Context, _ toolbox.Call) ([]byte, error) {
+		<-release
+		return []byte(`{}`), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := handleOf(t, evalString(t, e, `{"tool":"held","async":true,"arguments":{}}`))
+	defer e.Wait(context.Background(), h, -1)
+	defer close(release)
+	time.Sleep(300 * time.Millisecond) // both are running
+	flush(t, e)
+	gauge := func(name string) float64 {
+		v := -1.0
+		for _, m := range rcv.Metrics() {
+			if m.Name == name {
+				v = m.Value
+			}
+		}
+		return v
+	}
+	if !rcv.Wait(5*time.Second, func() bool { return gauge(telemetry.MetricCallbacksRunning) >= 0 }) {
+		t.Fatalf("no %s in %v", telemetry.MetricCallbacksRunning, rcv.MetricNames())
+	}
+	if got := gauge(telemetry.MetricCallbacksRunning); got != 1 {
+		t.Errorf("%s = %v, want 1", telemetry.MetricCallbacksRunning, got)
+	}
+	if got := gauge(telemetry.MetricAsyncRunning); got != 1 {
+		t.Errorf("%s = %v, want 1", telemetry.MetricAsyncRunning, got)
 	}
 }

@@ -36,7 +36,7 @@ func (e *Engine) setupTelemetry() {
 		e.log.Logf(logging.Warn, "telemetry: %v (further export errors within a minute are not reported)", err)
 	}
 	e.tel.Gauges = func() telemetry.Gauges {
-		return telemetry.Gauges{AsyncRunning: e.async.Running(), AsyncPending: e.async.Pending()}
+		return telemetry.Gauges{AsyncRunning: e.async.Running(), AsyncPending: e.async.Pending(), CallbacksRunning: e.cb.running()}
 	}
 	e.out.client.SetTelemetry(&e.tel)
 	s, asked, disabled, err := telemetry.FromEnvironment(e.env.Getenv)

@@ -123,7 +123,11 @@ type Manager struct {
 	baseCtx context.Context
 	cancel  context.CancelFunc
 	runs    sync.WaitGroup // background and blocking jobs
+	running atomic.Int64   // scripts running now, for the clara.callbacks.running gauge
 }
+
+// Running is how many callback scripts are running now.
+func (m *Manager) Running() int { return int(m.running.Load()) }
 
 // snapshot is one version of callbacks.json with compiled patterns; it is
 // never modified once built.

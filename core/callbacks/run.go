@@ -40,7 +40,9 @@ func (m *Manager) run(ctx context.Context, env runEnv, d *Definition, files []st
 		timeout = defaultBGTimeout
 	}
 	start := time.Now()
+	m.running.Add(1)
 	m.exec(ctx, env, d, files, time.Duration(timeout)*time.Second, &r)
+	m.running.Add(-1)
 	r.DurationMS = time.Since(start).Milliseconds()
 	r.OK = r.ExitCode == 0 && !r.TimedOut && r.Error == ""
 	r.Notice = r.notice(timeout)

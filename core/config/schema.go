@@ -156,6 +156,18 @@ var checks = map[string]func(string) error{
 		}
 		return nil
 	},
+	"store_backend": func(s string) error {
+		if s != BackendSQLite && s != BackendPostgres {
+			return fmt.Errorf("%q is not a store backend (sqlite, postgres)", s)
+		}
+		return nil
+	},
+	"on_unavailable": func(s string) error {
+		if s != UnavailableFail && s != UnavailableLocal {
+			return fmt.Errorf("%q is not what to do when the store is unavailable (fail, local)", s)
+		}
+		return nil
+	},
 	"clear": func(s string) error {
 		switch s {
 		case ClearRules, ClearSessionPolicies:

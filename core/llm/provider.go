@@ -91,6 +91,7 @@ func DefaultBaseURL(provider, model string) string {
 type endpoint struct {
 	cfg      Config
 	provider provider
+	sample   SampleFunc // set: the MCP client's model, by sampling (no HTTP)
 }
 
 // endpointFor resolves the provider (llm.provider, else the model's
@@ -361,6 +362,9 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 // exchange is one model call: the request, the answer decoded.
 func (ch *Chat) exchange(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
 	ep := r.endpoint
+	if ep.sample != nil {
+		return ch.sampleExchange(ctx, r)
+	}
 	path, body, err := ep.provider.encode(r)
 	if err != nil {
 		return modelReply{}, protocol.InternalError(err)

@@ -22,12 +22,40 @@ type Table struct {
 	fallback     Session  // the default session
 	fallbackOnce sync.Once
 	anyPolicy    atomic.Bool
+	// notices, when set, keeps the sessions' notices outside the process
+	// (the shared store, issue 31) instead of in their queues.
+	notices atomic.Pointer[noticeBacking]
+}
+
+// NoticeStore keeps queued notices outside the process, where every
+// process that shares it drains them (each notice once).
+type NoticeStore interface {
+	QueueNotices(session string, ns []protocol.Notice) error
+	DrainNotices(session string, keep int) ([]protocol.Notice, int, error)
+}
+
+type noticeBacking struct {
+	store NoticeStore
+	local bool // on a failure, keep the notices in the process (else drop them, and a drain fails)
+	log   func(error)
+}
+
+// SetNoticeStore keeps the notices of every session in store from now on
+// (nil: in the process again). When store fails, local keeps notices in
+// the session's own queue (a drain takes those too); otherwise they are
+// dropped, reported to log, and a drain fails.
+func (t *Table) SetNoticeStore(store NoticeStore, local bool, log func(error)) {
+	if store == nil {
+		t.notices.Store(nil)
+		return
+	}
+	t.notices.Store(&noticeBacking{store: store, local: local, log: log})
 }
 
 // defaultSession returns the default session, its history spread over
 // processors (see spreadHistory) from the first use on.
 func (t *Table) defaultSession() *Session {
-	t.fallbackOnce.Do(func() { t.fallback.spread.Store(newSpreadHistory()) })
+	t.fallbackOnce.Do(func() { t.fallback.spread.Store(newSpreadHistory()); t.fallback.table = t })
 	return &t.fallback
 }
 
@@ -40,7 +68,7 @@ func (t *Table) Get(name string) *Session {
 	if s, ok := t.byName.Load(name); ok {
 		return s.(*Session)
 	}
-	s, _ := t.byName.LoadOrStore(name, &Session{name: name})
+	s, _ := t.byName.LoadOrStore(name, &Session{name: name, table: t})
 	return s.(*Session)
 }
 
@@ -118,8 +146,9 @@ func (t *Table) DropPolicies() {
 
 // Session is what Clara keeps in memory for one session.
 type Session struct {
-	name string // as the table keeps it ("" for the default session)
-	mu   sync.Mutex
+	name  string // as the table keeps it ("" for the default session)
+	table *Table
+	mu    sync.Mutex
 	// history
 	toolCount    int
 	failureCount int
@@ -256,6 +285,21 @@ func (s *Session) Queue(ns []protocol.Notice) {
 	if len(ns) == 0 {
 		return
 	}
+	if nb := s.backing(); nb != nil {
+		err := nb.store.QueueNotices(s.name, ns)
+		if err == nil {
+			return
+		}
+		nb.log(err)
+		if !nb.local {
+			return
+		}
+	}
+	s.queueHere(ns)
+}
+
+// queueHere keeps notices in the session's own queue.
+func (s *Session) queueHere(ns []protocol.Notice) {
 	s.mu.Lock()
 	s.notices = append(s.notices, ns...)
 	// Only the newest NoticesKept are kept. Dropping the oldest on every
@@ -269,9 +313,45 @@ func (s *Session) Queue(ns []protocol.Notice) {
 	s.mu.Unlock()
 }
 
+// backing is the table's notice store, nil when notices stay here.
+func (s *Session) backing() *noticeBacking {
+	if s.table == nil {
+		return nil
+	}
+	return s.table.notices.Load()
+}
+
 // Drain returns and forgets the queued notices, and how many were dropped
-// since the last drain because the queue was full.
-func (s *Session) Drain() ([]protocol.Notice, int) {
+// since the last drain because the queue was full. With a notice store,
+// it takes the store's (those this process kept while the store failed
+// first); it fails only when the store does and on_unavailable says fail.
+func (s *Session) Drain() ([]protocol.Notice, int, error) {
+	ns, dropped := s.drainHere()
+	nb := s.backing()
+	if nb == nil {
+		return ns, dropped, nil
+	}
+	shared, more, err := nb.store.DrainNotices(s.name, NoticesKept)
+	if err != nil {
+		nb.log(err)
+		if !nb.local {
+			s.queueHere(ns) // what was kept here is not lost to a failed drain
+			return nil, 0, err
+		}
+		return ns, dropped, nil
+	}
+	if len(ns) == 0 {
+		return shared, more, nil
+	}
+	all := append(ns, shared...)
+	if over := len(all) - NoticesKept; over > 0 {
+		all, more = all[over:], more+over
+	}
+	return all, dropped + more, nil
+}
+
+// drainHere takes the notices queued in the process.
+func (s *Session) drainHere() ([]protocol.Notice, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns, dropped := s.notices, s.dropped

@@ -27,7 +27,7 @@ func TestSession_queue_keeps_the_newest_notices(t *testing.T) {
 				t.Fatalf("batch %d: queue holds %d notices", batch, len(s.notices))
 			}
 		}
-		got, dropped := s.Drain()
+		got, dropped, _ := s.Drain()
 		if len(got) != NoticesKept || dropped != total-NoticesKept {
 			t.Fatalf("batch %d: drained %d, dropped %d; want %d, %d", batch, len(got), dropped, NoticesKept, total-NoticesKept)
 		}
@@ -36,7 +36,7 @@ func TestSession_queue_keeps_the_newest_notices(t *testing.T) {
 				t.Fatalf("batch %d: notice %d is %s, want %s", batch, i, n.Message, want)
 			}
 		}
-		if got, dropped := s.Drain(); len(got) != 0 || dropped != 0 {
+		if got, dropped, _ := s.Drain(); len(got) != 0 || dropped != 0 {
 			t.Fatalf("batch %d: second drain gave %d notices, %d dropped", batch, len(got), dropped)
 		}
 	}
@@ -91,7 +91,7 @@ func TestTable_policy_narrows_and_drops(t *testing.T) {
 	if tab.Policy("s1") == nil || tab.Policy(protocol.DefaultSession) == nil {
 		t.Fatal("End dropped a session's policy")
 	}
-	if ns, _ := tab.Get("s1").Drain(); len(ns) != 0 {
+	if ns, _, _ := tab.Get("s1").Drain(); len(ns) != 0 {
 		t.Fatalf("End kept the notices: %v", ns)
 	}
 	tab.End("s2") // a session with no policy goes altogether

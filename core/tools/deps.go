@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/clara-lib/clara/core/session"
@@ -31,12 +32,14 @@ type Docs interface {
 	Search(ctx context.Context, session string, args []byte) ([]byte, error)
 }
 
-// Input is what ask_user reaches: the host's input handler.
+// Input is what ask_user reaches: the person behind the call (the MCP
+// client that made it, or the host's input handler).
 type Input interface {
-	// Ask asks the user prompt for a call of session and returns
-	// {"answer":"..."} or {"declined":true}; it returns early, with ctx's
-	// error, when ctx ends.
-	Ask(ctx context.Context, session, prompt string) ([]byte, error)
+	// Ask asks the user prompt for a call of session, a form when schema
+	// is not nil, and returns {"answer": TEXT or OBJECT},
+	// {"declined":true} or {"declined":true,"cancelled":true}; it returns
+	// early, with ctx's error, when ctx ends.
+	Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error)
 }
 
 // Models is what the model tools reach (issue 11): the chat loop, the
@@ -84,8 +87,9 @@ type Engine interface {
 	LoadRules(ctx context.Context, r RulesLoad) ([]byte, error)
 	// ListRules lists the rules in force, of one trigger when not "".
 	ListRules(trigger string) ([]byte, error)
-	// TestRules runs a rule test file (a path or inline TOML).
-	TestRules(ctx context.Context, path string, toml *string) ([]byte, error)
+	// TestRules runs a rule test file (a path or inline TOML): the cases
+	// whose name run matches ("" all), with the coverage when asked.
+	TestRules(ctx context.Context, path string, toml *string, run string, coverage bool) ([]byte, error)
 	// ListPlugins lists the plugins found, enabled or not.
 	ListPlugins() ([]byte, error)
 	// EnablePlugin enables or disables a plugin and returns the listing.

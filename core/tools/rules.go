@@ -36,18 +36,20 @@ func rulesList(e Engine) toolbox.Builtin {
 
 func rulesTest(e Engine) toolbox.Builtin {
 	return toolbox.Builtin{Name: "rules_test", Admin: true,
-		Description:    "Runs a rule test file (path inside project_root, or inline toml) against the rules in force, or against the rule files it names.",
-		Schema:         `{"type":"object","properties":{"path":{"type":"string"},"toml":{"type":"string"}},"additionalProperties":false}`,
+		Description:    "Runs a rule test file (path inside project_root, or inline toml) against the rules in force, or against the rule files it names; run (a regular expression) selects cases by name, coverage lists what the cases fired.",
+		Schema:         `{"type":"object","properties":{"path":{"type":"string"},"toml":{"type":"string"},"run":{"type":"string"},"coverage":{"type":"boolean"}},"additionalProperties":false}`,
 		MaxOutputBytes: 16 << 20,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
 			var a struct {
-				Path string  `json:"path"`
-				TOML *string `json:"toml"`
+				Path     string  `json:"path"`
+				TOML     *string `json:"toml"`
+				Run      string  `json:"run"`
+				Coverage bool    `json:"coverage"`
 			}
 			if err := json.Unmarshal(call.Arguments, &a); err != nil {
 				return nil, protocol.Errorf(protocol.InvalidArgs, "rules_test: %v", err)
 			}
-			return e.TestRules(ctx, a.Path, a.TOML)
+			return e.TestRules(ctx, a.Path, a.TOML, a.Run, a.Coverage)
 		}}
 }
 

@@ -41,7 +41,7 @@ from . import _binding
 from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
 from ._errors import (Blocked, BudgetExhausted, ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON,
                       InvalidRequest, OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError,
-                      ToolFailed, UnknownTool, check)
+                      ToolFailed, Unavailable, UnknownTool, check)
 from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
                        CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
                        CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
@@ -67,7 +67,7 @@ __all__ = [
     # errors
     "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
-    "BudgetExhausted", "Blocked",
+    "BudgetExhausted", "Blocked", "Unavailable",
     # constants of clara.h
     "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
     "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
@@ -91,7 +91,7 @@ def call(tool: str, /, **arguments: Any) -> Any:
     """Call a tool with keyword arguments and return its result (a Python
     value). Raises the ClaraError subclass of the error: UnknownTool,
     InvalidArgs, Denied, RateLimited, Timeout, OutputTooLarge, ToolFailed,
-    InternalError, InvalidRequest, BudgetExhausted, Blocked."""
+    InternalError, InvalidRequest, BudgetExhausted, Blocked, Unavailable."""
     return _get()._call(tool, arguments, None)
 
 

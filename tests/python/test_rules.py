@@ -179,6 +179,18 @@ fired = ["hot"]
         self.assertEqual((rep["passed"], rep["failed"]), (1, 1))
         self.assertEqual(rep["cases"][1]["problems"], ['fired: got [], want ["hot"]'])
 
+        # run and coverage, as `clara rules test --run --coverage` (the tool
+        # refused them as unknown keys before).
+        rep = self.lib.evaluate({"tool": "rules_test", "arguments": {"toml": tests, "run": "^warm$", "coverage": True}})["result"]
+        self.assertEqual([c["name"] for c in rep["cases"]], ["warm"])
+        hot = [r for r in rep["coverage"]["rules"] if r["id"] == "hot"]
+        self.assertEqual((hot[0]["matched"], hot[0]["fired"]), (1, 1))
+        self.assertEqual([a["applied"] for a in hot[0]["actions"]], [1] * len(hot[0]["actions"]))
+        self.assertNotIn("coverage", self.lib.evaluate({"tool": "rules_test", "arguments": {"toml": tests}})["result"])
+        bad = self.lib.evaluate({"tool": "rules_test", "arguments": {"toml": tests, "run": "("}})
+        self.assertEqual(bad["error"], "invalid_args")
+        self.assertIn("rules_test: run:", bad["message"])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -109,6 +109,22 @@ class TestPythonTools(ToolTestCase):
             self.assertTrue(hasattr(clara, name))
         self.assertTrue(issubclass(clara.ToolError, clara.ClaraError))
 
+    def test_content_blocks(self):
+        # "returns": "content": MCP content blocks, as the specification
+        # writes them (issue 30); anything else is tool_failed, naming the
+        # block at fault.
+        pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+        blocks = [{"type": "text", "text": "a red pixel:"},
+                  {"type": "image", "data": pixel, "mimeType": "image/png"}]
+        self.register({"name": "pixel", "returns": "content"}, lambda args: blocks)
+        self.assertEqual(self.lib.evaluate({"tool": "pixel"}),
+                         {"status": "success", "tool": "pixel", "result": blocks})
+        self.register({"name": "bad_blocks", "returns": "content"},
+                      lambda args: [{"type": "image", "mimeType": "image/png"}])
+        env = self.lib.evaluate({"tool": "bad_blocks"})
+        self.assertEqual(env["error"], "tool_failed")
+        self.assertEqual(env["message"], 'tool "bad_blocks": content block 0: the image block needs "data"')
+
     def test_end_to_end_with_schema(self):
         seen = []
 
@@ -329,7 +345,7 @@ class TestRegistrationErrors(ToolTestCase):
             ({"name": "bad name"}, clara.CLARA_EINVAL, "bad name",
              "clara_register_tool: invalid tool name \"bad name\": use 1 to 64 letters, digits, '_' or '-'"),
             ({"name": "x", "returns": "xml"}, clara.CLARA_EINVAL, "x",
-             'clara_register_tool: tool "x": returns must be "json" or "string", not "xml"'),
+             'clara_register_tool: tool "x": returns must be "json", "string" or "content", not "xml"'),
             ({"name": "x", "capabilities": ["teleport"]}, clara.CLARA_EINVAL, "x",
              'clara_register_tool: tool "x": unknown capability "teleport" (known: exec, fs_read, fs_write, network)'),
             ({"name": "x", "limits": {"timeout_ms": -1}}, clara.CLARA_EINVAL, "x",
