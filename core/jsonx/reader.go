@@ -1,4 +1,4 @@
-package llm
+package jsonx
 
 import (
 	"fmt"
@@ -7,16 +7,17 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth bounds the nesting the reader follows.
-const maxJSONDepth = 512
+// MaxDepth bounds the nesting the Reader follows; callers of Scan without
+// a limit of their own use it too.
+const MaxDepth = 512
 
-// jsonReader reads one JSON document in place, without reflection: the
-// answers of a model are decoded on every call and every streamed chunk,
+// Reader reads one JSON document in place, without reflection (a pull
+// reader: the caller says what it expects next). The answers of a model are decoded on every call and every streamed chunk,
 // where encoding/json's reflection costs more than the HTTP exchange
 // around it. It is strict (RFC 8259: what json.Valid accepts, nested at
-// most maxJSONDepth deep). Every method records the first error and then
+// most MaxDepth deep). Every method records the first error and then
 // does nothing, so that a decoder checks err once at the end.
-type jsonReader struct {
+type Reader struct {
 	b       []byte
 	i       int
 	depth   int
@@ -24,17 +25,22 @@ type jsonReader struct {
 	scratch []byte
 }
 
-func newJSONReader(b []byte) *jsonReader { return &jsonReader{b: b} }
+// NewReader reads b, which must stay unchanged while it is read.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
 
-func (r *jsonReader) fail(format string, args ...any) {
+// Err is the first error the reader met, nil if none.
+func (r *Reader) Err() error { return r.err }
+
+// Fail records an error at the reader's offset (the first one wins).
+func (r *Reader) Fail(format string, args ...any) {
 	if r.err == nil {
 		r.err = fmt.Errorf("offset %d: %s", r.i, fmt.Sprintf(format, args...))
 	}
 }
 
-// stop records err, a reason to read no further that is not about the
+// Stop records err, a reason to read no further that is not about the
 // JSON itself (a decoder's limit): the decoder reports it as it is.
-func (r *jsonReader) stop(err error) {
+func (r *Reader) Stop(err error) {
 	if r.err == nil {
 		r.err = err
 	}
@@ -42,7 +48,7 @@ func (r *jsonReader) stop(err error) {
 
 // peek skips whitespace and returns the next byte, 0 at the end or after
 // an error.
-func (r *jsonReader) peek() byte {
+func (r *Reader) peek() byte {
 	for r.err == nil && r.i < len(r.b) {
 		switch c := r.b[r.i]; c {
 		case ' ', '\t', '\n', '\r':
@@ -54,18 +60,18 @@ func (r *jsonReader) peek() byte {
 	return 0
 }
 
-// end checks that only whitespace follows the document.
-func (r *jsonReader) end() error {
+// End checks that only whitespace follows the document.
+func (r *Reader) End() error {
 	if r.peek(); r.err == nil && r.i < len(r.b) {
-		r.fail("more after the JSON value")
+		r.Fail("more after the JSON value")
 	}
 	return r.err
 }
 
-func (r *jsonReader) expect(c byte) bool {
+func (r *Reader) expect(c byte) bool {
 	if r.peek() != c {
 		if r.err == nil {
-			r.fail("expected %q, found %s", c, r.found())
+			r.Fail("expected %q, found %s", c, r.found())
 		}
 		return false
 	}
@@ -73,15 +79,15 @@ func (r *jsonReader) expect(c byte) bool {
 	return true
 }
 
-func (r *jsonReader) found() string {
+func (r *Reader) found() string {
 	if r.i >= len(r.b) {
 		return "the end"
 	}
 	return strconv.Quote(string(r.b[r.i]))
 }
 
-// null consumes a null if one is next.
-func (r *jsonReader) null() bool {
+// Null consumes a null if one is next.
+func (r *Reader) Null() bool {
 	if r.peek() == 'n' {
 		r.literal("null")
 		return true
@@ -89,17 +95,17 @@ func (r *jsonReader) null() bool {
 	return false
 }
 
-func (r *jsonReader) literal(word string) {
+func (r *Reader) literal(word string) {
 	if len(r.b)-r.i < len(word) || string(r.b[r.i:r.i+len(word)]) != word {
-		r.fail("invalid literal")
+		r.Fail("invalid literal")
 		return
 	}
 	r.i += len(word)
 }
 
-// object calls each for every member; each must consume the value (read
+// Object calls each for every member; each must consume the value (read
 // it or skip it). The key is valid only during the call.
-func (r *jsonReader) object(each func(key []byte)) {
+func (r *Reader) Object(each func(key []byte)) {
 	if !r.expect('{') || !r.enter() {
 		return
 	}
@@ -110,7 +116,7 @@ func (r *jsonReader) object(each func(key []byte)) {
 	}
 	for r.err == nil {
 		if r.peek() != '"' {
-			r.fail("expected a member name, found %s", r.found())
+			r.Fail("expected a member name, found %s", r.found())
 			return
 		}
 		key := r.stringBytes()
@@ -121,7 +127,7 @@ func (r *jsonReader) object(each func(key []byte)) {
 		start := r.i
 		each(key)
 		if r.err == nil && r.i == start {
-			r.skip() // each left the value: skip it
+			r.Skip() // each left the value: skip it
 		}
 		switch r.peek() {
 		case ',':
@@ -130,13 +136,13 @@ func (r *jsonReader) object(each func(key []byte)) {
 			r.i++
 			return
 		default:
-			r.fail("expected ',' or '}', found %s", r.found())
+			r.Fail("expected ',' or '}', found %s", r.found())
 		}
 	}
 }
 
-// array calls each for every element; each must consume it.
-func (r *jsonReader) array(each func(i int)) {
+// Array calls each for every element; each must consume it.
+func (r *Reader) Array(each func(i int)) {
 	if !r.expect('[') || !r.enter() {
 		return
 	}
@@ -150,7 +156,7 @@ func (r *jsonReader) array(each func(i int)) {
 		start := r.i
 		each(n)
 		if r.err == nil && r.i == start {
-			r.skip()
+			r.Skip()
 		}
 		switch r.peek() {
 		case ',':
@@ -159,42 +165,42 @@ func (r *jsonReader) array(each func(i int)) {
 			r.i++
 			return
 		default:
-			r.fail("expected ',' or ']', found %s", r.found())
+			r.Fail("expected ',' or ']', found %s", r.found())
 		}
 	}
 }
 
-func (r *jsonReader) enter() bool {
-	if r.depth++; r.depth > maxJSONDepth {
-		r.fail("nested deeper than %d", maxJSONDepth)
+func (r *Reader) enter() bool {
+	if r.depth++; r.depth > MaxDepth {
+		r.Fail("nested deeper than %d", MaxDepth)
 		return false
 	}
 	return true
 }
 
-func (r *jsonReader) leave() { r.depth-- }
+func (r *Reader) leave() { r.depth-- }
 
-// str reads a string.
-func (r *jsonReader) str() string {
+// Str reads a string.
+func (r *Reader) Str() string {
 	if r.peek() != '"' {
-		r.fail("expected a string, found %s", r.found())
+		r.Fail("expected a string, found %s", r.found())
 		return ""
 	}
 	return string(r.stringBytes())
 }
 
-// strOrNull reads a string or null ("").
-func (r *jsonReader) strOrNull() string {
-	if r.null() {
+// StrOrNull reads a string or null ("").
+func (r *Reader) StrOrNull() string {
+	if r.Null() {
 		return ""
 	}
-	return r.str()
+	return r.Str()
 }
 
 // stringBytes reads a string at r.i (a '"'): a slice of the document when
 // it holds no escape, else the decoded text in r.scratch. Either is valid
 // until the next read.
-func (r *jsonReader) stringBytes() []byte {
+func (r *Reader) stringBytes() []byte {
 	r.i++ // the opening quote
 	start := r.i
 	for r.i < len(r.b) {
@@ -206,17 +212,17 @@ func (r *jsonReader) stringBytes() []byte {
 		case c == '\\':
 			return r.escaped(start)
 		case c < 0x20:
-			r.fail("a control character in a string")
+			r.Fail("a control character in a string")
 			return nil
 		}
 		r.i++
 	}
-	r.fail("a string without its closing quote")
+	r.Fail("a string without its closing quote")
 	return nil
 }
 
 // escaped decodes the rest of a string holding escapes.
-func (r *jsonReader) escaped(start int) []byte {
+func (r *Reader) escaped(start int) []byte {
 	out := append(r.scratch[:0], r.b[start:r.i]...)
 	for r.i < len(r.b) {
 		c := r.b[r.i]
@@ -226,7 +232,7 @@ func (r *jsonReader) escaped(start int) []byte {
 			r.scratch = out
 			return out
 		case c < 0x20:
-			r.fail("a control character in a string")
+			r.Fail("a control character in a string")
 			return nil
 		case c != '\\':
 			out = append(out, c)
@@ -275,22 +281,22 @@ func (r *jsonReader) escaped(start int) []byte {
 			}
 			out = utf8.AppendRune(out, ru)
 		default:
-			r.fail("an invalid escape in a string")
+			r.Fail("an invalid escape in a string")
 			return nil
 		}
 	}
-	r.fail("a string without its closing quote")
+	r.Fail("a string without its closing quote")
 	return nil
 }
 
-func (r *jsonReader) hex4() (uint16, bool) {
+func (r *Reader) hex4() (uint16, bool) {
 	if len(r.b)-r.i < 4 {
-		r.fail("a short \\u escape")
+		r.Fail("a short \\u escape")
 		return 0, false
 	}
 	v, err := strconv.ParseUint(string(r.b[r.i:r.i+4]), 16, 16)
 	if err != nil {
-		r.fail("an invalid \\u escape")
+		r.Fail("an invalid \\u escape")
 		return 0, false
 	}
 	r.i += 4
@@ -298,7 +304,7 @@ func (r *jsonReader) hex4() (uint16, bool) {
 }
 
 // number reads a number and returns its text.
-func (r *jsonReader) number() []byte {
+func (r *Reader) number() []byte {
 	c := r.peek()
 	start := r.i
 	if c == '-' {
@@ -316,13 +322,13 @@ func (r *jsonReader) number() []byte {
 	case r.i < len(r.b) && r.b[r.i] == '0':
 		r.i++
 	case digits() == 0:
-		r.fail("expected a number")
+		r.Fail("expected a number")
 		return nil
 	}
 	if r.i < len(r.b) && r.b[r.i] == '.' {
 		r.i++
 		if digits() == 0 {
-			r.fail("a number without digits after '.'")
+			r.Fail("a number without digits after '.'")
 			return nil
 		}
 	}
@@ -332,30 +338,30 @@ func (r *jsonReader) number() []byte {
 			r.i++
 		}
 		if digits() == 0 {
-			r.fail("a number without exponent digits")
+			r.Fail("a number without exponent digits")
 			return nil
 		}
 	}
 	return r.b[start:r.i]
 }
 
-// float reads a number.
-func (r *jsonReader) float() float64 {
+// Float reads a number.
+func (r *Reader) Float() float64 {
 	n := r.number()
 	if r.err != nil {
 		return 0
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		r.fail("number %s is out of range", n)
+		r.Fail("number %s is out of range", n)
 	}
 	return f
 }
 
-// int reads a number that must be an integer; null reads as 0 (some
+// Int reads a number that must be an integer; null reads as 0 (some
 // servers send null counts).
-func (r *jsonReader) int() int {
-	if r.null() {
+func (r *Reader) Int() int {
+	if r.Null() {
 		return 0
 	}
 	n := r.number()
@@ -366,7 +372,7 @@ func (r *jsonReader) int() int {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(string(n), 64)
 		if ferr != nil || f != float64(int64(f)) {
-			r.fail("%s is not an integer", n)
+			r.Fail("%s is not an integer", n)
 			return 0
 		}
 		v = int64(f)
@@ -374,8 +380,8 @@ func (r *jsonReader) int() int {
 	return int(v)
 }
 
-// boolean reads true or false.
-func (r *jsonReader) boolean() bool {
+// Bool reads true or false.
+func (r *Reader) Bool() bool {
 	switch r.peek() {
 	case 't':
 		r.literal("true")
@@ -384,17 +390,17 @@ func (r *jsonReader) boolean() bool {
 		r.literal("false")
 		return false
 	}
-	r.fail("expected true or false, found %s", r.found())
+	r.Fail("expected true or false, found %s", r.found())
 	return false
 }
 
-// skip reads and checks any value.
-func (r *jsonReader) skip() {
+// Skip reads and checks any value.
+func (r *Reader) Skip() {
 	switch c := r.peek(); {
 	case c == '{':
-		r.object(func([]byte) { r.skip() })
+		r.Object(func([]byte) { r.Skip() })
 	case c == '[':
-		r.array(func(int) { r.skip() })
+		r.Array(func(int) { r.Skip() })
 	case c == '"':
 		r.stringBytes()
 	case c == 't':
@@ -406,24 +412,24 @@ func (r *jsonReader) skip() {
 	case c == '-' || c >= '0' && c <= '9':
 		r.number()
 	case r.err == nil:
-		r.fail("expected a JSON value, found %s", r.found())
+		r.Fail("expected a JSON value, found %s", r.found())
 	}
 }
 
-// raw reads any value and returns its text.
-func (r *jsonReader) raw() []byte {
+// Raw reads any value and returns its text.
+func (r *Reader) Raw() []byte {
 	r.peek()
 	start := r.i
-	r.skip()
+	r.Skip()
 	if r.err != nil {
 		return nil
 	}
 	return r.b[start:r.i]
 }
 
-// kind is the next value's first byte: '{', '[', '"', 'n', 't', 'f', or
+// Kind is the next value's first byte: '{', '[', '"', 'n', 't', 'f', or
 // '0' for a number.
-func (r *jsonReader) kind() byte {
+func (r *Reader) Kind() byte {
 	c := r.peek()
 	if c == '-' || c >= '0' && c <= '9' {
 		return '0'
