@@ -3,8 +3,6 @@ package jsonx
 import (
 	"fmt"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // MaxDepth bounds the nesting the Reader follows; callers of Scan without
@@ -221,86 +219,31 @@ func (r *Reader) stringBytes() []byte {
 	return nil
 }
 
-// escaped decodes the rest of a string holding escapes.
+// escaped reads the rest of a string holding escapes (r.i at the first
+// backslash, its text from start) and decodes it with AppendUnescaped.
 func (r *Reader) escaped(start int) []byte {
-	out := append(r.scratch[:0], r.b[start:r.i]...)
 	for r.i < len(r.b) {
-		c := r.b[r.i]
-		switch {
+		switch c := r.b[r.i]; {
 		case c == '"':
-			r.i++
+			out, ok := AppendUnescaped(r.scratch[:0], r.b[start:r.i])
 			r.scratch = out
+			if !ok {
+				r.Fail("an invalid escape in a string")
+				return nil
+			}
+			r.i++
 			return out
 		case c < 0x20:
 			r.Fail("a control character in a string")
 			return nil
-		case c != '\\':
-			out = append(out, c)
-			r.i++
-			continue
-		}
-		if r.i+1 >= len(r.b) {
-			break
-		}
-		e := r.b[r.i+1]
-		r.i += 2
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			x, ok := r.hex4()
-			if !ok {
-				return nil
-			}
-			ru := rune(x)
-			if utf16.IsSurrogate(ru) {
-				ru = utf8.RuneError
-				if r.i+1 < len(r.b) && r.b[r.i] == '\\' && r.b[r.i+1] == 'u' {
-					save := r.i
-					r.i += 2
-					y, ok := r.hex4()
-					if !ok {
-						return nil
-					}
-					if dec := utf16.DecodeRune(rune(x), rune(y)); dec != utf8.RuneError {
-						ru = dec
-					} else {
-						r.i = save // a lone surrogate; the next escape stands alone
-					}
-				}
-			}
-			out = utf8.AppendRune(out, ru)
+		case c == '\\':
+			r.i += 2
 		default:
-			r.Fail("an invalid escape in a string")
-			return nil
+			r.i++
 		}
 	}
 	r.Fail("a string without its closing quote")
 	return nil
-}
-
-func (r *Reader) hex4() (uint16, bool) {
-	if len(r.b)-r.i < 4 {
-		r.Fail("a short \\u escape")
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(r.b[r.i:r.i+4]), 16, 16)
-	if err != nil {
-		r.Fail("an invalid \\u escape")
-		return 0, false
-	}
-	r.i += 4
-	return uint16(v), true
 }
 
 // number reads a number and returns its text.

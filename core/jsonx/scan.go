@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"strconv"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -417,7 +416,8 @@ func (s *scanner) key() *ScanError {
 		raw := s.data[at+1 : s.i-1]
 		key := unsafe.String(unsafe.SliceData(raw), len(raw))
 		if s.escaped {
-			key = Unescape(raw)
+			out, _ := AppendUnescaped(make([]byte, 0, len(raw)), raw)
+			key = string(out)
 		}
 		if !s.keys.add(key) {
 			return &ScanError{Offset: at, Reason: fmt.Sprintf("duplicate key %q", key)}
@@ -503,6 +503,11 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
+// Plain reports whether a JSON string holds c as it is, with nothing to
+// check: printable ASCII other than the quote and the backslash. Runs of
+// such bytes are most of a string.
+func Plain(c byte) bool { return plainByte[c] }
+
 // plainWord reports whether all eight bytes of w are plain (plainByte): none
 // below 0x20, none from 0x80, no quote and no backslash.
 func plainWord(w uint64) bool { return nonPlain(w) == 0 }
@@ -582,49 +587,3 @@ func (s *scanner) str() *ScanError {
 	}
 	return s.fail("unterminated string")
 }
-
-// Unescape decodes the body of a JSON string (the bytes between its
-// quotes) that Scan accepted.
-func Unescape(raw []byte) string {
-	out := make([]byte, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		i++
-		switch raw[i] {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := hex4(raw[i+1 : i+5])
-			i += 4
-			if utf16IsHigh(r) && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
-				if lo := hex4(raw[i+3 : i+7]); lo >= 0xDC00 && lo <= 0xDFFF {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-					i += 6
-				}
-			}
-			out = utf8.AppendRune(out, r)
-		default: // " \ /
-			out = append(out, raw[i])
-		}
-	}
-	return string(out)
-}
-
-func hex4(b []byte) rune {
-	n, _ := strconv.ParseUint(string(b), 16, 32)
-	return rune(n)
-}
-
-func utf16IsHigh(r rune) bool { return r >= 0xD800 && r <= 0xDBFF }
