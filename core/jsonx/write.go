@@ -29,9 +29,30 @@ var needsEscape = func() (t [utf8.RuneSelf]bool) {
 // and a byte that is not valid UTF-8 as U+FFFD, written as encoding/json
 // of the build writes it (InvalidByte). The output is always valid JSON.
 func AppendString(dst []byte, s string) []byte {
+	// Most strings are plain: eight bytes at a time, then one at a time
+	// (a key or a short value is all bytes), and then copied whole.
+	i := 0
+	if len(s) >= 16 {
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+	}
+	for i < len(s) && plainByte[s[i]] {
+		i++
+	}
 	dst = append(dst, '"')
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	return appendStringFrom(dst, s, i)
+}
+
+// appendStringFrom writes the rest of AppendString's s, from i, where the
+// first byte to look at is; s[:i] is plain.
+func appendStringFrom(dst []byte, s string, i int) []byte {
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		// Eight bytes at a time while none needs a look of its own; the
 		// last few as part of the last eight (which may overlap bytes
 		// already written).
