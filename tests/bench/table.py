@@ -17,6 +17,8 @@ import sys
 # times more calls per second the Clara side makes (higher is better).
 ROWS = [
     ("c_echo", "C echo", "jansson echo", "time", "<=", 0.35),
+    ("c_cgo", "C: a bare call into Go and back (clara_version_number), the echo's floor", "jansson echo", "time", None, None),
+    ("c_clock", "C: one read of the monotonic clock (the echo reads two)", "jansson echo", "time", None, None),
     ("c_threads", "C echo, 2 threads", "Clara, 1 thread", "throughput", "machine", 0.9),
     ("c_threads_sessions", "C echo, 2 threads, a session per thread", "Clara, 1 thread, a session",
      "throughput", "machine", 0.9),
