@@ -68,6 +68,9 @@ ABSOLUTE = [
 LEGEND = [
     "C echo: clara_evaluate + clara_free_string of the echo request, 1 thread; reference: the same echo in C "
     "with jansson (json_loads, build the envelope, json_dumps JSON_COMPACT, free).",
+    "The echo's floor (issue 33), timed in the same blocks' run: a bare call into Go and back "
+    "(clara_version_number, a constant; the echo crosses once) and one clock_gettime(CLOCK_MONOTONIC) (the "
+    "echo reads two, for its audit record's duration); the jansson figure beside them is the C echo row's.",
     "C echo, 2 threads: Clara on 2 threads, wall time of a block / calls of both threads; reference: Clara "
     "on 1 thread. Machine check: the same with the jansson echo (pure C, nothing shared): what 2 threads "
     "could gain on this machine during this run; the goal is a share of it. A session per thread: each "
