@@ -11,6 +11,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // Asynchronous calls (SPEC §5.1): clara_submit and "async": true hand a
@@ -36,6 +37,32 @@ func AsyncHandle(ctx context.Context) int64 {
 	return h
 }
 
+// asyncCall is what a submitted call keeps until it has run, in one
+// allocation: its request's state (the context of its event tree, its
+// report: never pooled), the call, and its handle, which it answers as
+// the context's AsyncHandle.
+type asyncCall struct {
+	requestState
+	c      toolCall
+	e      *Engine
+	s      *snapshot
+	handle int64
+	size   int // of the request: the first guess of the envelope's
+}
+
+func (a *asyncCall) Value(key any) any {
+	if key == (asyncHandleKey{}) {
+		return a.handle
+	}
+	return a.requestState.Value(key)
+}
+
+// run is the call, on the goroutine Submit started or on its waiter's.
+func (a *asyncCall) run(ctx context.Context, h int64) []byte {
+	a.Context, a.handle = ctx, h
+	return a.e.answerCall(a, make([]byte, 0, a.size+128), a.s, &a.c)
+}
+
 // submit starts the request req in the background and returns its handle.
 // req is the caller's memory: the call runs on a copy, parsed again so that
 // everything the call holds points into memory of its own.
@@ -45,18 +72,21 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 	if perr != nil {
 		return 0, perr
 	}
-	c := &toolCall{rep: &report{}}
-	if perr := e.newToolCall(s, &r, c); perr != nil {
+	t, _ := e.tools.Lookup(toolName(s, &r))
+	a := &asyncCall{e: e, s: s, size: len(own)}
+	a.handedOn.Store(true) // its own, never pooled
+	a.budget.max = s.config.Rules.MaxEmissions
+	a.budget.left.Store(int64(a.budget.max))
+	a.c = toolCall{rep: &a.rep, state: &a.requestState, tool: t}
+	if perr := e.newToolCall(s, &r, &a.c); perr != nil {
 		return 0, perr
 	}
 	h, err := e.async.Submit(context.Background(), async.Call{
-		Tool: c.name,
-		Run: func(ctx context.Context, h int64) []byte {
-			return e.answerCall(context.WithValue(ctx, asyncHandleKey{}, h), nil, s, c)
-		},
+		Tool: a.c.name,
+		Run:  a.run,
 		// A host's tool (C, Python) runs where cancelling cannot stop it:
 		// a waiter running it would stay until it returns.
-		ByWaiter: !e.isHostTool(c.name),
+		ByWaiter: !isHostTool(t),
 	})
 	if errors.Is(err, async.ErrBusy) {
 		return 0, protocol.Errorf(protocol.RateLimited, "%v: collect or cancel some first", err)
@@ -67,11 +97,9 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 	return h, nil
 }
 
-// isHostTool reports whether name is a host's tool (C, Python) now.
-func (e *Engine) isHostTool(name string) bool {
-	t, ok := e.tools.Lookup(name)
-	return ok && t.Host
-}
+// isHostTool reports whether t (nil: no such tool) is a host's tool (C,
+// Python).
+func isHostTool(t *toolbox.Tool) bool { return t != nil && t.Host }
 
 // submitAnswer answers a request that says "async": true:
 // {"status":"accepted","id":…,"tool":…,"handle":N}, or the refusal.

@@ -22,7 +22,8 @@ func TestAsync_host_tools_are_not_run_by_waiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, host := range map[string]bool{"host_tool": true, "echo": false, "lua_echo": false, "nope": false} {
-		if got := e.isHostTool(name); got != host {
+		tool, _ := e.tools.Lookup(name)
+		if got := isHostTool(tool); got != host {
 			t.Errorf("isHostTool(%q) = %v, want %v", name, got, host)
 		}
 	}

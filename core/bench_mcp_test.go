@@ -40,6 +40,8 @@ func serveMCPChild(mode string) int {
 			return 1
 		}
 		return 0
+	case "http":
+		return serveMCPHTTPChild()
 	case "sdk":
 		s := sdk.NewServer(&sdk.Implementation{Name: "bare"}, nil)
 		s.AddTool(&sdk.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},

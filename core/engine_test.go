@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -94,7 +95,7 @@ func TestEvaluate_toolErrorsAndPanics(t *testing.T) {
 		{`{"tool":"panics"}`, `{"status":"error","error":"internal","message":"internal error"}`},
 		{`{"tool":"badjson"}`, `{"status":"error","error":"tool_failed","message":"tool \"badjson\" returned invalid JSON: unexpected end of input at byte 5"}`},
 		{`{"tool":"spaced"}`, `{"status":"success","tool":"spaced","result":{"a":1}}`},
-		{`{"tool":"text"}`, `{"status":"success","tool":"text","result":"line\n\"q\"` + "\uFFFD" + `"}`},
+		{`{"tool":"text"}`, `{"status":"success","tool":"text","result":"line\n\"q\"` + jsonx.InvalidByte + `"}`},
 		{`{"tool":"nothing"}`, `{"status":"success","tool":"nothing","result":null}`},
 	}
 	for _, c := range cases {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/clara-lib/clara/core/jsonx"
 )
 
 // Estimates of what decoded values hold in memory (measured on gopher-lua v1.1.2), charged
@@ -315,7 +318,8 @@ func (d *jsonDecoder) object(depth int) (lua.LValue, error) {
 }
 
 // str decodes the string starting at d.pos (a '"'). Plain strings are sliced; strings with
-// escapes or invalid UTF-8 go through encoding/json, for the same result as encoding/json.
+// escapes or invalid UTF-8 are decoded by jsonx.AppendUnescaped, as encoding/json decodes them;
+// one it refuses goes through encoding/json for encoding/json's message.
 func (d *jsonDecoder) str() (string, error) {
 	start := d.pos
 	i := start + 1
@@ -323,7 +327,7 @@ func (d *jsonDecoder) str() (string, error) {
 	data := d.data
 	for {
 		// Runs of plain bytes are most of a string: one table lookup each.
-		for i < len(data) && plainByte[data[i]] {
+		for i < len(data) && jsonx.Plain(data[i]) {
 			i++
 		}
 		if i >= len(d.data) {
@@ -351,32 +355,18 @@ func (d *jsonDecoder) str() (string, error) {
 	if plain {
 		return raw[1 : len(raw)-1], nil
 	}
-	if !utf8.ValidString(raw) || hasBackslash(raw) {
-		var s string
-		if err := json.Unmarshal([]byte(raw), &s); err != nil {
-			return "", err
+	if !utf8.ValidString(raw) || strings.IndexByte(raw, '\\') >= 0 {
+		out, ok := jsonx.AppendUnescaped(make([]byte, 0, len(raw)), []byte(raw[1:len(raw)-1]))
+		if !ok {
+			var s string
+			if err := json.Unmarshal([]byte(raw), &s); err != nil {
+				return "", err
+			}
+			return s, nil
 		}
-		return s, nil
+		return string(out), nil
 	}
 	return raw[1 : len(raw)-1], nil
-}
-
-// plainByte marks the bytes a JSON string holds as they are: printable ASCII other than the
-// quote and the backslash.
-var plainByte = func() (t [256]bool) {
-	for c := 0x20; c < 0x80; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-func hasBackslash(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' {
-			return true
-		}
-	}
-	return false
 }
 
 // number decodes a JSON number (RFC 8259 grammar) at d.pos.

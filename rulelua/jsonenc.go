@@ -1,15 +1,15 @@
 package rulelua
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/clara-lib/clara/core/jsonx"
 )
 
 // jsonEncoder writes a Lua value as JSON straight into bytes: the same text toGo followed by
@@ -47,7 +47,7 @@ func (e *jsonEncoder) value(v lua.LValue, depth int) error {
 	case lua.LNumber:
 		return e.number(float64(x))
 	case lua.LString:
-		e.buf = appendJSONString(e.buf, string(x))
+		e.buf = jsonx.AppendString(e.buf, string(x))
 	case *lua.LTable:
 		return e.table(x, depth)
 	case *lua.LUserData:
@@ -80,19 +80,7 @@ func (e *jsonEncoder) number(f float64) error {
 		e.buf = strconv.AppendInt(e.buf, int64(f), 10)
 		return nil
 	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b := strconv.AppendFloat(e.buf, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	e.buf = b
+	e.buf = jsonx.AppendFloat(e.buf, f)
 	return nil
 }
 
@@ -231,7 +219,7 @@ func (e *jsonEncoder) entries(t *lua.LTable, depth, mark int) error {
 			e.buf = append(e.buf, ',')
 		}
 		first = false
-		e.buf = appendJSONString(e.buf, en.name)
+		e.buf = jsonx.AppendString(e.buf, en.name)
 		e.buf = append(e.buf, ':')
 		if err := e.value(en.val, depth+1); err != nil {
 			return err
@@ -258,7 +246,7 @@ func (e *jsonEncoder) sortedEntries(names []string, strdict map[string]lua.LValu
 			e.buf = append(e.buf, ',')
 		}
 		first = false
-		e.buf = appendJSONString(e.buf, name)
+		e.buf = jsonx.AppendString(e.buf, name)
 		e.buf = append(e.buf, ':')
 		if err := e.value(v, depth+1); err != nil {
 			return err
@@ -283,77 +271,4 @@ func hashEntry(k, v lua.LValue) jsonKey {
 		class = 1
 	}
 	return jsonKey{key: k, val: v, class: class}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// invalidByteJSON is what encoding/json writes for a byte of invalid UTF-8 in a string: the
-// escape \ufffd up to Go 1.26, the character U+FFFD itself from Go 1.27 (encoding/json on
-// json/v2). Both read back as U+FFFD; asking encoding/json keeps CallJSON's text the same as
-// EncodeJSON's whatever Go built the library.
-var invalidByteJSON = func() string {
-	b, err := json.Marshal("\xff")
-	if err != nil || len(b) < 2 {
-		return `\ufffd`
-	}
-	return string(b[1 : len(b)-1])
-}()
-
-// appendJSONString quotes s as encoding/json does with HTML escaping off: invalid UTF-8 becomes
-// U+FFFD, U+2028 and U+2029 are escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		for i < len(s) && plainByte[s[i]] {
-			i++
-		}
-		if i >= len(s) {
-			break
-		}
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, invalidByteJSON...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

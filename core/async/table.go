@@ -167,7 +167,7 @@ func (t *Table) Submit(ctx context.Context, c Call) (int64, error) {
 		}
 	}
 	if launch != nil {
-		launch("async call "+c.Tool, body)
+		launch("async call", body) // run recovers and names the tool itself
 	} else {
 		go body()
 	}

@@ -10,7 +10,17 @@ import (
 
 // BenchmarkTrigger_dryRun_10000x50 is SPEC §12's globs row: 10,000 changed
 // paths against 50 active callbacks, dry run (goal ≤ 20 ms).
-func BenchmarkTrigger_dryRun_10000x50(b *testing.B) {
+func BenchmarkTrigger_dryRun_10000x50(b *testing.B) { benchTriggerDryRun(b, 10000) }
+
+// BenchmarkTrigger_dryRun_scaling is the curve of make bench's scaling
+// section: 1,000 to 100,000 changed paths against the same 50 callbacks.
+func BenchmarkTrigger_dryRun_scaling(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("paths=%d", n), func(b *testing.B) { benchTriggerDryRun(b, n) })
+	}
+}
+
+func benchTriggerDryRun(b *testing.B, paths int) {
 	e := newEnv(b)
 	kinds := []func(i int) any{
 		func(i int) any { return fmt.Sprintf("*.ext%d", i) },
@@ -22,7 +32,7 @@ func BenchmarkTrigger_dryRun_10000x50(b *testing.B) {
 	for i := range 50 {
 		e.create(b, "w", map[string]any{"name": fmt.Sprintf("cb%d", i), "pattern": kinds[i%len(kinds)](i), "script_content": "true"})
 	}
-	files := make([]string, 10000)
+	files := make([]string, paths)
 	for i := range files {
 		switch i % 5 {
 		case 0:

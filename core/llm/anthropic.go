@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -212,21 +213,21 @@ type anUsage struct {
 	hasInput, hasOutput                   bool
 }
 
-func readAnUsage(r *jsonReader) anUsage {
+func readAnUsage(r *jsonx.Reader) anUsage {
 	var u anUsage
-	if r.null() {
+	if r.Null() {
 		return u
 	}
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "input_tokens":
-			u.input, u.hasInput = r.int(), true
+			u.input, u.hasInput = r.Int(), true
 		case "output_tokens":
-			u.output, u.hasOutput = r.int(), true
+			u.output, u.hasOutput = r.Int(), true
 		case "cache_creation_input_tokens":
-			u.cacheCreate = r.int()
+			u.cacheCreate = r.Int()
 		case "cache_read_input_tokens":
-			u.cacheRead = r.int()
+			u.cacheRead = r.Int()
 		}
 	})
 	return u
@@ -249,33 +250,33 @@ type anContentBlock struct {
 	input                []byte
 }
 
-func readAnBlock(r *jsonReader) anContentBlock {
+func readAnBlock(r *jsonx.Reader) anContentBlock {
 	var c anContentBlock
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "type":
-			c.kind = r.strOrNull()
+			c.kind = r.StrOrNull()
 		case "text":
-			c.text = r.strOrNull()
+			c.text = r.StrOrNull()
 		case "id":
-			c.id = r.strOrNull()
+			c.id = r.StrOrNull()
 		case "name":
-			c.name = r.strOrNull()
+			c.name = r.StrOrNull()
 		case "input":
-			c.input = bytes.Clone(bytes.TrimSpace(r.raw()))
+			c.input = bytes.Clone(bytes.TrimSpace(r.Raw()))
 		}
 	})
 	return c
 }
 
-func readAnError(r *jsonReader) string {
+func readAnError(r *jsonx.Reader) string {
 	var kind, msg string
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "type":
-			kind = r.strOrNull()
+			kind = r.StrOrNull()
 		case "message":
-			msg = r.strOrNull()
+			msg = r.StrOrNull()
 		}
 	})
 	return kind + ": " + msg
@@ -290,40 +291,40 @@ func (anthropic) decode(body []byte) (modelReply, error) {
 		usage  anUsage
 		errMsg string
 	)
-	r := newJSONReader(body)
-	r.object(func(k []byte) {
+	r := jsonx.NewReader(body)
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "id":
-			reply.ID = r.strOrNull()
+			reply.ID = r.StrOrNull()
 		case "model":
-			reply.Model = r.strOrNull()
+			reply.Model = r.StrOrNull()
 		case "type":
-			kind = r.strOrNull()
+			kind = r.StrOrNull()
 		case "content":
-			r.array(func(int) {
+			r.Array(func(int) {
 				c := readAnBlock(r)
 				switch c.kind {
 				case "text":
 					text.WriteString(c.text)
 				case "tool_use":
 					if len(reply.ToolCalls) >= maxCallsPerMessage {
-						r.stop(errTooManyCalls)
+						r.Stop(errTooManyCalls)
 						return
 					}
 					reply.ToolCalls = append(reply.ToolCalls, toolCall{ID: callID(c.id, len(reply.ToolCalls)), Name: c.name, Arguments: string(c.input)})
 				}
 			})
 		case "stop_reason":
-			stop = r.strOrNull()
+			stop = r.StrOrNull()
 		case "usage":
 			usage = readAnUsage(r)
 		case "error":
-			if !r.null() {
+			if !r.Null() {
 				errMsg = readAnError(r)
 			}
 		}
 	})
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		if errors.Is(err, errTooManyCalls) {
 			return modelReply{}, err
 		}
@@ -371,15 +372,15 @@ func (s *anStream) event(name string, data []byte, token func(string)) error {
 		hasUsage  bool
 		errMsg    string
 	)
-	r := newJSONReader(data)
-	r.object(func(k []byte) {
+	r := jsonx.NewReader(data)
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "type":
-			kind = r.strOrNull()
+			kind = r.StrOrNull()
 		case "index":
-			index = r.int()
+			index = r.Int()
 		case "message":
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				if string(k) == "usage" {
 					usage, hasUsage = readAnUsage(r), true
 				}
@@ -388,14 +389,14 @@ func (s *anStream) event(name string, data []byte, token func(string)) error {
 			c := readAnBlock(r)
 			block = &c
 		case "delta":
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				switch string(k) {
 				case "type":
-					deltaType = r.strOrNull()
+					deltaType = r.StrOrNull()
 				case "text", "partial_json":
-					deltaText = r.strOrNull()
+					deltaText = r.StrOrNull()
 				case "stop_reason":
-					stop = r.strOrNull()
+					stop = r.StrOrNull()
 				}
 			})
 		case "usage":
@@ -404,7 +405,7 @@ func (s *anStream) event(name string, data []byte, token func(string)) error {
 			errMsg = readAnError(r)
 		}
 	})
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return streamErrorf("a streamed event is not JSON: %v", err)
 	}
 	if hasUsage {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -294,15 +295,15 @@ type argMessage struct {
 
 func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 	var a chatArgs
-	r := newJSONReader(args)
+	r := jsonx.NewReader(args)
 	bad := ""
-	if r.kind() != '{' {
+	if r.Kind() != '{' {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: the arguments must be a JSON object")
 	}
 	// is checks the next value's kind; a value of the wrong kind is left
 	// for object to skip.
 	is := func(kind byte, name, what string) bool {
-		if r.kind() == kind {
+		if r.Kind() == kind {
 			return true
 		}
 		if bad == "" {
@@ -314,21 +315,21 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 		if !is('"', name, "a string") {
 			return nil
 		}
-		s := r.str()
+		s := r.Str()
 		return &s
 	}
 	boolean := func(name string) bool {
-		if k := r.kind(); k != 't' && k != 'f' {
+		if k := r.Kind(); k != 't' && k != 'f' {
 			is('t', name, "true or false")
 			return false
 		}
-		return r.boolean()
+		return r.Bool()
 	}
 	integer := func(name string) *int {
 		if !is('0', name, "an integer") {
 			return nil
 		}
-		f := r.float()
+		f := r.Float()
 		if f != float64(int(f)) {
 			bad = name + " must be an integer"
 			return nil
@@ -337,7 +338,7 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 		return &n
 	}
 	seen := map[string]bool{}
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		if seen[string(k)] {
 			bad = fmt.Sprintf("%q is given twice", k)
 		}
@@ -363,18 +364,18 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 			a.MaxTokens = integer("max_tokens")
 		case "temperature":
 			if is('0', "temperature", "a number") {
-				t := r.float()
+				t := r.Float()
 				a.Temperature = &t
 			}
 		case "result_schema":
 			if is('{', "result_schema", "a JSON Schema object") {
-				a.ResultSchema = r.raw()
+				a.ResultSchema = r.Raw()
 			}
 		case "tool_choice":
 			const what = `"auto", "none", "required" or {"name": TOOL}`
-			switch r.kind() {
+			switch r.Kind() {
 			case '"':
-				switch c := r.str(); c {
+				switch c := r.Str(); c {
 				case ChoiceAuto, ChoiceNone, ChoiceRequired:
 					a.ToolChoice = c
 				default:
@@ -383,14 +384,14 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 					}
 				}
 			case '{':
-				r.object(func(k []byte) {
-					if string(k) != "name" || r.kind() != '"' {
+				r.Object(func(k []byte) {
+					if string(k) != "name" || r.Kind() != '"' {
 						if bad == "" {
 							bad = "tool_choice must be " + what
 						}
 						return
 					}
-					a.ToolChoice, a.ChoiceName = ChoiceTool, r.str()
+					a.ToolChoice, a.ChoiceName = ChoiceTool, r.Str()
 				})
 				if a.ToolChoice != ChoiceTool && bad == "" {
 					bad = "tool_choice must be " + what
@@ -403,23 +404,23 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 				return
 			}
 			a.Tools = []string{}
-			r.array(func(i int) {
+			r.Array(func(i int) {
 				if is('"', fmt.Sprintf("tools[%d]", i), "a string") {
-					a.Tools = append(a.Tools, r.str())
+					a.Tools = append(a.Tools, r.Str())
 				}
 			})
 		case "messages":
 			if !is('[', "messages", "an array of {role, content}") {
 				return
 			}
-			r.array(func(i int) {
+			r.Array(func(i int) {
 				at := fmt.Sprintf("messages[%d]", i)
 				if !is('{', at, "an object with role and content") {
 					return
 				}
 				var m argMessage
 				var hasContent bool
-				r.object(func(k []byte) {
+				r.Object(func(k []byte) {
 					switch string(k) {
 					case "role":
 						if s := str(at + ".role"); s != nil {
@@ -449,7 +450,7 @@ func parseChatArgs(args []byte) (*chatArgs, *protocol.Error) {
 			}
 		}
 	})
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: the arguments are not JSON: %v", err)
 	}
 	switch {
@@ -1070,7 +1071,7 @@ func parseArguments(text string, lim protocol.Limits) (args []byte, perr *protoc
 	}
 	depth := lim.MaxDepth
 	if depth <= 0 {
-		depth = maxJSONDepth
+		depth = jsonx.MaxDepth
 	}
 	if _, serr := protocol.ScanStrict([]byte(t), depth); serr != nil {
 		if serr.TooDeep {

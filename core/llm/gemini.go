@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -281,98 +282,98 @@ type gmAnswer struct {
 
 // read reads one response (or chunk), calling token for its text.
 func (a *gmAnswer) read(body []byte, token func(string)) error {
-	r := newJSONReader(body)
-	r.object(func(k []byte) {
+	r := jsonx.NewReader(body)
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "candidates":
-			if r.null() {
+			if r.Null() {
 				return
 			}
-			r.array(func(i int) {
+			r.Array(func(i int) {
 				a.candidates++
 				if i > 0 {
 					return // the first candidate is the answer
 				}
-				r.object(func(k []byte) {
+				r.Object(func(k []byte) {
 					switch string(k) {
 					case "content":
-						if !r.null() {
-							r.object(func(k []byte) {
-								if string(k) == "parts" && !r.null() {
-									r.array(func(int) { a.part(r, token) })
+						if !r.Null() {
+							r.Object(func(k []byte) {
+								if string(k) == "parts" && !r.Null() {
+									r.Array(func(int) { a.part(r, token) })
 								}
 							})
 						}
 					case "finishReason":
-						if f := r.strOrNull(); f != "" {
+						if f := r.StrOrNull(); f != "" {
 							a.finish = f
 						}
 					}
 				})
 			})
 		case "usageMetadata":
-			if !r.null() {
+			if !r.Null() {
 				a.usage = gmUsage(r)
 			}
 		case "promptFeedback":
-			if !r.null() {
-				r.object(func(k []byte) {
+			if !r.Null() {
+				r.Object(func(k []byte) {
 					if string(k) == "blockReason" {
-						a.blocked = r.strOrNull()
+						a.blocked = r.StrOrNull()
 					}
 				})
 			}
 		case "error":
-			if !r.null() {
+			if !r.Null() {
 				a.errMsg = oaError(r)
 			}
 		}
 	})
-	return r.end()
+	return r.End()
 }
 
 // part reads one part of the answer: text (not the model's thoughts),
 // or a function call.
-func (a *gmAnswer) part(r *jsonReader, token func(string)) {
+func (a *gmAnswer) part(r *jsonx.Reader, token func(string)) {
 	var (
 		text, signature string
 		thought         bool
 		call            *toolCall
 		hasID           bool
 	)
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "text":
-			text = r.strOrNull()
+			text = r.StrOrNull()
 		case "thought":
-			if k := r.kind(); k == 't' || k == 'f' {
-				thought = r.boolean()
+			if k := r.Kind(); k == 't' || k == 'f' {
+				thought = r.Bool()
 			}
 		case "thoughtSignature":
-			signature = r.strOrNull()
+			signature = r.StrOrNull()
 		case "functionCall":
 			call = &toolCall{}
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				switch string(k) {
 				case "name":
-					call.Name = r.strOrNull()
+					call.Name = r.StrOrNull()
 				case "id":
-					call.ID = r.strOrNull()
+					call.ID = r.StrOrNull()
 					hasID = call.ID != ""
 				case "args":
-					if raw := r.raw(); raw != nil {
+					if raw := r.Raw(); raw != nil {
 						call.Arguments = string(protocol.AppendCompact(nil, raw))
 					}
 				}
 			})
 		}
 	})
-	if r.err != nil {
+	if r.Err() != nil {
 		return
 	}
 	if call != nil {
 		if len(a.reply.ToolCalls) >= maxCallsPerMessage {
-			r.stop(errTooManyCalls)
+			r.Stop(errTooManyCalls)
 			return
 		}
 		call.Signature = signature
@@ -392,19 +393,19 @@ func (a *gmAnswer) part(r *jsonReader, token func(string)) {
 
 // gmUsage reads usageMetadata: the model's thoughts count as completion
 // tokens, as they are billed.
-func gmUsage(r *jsonReader) Usage {
+func gmUsage(r *jsonx.Reader) Usage {
 	var u Usage
 	var candidates, thoughts int
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "promptTokenCount":
-			u.PromptTokens = r.int()
+			u.PromptTokens = r.Int()
 		case "candidatesTokenCount":
-			candidates = r.int()
+			candidates = r.Int()
 		case "thoughtsTokenCount":
-			thoughts = r.int()
+			thoughts = r.Int()
 		case "totalTokenCount":
-			u.TotalTokens = r.int()
+			u.TotalTokens = r.Int()
 		}
 	})
 	u.CompletionTokens = candidates + thoughts

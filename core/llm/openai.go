@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -156,43 +157,43 @@ func (openAI) decode(body []byte) (modelReply, error) {
 		choices int
 		errMsg  *string
 	)
-	r := newJSONReader(body)
-	r.object(func(k []byte) {
+	r := jsonx.NewReader(body)
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "id":
-			reply.ID = r.strOrNull()
+			reply.ID = r.StrOrNull()
 		case "model":
-			reply.Model = r.strOrNull()
+			reply.Model = r.StrOrNull()
 		case "choices":
-			if r.null() {
+			if r.Null() {
 				return
 			}
-			r.array(func(i int) {
+			r.Array(func(i int) {
 				choices++
 				if i > 0 {
 					return
 				}
-				r.object(func(k []byte) {
+				r.Object(func(k []byte) {
 					switch string(k) {
 					case "message":
-						r.object(func(k []byte) { oaMessageField(r, k, &reply) })
+						r.Object(func(k []byte) { oaMessageField(r, k, &reply) })
 					case "finish_reason":
-						reply.FinishReason = r.strOrNull()
+						reply.FinishReason = r.StrOrNull()
 					}
 				})
 			})
 		case "usage":
-			if !r.null() {
+			if !r.Null() {
 				reply.Usage = oaUsage(r)
 			}
 		case "error":
-			if !r.null() {
+			if !r.Null() {
 				msg := oaError(r)
 				errMsg = &msg
 			}
 		}
 	})
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		if errors.Is(err, errTooManyCalls) {
 			return modelReply{}, err
 		}
@@ -212,29 +213,29 @@ func (openAI) decode(body []byte) (modelReply, error) {
 }
 
 // oaMessageField reads one member of a choice's message.
-func oaMessageField(r *jsonReader, k []byte, reply *modelReply) {
+func oaMessageField(r *jsonx.Reader, k []byte, reply *modelReply) {
 	switch string(k) {
 	case "content":
 		reply.Content = oaContent(r)
 	case "tool_calls":
-		if r.null() {
+		if r.Null() {
 			return
 		}
-		r.array(func(int) {
+		r.Array(func(int) {
 			if len(reply.ToolCalls) >= maxCallsPerMessage {
-				r.stop(errTooManyCalls)
+				r.Stop(errTooManyCalls)
 				return
 			}
 			var tc toolCall
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				switch string(k) {
 				case "id":
-					tc.ID = r.strOrNull()
+					tc.ID = r.StrOrNull()
 				case "function":
-					r.object(func(k []byte) {
+					r.Object(func(k []byte) {
 						switch string(k) {
 						case "name":
-							tc.Name = r.strOrNull()
+							tc.Name = r.StrOrNull()
 						case "arguments":
 							tc.Arguments = oaArguments(r)
 						}
@@ -248,52 +249,52 @@ func oaMessageField(r *jsonReader, k []byte, reply *modelReply) {
 
 // oaContent reads a message's content: a string, null, or an array of
 // text parts.
-func oaContent(r *jsonReader) string {
-	switch r.kind() {
+func oaContent(r *jsonx.Reader) string {
+	switch r.Kind() {
 	case '"':
-		return r.str()
+		return r.Str()
 	case 'n':
-		r.null()
+		r.Null()
 		return ""
 	case '[':
 		var b strings.Builder
-		r.array(func(int) {
-			r.object(func(k []byte) {
+		r.Array(func(int) {
+			r.Object(func(k []byte) {
 				if string(k) == "text" {
-					b.WriteString(r.strOrNull())
+					b.WriteString(r.StrOrNull())
 				}
 			})
 		})
 		return b.String()
 	}
-	r.fail("content must be a string, an array of parts or null")
+	r.Fail("content must be a string, an array of parts or null")
 	return ""
 }
 
 // oaArguments reads function.arguments: a JSON string holding JSON text
 // (the format), or a JSON value some servers send in its place.
-func oaArguments(r *jsonReader) string {
-	switch r.kind() {
+func oaArguments(r *jsonx.Reader) string {
+	switch r.Kind() {
 	case '"':
-		return r.str()
+		return r.Str()
 	case 'n':
-		r.null()
+		r.Null()
 		return ""
 	}
-	return string(r.raw())
+	return string(r.Raw())
 }
 
 // oaUsage reads prompt_tokens, completion_tokens and total_tokens.
-func oaUsage(r *jsonReader) Usage {
+func oaUsage(r *jsonx.Reader) Usage {
 	var u Usage
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "prompt_tokens":
-			u.PromptTokens = r.int()
+			u.PromptTokens = r.Int()
 		case "completion_tokens":
-			u.CompletionTokens = r.int()
+			u.CompletionTokens = r.Int()
 		case "total_tokens":
-			u.TotalTokens = r.int()
+			u.TotalTokens = r.Int()
 		}
 	})
 	if u.TotalTokens == 0 {
@@ -304,14 +305,14 @@ func oaUsage(r *jsonReader) Usage {
 
 // oaError reads an error object's message (or the error itself when it
 // is a string).
-func oaError(r *jsonReader) string {
-	if r.kind() == '"' {
-		return r.str()
+func oaError(r *jsonx.Reader) string {
+	if r.Kind() == '"' {
+		return r.Str()
 	}
 	msg := "unknown"
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		if string(k) == "message" {
-			msg = r.strOrNull()
+			msg = r.StrOrNull()
 		}
 	})
 	return msg
@@ -358,30 +359,30 @@ type oaStream struct {
 
 // chunk reads one streamed chunk, calling token for its text delta.
 func (s *oaStream) chunk(data []byte, token func(string)) error {
-	r := newJSONReader(data)
-	r.object(func(k []byte) {
+	r := jsonx.NewReader(data)
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "id":
-			s.reply.ID = r.strOrNull()
+			s.reply.ID = r.StrOrNull()
 		case "model":
-			s.reply.Model = r.strOrNull()
+			s.reply.Model = r.StrOrNull()
 		case "choices":
-			if r.null() {
+			if r.Null() {
 				return
 			}
-			r.array(func(int) { s.choice(r, token) })
+			r.Array(func(int) { s.choice(r, token) })
 		case "usage":
-			if !r.null() {
+			if !r.Null() {
 				s.reply.Usage = oaUsage(r)
 			}
 		case "error":
-			if !r.null() {
+			if !r.Null() {
 				msg := oaError(r)
 				s.errMsg = &msg
 			}
 		}
 	})
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		if errors.Is(err, errTooManyCalls) {
 			return &streamError{msg: err.Error()}
 		}
@@ -393,17 +394,17 @@ func (s *oaStream) chunk(data []byte, token func(string)) error {
 	return nil
 }
 
-func (s *oaStream) choice(r *jsonReader, token func(string)) {
+func (s *oaStream) choice(r *jsonx.Reader, token func(string)) {
 	index := -1
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "index":
-			index = r.int()
+			index = r.Int()
 		case "delta":
 			if index > 0 { // "index" comes first in every server's chunks; a later choice is skipped
 				return
 			}
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				switch string(k) {
 				case "content":
 					if t := oaContent(r); t != "" {
@@ -413,13 +414,13 @@ func (s *oaStream) choice(r *jsonReader, token func(string)) {
 						}
 					}
 				case "tool_calls":
-					if !r.null() {
-						r.array(func(int) { s.toolCallDelta(r) })
+					if !r.Null() {
+						r.Array(func(int) { s.toolCallDelta(r) })
 					}
 				}
 			})
 		case "finish_reason":
-			if f := r.strOrNull(); f != "" && index <= 0 {
+			if f := r.StrOrNull(); f != "" && index <= 0 {
 				s.reply.FinishReason = f
 				s.finished = true
 			}
@@ -427,7 +428,7 @@ func (s *oaStream) choice(r *jsonReader, token func(string)) {
 	})
 }
 
-func (s *oaStream) toolCallDelta(r *jsonReader) {
+func (s *oaStream) toolCallDelta(r *jsonx.Reader) {
 	var (
 		idx        int
 		id, name   string
@@ -435,25 +436,25 @@ func (s *oaStream) toolCallDelta(r *jsonReader) {
 		sawIndex   bool
 		hasPayload bool
 	)
-	r.object(func(k []byte) {
+	r.Object(func(k []byte) {
 		switch string(k) {
 		case "index":
-			idx, sawIndex = r.int(), true
+			idx, sawIndex = r.Int(), true
 		case "id":
-			id = r.strOrNull()
+			id = r.StrOrNull()
 		case "function":
 			hasPayload = true
-			r.object(func(k []byte) {
+			r.Object(func(k []byte) {
 				switch string(k) {
 				case "name":
-					name = r.strOrNull()
+					name = r.StrOrNull()
 				case "arguments":
 					args = oaArguments(r)
 				}
 			})
 		}
 	})
-	if r.err != nil || !sawIndex && !hasPayload && id == "" {
+	if r.Err() != nil || !sawIndex && !hasPayload && id == "" {
 		return
 	}
 	if s.calls == nil {
@@ -462,7 +463,7 @@ func (s *oaStream) toolCallDelta(r *jsonReader) {
 	tc := s.calls[idx]
 	if tc == nil {
 		if len(s.calls) >= maxCallsPerMessage {
-			r.stop(errTooManyCalls)
+			r.Stop(errTooManyCalls)
 			return
 		}
 		tc = &toolCall{}

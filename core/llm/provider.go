@@ -279,7 +279,7 @@ type Config struct {
 	MaxTurns int
 	// MaxArgumentBytes and MaxDepth bound the arguments of the model's tool
 	// calls as limits.max_request_bytes and limits.max_depth bound a
-	// request's: none and maxJSONDepth when 0.
+	// request's: none and jsonx.MaxDepth when 0.
 	MaxArgumentBytes int
 	MaxDepth         int
 }

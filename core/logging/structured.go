@@ -2,11 +2,12 @@ package logging
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/clara-lib/clara/core/jsonx"
 )
 
 // Format is how a message and its attributes are rendered (log.format).
@@ -72,10 +73,9 @@ func (l *Logger) render(msg string, attrs []slog.Attr) string {
 	return b.String()
 }
 
-func appendJSONString(b []byte, s string) []byte {
-	out, _ := json.Marshal(s) // never fails for a string; invalid UTF-8 becomes U+FFFD
-	return append(b, out...)
-}
+// appendJSONString writes s by jsonx's escaping rules, those of every JSON
+// Clara writes (the audit's lines too).
+func appendJSONString(b []byte, s string) []byte { return jsonx.AppendString(b, s) }
 
 func appendJSONAttr(b []byte, prefix string, a slog.Attr) []byte {
 	v := a.Value.Resolve()

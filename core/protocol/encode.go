@@ -1,7 +1,7 @@
 package protocol
 
 import (
-	"unicode/utf8"
+	"github.com/clara-lib/clara/core/jsonx"
 )
 
 // Success is a success envelope. Result is raw JSON (already valid and
@@ -96,114 +96,10 @@ func AppendErrorExtras(dst []byte, id []byte, e *Error, x Extras) []byte {
 	return append(dst, '}')
 }
 
-const hexDigits = "0123456789abcdef"
+// AppendString writes s as a JSON string, by jsonx's rules (the one set
+// of escaping rules of every JSON Clara writes by hand).
+func AppendString(dst []byte, s string) []byte { return jsonx.AppendString(dst, s) }
 
-// needsEscape marks the ASCII bytes that cannot appear raw in a JSON string.
-var needsEscape = func() (t [utf8.RuneSelf]bool) {
-	for c := 0; c < 0x20; c++ {
-		t[c] = true
-	}
-	t['"'] = true
-	t['\\'] = true
-	return t
-}()
-
-// AppendString writes s as a JSON string. Control characters are escaped
-// (\n, \t, … or \u00XX, so NUL becomes \u0000); every other character is
-// written as UTF-8; bytes that are not valid UTF-8 become U+FFFD, so the
-// output is always valid JSON.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs a look of its own; the
-		// last few as part of the last eight (which may overlap bytes
-		// already written).
-		if i+8 <= len(s) {
-			if plain8(s[i : i+8]) {
-				i += 8
-				continue
-			}
-		} else if len(s) >= 8 && plain8(s[len(s)-8:]) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !needsEscape[c] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\uFFFD"...)
-			i++
-			start = i
-			continue
-		}
-		i += n
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// plain8 reports whether the 8 bytes of s are ASCII that JSON strings
-// take as they are (no control character, '"' or '\\'), testing them as
-// one word: a byte below 0x20 (or equal to '"' or '\\' once those are
-// XORed to zero) borrows into its high bit, as does any non-ASCII byte.
-func plain8(s string) bool {
-	_ = s[7]
-	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q, b := x^(ones*'"'), x^(ones*'\\')
-	return (x|(x-ones*0x20)&^x|(q-ones)&^q|(b-ones)&^b)&highs == 0
-}
-
-// AppendCompact writes src without the whitespace between its tokens. src
-// must be valid JSON (Scan accepted it); strings are copied unchanged.
-func AppendCompact(dst, src []byte) []byte {
-	inString := false
-	start := 0
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped byte cannot end the string
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case ' ', '\t', '\n', '\r':
-			dst = append(dst, src[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, src[start:]...)
-}
+// AppendCompact writes src, valid JSON, without the whitespace between its
+// tokens (jsonx.AppendCompact).
+func AppendCompact(dst, src []byte) []byte { return jsonx.AppendCompact(dst, src) }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/clara-lib/clara/core/jsonx"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -97,8 +99,8 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 	if maxDepth <= 0 {
 		maxDepth = 512
 	}
-	s := scanner{data: data, maxDepth: maxDepth, strict: true, capture: true}
-	sc, serr := s.run()
+	var s jsonx.Scanner
+	sc, serr := s.ScanObject(data, maxDepth)
 	if serr != nil {
 		if serr.TooDeep {
 			return Request{}, scratch, Errorf(InvalidRequest,
@@ -116,12 +118,11 @@ func Parse(data []byte, lim Limits, scratch []byte) (Request, []byte, *Error) {
 		// members' offsets in it (only requests with whitespace pay twice).
 		scratch = AppendCompact(scratch[:0], doc)
 		doc = scratch
-		s = scanner{data: doc, maxDepth: maxDepth, strict: true, capture: true}
-		if _, serr := s.run(); serr != nil {
+		if _, serr := s.ScanObject(doc, maxDepth); serr != nil {
 			return Request{}, scratch, InternalError(fmt.Errorf("compacting a valid request broke it: %v", serr))
 		}
 	}
-	req, err := fields(doc, &s.members, lim.OwnSession)
+	req, err := fields(doc, &s, lim.OwnSession)
 	return req, scratch, err
 }
 
@@ -147,13 +148,13 @@ func KindOf(first byte) string {
 
 // fields reads the top-level members of a compact, valid JSON object, found
 // by the scan; string values are decoded with gjson.
-func fields(doc []byte, ms *members, ownSession func(string) string) (Request, *Error) {
+func fields(doc []byte, ms *jsonx.Scanner, ownSession func(string) string) (Request, *Error) {
 	req := Request{Session: DefaultSession}
 	var seen int
 	var unknown string
 	var bad *Error
-	for i := 0; i < ms.len(); i++ {
-		m := ms.at(i)
+	for i := 0; i < ms.Members(); i++ {
+		m := ms.Member(i)
 		raw := doc[m.Start:m.End]
 		switch m.Key {
 		case "tool":

@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -13,6 +14,11 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	exprcompiler "github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/optimizer"
 	"github.com/expr-lang/expr/vm"
 	"github.com/expr-lang/expr/vm/runtime"
 
@@ -87,9 +93,33 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
+// compiler compiles the rules of one Load, on one goroutine.
 type compiler struct {
 	opts []expr.Option
 	lua  rulelua.Limits // of the rule being compiled: its timeout_ms and memory_mb
+	ids  keyLines       // the lines of the rules of the source being compiled
+
+	// What makes loading many rules cost no more than it must (docs/
+	// performance.md, "Curves"): expr's configuration for each kind of
+	// compilation, made once instead of for every expression (expr.Compile
+	// builds it anew from the options, about a hundred map entries), and
+	// the programs already compiled, by kind and text: the expressions of
+	// templates repeat from rule to rule ({{ context.level }}). A program
+	// is immutable once compiled; rules share it as they would share its
+	// text.
+	configs  [2][2]*conf.Config // [asBool][bounded]
+	programs map[compiled]compileResult
+}
+
+// compiled is what a program was compiled from.
+type compiled struct {
+	src            string
+	asBool, bounds bool
+}
+
+type compileResult struct {
+	prog *vm.Program
+	err  error
 }
 
 // helperCalls rewrites helper(x) into __helper(context, x): helpers read
@@ -169,19 +199,69 @@ func (c *compiler) compile(src string, asBool bool) (*vm.Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, fmt.Errorf("empty expression")
 	}
-	opts := c.opts
-	if asBool {
-		opts = append(opts[:len(opts):len(opts)], expr.AsBool())
+	key := compiled{src: src, asBool: asBool}
+	if r, ok := c.programs[key]; ok {
+		return r.prog, r.err
 	}
-	p, err := expr.Compile(src, opts...)
+	p, err := c.compileWith(src, asBool, false)
 	if err == nil && mayBuild(src) {
 		// Checked as written; what runs has its large values bounded (budget.go).
-		p, err = expr.Compile(src, append(opts[:len(opts):len(opts)], expr.Patch(bounded{}))...)
+		p, err = c.compileWith(src, asBool, true)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
+		p, err = nil, fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
 	}
-	return p, nil
+	if c.programs == nil {
+		c.programs = map[compiled]compileResult{}
+	}
+	c.programs[key] = compileResult{p, err}
+	return p, err
+}
+
+// compileWith is expr.Compile(src, options...) with the configuration of
+// those options made once per compiler: the same steps (parse and check,
+// optimize, compile) on the same configuration.
+func (c *compiler) compileWith(src string, asBool, bounds bool) (*vm.Program, error) {
+	config := c.configs[b2i(asBool)][b2i(bounds)]
+	if config == nil {
+		opts := c.opts[:len(c.opts):len(c.opts)]
+		if asBool {
+			opts = append(opts, expr.AsBool())
+		}
+		if bounds {
+			opts = append(opts, expr.Patch(bounded{}))
+		}
+		config = conf.CreateNew()
+		for _, op := range opts {
+			op(config)
+		}
+		for name := range config.Disabled {
+			delete(config.Builtins, name)
+		}
+		config.Check()
+		c.configs[b2i(asBool)][b2i(bounds)] = config
+	}
+	tree, err := checker.ParseCheck(src, config)
+	if err != nil {
+		return nil, err
+	}
+	if config.Optimize {
+		if err := optimizer.Optimize(&tree.Node, config); err != nil {
+			var fileError *file.Error
+			if errors.As(err, &fileError) {
+				return nil, fileError.Bind(tree.Source)
+			}
+			return nil, err
+		}
+	}
+	return exprcompiler.Compile(tree, config)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // condition compiles a rule condition, which must be a boolean.
@@ -637,15 +717,19 @@ func checkActionKeys(d *actionDoc) error {
 	if !ok {
 		return fmt.Errorf("unknown action type %q (notify_self, log, set_state, emit_event, deny, ask, rewrite, block, redact, call_tool, lua)", d.Type)
 	}
-	given := map[string]bool{
-		"message": d.Message != nil, "priority": d.Priority != nil, "level": d.Level != nil, "key": d.Key != nil,
-		"value": d.Value != nil, "event": d.Event != nil, "payload": d.Payload != nil, "reason": d.Reason != nil,
-		"tool": d.Tool != nil, "arguments": d.Arguments != nil, "lua": d.Lua != nil, "script": d.Script != nil,
-		"prompt": d.Prompt != nil, "merge": d.Merge != nil, "patterns": d.Patterns != nil, "replacement": d.Replacement != nil,
+	// In the order of their names (the first one refused is reported).
+	given := [...]struct {
+		key string
+		set bool
+	}{
+		{"arguments", d.Arguments != nil}, {"event", d.Event != nil}, {"key", d.Key != nil}, {"level", d.Level != nil},
+		{"lua", d.Lua != nil}, {"merge", d.Merge != nil}, {"message", d.Message != nil}, {"patterns", d.Patterns != nil},
+		{"payload", d.Payload != nil}, {"priority", d.Priority != nil}, {"prompt", d.Prompt != nil}, {"reason", d.Reason != nil},
+		{"replacement", d.Replacement != nil}, {"script", d.Script != nil}, {"tool", d.Tool != nil}, {"value", d.Value != nil},
 	}
-	for _, k := range sortedKeys(given) {
-		if given[k] && !slices.Contains(allowed, k) {
-			return fmt.Errorf("%s does not take %q (it takes %s)", d.Type, k, strings.Join(allowed, ", "))
+	for _, g := range given {
+		if g.set && !slices.Contains(allowed, g.key) {
+			return fmt.Errorf("%s does not take %q (it takes %s)", d.Type, g.key, strings.Join(allowed, ", "))
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/rulelua"
 )
 
@@ -542,4 +543,4 @@ func (s *Set) Matches(ctx context.Context, id string, ev Event, host Host) (bool
 
 // AppendJSON appends a JSON-like value (a rewrite's arguments) as
 // encoding/json writes it, keys sorted, without reflection.
-func AppendJSON(dst []byte, v any) []byte { return appendValue(dst, v) }
+func AppendJSON(dst []byte, v any) []byte { return jsonx.AppendValue(dst, v) }

@@ -1,13 +1,11 @@
 package rules
 
 import (
-	"bytes"
-	"encoding/json"
 	"math"
-	"sort"
 	"strconv"
 	"unsafe"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -25,18 +23,18 @@ func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 		}
 		e := &entries[i]
 		dst = append(dst, `{"rule":`...)
-		dst = protocol.AppendString(dst, e.Rule)
+		dst = jsonx.AppendString(dst, e.Rule)
 		dst = append(dst, `,"event":`...)
-		dst = protocol.AppendString(dst, e.Event)
+		dst = jsonx.AppendString(dst, e.Event)
 		dst = append(dst, `,"matched":`...)
 		dst = strconv.AppendBool(dst, e.Matched)
 		if e.Value != nil {
 			dst = append(dst, `,"value":`...)
-			dst = appendValue(dst, e.Value)
+			dst = jsonx.AppendValue(dst, e.Value)
 		}
 		if e.Error != "" {
 			dst = append(dst, `,"error":`...)
-			dst = protocol.AppendString(dst, e.Error)
+			dst = jsonx.AppendString(dst, e.Error)
 		}
 		dst = append(dst, `,"duration_us":`...)
 		dst = strconv.AppendInt(dst, e.DurationUS, 10)
@@ -46,11 +44,11 @@ func AppendTrace(dst []byte, entries []TraceEntry) []byte {
 		}
 		if e.Skipped != "" {
 			dst = append(dst, `,"skipped":`...)
-			dst = protocol.AppendString(dst, e.Skipped)
+			dst = jsonx.AppendString(dst, e.Skipped)
 		}
 		if e.Mode != "" {
 			dst = append(dst, `,"mode":`...)
-			dst = protocol.AppendString(dst, e.Mode)
+			dst = jsonx.AppendString(dst, e.Mode)
 		}
 		dst = append(dst, '}')
 	}
@@ -98,11 +96,11 @@ func same(a, b string) bool {
 
 const writtenBits = 7
 
-// appendString is protocol.AppendString(dst, s), copied from where s was
+// appendString is jsonx.AppendString(dst, s), copied from where s was
 // written before when it was (dst is the buffer it was written to).
 func (w *written) appendString(dst []byte, s string) []byte {
 	if w == nil || len(s) == 0 || len(dst) >= math.MaxInt32-6*len(s) {
-		return protocol.AppendString(dst, s)
+		return jsonx.AppendString(dst, s)
 	}
 	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 	// Strings made one after the other lie a size class apart: their
@@ -122,7 +120,7 @@ func (w *written) appendString(dst []byte, s string) []byte {
 		return append(dst, dst[e.start:e.end]...)
 	}
 	start := len(dst)
-	dst = protocol.AppendString(dst, s)
+	dst = jsonx.AppendString(dst, s)
 	e.p, e.n, e.start, e.end = p, len(s), int32(start), int32(len(dst))
 	return dst
 }
@@ -154,9 +152,9 @@ func (o *Outcome) AppendJSON(dst []byte, withTrace bool) []byte {
 		dst = append(dst, "null"...)
 	} else {
 		dst = append(dst, `{"rule":`...)
-		dst = protocol.AppendString(dst, o.Denied.Rule)
+		dst = jsonx.AppendString(dst, o.Denied.Rule)
 		dst = append(dst, `,"reason":`...)
-		dst = protocol.AppendString(dst, o.Denied.Reason)
+		dst = jsonx.AppendString(dst, o.Denied.Reason)
 		dst = append(dst, '}')
 	}
 	if withTrace {
@@ -217,86 +215,4 @@ func appendNotices(dst []byte, ns []protocol.Notice, w *written) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, ']')
-}
-
-// appendValue appends a JSON-like value (what rules hold: decoded JSON,
-// expr results) as encoding/json would, keys sorted. Values it cannot
-// write (NaN, infinities, types that are not JSON) are written as null;
-// encoding/json would fail the whole answer for one bad value.
-func appendValue(dst []byte, v any) []byte {
-	switch x := v.(type) {
-	case nil:
-		return append(dst, "null"...)
-	case bool:
-		return strconv.AppendBool(dst, x)
-	case string:
-		return protocol.AppendString(dst, x)
-	case float64:
-		return appendFloat(dst, x)
-	case int:
-		return strconv.AppendInt(dst, int64(x), 10)
-	case int64:
-		return strconv.AppendInt(dst, x, 10)
-	case json.RawMessage:
-		if len(x) == 0 {
-			return append(dst, "null"...)
-		}
-		return append(dst, x...)
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = protocol.AppendString(dst, k)
-			dst = append(dst, ':')
-			dst = appendValue(dst, x[k])
-		}
-		return append(dst, '}')
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendValue(dst, e)
-		}
-		return append(dst, ']')
-	}
-	// Other types (an expr result such as []string): encoding/json's
-	// text, with HTML characters as they are, as everywhere else here.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return append(dst, "null"...)
-	}
-	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
-}
-
-// appendFloat writes f as encoding/json does (ES6 number formatting).
-func appendFloat(dst []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(dst, "null"...)
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	n := len(dst)
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		if m := len(dst) - n; m >= 4 && dst[len(dst)-4] == 'e' && dst[len(dst)-3] == '-' && dst[len(dst)-2] == '0' {
-			dst[len(dst)-2] = dst[len(dst)-1]
-			dst = dst[:len(dst)-1]
-		}
-	}
-	return dst
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 	"math"
 	"reflect"
@@ -95,7 +96,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		t.Errorf("empty outcome: %s", empty)
 	}
 	// What encoding/json cannot write becomes null, not a failed answer.
-	if got := appendValue(nil, []any{math.NaN(), math.Inf(1), 1.0}); string(got) != `[null,null,1]` {
+	if got := jsonx.AppendValue(nil, []any{math.NaN(), math.Inf(1), 1.0}); string(got) != `[null,null,1]` {
 		t.Errorf("non-finite numbers: %s", got)
 	}
 }
@@ -137,7 +138,7 @@ var recordCases = []struct {
 // replaced was.
 func TestActionRecordJSONIsTheMaps(t *testing.T) {
 	for _, c := range recordCases {
-		if got, want := appendRecord(nil, &c.rec), appendValue(nil, c.was); string(got) != string(want) {
+		if got, want := appendRecord(nil, &c.rec), jsonx.AppendValue(nil, c.was); string(got) != string(want) {
 			t.Errorf("appendRecord:\n got %s\nwant %s", got, want)
 		}
 		got, err := json.Marshal(c.rec)

@@ -73,7 +73,7 @@ trigger = "on_y"
 [[rules.actions]]
 type = "log"
 message = "y"
-`)}, []string{"d.toml:2: rule \"a\" is defined twice (first at d.toml:2)"}},
+`)}, []string{"d.toml:9: rule \"a\" is defined twice (first at d.toml:2)"}},
 		{"duplicate id across files", []Source{
 			src("one.toml", rule("a", "on_x", "", "", notify("x"))),
 			src("two.toml", "# another\n"+rule("a", "on_y", "", "", notify("y"))),

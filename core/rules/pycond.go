@@ -518,6 +518,14 @@ func (t *pyTranslator) comprehension(n *pyNode) (pyOut, error) {
 // Python: it reads as Python and uses what only Python writes (True,
 // False, None, is, //, any or all of one argument).
 func looksPython(src string) bool {
+	// Without one of those words a condition is not Python, and most are
+	// not: tokenizing each of 10,000 rules' conditions was a tenth of
+	// what loading them allocated.
+	if !strings.Contains(src, "True") && !strings.Contains(src, "False") && !strings.Contains(src, "None") &&
+		!strings.Contains(src, "is") && !strings.Contains(src, "//") && !strings.Contains(src, "any") &&
+		!strings.Contains(src, "all") {
+		return false
+	}
 	toks, err := pyTokenize(src)
 	if err != nil {
 		return false

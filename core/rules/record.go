@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/protocol"
 )
 
@@ -96,7 +97,7 @@ func (r *ActionRecord) fields() int {
 // does (json.Marshal).
 func (r ActionRecord) MarshalJSON() ([]byte, error) { return appendRecord(nil, &r), nil }
 
-// appendRecord writes the record as appendValue would write a map of its
+// appendRecord writes the record as jsonx.AppendValue would write a map of its
 // keys (those fields says it has, "type" and "error"), sorted, without
 // building the map. It is the one serializer of records.
 func appendRecord(dst []byte, r *ActionRecord) []byte { return appendRecordWith(dst, r, nil) }
@@ -187,7 +188,7 @@ func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
 	dst = w.appendString(dst, r.Type)
 	if f&recValue != 0 {
 		dst = append(dst, `,"value":`...)
-		dst = appendValue(dst, r.Value)
+		dst = jsonx.AppendValue(dst, r.Value)
 	}
 	return append(dst, '}')
 }

@@ -73,10 +73,11 @@ func ParseTests(src Source) (*TestFile, error) {
 		return nil, protocol.Problems{{File: src.Name, Line: 1, Message: "no [[cases]]"}}
 	}
 	var problems protocol.Problems
+	names := keyLines{text: src.Text, key: "name"}
 	for i, c := range tf.Cases {
 		at := 0
 		if c.Name != "" {
-			at = locate(src.Text, `"`+c.Name+`"`)
+			at = names.line(c.Name)
 		}
 		if c.Name == "" || !ValidEventName(c.Event) {
 			problems = append(problems, protocol.Problem{File: src.Name, Line: at,

@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/natefinch/lumberjack.v2"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -139,7 +140,7 @@ type Shadowed struct {
 func (d *Decided) appendJSON(dst []byte) []byte {
 	if rw := d.Rewrite; rw != nil {
 		dst = append(dst, `,"rewrite":{"rule":`...)
-		dst = protocol.AppendString(dst, rw.Rule)
+		dst = jsonx.AppendString(dst, rw.Rule)
 		dst = append(dst, `,"before_sha256":"`...)
 		dst = hex.AppendEncode(dst, rw.Before[:])
 		dst = append(dst, `","after_sha256":"`...)
@@ -150,12 +151,12 @@ func (d *Decided) appendJSON(dst []byte) []byte {
 		dst = append(dst, `,"approval":{"id":`...)
 		dst = strconv.AppendInt(dst, a.ID, 10)
 		dst = append(dst, `,"decision":`...)
-		dst = protocol.AppendString(dst, a.Decision)
+		dst = jsonx.AppendString(dst, a.Decision)
 		dst = append(dst, `,"by":`...)
-		dst = protocol.AppendString(dst, a.By)
+		dst = jsonx.AppendString(dst, a.By)
 		if a.Rule != "" {
 			dst = append(dst, `,"rule":`...)
-			dst = protocol.AppendString(dst, a.Rule)
+			dst = jsonx.AppendString(dst, a.Rule)
 		}
 		dst = append(dst, `,"waited_ms":`...)
 		dst = strconv.AppendFloat(dst, float64(a.Waited.Microseconds())/1000, 'f', -1, 64)
@@ -168,7 +169,7 @@ func (d *Decided) appendJSON(dst []byte) []byte {
 	}
 	if d.BlockedBy != "" {
 		dst = append(dst, `,"blocked_by":`...)
-		dst = protocol.AppendString(dst, d.BlockedBy)
+		dst = jsonx.AppendString(dst, d.BlockedBy)
 	}
 	if len(d.Redacted) > 0 {
 		dst = append(dst, `,"redacted_by":[`...)
@@ -176,7 +177,7 @@ func (d *Decided) appendJSON(dst []byte) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = protocol.AppendString(dst, r)
+			dst = jsonx.AppendString(dst, r)
 		}
 		dst = append(dst, ']')
 	}
@@ -187,12 +188,12 @@ func (d *Decided) appendJSON(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"decision":`...)
-			dst = protocol.AppendString(dst, sh.Decision)
+			dst = jsonx.AppendString(dst, sh.Decision)
 			dst = append(dst, `,"rule":`...)
-			dst = protocol.AppendString(dst, sh.Rule)
+			dst = jsonx.AppendString(dst, sh.Rule)
 			if sh.Reason != "" {
 				dst = append(dst, `,"reason":`...)
-				dst = protocol.AppendString(dst, sh.Reason)
+				dst = jsonx.AppendString(dst, sh.Reason)
 			}
 			dst = append(dst, '}')
 		}
@@ -200,7 +201,7 @@ func (d *Decided) appendJSON(dst []byte) []byte {
 	}
 	if d.Budget != "" {
 		dst = append(dst, `,"budget":`...)
-		dst = protocol.AppendString(dst, d.Budget)
+		dst = jsonx.AppendString(dst, d.Budget)
 	}
 	return dst
 }
@@ -215,15 +216,15 @@ const maxAuditMeta = 1024
 // the optional ones only when set.
 func (r *Record) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"ts":`...)
-	dst = protocol.AppendString(dst, r.Time.UTC().Format("2006-01-02T15:04:05.000000Z"))
+	dst = jsonx.AppendString(dst, r.Time.UTC().Format("2006-01-02T15:04:05.000000Z"))
 	if r.ID != nil {
 		dst = append(dst, `,"id":`...)
 		dst = append(dst, r.ID...)
 	}
 	dst = append(dst, `,"session":`...)
-	dst = protocol.AppendString(dst, r.Session)
+	dst = jsonx.AppendString(dst, r.Session)
 	dst = append(dst, `,"tool":`...)
-	dst = protocol.AppendString(dst, r.Tool)
+	dst = jsonx.AppendString(dst, r.Tool)
 	dst = append(dst, `,"args_sha256":"`...)
 	dst = hex.AppendEncode(dst, r.ArgsSHA256[:])
 	dst = append(dst, `","duration_us":`...)
@@ -232,11 +233,11 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"status":"success","error":null`...)
 	} else {
 		dst = append(dst, `,"status":"error","error":`...)
-		dst = protocol.AppendString(dst, string(r.Code))
+		dst = jsonx.AppendString(dst, string(r.Code))
 	}
 	if r.Reason != "" {
 		dst = append(dst, `,"reason":`...)
-		dst = protocol.AppendString(dst, r.Reason)
+		dst = jsonx.AppendString(dst, r.Reason)
 	}
 	if r.Meta != nil {
 		dst = append(dst, `,"meta":`...)
@@ -261,9 +262,9 @@ func (r *Record) AppendJSON(dst []byte) []byte {
 	}
 	if c := r.Chat; c != nil {
 		dst = append(dst, `,"chat":{"provider":`...)
-		dst = protocol.AppendString(dst, c.Provider)
+		dst = jsonx.AppendString(dst, c.Provider)
 		dst = append(dst, `,"model":`...)
-		dst = protocol.AppendString(dst, c.Model)
+		dst = jsonx.AppendString(dst, c.Model)
 		dst = append(dst, `,"input_tokens":`...)
 		dst = strconv.AppendInt(dst, c.InputTokens, 10)
 		dst = append(dst, `,"output_tokens":`...)

@@ -23,6 +23,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -1210,7 +1211,7 @@ func TestExecute_stringTruncation(t *testing.T) {
 		{"empty", "", 5, `""`, false},
 		{"no limit", strings.Repeat("x", 100000), 0, `"` + strings.Repeat("x", 100000) + `"`, false},
 		{"escapes", "a\"b\\c\nd\te\x00", 100, `"a\"b\\c\nd\te\u0000"`, false},
-		{"invalid UTF-8 replaced", "a\xffb", 100, "\"a\uFFFDb\"", false},
+		{"invalid UTF-8 replaced", "a\xffb", 100, `"a` + jsonx.InvalidByte + `b"`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, inline := range []bool{true, false} {

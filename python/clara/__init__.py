@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union, overload
 
-from . import _binding
+from . import _approvals, _binding, _tools  # _tools and _approvals give _binding their functions
 from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
 from ._errors import (Blocked, BudgetExhausted, ClaraError, Denied, InternalError, InvalidArgs, InvalidConfig,
                       InvalidJSON, InvalidRequest, LimitExceeded, OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError,
@@ -191,8 +191,7 @@ def tool(fn: Optional[Callable[..., Any]] = None, /, *, name: Optional[str] = No
     it was cancelled, and progress and log messages to an MCP client.
     Raises TypeError for a hint it cannot express, RegistrationError when
     Clara refuses the descriptor."""
-    from ._tools import decorate
-    return decorate(None, fn, name=name, description=description, input_schema=input_schema,
+    return _tools.decorate(None, fn, name=name, description=description, input_schema=input_schema,
                     limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                     on_caller_thread=on_caller_thread, changes_files=changes_files,
                     reports_changed_files=reports_changed_files, title=title,

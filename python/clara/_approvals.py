@@ -217,3 +217,7 @@ def decide_approval(owner: Clara, ident: int, approve: bool, reason: Optional[st
     if arguments is not None:
         args["arguments"] = arguments
     owner.call("approval_decide", **args)
+
+
+_binding._approval_ops.update(set_approval_handler=set_approval_handler, approvals=approvals,
+                              decide_approval=decide_approval)

@@ -33,7 +33,7 @@ import stat
 import threading
 import weakref
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, Type,
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Tuple, Type,
                     TypeVar, Union, overload)
 
 from . import _aio, _json
@@ -44,8 +44,15 @@ from ._library import (CLARA_EINVAL, CLARA_ENOMEM, CLARA_JSON_ARRAY, CLARA_JSON_
                        CLARA_LOG_OFF, CLARA_LOG_WARN, CLARA_OK, FREE_FN,
                        EVENT_FN, INPUT_FN, LOG_FN, TOOL_FN, declare, load_library)
 
-if TYPE_CHECKING:
-    from ._tools import AnyFunction
+AnyFunction = Callable[..., Any]
+
+# clara.tool's decorator (_tools.decorate), set by _tools when the package
+# imports it: _tools is built on this module, and this module imports
+# nothing of it, so the package's imports go one way.
+_decorate: Optional[Callable[..., Any]] = None
+# The approval functions (set_approval_handler, approvals, decide_approval),
+# set by _approvals when the package imports it, for the same reason.
+_approval_ops: Dict[str, Callable[..., Any]] = {}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -954,15 +961,14 @@ class Clara:
         call waits while it runs, and it is cancelled (CancelledError in
         it) when the approval stops waiting. None removes the handler:
         calls that need approval are then rejected."""
-        from . import _approvals   # imported late: it imports this module
-        _approvals.set_approval_handler(self, handler)
+        _approval_ops["set_approval_handler"](self, handler)
 
     def approvals(self) -> List[Dict[str, Any]]:
         """The tool calls waiting for approval (approvals_list), oldest
         first: each {"id", "tool", "session", "arguments", "reason", "rule"?,
         "handle"?, "timeout_ms", "waiting_ms"}."""
-        from . import _approvals
-        return _approvals.approvals(self)
+        approvals: List[Dict[str, Any]] = _approval_ops["approvals"](self)
+        return approvals
 
     def decide_approval(self, id: int, approve: bool, *, reason: Optional[str] = None,
                         arguments: Optional[Dict[str, Any]] = None) -> None:
@@ -970,8 +976,7 @@ class Clara:
         it, with arguments to run with instead (InvalidArgs when they do
         not match the tool's schema; the approval waits on), or reject it
         with a reason. InvalidArgs when it no longer waits."""
-        from . import _approvals
-        _approvals.decide_approval(self, id, approve, reason, arguments)
+        _approval_ops["decide_approval"](self, id, approve, reason, arguments)
 
     # -- MCP --
 
@@ -1125,8 +1130,9 @@ class Clara:
              output_schema: Optional[Mapping[str, Any]] = None,
              needs_approval: Union[bool, str, None] = None) -> Any:
         """clara.tool, registering through this instance."""
-        from ._tools import decorate
-        return decorate(self, fn, name=name, description=description, input_schema=input_schema,
+        if _decorate is None:
+            raise InternalError("clara._tools was not imported (import the package clara)")
+        return _decorate(self, fn, name=name, description=description, input_schema=input_schema,
                         limits=limits, capabilities=capabilities, llm_visible=llm_visible,
                         on_caller_thread=on_caller_thread, changes_files=changes_files,
                         reports_changed_files=reports_changed_files, title=title,

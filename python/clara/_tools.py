@@ -31,7 +31,7 @@ from ._schema import function_schema, parameter_converters, return_schema
 if TYPE_CHECKING:
     from ._binding import Clara
 
-AnyFunction = Callable[..., Any]
+AnyFunction = _binding.AnyFunction
 
 
 class _LoopThread:
@@ -249,3 +249,6 @@ def decorate(client: Optional[Clara], fn: Optional[AnyFunction], **options: Any)
     if fn is not None:
         return register(fn)
     return register
+
+
+_binding._decorate = decorate

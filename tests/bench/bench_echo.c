@@ -40,6 +40,31 @@ static void run_clara(void *ctx, long n) {
     sink = sum;
 }
 
+/* One crossing from C into Go and back that does nothing else
+ * (clara_version_number returns a constant): the floor under the echo, which
+ * crosses once, measured in the same run (issue 33). */
+static void run_cgo(void *ctx, long n) {
+    unsigned long sum = 0;
+    long i;
+    (void)ctx;
+    for (i = 0; i < n; i++) sum += (unsigned long)clara_version_number();
+    sink = sum;
+}
+
+/* One read of the monotonic clock (the vDSO's clock_gettime): the echo
+ * reads it twice, for its audit record's duration. */
+static void run_clock(void *ctx, long n) {
+    unsigned long sum = 0;
+    struct timespec t;
+    long i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        sum += (unsigned long)t.tv_nsec;
+    }
+    sink = sum;
+}
+
 /* The echo request naming the calling worker's own session. */
 static _Thread_local char session_request[128];
 
@@ -148,15 +173,23 @@ int main(void) {
     /* Row 1: C echo. */
     n_clara = bench_calibrate(run_clara, NULL, block);
     n_jansson = bench_calibrate(run_jansson, NULL, block);
+    long n_cgo = bench_calibrate(run_cgo, NULL, block);
+    long n_clock = bench_calibrate(run_clock, NULL, block);
     for (r = 0; r < reps; r++) {
+        double jansson;
         /* Also the process CPU time of each block: Go's runtime may use the
          * other core (garbage collection) while the calling thread runs. */
         uint64_t cpu = bench_cpu_ns();
         bench_sample("c_echo", "clara", bench_time(run_clara, NULL, n_clara));
         bench_sample("c_echo_cpu", "clara", (double)(bench_cpu_ns() - cpu) / (double)n_clara);
         cpu = bench_cpu_ns();
-        bench_sample("c_echo", "ref", bench_time(run_jansson, NULL, n_jansson));
+        jansson = bench_time(run_jansson, NULL, n_jansson);
+        bench_sample("c_echo", "ref", jansson);
         bench_sample("c_echo_cpu", "ref", (double)(bench_cpu_ns() - cpu) / (double)n_jansson);
+        bench_sample("c_cgo", "clara", bench_time(run_cgo, NULL, n_cgo));
+        bench_sample("c_cgo", "ref", jansson);
+        bench_sample("c_clock", "clara", bench_time(run_clock, NULL, n_clock));
+        bench_sample("c_clock", "ref", jansson);
     }
 
     /* Row 2: 2 threads against 1, on the same two workers. A two-thread block

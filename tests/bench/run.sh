@@ -36,6 +36,14 @@
 #     never fails on a missed goal. It exits non-zero only when something
 #     fails to build or run (the table is still printed).
 #   - Rows of subsystems not built yet are listed as such, with no figures.
+#   - Scaling (a second table): curves, one figure measured at several sizes
+#     (10 to 10,000 rules, 1 to 1,000 MCP clients, ...); times and rates are
+#     the best of CLARA_BENCH_CURVE_REPS repetitions (default 3; the Go
+#     curves of memory and MCP run once). "growth" is the exponent b of a fit
+#     of figure ∝ n^b over all sizes, and in brackets the exponent of the
+#     last step (between the two largest sizes), where a curve that bends
+#     shows first; "reads" compares the last step with what the curve should
+#     do (flat: b near 0, linear: b near 1).
 set -uo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -76,6 +84,7 @@ build "$cc" "${cflags[@]}" tests/bench/bench_tools.c -o "$out/bench_tools" "${ld
 build "$cc" "${cflags[@]}" tests/bench/bench_emit.c -o "$out/bench_emit" "${ldclara[@]}"
 build "$cc" "${cflags[@]}" tests/bench/bench_async.c -o "$out/bench_async" "${ldclara[@]}" -ljansson
 build "$cc" "${cflags[@]}" -shared -fPIC tests/bench/bench_ctool.c -o "$out/bench_ctool.so" "${ldclara[@]}"
+build "$cc" "${cflags[@]}" tests/bench/bench_scaling.c -o "$out/bench_scaling" "${ldclara[@]}" -ljansson
 
 # ---- Run --------------------------------------------------------------------
 samples=$out/samples.txt
@@ -191,6 +200,57 @@ glob_rows() {
 }
 echo "run.sh: running globs (Go benchmarks of callbacks)" >&2
 glob_rows >> "$samples" 2> "$out/globs.err" || { echo "failed globs $out/globs.err" >> "$samples"; status=1; }
+
+# ---- Scaling ----------------------------------------------------------------
+# Curves (issue 33): one figure at several sizes, "curve KEY SIZE VALUE";
+# table.py fits how each grows. From C: rules_load and clara_emit for 10 to
+# 10,000 rules, the completions of async calls outstanding; from Go
+# benchmarks: callbacks, memory of sessions, conversations and async calls
+# outstanding, MCP over Streamable HTTP (their metrics mapped to curve keys
+# below). CLARA_BENCH_CURVE_REPS repetitions (default 3).
+export CLARA_BENCH_CURVE_REPS=${CLARA_BENCH_CURVE_REPS:-3}
+run scaling_rules "$out/bench_scaling" rules
+run scaling_async "$out/bench_scaling" async
+# go_curve PACKAGE BENCHMARK-REGEXP COUNT: runs the sub-benchmarks once
+# each, COUNT times, and prints the metrics they report as curve lines
+# (the curve named by the metric's unit).
+go_curve() {
+  local go pkg=$1 bin
+  go=$(bash tests/find-go.sh)
+  bin="$out/$(basename "$pkg").test"
+  [[ -x $bin ]] || "$go" test -c -o "$bin" "./$pkg" || return 1
+  "$bin" -test.run '^$' -test.bench "$2" -test.benchtime 1x -test.count "$3" 2>&1 |
+    awk '/^Benchmark/ {
+      name = $1; sub(/-[0-9]+$/, "", name); size = name; sub(/.*[\/=]/, "", size)
+      for (i = 3; i < NF; i += 2) {
+        v = $i; u = $(i + 1)
+        if (u == "B/session") print "curve session_mem " size " " v
+        else if (u == "B/conversation") print "curve conversation_mem " size " " v
+        else if (u == "B/outstanding") print "curve async_mem " size " " v
+        else if (u == "calls/s") print "curve mcp_throughput " size " " v
+        else if (u == "p50-µs") print "curve mcp_p50 " size " " v
+        else if (u == "p99-µs") print "curve mcp_p99 " size " " v
+        else if (u == "server-MiB") print "curve mcp_mem " size " " v
+      }
+    }
+    /^(FAIL|panic)/ { failed = 1 } END { exit failed }'
+}
+echo "run.sh: running the curves of Go benchmarks" >&2
+# The callbacks' curve repeats a dry run for 300 ms a size, the others run once.
+callback_curve() {
+  local go
+  go=$(bash tests/find-go.sh)
+  [[ -x $out/callbacks.test ]] || "$go" test -c -o "$out/callbacks.test" ./core/callbacks || return 1
+  "$out/callbacks.test" -test.run '^$' -test.bench '^BenchmarkTrigger_dryRun_scaling$' -test.benchtime 300ms \
+    -test.count "$CLARA_BENCH_CURVE_REPS" 2>&1 |
+    awk '/^Benchmark/ { size = $1; sub(/-[0-9]+$/, "", size); sub(/.*=/, "", size); print "curve callbacks " size " " $3 / 1e6 }
+         /^(FAIL|panic)/ { failed = 1 } END { exit failed }'
+}
+callback_curve >> "$samples" 2>> "$out/scaling_go.err" || { echo "failed scaling_callbacks $out/scaling_go.err" >> "$samples"; status=1; }
+go_curve core '^BenchmarkScaling_(sessions|asyncOutstanding)$' 1 >> "$samples" 2>> "$out/scaling_go.err" || { echo "failed scaling_sessions $out/scaling_go.err" >> "$samples"; status=1; }
+go_curve core/llm '^BenchmarkScaling_conversations$' 1 >> "$samples" 2>> "$out/scaling_go.err" || { echo "failed scaling_conversations $out/scaling_go.err" >> "$samples"; status=1; }
+go_curve core '^BenchmarkScaling_mcpHTTP$' 1 >> "$samples" 2>> "$out/scaling_go.err" || { echo "failed scaling_mcp $out/scaling_go.err" >> "$samples"; status=1; }
+
 # The shared store (issue 31): a throwaway PostgreSQL on loopback
 # (tests/pg.sh, default settings: every commit flushed), which the Go
 # benchmarks reach through CLARA_TEST_PG_URL (a fresh database each).

@@ -2,11 +2,12 @@
 """Turns the lines printed by the bench programs into the bench table.
 
 Usage: table.py SAMPLES_FILE MARKDOWN_OUT
-Reads "sample ROW SIDE NS", "info KEY VALUE...", "mem ..." and
-"failed PROGRAM LOGFILE" lines; prints the table as text on stdout and
+Reads "sample ROW SIDE NS", "curve KEY SIZE VALUE", "info KEY VALUE...",
+"mem ..." and "failed PROGRAM LOGFILE" lines; prints the table as text on stdout and
 writes it as markdown to MARKDOWN_OUT. It reports; it never judges by
 exiting non-zero.
 """
+import math
 import statistics
 import sys
 
@@ -16,6 +17,8 @@ import sys
 # times more calls per second the Clara side makes (higher is better).
 ROWS = [
     ("c_echo", "C echo", "jansson echo", "time", "<=", 0.35),
+    ("c_cgo", "C: a bare call into Go and back (clara_version_number), the echo's floor", "jansson echo", "time", None, None),
+    ("c_clock", "C: one read of the monotonic clock (the echo reads two)", "jansson echo", "time", None, None),
     ("c_threads", "C echo, 2 threads", "Clara, 1 thread", "throughput", "machine", 0.9),
     ("c_threads_sessions", "C echo, 2 threads, a session per thread", "Clara, 1 thread, a session",
      "throughput", "machine", 0.9),
@@ -65,6 +68,9 @@ ABSOLUTE = [
 LEGEND = [
     "C echo: clara_evaluate + clara_free_string of the echo request, 1 thread; reference: the same echo in C "
     "with jansson (json_loads, build the envelope, json_dumps JSON_COMPACT, free).",
+    "The echo's floor (issue 33), timed in the same blocks' run: a bare call into Go and back "
+    "(clara_version_number, a constant; the echo crosses once) and one clock_gettime(CLOCK_MONOTONIC) (the "
+    "echo reads two, for its audit record's duration); the jansson figure beside them is the C echo row's.",
     "C echo, 2 threads: Clara on 2 threads, wall time of a block / calls of both threads; reference: Clara "
     "on 1 thread. Machine check: the same with the jansson echo (pure C, nothing shared): what 2 threads "
     "could gain on this machine during this run; the goal is a share of it. A session per thread: each "
@@ -139,6 +145,66 @@ LEGEND = [
 
 NOT_BUILT = []
 
+# The scaling section (issue 33): each curve is one figure measured at
+# several sizes. key, row, unit, what its growth should be (a key of
+# EXPECT), goal (a function of {size: value} returning (text, met), or
+# None). Growth: the exponent b of a least-squares fit of value ∝ size^b
+# over all sizes, and the exponent of the last step (between the two
+# largest sizes), where a curve that bends shows first; "reads" compares
+# the last step with EXPECT.
+EXPECT = {  # name: (lowest, highest) exponent of the last step
+    "flat": (-0.15, 0.15),
+    "linear": (0.85, 1.15),
+    "at most linear": (float("-inf"), 1.15),
+    "flat or rising": (-0.15, float("inf")),
+}
+
+
+def _rules_goal(v):
+    ok = None
+    if 10000 in v and 1000 in v:
+        ok = v[10000] < 1000 and math.log(v[10000] / v[1000]) / math.log(10) <= 1.15
+    return "10,000 rules < 1000 ms, linear (last step ≤ n^1.15)", ok
+
+
+CURVES = [
+    ("rules_load", "rules_load, n rules indexed (C)", "ms", "linear", _rules_goal),
+    ("rules_load_scan", "rules_load, n rules not indexable (C)", "ms", "linear", _rules_goal),
+    ("emit_indexed", "emit, n rules indexed, 10 match (C)", "µs", "flat", None),
+    ("emit_scan", "emit, n rules not indexable, 10 match (C)", "µs", "at most linear", None),
+    ("callbacks", "callbacks: n paths × 50, dry run (Go)", "ms", "linear",
+     lambda v: ("10,000 paths ≤ 20 ms", v[10000] <= 20 if 10000 in v else None)),
+    ("session_mem", "memory per session, n sessions (Go)", "B", "flat", None),
+    ("conversation_mem", "memory per conversation, n kept (Go)", "B", "flat", None),
+    ("mcp_throughput", "MCP over HTTP, n clients: calls/s", "calls/s", "flat or rising", None),
+    ("mcp_p50", "MCP over HTTP, n clients: p50 latency", "µs", "at most linear", None),
+    ("mcp_p99", "MCP over HTTP, n clients: p99 latency", "µs", "at most linear", None),
+    ("mcp_mem", "MCP over HTTP, n clients: server RSS", "MiB", "at most linear", None),
+    ("async_throughput", "async, n outstanding: completions/s (C)", "calls/s", "flat", None),
+    ("async_mem", "async, n outstanding: memory per call (Go)", "B", "flat", None),
+]
+
+CURVE_HEADERS = ["curve", "figures by size n", "growth: fit [last step]", "reads", "goal", "met"]
+
+CURVE_LEGEND = [
+    "rules_load: clara_evaluate of rules_load with n rules in one TOML text, the rules of the last load replaced "
+    "(the engine's snapshot rebuilt, rules_list's answer written). Times and rates are the best of "
+    "CLARA_BENCH_CURVE_REPS repetitions (default 3; the MCP and memory curves run once). Rule i watches bench.tick, belongs to group i / 10 and renders a notice from a two-part template; indexed rules compare "
+    "context.group first, the others second, so the engine tries every one of them.",
+    "emit: clara_emit + clara_free_string of an event of group 0 (10 rules match) against those n rules.",
+    "callbacks: Go benchmark of callbacks.Manager.Trigger, dry run, n changed paths against the 50 callbacks "
+    "of the globs row.",
+    "sessions: live Go heap (after a collection) per session, each named by one echo call through "
+    "Engine.Evaluate. conversations: live Go heap per conversation kept by llm.Conversations, each one chat "
+    "with one tool call (4 messages); the engine keeps at most 10,000, the least recently used forgotten.",
+    "MCP: Go benchmark, n Go SDK clients at once, each its own session over Streamable HTTP on loopback "
+    "(standalone SSE stream open), calling echo one call after another for 2 s; the server, the engine with "
+    "[mcp] max_sessions = 2000, in a child process; memory is its VmRSS with every client connected.",
+    "async: n clara_submit of the echo, then clara_wait of each; completions per second from the first "
+    "submit to the last answer (small n repeated). Memory: live Go heap per call while n answers wait "
+    "uncollected (Engine.Submit, every call run, none collected).",
+]
+
 MEM_TOLERANCE_KIB = 1024  # RSS wobbles by a few hundred KiB as Go's heap breathes
 
 HEADERS = ["row", "Clara: median [min–max]", "reference", "reference: median [min–max]", "ratio", "goal",
@@ -191,8 +257,59 @@ def kib(v):
     return "%.1f MiB" % (v / 1024.0)
 
 
+def exponent(points):
+    """The b of a least-squares fit of value = a * size^b (None when it cannot be fitted)."""
+    pts = [(math.log(n), math.log(v)) for n, v in points if n > 0 and v > 0]
+    if len(pts) < 2:
+        return None
+    mx = statistics.mean(x for x, _ in pts)
+    my = statistics.mean(y for _, y in pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else None
+
+
+def fig(v, unit):
+    if unit in ("calls/s", "B"):
+        text = format(int(round(v)), ",")
+    elif v >= 100:
+        text = "%.0f" % v
+    elif v >= 10:
+        text = "%.1f" % v
+    else:
+        text = "%.3g" % v
+    return "%s %s" % (text, unit)
+
+
+def curve_rows(curves):
+    rows = []
+    for key, row, unit, expect, goal in CURVES:
+        by_size = curves.get(key)
+        if not by_size:
+            if curves:
+                rows.append([row, "no figures (failed to run)", "", "", "", "—"])
+            continue
+        # The best of the repetitions for times and rates (the machine is
+        # shared: a slower repetition is something else running), the
+        # median for memory.
+        best = min if unit in ("ms", "µs") else max if unit == "calls/s" else statistics.median
+        v = {n: best(vals) for n, vals in sorted(by_size.items())}
+        sizes = sorted(v)
+        figures = " · ".join("%s: %s" % (format(n, ","), fig(v[n], unit)) for n in sizes)
+        b = exponent(v.items())
+        last = exponent([(n, v[n]) for n in sizes[-2:]]) if len(sizes) >= 2 else None
+        growth = "n^%.2f [n^%.2f]" % (b, last) if b is not None and last is not None else "—"
+        reads = "—"
+        if last is not None:
+            lo, hi = EXPECT[expect]
+            reads = expect if lo <= last <= hi else ("bends up" if last > hi else "bends down") + " (%s expected)" % expect
+        goal_text, met = ("—", None) if goal is None else goal(v)
+        rows.append([row, figures, growth, reads, goal_text,
+                     "—" if met is None else ("yes" if met else "NO")])
+    return rows
+
+
 def main():
-    samples, info, notes, mem, checkpoints, failed = {}, {}, [], None, [], []
+    samples, info, notes, mem, checkpoints, failed, curves = {}, {}, [], None, [], [], {}
     with open(sys.argv[1]) as f:
         for line in f:
             parts = line.split()
@@ -209,6 +326,8 @@ def main():
                 mem = [float(x) for x in parts[2:]]
             elif parts[0] == "mem" and parts[1] == "checkpoint":
                 checkpoints.append((int(parts[2]), int(parts[3])))
+            elif parts[0] == "curve" and len(parts) == 4:
+                curves.setdefault(parts[1], {}).setdefault(int(parts[2]), []).append(float(parts[3]))
             elif parts[0] == "failed":
                 failed.append((parts[1], parts[2]))
 
@@ -324,10 +443,25 @@ def main():
     out += [""] + footer
     print("\n".join(out))
 
+    rows = curve_rows(curves)
+    if rows:
+        cw = [max(len(r[i]) for r in [CURVE_HEADERS] + rows) for i in range(len(CURVE_HEADERS))]
+        out = ["", "Scaling: each curve measured at several sizes n", ""]
+        out += ["  ".join(c.ljust(w) for c, w in zip(CURVE_HEADERS, cw)).rstrip(),
+                "  ".join("-" * w for w in cw)]
+        out += ["  ".join(c.ljust(w) for c, w in zip(r, cw)).rstrip() for r in rows]
+        out += [""] + CURVE_LEGEND
+        print("\n".join(out))
+
     # Markdown.
     md = header_lines + ["", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     md += ["| " + " | ".join(c.strip().replace("|", "\\|") for c in r) + " |" for r in table]
     md += [""] + ["- " + f for f in footer]
+    if rows:
+        md += ["", "Scaling: each curve measured at several sizes n.", "",
+               "| " + " | ".join(CURVE_HEADERS) + " |", "|" + "---|" * len(CURVE_HEADERS)]
+        md += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+        md += [""] + ["- " + f for f in CURVE_LEGEND]
     with open(sys.argv[2], "w") as f:
         f.write("\n".join(md) + "\n")
 

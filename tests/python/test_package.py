@@ -138,3 +138,34 @@ class TestInstallFromCheckout(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ImportGraph(unittest.TestCase):
+    """_tools is built on _binding: nothing _tools imports, directly or
+    through another module, at the top or inside a function, imports
+    _tools back (issue 33: _binding imported it inside Clara.tool)."""
+
+    def test_tools_in_no_cycle(self):
+        import ast
+        src = os.path.join(REPO, "python", "clara")
+        graph = {}
+        for path in glob.glob(os.path.join(src, "*.py")):
+            name = os.path.splitext(os.path.basename(path))[0]
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            deps = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 1:
+                    if node.module:
+                        deps.add(node.module)
+                    else:
+                        deps.update(a.name for a in node.names)
+            graph[name] = deps
+        seen, todo = set(), list(graph["_tools"])
+        while todo:
+            m = todo.pop()
+            if m in seen or m not in graph:
+                continue
+            seen.add(m)
+            self.assertNotIn("_tools", graph[m], f"{m} imports _tools, which imports it")
+            todo.extend(graph[m])

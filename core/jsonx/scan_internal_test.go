@@ -1,13 +1,15 @@
-package protocol
+package jsonx
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"math/rand"
 	"testing"
 )
 
-// plainWord says of eight bytes what plainByte says of each: every byte value at every
-// position among plain ones, every pair of values at two positions, and random words.
+// plainWord says of eight bytes what plainByte says of each, and nonPlain where the
+// first byte that is not plain is: every byte value at every position among plain
+// ones, every pair of values at two positions, and random words.
 func TestPlainWord_agreesWithPlainByte(t *testing.T) {
 	check := func(b [8]byte) {
 		want := true
@@ -16,6 +18,18 @@ func TestPlainWord_agreesWithPlainByte(t *testing.T) {
 		}
 		if got := plainWord(binary.LittleEndian.Uint64(b[:])); got != want {
 			t.Fatalf("% x: plainWord %v, plainByte %v", b, got, want)
+		}
+		// nonPlain's lowest bit is the first byte that is not plain.
+		first := 8
+		for j, c := range b {
+			if !plainByte[c] {
+				first = j
+				break
+			}
+		}
+		m := nonPlain(binary.LittleEndian.Uint64(b[:]))
+		if got := bits.TrailingZeros64(m) >> 3; m != 0 && got != first || m == 0 && first != 8 {
+			t.Fatalf("% x: nonPlain says byte %d, the first that is not plain is %d", b, got, first)
 		}
 	}
 	filler := [8]byte{'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'}

@@ -1,4 +1,4 @@
-package protocol
+package jsonx
 
 import (
 	"math/rand"
@@ -15,6 +15,10 @@ func appendStringByteWise(dst []byte, s string) []byte {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		i += n
 		switch {
+		case r == utf8.RuneError && n == 1:
+			dst = append(dst, InvalidByte...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 		case r == '"' || r == '\\':
 			dst = append(dst, '\\', byte(r))
 		case r == '\n':
