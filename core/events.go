@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/clara-lib/clara/core/jsonx"
 	"github.com/clara-lib/clara/core/rules"
 )
 
@@ -174,7 +175,7 @@ func (src *eventSource) toolInfo() map[string]any {
 	if needs.ToolField("arguments") {
 		var decoded any = map[string]any{}
 		if len(src.args) > 0 {
-			_ = json.Unmarshal(src.args, &decoded)
+			decoded = decodeAny(src.args, decoded)
 		}
 		info["arguments"] = decoded
 	}
@@ -186,8 +187,9 @@ func (src *eventSource) toolInfo() map[string]any {
 			info["duration_ms"] = src.tool.DurationMS
 		}
 		if needs.ToolField("result") && len(src.result) > 0 {
-			var decoded any
-			if json.Unmarshal(src.result, &decoded) == nil {
+			if decoded, ok := jsonx.DecodeAny(src.result); ok {
+				info["result"] = decoded
+			} else if json.Unmarshal(src.result, &decoded) == nil {
 				info["result"] = decoded
 			}
 		}
@@ -200,4 +202,15 @@ func (src *eventSource) toolInfo() map[string]any {
 		}
 	}
 	return info
+}
+
+// decodeAny decodes b as encoding/json would into an any holding def,
+// without reflection when it can (DecodeAny): what a rule reads of a
+// call's arguments is decoded on every call it decides.
+func decodeAny(b []byte, def any) any {
+	if v, ok := jsonx.DecodeAny(b); ok {
+		return v
+	}
+	_ = json.Unmarshal(b, &def)
+	return def
 }

@@ -3,6 +3,7 @@ package jsonx_test
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -98,6 +99,18 @@ func checkOne(t *testing.T, data []byte) {
 			if got := jsonx.NewReader(data).Str(); got != want {
 				t.Fatalf("%q: read %q, want %q", data, got, want)
 			}
+		}
+	}
+	// DecodeAny: what encoding/json decodes, whenever it says it can.
+	if v, ok := jsonx.DecodeAny(data); ok {
+		var want any
+		if err := json.Unmarshal(data, &want); err != nil || !reflect.DeepEqual(v, want) {
+			t.Fatalf("DecodeAny(%q) = %#v, encoding/json %#v (%v)", data, v, want, err)
+		}
+	} else if want := any(nil); valid && utf8.Valid(data) && json.Unmarshal(data, &want) == nil {
+		// It gives up only past its depth; encoding/json read it.
+		if r := jsonx.NewReader(data); func() error { r.Skip(); return r.End() }() == nil {
+			t.Fatalf("DecodeAny(%q) gave up on what encoding/json reads", data)
 		}
 	}
 	// The writer, on the input taken as text.
