@@ -35,7 +35,9 @@ func sharedEngine(t *testing.T, url, more string, logs *syncBuffer) *core.Engine
 	e := core.New(opts)
 	t.Cleanup(e.Close)
 	if more == "" {
-		more = `,"statement_timeout_ms":3000`
+		// Generous: the race detector and a loaded machine slow the first
+		// connections of a pool (3 s once ran out for 30 calls at once).
+		more = `,"statement_timeout_ms":10000`
 	}
 	cfg := `{"state_dir":"","rules":{"paths":[],"watch":false},"plugins":{"paths":[]},` +
 		`"store":{"backend":"postgres","url_env":"CLARA_TEST_DB"` + more + `}}`
