@@ -13,7 +13,8 @@
 //     members of a top-level object (the request's path); Unescape decodes
 //     a string they accepted.
 //   - Reader is a strict pull reader for documents a caller knows the shape
-//     of (the answers of model providers).
+//     of (the answers of model providers); DecodeAny reads any document
+//     into the values encoding/json gives an any (what rules read of a call).
 //   - AppendString, AppendFloat, AppendValue and AppendCompact write.
 //
 // Everything is safe for concurrent use; a Reader or a Scanner belongs to
