@@ -27,7 +27,7 @@ import (
 // its stdin closes.
 func serveMCPHTTPChild() int {
 	e := core.New(core.Options{})
-	if out := string(e.Configure([]byte("state_dir = \"\"\n[mcp]\nmax_sessions = 2000\n"))); !strings.HasPrefix(out, `{"status":"success"`) {
+	if out := string(e.Configure([]byte("state_dir = \"\"\n[mcp]\nmax_sessions = 2000\nmax_calls = 2000\n"))); !strings.HasPrefix(out, `{"status":"success"`) {
 		fmt.Fprintln(os.Stderr, out)
 		return 1
 	}
@@ -77,7 +77,8 @@ func serveMCPHTTPChild() int {
 // mcpHTTPWindow. It reports the calls per second of all clients together,
 // the median and 99th percentile of one call's latency, and the server's
 // resident memory with every client connected. The server (the engine,
-// default configuration but for max_sessions) is a child process, so
+// default configuration but for mcp.max_sessions and mcp.max_calls, which
+// would refuse the 101st client and the 65th call at once) is a child process, so
 // that its memory is its own; clients and server share the machine's
 // processors.
 func BenchmarkScaling_mcpHTTP(b *testing.B) {
