@@ -199,7 +199,7 @@ CURVE_LEGEND = [
     "with one tool call (4 messages); the engine keeps at most 10,000, the least recently used forgotten.",
     "MCP: Go benchmark, n Go SDK clients at once, each its own session over Streamable HTTP on loopback "
     "(standalone SSE stream open), calling echo one call after another for 2 s; the server, the engine with "
-    "[mcp] max_sessions = 2000, in a child process; memory is its VmRSS with every client connected.",
+    "[mcp] max_sessions = 2000 and max_calls = 2000, in a child process; memory is its VmRSS with every client connected.",
     "async: n clara_submit of the echo, then clara_wait of each; completions per second from the first "
     "submit to the last answer (small n repeated). Memory: live Go heap per call while n answers wait "
     "uncollected (Engine.Submit, every call run, none collected).",
