@@ -438,7 +438,7 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 			if text != *cd.Expression {
 				what = fmt.Sprintf("condition (python, read as %s)", text)
 			}
-			problems.add(locate(src.Text, *cd.Expression), "%s: %v", what, err)
+			problems.add(locate(src.Text, *cd.Expression), "%s: %v%s", what, err, flattenedHint(text != *cd.Expression, err))
 		}
 		r.cond = prog
 		r.simple = parseSimple(text)

@@ -127,3 +127,32 @@ func TestParseTests_problems(t *testing.T) {
 		}
 	}
 }
+
+// The seed's flattened names (turn_number, token_usage) are Python's: a
+// condition read as expr that uses one is told so, and how to ask for
+// Python; read as Python, the same condition loads.
+func TestLoad_flattenedNamesSayPython(t *testing.T) {
+	seed := "[rule]\nid = \"t\"\ntrigger = \"on_turn_start\"\n[condition]\nexpression = \"token_usage > 0.8\"\n[action]\ntype = \"notify_self\"\nmessage = \"m\"\n"
+	ps := loadProblems(t, src("t.toml", seed))
+	if len(ps) != 1 || ps[0].Line != 5 || !strings.Contains(ps[0].Message, "unknown name token_usage") ||
+		!strings.Contains(ps[0].Message, `token_usage is one of the names the seed's Python conditions flatten: write context.turn.token_usage, or have the condition read as Python with syntax = "python"`) {
+		t.Fatalf("problems %#v", ps)
+	}
+	ps = loadProblems(t, src("n.toml", strings.Replace(seed, "token_usage > 0.8", "turn_number >= 3 and other > 1", 1)))
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "turn_number is one of the names") || !strings.Contains(ps[0].Message, "write context.turn.number") {
+		t.Fatalf("turn_number: %#v", ps)
+	}
+	// Another unknown name gets expr's message alone.
+	ps = loadProblems(t, src("o.toml", strings.Replace(seed, "token_usage", "usage", 1)))
+	if len(ps) != 1 || strings.Contains(ps[0].Message, "flatten") {
+		t.Fatalf("usage: %#v", ps)
+	}
+	for _, text := range []string{
+		strings.Replace(seed, "[condition]\n", "[condition]\nsyntax = \"python\"\n", 1),
+		"syntax = \"python\"\n" + seed,
+	} {
+		if _, err := Load([]Source{src("p.toml", text)}, nil); err != nil {
+			t.Errorf("with syntax = \"python\": %v", err)
+		}
+	}
+}

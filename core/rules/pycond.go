@@ -32,6 +32,18 @@ var pyNames = map[string]string{
 	"token_usage": "context.turn.token_usage",
 }
 
+// flattenedHint is what a condition read as expr that names one of the
+// seed's flattened names (`token_usage > 0.8`) is told besides expr's
+// "unknown name": those names are Python's, and how to ask for Python.
+func flattenedHint(python bool, err error) string {
+	for name, path := range pyNames {
+		if path != name && !python && strings.HasPrefix(err.Error(), "unknown name "+name+" ") {
+			return fmt.Sprintf("; %s is one of the names the seed's Python conditions flatten: write %s, or have the condition read as Python with syntax = \"python\" (in [condition], or at the top of the file)", name, path)
+		}
+	}
+	return ""
+}
+
 // pyFuncs are the functions a Python condition may call: the seed's
 // (context_above_threshold, tool_completed, any, all, len), Clara's
 // tool_failed, and simpleeval's conversions. Each takes one argument.

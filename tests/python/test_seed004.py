@@ -42,3 +42,28 @@ message = "warned"
         self.assertEqual(notices, ["Token budget at 85% (warning 1)", "Token budget at 85% (warning 2)"])
         got = self.lib.evaluate({"tool": "state_get", "session": "oracle", "arguments": {"key": "warnings"}})
         self.assertEqual(got["result"]["value"], 2, got)
+
+    # The seed's evaluator flattens names: names={'turn_number': ..., 'token_usage': ...}.
+
+    def test_flattened_names_are_python(self):
+        rule = """
+[rule]
+id = "token-budget-warning"
+trigger = "on_turn_start"
+[condition]
+%sexpression = "token_usage > 0.8"
+[action]
+type = "notify_self"
+message = "Token budget at {{ context.turn.token_usage | percent }}. Consider wrapping up."
+priority = "high"
+"""
+        env = self.lib.evaluate({"tool": "rules_load", "arguments": {"name": "flat.toml", "toml": rule % ""}})
+        self.assertEqual(env["status"], "error")
+        self.assertIn("unknown name token_usage", env["message"])
+        self.assertIn("token_usage is one of the names the seed's Python conditions flatten: write "
+                      "context.turn.token_usage, or have the condition read as Python with "
+                      'syntax = "python"', env["message"])
+        self.load("flat.toml", rule % 'syntax = "python"\n')
+        out = self.lib.emit("on_turn_start", {"turn": {"token_usage": 0.85}})
+        self.assertEqual([n["message"] for n in out["result"]["notices"]],
+                         ["Token budget at 85%. Consider wrapping up."])
