@@ -142,6 +142,7 @@ func (h *chatHost) GuardAnswer(ctx context.Context, prompt, answer string) (stri
 // but the chat tool's).
 func (h *chatHost) guard(ctx context.Context, event, text string, payload map[string]any) (*rules.Outcome, func()) {
 	if !h.s.rules.Watches(event) {
+		h.e.sessions.Release(h.session, event)
 		return nil, nil
 	}
 	src := h.e.newEventSource(h.s, event, h.session, payload)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
@@ -115,6 +116,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
 	kv := p.snap.config.KV
 	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
+	e.sessions.SetNoticeWindow(time.Duration(p.snap.config.Notices.DedupeWindowMS) * time.Millisecond)
 	e.watcher.sync(p.snap)
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.

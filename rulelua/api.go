@@ -21,7 +21,29 @@ func (st *lstate) notify(L *lua.LState) int {
 	if !notifyPriorities[pr] {
 		argError(L, 2, "notify", "priority must be low, normal, high or critical, got '"+pr+"'")
 	}
-	st.addAction(L, Action{Type: "notify_self", Message: msg, Priority: pr})
+	a := Action{Type: "notify_self", Message: msg, Priority: pr}
+	if L.GetTop() >= 3 && L.Get(3) != lua.LNil {
+		opts := st.tableArg(L, 3, "notify")
+		for k, v := range opts {
+			switch k {
+			case "deliver_on":
+				s, ok := v.(string)
+				if !ok || s == "" {
+					argError(L, 3, "notify", "deliver_on must be an event name")
+				}
+				a.DeliverOn = s
+			case "deliver_after_ms":
+				f, ok := v.(float64)
+				if !ok || f < 1 || f != math.Trunc(f) || f > math.MaxInt32 {
+					argError(L, 3, "notify", "deliver_after_ms must be a whole number of milliseconds")
+				}
+				a.DeliverAfterMS = int(f)
+			default:
+				argError(L, 3, "notify", "unknown option '"+k+"' (deliver_on, deliver_after_ms)")
+			}
+		}
+	}
+	st.addAction(L, a)
 	return 0
 }
 

@@ -211,6 +211,12 @@ func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
 }
 
 func (e *emission) notify(rule *Rule, x *rendered, rec *ActionRecord) {
+	if a := x.a; a.deliverOn != "" || a.deliverAfterMS > 0 {
+		e.out.Deferred = append(e.out.Deferred, protocol.Notice{Rule: rule.ID, Message: x.text, Priority: a.priority, Event: e.ev.Name,
+			DeliverOn: a.deliverOn, DeliverAfterMS: a.deliverAfterMS})
+		rec.Message, rec.Priority, rec.DeliverOn, rec.DeliverAfterMS = x.text, a.priority, a.deliverOn, a.deliverAfterMS
+		return
+	}
 	if cap(e.out.Notices) == 0 {
 		e.out.Notices = make([]protocol.Notice, 0, max(e.slab.room, 1))
 	}
@@ -268,6 +274,7 @@ func (e *emission) emit(rule *Rule, x *rendered, rec *ActionRecord) {
 		e.out.Fired = append(e.out.Fired, cf)
 	}
 	e.out.Notices = append(e.out.Notices, child.Notices...)
+	e.out.Deferred = append(e.out.Deferred, child.Deferred...)
 	e.out.Trace = append(e.out.Trace, child.Trace...)
 	rec.Fired = len(child.Fired)
 }

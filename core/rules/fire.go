@@ -114,6 +114,9 @@ type Outcome struct {
 	Rewrite    *Rewrite         `json:"-"` // the first rewrite
 	Redactions []Redaction      `json:"-"` // every redact, in order
 	Shadow     []ShadowDecision `json:"-"` // what rules in shadow mode would have decided
+	// Deferred are the notices whose delivery waits (deliver_on,
+	// deliver_after_ms): for the session's queue only, not the answer.
+	Deferred []protocol.Notice `json:"-"`
 
 	// Of an outcome Fire made: the block its action records were made in
 	// last, for Release to keep with Fired and Notices.
@@ -445,7 +448,7 @@ func (e *emission) beforeRuleEval(rule *Rule) {
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q: %s: %v", rule.ID, BeforeRuleEval, err))
 		return
 	}
-	if child == nil || (len(child.Fired) == 0 && len(child.Notices) == 0 && len(child.Trace) == 0) {
+	if child == nil || (len(child.Fired) == 0 && len(child.Notices) == 0 && len(child.Deferred) == 0 && len(child.Trace) == 0) {
 		return
 	}
 	e.outcome()
@@ -456,6 +459,7 @@ func (e *emission) beforeRuleEval(rule *Rule) {
 		e.out.Fired = append(e.out.Fired, cf)
 	}
 	e.out.Notices = append(e.out.Notices, child.Notices...)
+	e.out.Deferred = append(e.out.Deferred, child.Deferred...)
 	e.out.Trace = append(e.out.Trace, child.Trace...)
 }
 

@@ -134,6 +134,9 @@ type actionDoc struct {
 	Merge       *bool    `toml:"merge" json:"merge"`
 	Patterns    []string `toml:"patterns" json:"patterns"`
 	Replacement *string  `toml:"replacement" json:"replacement"`
+	// notify_self delivered later (the seed's deferred notices)
+	DeliverOn      *string `toml:"deliver_on" json:"deliver_on"`
+	DeliverAfterMS *int    `toml:"deliver_after_ms" json:"deliver_after_ms"`
 }
 
 // Load compiles rule sources into a Set. thresholds are the values rule

@@ -67,6 +67,7 @@ DEFAULT_CONFIG = {
     "mcp": {"allow_remote": False, "max_sessions": 100, "session_idle_timeout_ms": 1800000, "token_env": ""},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
+    "notices": {"dedupe_window_ms": 60000},
     "plugins": {"paths": ["plugins/*"]},
     "policy": {"admin_in_nested_calls": False, "allow": [], "approval_timeout_ms": 120000, "deny": []},
     "project_root": ".",

@@ -67,3 +67,47 @@ priority = "high"
         out = self.lib.emit("on_turn_start", {"turn": {"token_usage": 0.85}})
         self.assertEqual([n["message"] for n in out["result"]["notices"]],
                          ["Token budget at 85%. Consider wrapping up."])
+
+    # The seed's ANS accumulator: notices batched, de-duplicated and deferred.
+
+    SEED_RULE = """
+# rules/token_warning.toml
+[rule]
+id = "token-budget-warning"
+trigger = "on_turn_start"
+
+[condition]
+expression = "context.turn.token_usage > 0.8"
+
+[action]
+type = "notify_self"
+message = "Token budget at {{ context.turn.token_usage | percent }}. Consider wrapping up."
+priority = "high"
+"""
+
+    def drain(self, session):
+        return self.lib.evaluate({"tool": "notifications_drain", "session": session})["result"]["notices"]
+
+    def test_three_identical_notices_are_one_with_a_count(self):
+        self.load("token_warning.toml", self.SEED_RULE)
+        for _ in range(3):
+            out = self.lib.emit("on_turn_start", {"turn": {"token_usage": 0.85}}, session="oracle")
+            self.assertEqual(len(out["result"]["notices"]), 1)   # each call still has its own
+        self.assertEqual(self.drain("oracle"), [{
+            "rule": "token-budget-warning", "message": "Token budget at 85%. Consider wrapping up.",
+            "priority": "high", "event": "on_turn_start", "count": 3}])
+        self.lib.configure({"notices": {"dedupe_window_ms": 0}})
+        for _ in range(2):
+            self.lib.emit("on_turn_start", {"turn": {"token_usage": 0.85}}, session="oracle")
+        self.assertEqual([n.get("count") for n in self.drain("oracle")], [None, None])
+
+    def test_deferred_delivery(self):
+        self.load("later.toml", self.SEED_RULE.replace('priority = "high"',
+                                                       'priority = "high"\ndeliver_on = "on_session_end"'))
+        out = self.lib.emit("on_turn_start", {"turn": {"token_usage": 0.85}}, session="oracle")
+        self.assertEqual(out["result"]["notices"], [])
+        self.assertEqual(out["result"]["fired"][0]["actions"][0]["deliver_on"], "on_session_end")
+        self.assertEqual(self.drain("oracle"), [])
+        self.lib.emit("on_session_end", session="oracle")
+        self.assertEqual([n["message"] for n in self.drain("oracle")],
+                         ["Token budget at 85%. Consider wrapping up."])
