@@ -235,7 +235,7 @@ func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, er
 		merged := config.Merge(cur.tree, over)
 		clear = config.Build(merged).Clear
 		if contains(clear, config.ClearRules) {
-			return merged, runtimeRules{}
+			return merged, runtimeRules{host: cur.runtime.host} // the host's own rules stay
 		}
 		return merged, cur.runtime
 	}, func() {
@@ -337,19 +337,26 @@ func (e *Engine) reset() []byte {
 	left, _ := e.tools.Swap(func(t *toolbox.Tool) bool { return !t.Builtin }, nil)
 	e.forgetRemote()
 	var base config.Tree
-	more, err := e.change(func(*snapshot) (config.Tree, runtimeRules) { base = *e.base.Load(); return base, runtimeRules{} },
-		e.forgetSessions)
+	var hostRules []hostRule // the host's rules, released once the reset is in force
+	more, err := e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
+		base, hostRules = *e.base.Load(), cur.runtime.host
+		return base, runtimeRules{}
+	}, e.forgetSessions)
 	if err != nil {
 		// The audit file or rule files on disk may have become unusable;
 		// run without them rather than keep a configuration the caller
 		// asked to leave.
 		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
-		more, _ = e.change(func(*snapshot) (config.Tree, runtimeRules) {
+		more, err = e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
 			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
+			hostRules = cur.runtime.host
 			return base, runtimeRules{}
 		}, e.forgetSessions)
 	}
 	retire(append(left, more...))
+	if err == nil {
+		retireHostRules(hostRules)
+	}
 	return configEnvelope(config.WithoutOneShots(base))
 }
 

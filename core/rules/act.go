@@ -113,7 +113,12 @@ func (e *emission) render(rule *Rule, fromCond []rulelua.Action, ready []rendere
 	for i := range rule.actions {
 		a := &rule.actions[i]
 		var err error
-		if a.kind == ActLua {
+		if a.kind == actHost {
+			var more []rendered
+			if more, err = e.hostAction(rule); err == nil {
+				ready = append(ready, more...)
+			}
+		} else if a.kind == ActLua {
 			var res rulelua.Result
 			if res, err = run().runLua(e.ctx, a.script, e.ev.Session, e.host); err == nil {
 				var more []rendered
@@ -174,6 +179,9 @@ func (x *rendered) render(e *emission, run func() *runner) error {
 
 // apply applies rendered actions in order and returns their records.
 func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
+	if len(ready) == 0 {
+		return []ActionRecord{} // "actions": [], a rule whose script or host asked for nothing
+	}
 	var records []ActionRecord
 	if len(ready) > 0 {
 		records = e.slab.take(len(ready))

@@ -409,6 +409,9 @@ type emission struct {
 	// shadowStop: a rule in shadow mode with stop = true fired; the rules
 	// in shadow mode after it are not tried (enforcing ones are).
 	shadowStop bool
+	// The event as a host rule's functions get it, made for hostRule.
+	hostRule *Rule
+	hostJSON []byte
 }
 
 // runner is the emission's expression runner, made on first use.
@@ -498,7 +501,7 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	if rule.Mode == ModeShadow {
 		entry.Mode = ModeShadow
 	}
-	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil {
+	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil || rule.host != nil && rule.host.Condition != nil {
 		entry.Value = v.value
 	}
 	if v.err != nil {
@@ -579,6 +582,8 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v 
 		}
 	}
 	switch {
+	case rule.host != nil && rule.host.Condition != nil:
+		e.hostCondition(rule, v)
 	case rule.luaCond != nil:
 		var res rulelua.Result
 		res, v.err = e.runner().runLua(e.ctx, rule.luaCond, e.ev.Session, e.host)

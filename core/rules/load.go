@@ -53,6 +53,9 @@ type Source struct {
 	// file says (rules.mode = "shadow"): their decisions are recorded,
 	// not enforced (decide.go).
 	Shadow bool
+	// Host makes the source a rule of the host (host.go): Text is its
+	// descriptor, its condition and action are these functions.
+	Host *HostFuncs
 }
 
 // The shapes of a rule file (SPEC §7.1): one rule in [rule] with top-level
@@ -171,6 +174,9 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 }
 
 func (c *compiler) loadSource(src Source) ([]*Rule, protocol.Problems) {
+	if src.Host != nil {
+		return c.loadHostRule(src)
+	}
 	var doc fileDoc
 	isJSON := strings.EqualFold(filepath.Ext(src.Name), ".json") || bytes.HasPrefix(bytes.TrimSpace(src.Text), []byte("{"))
 	if problems := decode(src.Name, src.Text, isJSON, &doc); problems != nil {
@@ -461,7 +467,7 @@ func (c *compiler) compileActions(src Source, d *ruleDoc, r *Rule, problems *rul
 		}
 		actions = []actionDoc{*d.Action}
 	}
-	if len(actions) == 0 {
+	if len(actions) == 0 && (src.Host == nil || src.Host.Action == nil) { // a host's action function is one
 		problems.add(r.Line, "no action: give [action] or [[actions]]")
 	}
 	for i := range actions {

@@ -111,3 +111,117 @@ priority = "high"
         self.lib.emit("on_session_end", session="oracle")
         self.assertEqual([n["message"] for n in self.drain("oracle")],
                          ["Token budget at 85%. Consider wrapping up."])
+
+    # Tier 1: plugin.registerRule({ condition: () => true, action: () => console.log('Hello!') })
+
+    def test_register_rule_hello(self):
+        said = []
+        self.assertEqual(clara.register_rule({"id": "hello", "trigger": "on_turn_start"},
+                                             condition=lambda: True, action=lambda: said.append("Hello!")),
+                         "hello")
+        out = self.lib.emit("on_turn_start", {"turn": {"number": 1}})
+        self.assertEqual(out["result"]["fired"], [{"rule": "hello", "actions": []}])
+        self.assertEqual(said, ["Hello!"])
+        clara.unregister_rule("hello")
+        self.lib.emit("on_turn_start")
+        self.assertEqual(said, ["Hello!"])
+        with self.assertRaises(clara.RegistrationError) as cm:
+            clara.unregister_rule("hello")
+        self.assertEqual(cm.exception.errno, clara.CLARA_ENOENT)
+
+    # Tier 2 of the seed in Python callables: a condition on the context, an
+    # action that asks for Clara's actions, under the same hooks, priorities,
+    # trace and rule tests as a TOML rule.
+
+    def test_register_rule_beside_toml_rules(self):
+        clara.register_tool({"name": "pay", "input_schema": {"type": "object"}}, lambda args: args)
+        self.load("audit.toml", """
+[rule]
+id = "note-payments"
+trigger = "on_tool_call"
+priority = 1
+[condition]
+expression = "context.tool.name == 'pay'"
+[action]
+type = "notify_self"
+message = "paying {{ context.tool.arguments.amount }}"
+""")
+        seen = []
+
+        def over_limit(event):
+            seen.append(event)
+            return event["context"]["tool"]["arguments"].get("amount", 0) > 100
+
+        def refuse(event):
+            return [{"type": "deny", "reason": "over the limit"},
+                    {"type": "set_state", "key": "refused", "value": event["context"]["tool"]["arguments"]["amount"]}]
+
+        clara.register_rule('{id: "big-payments", trigger: "on_tool_call", priority: 10}', over_limit, refuse)
+        self.assertEqual(clara.call("pay", amount=5), {"amount": 5})
+        with self.assertRaises(clara.Denied) as cm:
+            clara.call("pay", amount=500)
+        self.assertIn('denied by rule "big-payments": over the limit', str(cm.exception))
+        self.assertEqual(seen[-1]["rule"], "big-payments")
+        self.assertEqual(seen[-1]["event"], "on_tool_call")
+        got = self.lib.evaluate({"tool": "state_get", "arguments": {"key": "refused"}})
+        self.assertEqual(got["result"]["value"], 500)
+        traced = self.lib.evaluate({"tool": "pay", "arguments": {"amount": 500}, "trace": True})
+        self.assertEqual([(t["rule"], t["matched"]) for t in traced["trace"]],
+                         [("big-payments", True), ("note-payments", True)])
+        listed = {r["id"]: r for r in self.lib.call("rules_list")["rules"]}
+        self.assertEqual(listed["big-payments"]["condition"], "(a function of the host)")
+        report = self.lib.evaluate({"tool": "rules_test", "arguments": {"toml": """
+[[cases]]
+name = "a big one"
+event = "on_tool_call"
+tool = { name = "pay", arguments = { amount = 1000 } }
+fired = ["big-payments", "note-payments"]
+denied = "over the limit"
+"""}})["result"]
+        self.assertEqual((report["passed"], report["failed"]), (1, 0), report)
+
+    def test_register_rule_failures(self):
+        def broken(event):
+            raise KeyError("amount")
+
+        clara.register_rule({"id": "broken", "trigger": "on_tool_call",
+                             "actions": [{"type": "log", "message": "m"}]}, condition=broken)
+        with self.assertRaises(clara.Denied) as cm:
+            clara.call("echo")
+        self.assertIn("the host's condition could not tell", str(cm.exception))
+        clara.register_rule({"id": "broken", "trigger": "on_tool_call"}, action=broken)
+        with self.assertRaises(clara.Denied) as cm:
+            clara.call("echo")
+        self.assertIn("the host's action failed: KeyError: 'amount'", str(cm.exception))
+        clara.register_rule({"id": "broken", "trigger": "on_tool_call"}, action=lambda: 42)
+        with self.assertRaises(clara.Denied) as cm:
+            clara.call("echo")
+        self.assertIn("TypeError: a rule's action returns None, an action (a dict) or a list of actions, not int",
+                      str(cm.exception))
+        clara.unregister_rule("broken")
+        self.assertEqual(clara.call("echo", a=1), {"a": 1})
+        with self.assertRaises(clara.RegistrationError) as cm:
+            clara.register_rule({"id": "nothing", "trigger": "x"}, condition=lambda: True)
+        self.assertEqual(cm.exception.errno, clara.CLARA_EINVAL)
+        self.lib.configure({"rules": {"builtin": True}})
+        with self.assertRaises(clara.RegistrationError) as cm:
+            clara.register_rule({"id": "token_budget", "trigger": "x"}, action=lambda: None)
+        self.assertEqual(cm.exception.errno, clara.CLARA_EPERM)
+
+    def test_register_rule_released(self):
+        import gc
+        import weakref
+
+        class Condition:
+            def __call__(self, event):
+                return True
+
+        cond = Condition()
+        ref = weakref.ref(cond)
+        clara.register_rule({"id": "r", "trigger": "x", "action": {"type": "log", "message": "m"}}, condition=cond)
+        del cond
+        gc.collect()
+        self.assertIsNotNone(ref())   # Clara holds it while the rule is in force
+        self.lib.reset()
+        gc.collect()
+        self.assertIsNone(ref())      # clara_reset let go of it
