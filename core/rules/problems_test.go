@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,6 +155,32 @@ func TestLoad_flattenedNamesSayPython(t *testing.T) {
 	} {
 		if _, err := Load([]Source{src("p.toml", text)}, nil); err != nil {
 			t.Errorf("with syntax = \"python\": %v", err)
+		}
+	}
+}
+
+// The seed's context is a dict, so its conditions call dict methods:
+// context.state.get('visits', 0). Such a call is Python's (expr has no
+// methods on maps): the condition is read as Python without being told.
+func TestLoad_dictMethodsReadAsPython(t *testing.T) {
+	for _, c := range []struct {
+		cond  string
+		ctx   map[string]any
+		match bool
+	}{
+		{"context.state.get('visits', 0) > 2", map[string]any{"state": map[string]any{"visits": 3.0}}, true},
+		{"context.state.get('visits', 0) > 2", map[string]any{"state": map[string]any{}}, false},
+		{"context.tool.name.startswith('vault_')", map[string]any{"tool": map[string]any{"name": "vault_search"}}, true},
+		{"context.note == 'x.get(1)'", map[string]any{"note": "x.get(1)"}, true}, // in a string: expr
+	} {
+		text := "[rule]\nid = \"r\"\ntrigger = \"x\"\n[condition]\nexpression = " + strconv.Quote(c.cond) + "\n[action]\ntype = \"log\"\nmessage = \"m\"\n"
+		set, err := Load([]Source{src("r.toml", text)}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.cond, err)
+		}
+		out := set.Fire(context.Background(), Event{Name: "x", Context: MapSource(c.ctx)}, &recHost{})
+		if got := len(out.Fired) == 1; got != c.match {
+			t.Errorf("%s on %v: fired %v", c.cond, c.ctx, out.Fired)
 		}
 	}
 }

@@ -43,6 +43,24 @@ message = "warned"
         got = self.lib.evaluate({"tool": "state_get", "session": "oracle", "arguments": {"key": "warnings"}})
         self.assertEqual(got["result"]["value"], 2, got)
 
+    # The seed's simpleeval context is a dict: its conditions call dict methods.
+
+    def test_expression_calls_dict_get(self):
+        self.load("visits.toml", """
+[rule]
+id = "frequent"
+trigger = "on_turn_start"
+[condition]
+expression = "context.state.get('visits', 0) >= 2"
+[action]
+type = "notify_self"
+message = "a frequent visitor"
+""")
+        self.assertEqual(self.lib.emit("on_turn_start", session="v")["result"]["notices"], [])
+        self.lib.evaluate({"tool": "state_set", "session": "v", "arguments": {"key": "visits", "value": 2}})
+        self.assertEqual([n["message"] for n in self.lib.emit("on_turn_start", session="v")["result"]["notices"]],
+                         ["a frequent visitor"])
+
     # The seed's evaluator flattens names: names={'turn_number': ..., 'token_usage': ...}.
 
     def test_flattened_names_are_python(self):
