@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -89,6 +90,10 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	notices, _ := h.e.sessions.Get(h.session).Drain()
 	out := make([]string, 0, len(fired)+len(notices))
 	for _, n := range append(fired, notices...) {
+		if n.Count > 1 { // identical notices the queue merged (notices.dedupe_window_ms)
+			out = append(out, fmt.Sprintf("%s (%d times)", n.Message, n.Count))
+			continue
+		}
 		out = append(out, n.Message)
 	}
 	return out

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clara-lib/clara/core/llm/llmtest"
 )
 
 // The seed's accumulator (seed 004): the notices of a session's queue are
@@ -117,5 +119,46 @@ lua = "notify('from Lua', 'low', {deliver_on = 'on_tool_call'})"
 `)
 	if out := emitString(t, e, `{"event":"x","session":"l"}`); !strings.Contains(out, `"fired":[]`) {
 		t.Fatalf("a Lua notice waiting for a tool event: %s", out)
+	}
+}
+
+// A chat hands the session's notices to its model at each turn: three
+// identical ones raised by the turn's three tool calls reach it as one,
+// with their count.
+func TestNotices_countedInTheModelsTurn(t *testing.T) {
+	sc, err := llmtest.ParseScript("counted", []byte(`
+provider = "openai"
+[[exchange]]
+[exchange.reply]
+json = '''{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
+ "message":{"role":"assistant","content":null,"tool_calls":[
+  {"id":"call_1","type":"function","function":{"name":"get_current_weather","arguments":"{\"location\":\"Paris\"}"}},
+  {"id":"call_2","type":"function","function":{"name":"get_current_weather","arguments":"{\"location\":\"Rome\"}"}},
+  {"id":"call_3","type":"function","function":{"name":"get_current_weather","arguments":"{\"location\":\"Oslo\"}"}}]}}],
+ "usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}'''
+[[exchange]]
+[exchange.expect]
+system = "Looked up the weather (3 times)"
+[exchange.reply]
+json = '''{"id":"c2","object":"chat.completion","created":2,"model":"m","choices":[{"index":0,"finish_reason":"stop",
+ "message":{"role":"assistant","content":"Mild everywhere."}}],"usage":{"prompt_tokens":20,"completion_tokens":3,"total_tokens":23}}'''
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scriptServer(t, sc)
+	e := rulesEngine(t, `{"rules":{"builtin":false},"llm":{"base_url":`+jsonText(srv.BaseURL("counted"))+`,"model":"m"}}`)
+	registerWeather(t, e)
+	loadRuleText(t, e, "looked.toml", `
+[rule]
+id = "looked"
+trigger = "on_tool_complete"
+[action]
+type = "notify_self"
+message = "Looked up the weather"
+`)
+	out := evalString(t, e, `{"tool":"chat","session":"c","arguments":{"prompt":"Weather in three cities?","allow_tools":true,"max_tool_calls":3}}`)
+	if !strings.Contains(out, `"content":"Mild everywhere."`) {
+		t.Fatal(out)
 	}
 }
