@@ -82,7 +82,7 @@ GO_SOURCES := go.mod go.sum $(shell find core capi rulelua -name '*.go' ! -name 
 BRIDGE := clips_bridge/clara_clips.c clips_bridge/clara_clips.h
 
 .PHONY: print-version demo-agent all debug lib clips check-header check-symbols setup setup-bench demo test test-go test-c test-valgrind \
-        test-python test-clips test-examples test-mcp rules-test bench install uninstall clean help wheel
+        test-python test-clips test-examples test-mcp test-pg rules-test bench install uninstall clean help wheel
 
 all: lib clips bin/clara check-header check-symbols ## build the library, clara-clips and clara, check header and exports
 
@@ -189,21 +189,29 @@ demo: ## build everything and run the CLIPS demo on the embedded default config
 test: ## everything CI runs
 	@bash tests/setup-debian.sh build
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples rules-test test-mcp
+	@$(MAKE) --no-print-directory test-go test-c test-valgrind test-python test-clips test-examples rules-test test-mcp test-pg
 	@echo "make test: all passed"
 
 test-go: ## gofmt, go vet, go test -race, the Lua attack corpus without -race
 	@out=$$($(GOFMT) -l core capi rulelua cmd tests) || exit 1; test -z "$$out" || { echo "gofmt needed: $$out"; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/tests/mcp$$')
+	@# CLARA_REQUIRE_PG=1: the shared store's tests fail, rather than skip, when
+	@# PostgreSQL is missing (make setup installs it; core/pgstore/pgtest starts it).
+	CLARA_REQUIRE_PG=1 $(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/tests/mcp$$')
 	$(GO) test -count=1 -run 'TestAttackCorpus' ./rulelua
 
 # tests/mcp builds bin/clara and a C host against lib/libclara.so, and
 # installs the npm packages of tests/mcp/package-lock.json into build/npm
-# when missing (the npm registry is all it needs of the network).
-test-mcp: lib ## MCP against code nobody here wrote: the TypeScript SDK drives bin/clara mcp and a C host; the engine consumes server-everything
+# when missing (the npm registry is all it needs of the network), the
+# official conformance suite and the Node 22 it runs on among them.
+test-mcp: lib ## MCP against code nobody here wrote: the TypeScript SDK and the official conformance suite drive bin/clara mcp and a C host; the engine consumes server-everything
 	bash tests/mcp/npm-install.sh
 	env -u CLARA_CONFIG -u CLARA_LOG -u CLARA_TEST_MODE -u CLARA_TEST_ALLOW $(GO) test -race -count=1 ./tests/mcp
+
+# Several host processes sharing one PostgreSQL (issue 31): tests/pg/run.sh
+# starts a throwaway server under build/ (tests/pg.sh) and stops it at the end.
+test-pg: lib build/llmserver ## processes sharing one PostgreSQL: one rate limit, conversations, approvals, kill -9, a restart
+	PYTHON=$(PYTHON) bash tests/pg/run.sh
 
 C_TESTS := $(wildcard tests/c/test_*.c)
 

@@ -173,6 +173,29 @@ func claraGoJSONGet(doc *C.char, n C.size_t, path *C.char, pn C.size_t, text **C
 	return C.int(kind)
 }
 
+//export claraGoAuditReopen
+func claraGoAuditReopen() (rc C.int) {
+	defer guard("clara_audit_reopen", func() { rc = -1 })
+	if err := engine.ReopenAudit(); err != nil {
+		engine.Logger().Logf(logging.Error, "clara_audit_reopen: %v", err)
+		return -1
+	}
+	return 0
+}
+
+//export claraGoTelemetryFlush
+func claraGoTelemetryFlush(timeoutMS C.int) (rc C.int) {
+	defer guard("clara_telemetry_flush", func() { rc = -1 })
+	if timeoutMS < 0 {
+		timeoutMS = 0
+	}
+	if err := engine.FlushTelemetry(time.Duration(timeoutMS) * time.Millisecond); err != nil {
+		engine.Logger().Logf(logging.Warn, "clara_telemetry_flush: %v", err)
+		return -1
+	}
+	return 0
+}
+
 //export claraGoSetLogHandler
 func claraGoSetLogHandler(fn C.clara_log_fn, userdata C.uintptr_t, minLevel C.int) {
 	defer guard("clara_set_log_handler", nil)
@@ -629,7 +652,7 @@ func finishCall(ctx context.Context, tc *toolCall, id uintptr, rc C.int, res *C.
 	// (reports from other threads, whitespace, deep nesting, or invalid)
 	// gets the toolbox's own check, and its message.
 	if len(tc.result) > 0 && !checked && res.check_json != 0 {
-		out, perr := toolbox.CheckJSON(tc.tool.Name, tc.result)
+		out, perr := toolbox.CheckJSON(tc.tool.Name, tc.result, engine.Config().Limits.MaxDepth)
 		if perr != nil {
 			return nil, perr
 		}

@@ -118,6 +118,10 @@ void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level) {
     claraGoSetLogHandler(fn, (uintptr_t)userdata, min_level);
 }
 
+int clara_audit_reopen(void) { return claraGoAuditReopen(); }
+
+int clara_telemetry_flush(int timeout_ms) { return claraGoTelemetryFlush(timeout_ms); }
+
 void clara_call_progress(clara_call *call, double done, double total, const char *message) {
     claraGoCallProgress((uintptr_t)call, done, total, (char *)message, message ? strlen(message) : 0);
 }

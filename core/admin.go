@@ -48,24 +48,18 @@ func (a adminTools) EndSession(ctx context.Context, session string) ([]byte, err
 	a.e.kv.DropSession(name)
 	a.e.sessions.End(name)
 	a.e.out.convs.Forget(name)
+	a.e.endSharedSession(name)
 	a.e.out.vectors.Forget(name)
 	return out, nil
 }
 
 func (a adminTools) StateGet(session, plugin, key string) ([]byte, bool, error) {
-	st, err := a.e.state.open(a.e.current.Load(), false)
-	if err != nil || st == nil {
-		return nil, false, err
-	}
-	return st.Get(rules.StateScope(session, plugin), key)
+	v, ok, err := a.e.state.get(a.e.current.Load(), rules.StateScope(session, plugin), key)
+	return v, ok, a.e.stateErr(err)
 }
 
 func (a adminTools) StateSet(session, plugin, key string, value []byte) error {
-	st, err := a.e.state.open(a.e.current.Load(), true)
-	if err != nil {
-		return err
-	}
-	return st.Apply([]state.Write{{Scope: rules.StateScope(session, plugin), Key: key, Value: value}})
+	return a.e.stateErr(a.e.state.apply(a.e.current.Load(), []state.Write{{Scope: rules.StateScope(session, plugin), Key: key, Value: value}}))
 }
 
 // LoadRules serves rules_load: inline rules, more files (inside
@@ -104,6 +98,7 @@ func (a adminTools) LoadRules(_ context.Context, r tools.RulesLoad) ([]byte, err
 	if err != nil {
 		return nil, loadRefusal(err, "rules_load: ", " (the rules in force are unchanged)")
 	}
+	e.announceRules(e.current.Load(), ruleChange{Sources: announcedSources(added), Files: files, Root: root})
 	return a.ListRules("")
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/pgstore"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/toolbox"
 )
@@ -147,6 +149,9 @@ type pendingApproval struct {
 	// answered: the decision is the approver's own answer (not one made
 	// through DecideApproval while the approver held it).
 	answered atomic.Bool
+	// store is the shared store the approval is recorded in (issue 31),
+	// nil when it is this process's own (sharedapprovals.go).
+	store *pgstore.Store
 }
 
 // decide gives the approval its decision; false when it had one.
@@ -186,6 +191,12 @@ func (e *Engine) DecideApproval(id int64, d ApprovalDecision) error {
 	p := e.approvals.pending[id]
 	e.approvals.pmu.Unlock()
 	if p == nil {
+		if s := e.current.Load(); s.shared != nil && id < localApprovalBase {
+			if d.By == "" {
+				d.By = "approval_decide"
+			}
+			return e.decideElsewhere(s, id, d) // asked in another process, which checks edited arguments
+		}
 		return fmt.Errorf("%w (%d): decided already, timed out, or its call ended", ErrNoApproval, id)
 	}
 	if d.Approve && d.Arguments != nil {
@@ -198,7 +209,11 @@ func (e *Engine) DecideApproval(id int64, d ApprovalDecision) error {
 	if d.By == "" {
 		d.By = "approval_decide"
 	}
-	if !p.decide(d) {
+	ok, err := e.settle(p, d)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fmt.Errorf("%w (%d): decided already", ErrNoApproval, id)
 	}
 	return nil
@@ -207,6 +222,19 @@ func (e *Engine) DecideApproval(id int64, d ApprovalDecision) error {
 // PendingApprovals lists the approvals waiting for a decision, oldest
 // first, with how long each has waited.
 func (e *Engine) PendingApprovals() []PendingApproval {
+	out, err := e.pendingApprovals()
+	if err != nil {
+		e.log.Logf(logging.Warn, "approvals: %s", err.Error())
+	}
+	return out
+}
+
+// pendingApprovals lists the approvals waiting: every process's with the
+// shared store.
+func (e *Engine) pendingApprovals() ([]PendingApproval, error) {
+	if s := e.current.Load(); s.shared != nil {
+		return e.sharedPending(s)
+	}
 	e.approvals.pmu.Lock()
 	out := make([]PendingApproval, 0, len(e.approvals.pending))
 	for _, p := range e.approvals.pending {
@@ -216,7 +244,7 @@ func (e *Engine) PendingApprovals() []PendingApproval {
 	}
 	e.approvals.pmu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	return out, nil
 }
 
 // PendingApproval is an approval approvals_list shows.
@@ -280,12 +308,19 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 	}
 	timeout := time.Duration(s.config.Policy.ApprovalTimeoutMS) * time.Millisecond
 	p := &pendingApproval{since: start, tool: t, decided: make(chan ApprovalDecision, 1)}
-	p.req = ApprovalRequest{ID: e.approvals.lastID.Add(1), Tool: t.Name, Session: c.session, Reason: e.out.secrets.String(ask.reason),
+	p.req = ApprovalRequest{Tool: t.Name, Session: c.session, Reason: e.out.secrets.String(ask.reason),
 		Rule: ask.rule, Handle: AsyncHandle(ctx), TimeoutMS: timeout.Milliseconds()}
-	rec.ID = p.req.ID
 	// The values of the secrets the configuration names never reach the
 	// approver (the engine's one redactor knows them all).
 	p.req.Arguments = bytes.Clone(e.out.secrets.JSON(c.args))
+	id, store, perr := e.approvalID(ctx, s, &p.req, timeout)
+	if perr != nil {
+		e.approvals.open.Add(-1)
+		finish("rejected", "store")
+		return perr
+	}
+	p.req.ID, p.store = id, store
+	rec.ID = p.req.ID
 	e.approvals.pmu.Lock()
 	if e.approvals.pending == nil {
 		e.approvals.pending = map[int64]*pendingApproval{}
@@ -315,7 +350,10 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 			if !p.taken.Load() {
 				p.answered.Store(true) // read only by who receives the decision, after it
 			}
-			p.decide(d)
+			if _, err := e.settle(p, d); err != nil {
+				// the store could not keep it: the call is not approved by a decision nobody else can see
+				p.decide(ApprovalDecision{Reason: err.Error(), By: "store"})
+			}
 		}
 	})
 	timer := time.NewTimer(timeout)
@@ -339,6 +377,9 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 		if !p.taken.CompareAndSwap(false, true) {
 			return e.decided(t, c, p, <-p.decided, stop, cancelled, finish, reject) // it came in time after all
 		}
+		if d, ok := e.endStoredApproval(p, "timed_out"); ok {
+			return e.decided(t, c, p, d, stop, cancelled, finish, reject) // the store kept a decision first
+		}
 		stop()
 		cancelled("timed out")
 		finish("timed_out", "timeout")
@@ -346,6 +387,7 @@ func (e *Engine) awaitApproval(ctx context.Context, s *snapshot, t *toolbox.Tool
 			t.Name, asked(ask), timeout)
 	case <-ctx.Done():
 		p.taken.Store(true)
+		e.endStoredApproval(p, "cancelled")
 		stop()
 		cancelled("cancelled")
 		finish("cancelled", "cancelled")
@@ -414,7 +456,13 @@ func approvalTrace(tool string, a *toolbox.Approval) []byte {
 // it (tools.Approvals).
 type approvalTools struct{ e *Engine }
 
-func (a approvalTools) List() ([]byte, error) { return json.Marshal(a.e.PendingApprovals()) }
+func (a approvalTools) List() ([]byte, error) {
+	list, err := a.e.pendingApprovals()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(list)
+}
 
 func (a approvalTools) Decide(id int64, approve bool, reason string, arguments json.RawMessage) error {
 	err := a.e.DecideApproval(id, ApprovalDecision{Approve: approve, Reason: reason, Arguments: arguments})

@@ -15,7 +15,7 @@ func TestAskUser_an_ended_call_never_reaches_the_handler(t *testing.T) {
 	e.SetInputHandler(func([]byte) (string, bool) { asked <- struct{}{}; return "yes", true })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.askUser(ctx, "s", "Still there?"); err != context.Canceled {
+	if _, err := e.askUser(ctx, "s", Question{Message: "Still there?"}); err != context.Canceled {
 		t.Fatalf("err %v", err)
 	}
 	select {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/mcp"
+	"github.com/clara-lib/clara/core/pgstore/pgtest"
 )
 
 // mcpChildEnv makes the test binary an MCP server on its stdin and stdout
@@ -25,7 +26,9 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(mcpChildEnv); mode != "" {
 		os.Exit(serveMCPChild(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.Stop() // the PostgreSQL of the shared store's tests, if one started
+	os.Exit(code)
 }
 
 func serveMCPChild(mode string) int {
@@ -68,7 +71,7 @@ func BenchmarkMCP_stdioEcho(b *testing.B) {
 			cmd.Stderr = os.Stderr
 			client := sdk.NewClient(&sdk.Implementation{Name: "bench"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
 			cs, err := client.Connect(context.Background(), &sdk.CommandTransport{Command: cmd},
-				&sdk.ClientSessionOptions{ProtocolVersion: mcp.ProtocolVersion})
+				&sdk.ClientSessionOptions{ProtocolVersion: mcp.LegacyProtocolVersion})
 			if err != nil {
 				b.Fatal(err)
 			}

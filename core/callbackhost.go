@@ -290,6 +290,7 @@ func (h *callbackHost) fire(ctx context.Context, tool, session string, files []s
 		e.log.Logf(logging.Warn, "tool %q: callbacks: %v", tool, err)
 		return
 	}
+	e.callbackSpans(ctx, out.Runs)
 	for _, r := range out.Runs {
 		b, err := json.Marshal(r)
 		if err != nil {

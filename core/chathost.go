@@ -57,7 +57,8 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 		if t.Name == "ask_user" && h.e.input.load() == nil {
 			continue // nobody to ask: the model is not offered what must fail
 		}
-		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t)})
+		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: tools.LLMSchema(t),
+			ReturnsContent: t.Returns == toolbox.ReturnsContent})
 	}
 	return out
 }
@@ -66,6 +67,7 @@ func (h *chatHost) Catalog(names []string) []llm.ToolSpec {
 func (h *chatHost) CallTool(ctx context.Context, name string, args []byte) ([]byte, *protocol.Error) {
 	cs := scopeOf(ctx)
 	cs.depth++
+	cs.nestUnder(ctx) // the chat is the parent of the calls its model makes
 	ctx = context.WithValue(ctx, callScopeKey{}, &cs)
 	ctx = withCallbackBatch(ctx, &h.batch)
 	c := &toolCall{name: name, session: h.session, args: args, scope: h.scope, nested: true, rep: &report{}, chat: &h.budgets}
@@ -87,7 +89,7 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	if perr := h.e.fireOnly(ctx, h.s, event, h.session, payload); perr != nil {
 		h.e.log.Logf(logging.Warn, "chat: %s: %s", event, perr.Message)
 	}
-	notices, _ := h.e.sessions.Get(h.session).Drain()
+	notices, _, _ := h.e.sessions.Get(h.session).Drain() // a store that failed was logged
 	out := make([]string, 0, len(fired)+len(notices))
 	for _, n := range append(fired, notices...) {
 		if n.Count > 1 { // identical notices the queue merged (notices.dedupe_window_ms)

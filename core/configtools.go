@@ -175,7 +175,8 @@ func (e *Engine) luaToolRun(script *rulelua.Script) toolbox.Func {
 		}
 		s := e.current.Load()
 		h := toolHosts.Get().(*toolScriptHost)
-		*h = toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx)}
+		*h = toolScriptHost{e: e, s: s, tool: call.Tool.Name, session: call.Session, scope: call.Scope, progress: ProgressOf(ctx),
+			clientLog: ClientLogOf(ctx)}
 		var res rulelua.Result
 		var err error
 		if room := call.Room; room != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/pgstore"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/resources"
 	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
@@ -38,6 +40,12 @@ type snapshot struct {
 	unmatched []string
 	// The outbound side: the model, the evaluator, the client's allowlist.
 	models *models
+	// The resources and prompts MCP clients are offered ([[resources]],
+	// [[prompts]]).
+	catalog *resources.Set
+	// The shared store (store.backend = "postgres"; sharedstore.go), nil
+	// for the embedded default. Set by commit.
+	shared *pgstore.Store
 }
 
 // prepared is a configuration read and compiled, ready to commit: rule
@@ -68,8 +76,23 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	if _, err := configuredCallbacks(c); err != nil {
 		return nil, err
 	}
+	// A resource's file is read inside project_root (fsread.In: a symbolic
+	// link that leads out is refused), regular files only, bounded.
+	root := projectRoot(c)
+	catalog, err := resources.Compile(c.Resources, c.Prompts, root, func(path string, max int64) ([]byte, error) {
+		return fsread.In(root, path, max)
+	})
+	if err != nil {
+		return nil, protocol.Errorf(protocol.InvalidArgs, "configuration: %v", err)
+	}
+	if err := e.checkStore(c); err != nil {
+		return nil, err
+	}
 	m, err := e.prepareModels(c, httpURLs)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTelemetry(c); err != nil {
 		return nil, err
 	}
 	if err := e.prepareConcepts(c, m, set); err != nil {
@@ -78,13 +101,14 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 	s := &snapshot{
 		tree: config.WithoutOneShots(t), config: c,
 		limits:    protocol.Limits{MaxRequestBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth, OwnSession: e.sessions.Own},
-		defaults:  toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes},
+		defaults:  toolbox.Defaults{TimeoutMS: c.Limits.TimeoutMS, MaxOutputBytes: c.Limits.MaxOutputBytes, MaxDepth: c.Limits.MaxDepth},
 		policy:    toolbox.NewPolicy("the configuration", c.Policy.Allow, c.Policy.Deny),
 		rules:     set,
 		runtime:   runtime,
 		unmatched: unmatched,
 		plugins:   plugins,
 		models:    m,
+		catalog:   catalog,
 	}
 	s.watched = watchedBy(c, set, runtime, plugins)
 	s.host = &ruleHost{e: e, s: s}
@@ -105,15 +129,18 @@ func (e *Engine) prepare(t config.Tree, runtime runtimeRules) (*prepared, error)
 // changes. It returns the tools that left the registry, for the caller to
 // retire once it has let go of e.admin. Called with e.admin held.
 func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
-	if err := e.audit.SetFile(p.snap.config.Audit.Path); err != nil {
+	if err := e.audit.SetSink(auditSink(p.snap.config)); err != nil {
 		e.discard(p)
 		return nil, err
 	}
 	e.commitModels(p.snap.config, p.snap.models)
+	e.commitObservability(p.snap.config)
+	p.snap.shared = e.shared.sync(p.snap.config)
 	e.current.Store(p.snap)
 	left := append(e.swapConfigTools(p.configured), e.commitRemote(p.remote)...)
 	e.cb.sync(p.snap.config)
 	e.async.SetOptions(e.asyncOptions(p.snap.config))
+	e.tasks.SetOptions(e.asyncOptions(p.snap.config))
 	kv := p.snap.config.KV
 	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
 	e.sessions.SetNoticeWindow(time.Duration(p.snap.config.Notices.DedupeWindowMS) * time.Millisecond)

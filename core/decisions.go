@@ -139,11 +139,17 @@ func (e *Engine) takeBudgets(ctx context.Context, s *snapshot, t *toolbox.Tool, 
 	if perChat > 0 && c.chat != nil && !c.chat.take(t.Name, perChat) {
 		return e.budgetSpent(ctx, s, t, c, "chat", perChat)
 	}
-	if perSession > 0 && !e.sessions.Get(c.session).TakeBudget(t.Name, perSession) {
-		if perChat > 0 && c.chat != nil {
-			c.chat.giveBack(t.Name)
+	if perSession > 0 {
+		ok, perr := e.takeSessionBudget(ctx, s, t, c, perSession) // the shared store's, with one
+		if !ok {
+			if perChat > 0 && c.chat != nil {
+				c.chat.giveBack(t.Name)
+			}
+			if perr != nil {
+				return perr
+			}
+			return e.budgetSpent(ctx, s, t, c, "session", perSession)
 		}
-		return e.budgetSpent(ctx, s, t, c, "session", perSession)
 	}
 	return nil
 }
@@ -156,7 +162,7 @@ func (e *Engine) giveBackBudgets(s *snapshot, t *toolbox.Tool, c *toolCall) {
 		c.chat.giveBack(t.Name)
 	}
 	if perSession > 0 {
-		e.sessions.Get(c.session).GiveBackBudget(t.Name)
+		e.giveBackSessionBudget(s, t, c)
 	}
 }
 

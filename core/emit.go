@@ -158,6 +158,10 @@ type requestState struct {
 	// Atomic: a C tool's nested request may set it from the tool's thread
 	// (AppendEvaluateWithin), which Go sees as another goroutine.
 	handedOn atomic.Bool
+	// The call's decision id and the request's id (a copy, into memory the
+	// state keeps): the parent and request of the calls it makes.
+	ticket toolbox.Ticket
+	reqID  []byte
 }
 
 var requestStates = sync.Pool{New: func() any { return new(requestState) }}
@@ -207,6 +211,7 @@ func (st *requestState) done() {
 	st.budgetContext = budgetContext{}
 	st.rep = report{}
 	st.room.Reset()
+	st.ticket, st.reqID = toolbox.Ticket{}, st.reqID[:0]
 	requestStates.Put(st)
 }
 

@@ -27,6 +27,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/clara-lib/clara/core/async"
 	"github.com/tidwall/gjson"
 
@@ -35,6 +39,7 @@ import (
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/session"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 	"github.com/clara-lib/clara/core/tools"
 )
@@ -48,8 +53,10 @@ type Engine struct {
 	kv       *tools.KV
 	sessions session.Table
 	state    stateStore
+	shared   sharedStore // the PostgreSQL store of store.backend = "postgres" (issue 31)
 	cb       callbackHost
 	async    *async.Table  // calls submitted with clara_submit or "async": true
+	tasks    *async.Table  // MCP clients' calls that became tasks (mcptasks.go)
 	out      outbound      // the HTTP client and the conversations of chats
 	events   eventSink     // the host's event handler (chat progress)
 	input    inputHost     // the host's input handler (ask_user)
@@ -58,6 +65,8 @@ type Engine struct {
 	watcher  ruleWatcher   // reloads the rules when their files change (rules.watch)
 	docs     docSearchHost // doc_search's index
 	env      Options       // TestMode and TestAllow from the environment
+	tel      telemetry.T   // traces, metrics, OTLP logs (telemetryhost.go)
+	telEnv   telemetryEnv  // what the OTEL_* variables asked for, read once
 
 	current atomic.Pointer[snapshot] // the configuration in force
 
@@ -86,6 +95,12 @@ type Options struct {
 	// Getenv reads the environment variables that hold secrets
 	// (llm.api_key_env, headers_env), at each use; os.Getenv when nil.
 	Getenv func(string) string
+	// A Go host's own OpenTelemetry providers: each one given receives
+	// what Clara records of its signal, whatever [telemetry] and the
+	// OTEL_* variables say (docs/observability.md).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	LoggerProvider otellog.LoggerProvider
 }
 
 // newEngine is an engine with its built-in tools and no configuration in
@@ -98,16 +113,20 @@ func newEngine(opts Options) *Engine {
 	e.clock.setup(opts.Now)
 	e.audit = toolbox.NewAudit(e.log)
 	e.state.log = e.log
+	e.shared.e = e
 	e.cb.engine = e
 	e.watcher.e = e
 	e.docs.e = e
 	e.async = async.New(e.asyncOptions(nil))
+	e.tasks = async.New(e.asyncOptions(nil))
 	if e.env.Getenv == nil {
 		e.env.Getenv = os.Getenv
 	}
 	e.out = newOutbound(e.log, e.env.Getenv)
+	e.state.redact = e.out.secrets.String
 	// No secret reaches a log line, whoever writes it.
 	e.log.SetFilter(e.out.secrets.String)
+	e.setupTelemetry()
 	e.registerBuiltins() // first: configured tools may not take their names
 	return e
 }
@@ -299,6 +318,7 @@ func (e *Engine) UnregisterTool(name string) error {
 func (e *Engine) Close() {
 	e.watcher.close()
 	e.docs.close()
+	e.shared.close()
 }
 
 // Go runs f on a goroutine of its own that recovers a panic, logs it with

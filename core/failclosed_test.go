@@ -164,3 +164,37 @@ tool = "hold"
 	expectEq(t, "the key", evalString(t, e, `{"tool":"kv_get","session":"s","arguments":{"key":"k"}}`),
 		`{"status":"success","tool":"kv_get","result":{"key":"k","found":false}}`)
 }
+
+// The same from two other places (review of finding 9): a rule whose Lua
+// action, not its condition, is running when the call is cancelled, and a
+// deny rule evaluating for a call a Lua tool makes (call_tool) when the
+// outer call is cancelled. Neither call's kv_set runs.
+func TestFailClosed_a_cancelled_action_or_nested_call_does_not_run(t *testing.T) {
+	e := rulesEngine(t, "[[tools]]\nname = \"setter\"\nlua = \"return function(args) return call_tool('kv_set', {key='k', value=1}) end\"\n[tools.limits]\ntimeout_ms = 10000\n")
+	mustLoad(t, e, "action.toml", `
+[rule]
+id = "slow-action"
+trigger = "on_tool_call"
+timeout_ms = 5000
+[condition]
+expression = 'context.tool.name == "kv_set" and context.event.session == "a"'
+[action]
+type = "lua"
+lua = "while true do end"
+`)
+	mustLoad(t, e, "guard.toml", strings.Replace(slowGuard, `if ctx.tool.name ~= "kv_set" then`, `if ctx.tool.name ~= "kv_set" or ctx.event.session ~= "n" then`, 1))
+	for _, c := range []struct{ session, tool, args string }{
+		{"a", "kv_set", `{"key":"k","value":1}`},
+		{"n", "setter", `{}`},
+	} {
+		h := handleOf(t, evalString(t, e, `{"tool":"`+c.tool+`","session":"`+c.session+`","async":true,"arguments":`+c.args+`}`))
+		time.Sleep(30 * time.Millisecond) // the rule is running
+		if perr := e.Cancel(h); perr != nil {
+			t.Fatal(perr)
+		}
+		e.Wait(context.Background(), h, -1)
+		auditedCall(t, e, `"session":"`+c.session+`","tool":"kv_set"`)
+		expectEq(t, c.session+": the key", evalString(t, e, `{"tool":"kv_get","session":"`+c.session+`","arguments":{"key":"k"}}`),
+			`{"status":"success","tool":"kv_get","result":{"key":"k","found":false}}`)
+	}
+}

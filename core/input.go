@@ -2,11 +2,14 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // InputHandler answers the ask_user tool for the host (issue 14, seed 003):
@@ -64,31 +67,43 @@ const (
 	questionAbandoned
 )
 
-// askUser asks the host's input handler prompt, for a call of session:
-// {"answer":"..."}, or {"declined":true}. The progress event input_required
-// goes to the event handler first, with the same id; input_cancelled
-// follows when the call ends before the answer.
-func (e *Engine) askUser(ctx context.Context, session, prompt string) ([]byte, error) {
+// askInputHandler asks the host's input handler q, for a call of session.
+// The progress event input_required goes to the event handler first,
+// with the same id; input_cancelled follows when the call ends before the
+// answer. A form (q.Schema) is in the request as "schema", and the
+// handler's answer must then be a JSON object that the schema accepts.
+func (e *Engine) askInputHandler(ctx context.Context, session string, q Question) (Reply, error) {
 	h := e.input.load()
 	if h == nil {
-		return nil, protocol.Errorf(protocol.ToolFailed, "ask_user: no input handler is installed "+
+		return Reply{}, protocol.Errorf(protocol.ToolFailed, "ask_user: no input handler is installed "+
 			"(the host sets one with clara_set_input_handler in C, clara.set_input_handler in Python; clara-clips has one)")
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err // a call already ended: nobody would read the answer
+		return Reply{}, err // a call already ended: nobody would read the answer
+	}
+	var form *toolbox.ValueSchema
+	if len(q.Schema) > 0 {
+		var err error
+		if form, err = toolbox.CompileValueSchema("schema", q.Schema); err != nil {
+			return Reply{}, protocol.Errorf(protocol.InvalidArgs, "ask_user: %v", err)
+		}
 	}
 	if max := int64(e.current.Load().config.Limits.MaxOpenQuestions); e.input.open.Add(1) > max {
 		e.input.open.Add(-1)
-		return nil, protocol.Errorf(protocol.ToolFailed, "ask_user: %d questions are already open in the input handler "+
+		return Reply{}, protocol.Errorf(protocol.ToolFailed, "ask_user: %d questions are already open in the input handler "+
 			"(limits.max_open_questions), those whose call was cancelled or timed out counted until the handler returns "+
 			"from them; it was not asked (a handler returns from a cancelled question when it hears input_cancelled)", max)
 	}
 	id := e.input.lastID.Add(1)
-	// {"id":N,"prompt":"...","session":"s","handle":H}: input_cancelled
-	// names the question with the same fields but the prompt.
+	// {"id":N,"prompt":"...","schema":{...},"session":"s","handle":H}:
+	// input_cancelled names the question with the same fields but the
+	// prompt and the schema.
 	req := strconv.AppendInt([]byte(`{"id":`), id, 10)
 	req = append(req, `,"prompt":`...)
-	req = protocol.AppendString(req, prompt)
+	req = protocol.AppendString(req, q.Message)
+	if len(q.Schema) > 0 {
+		req = append(append(req, `,"schema":`...), protocol.AppendCompact(nil, q.Schema)...)
+	}
 	tail := len(req)
 	req = append(req, `,"session":`...)
 	req = protocol.AppendString(req, session)
@@ -114,22 +129,50 @@ func (e *Engine) askUser(ctx context.Context, session, prompt string) ([]byte, e
 	select {
 	case a := <-done:
 		if !a.ok {
-			return []byte(`{"declined":true}`), nil
+			return Reply{Action: ReplyDecline}, nil
 		}
-		return append(protocol.AppendString([]byte(`{"answer":`), a.text), '}'), nil
+		if form == nil && len(q.Schema) == 0 {
+			return Reply{Action: ReplyAccept, Content: protocol.AppendString(nil, a.text)}, nil
+		}
+		answer := []byte(strings.TrimSpace(a.text))
+		if len(answer) == 0 || answer[0] != '{' || !json.Valid(answer) {
+			return Reply{}, protocol.Errorf(protocol.ToolFailed, "ask_user: the input handler's answer to a form must be a JSON object")
+		}
+		if perr := form.Check(answer); perr != nil {
+			return Reply{}, protocol.Errorf(protocol.ToolFailed, "ask_user: the input handler's answer does not fit the form: %s", perr.Message)
+		}
+		return Reply{Action: ReplyAccept, Content: protocol.AppendCompact(nil, answer)}, nil
 	case <-ctx.Done():
 		state.CompareAndSwap(questionWaiting, questionAbandoned)
 		if sink := e.events.load(); sink != nil {
 			ev := strconv.AppendInt([]byte(`{"event":"input_cancelled","id":`), id, 10)
 			sink(append(ev, req[tail:]...))
 		}
-		return nil, ctx.Err()
+		return Reply{}, ctx.Err()
 	}
+}
+
+// askUser is the ask_user tool: q asked of the person behind the call
+// (AskPerson), the reply as the tool's result: {"answer": TEXT} (or the
+// form's object), {"declined": true}, or {"declined": true, "cancelled":
+// true} when the person dismissed the question.
+func (e *Engine) askUser(ctx context.Context, session string, q Question) ([]byte, error) {
+	r, err := e.AskPerson(ctx, session, q)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Action {
+	case ReplyAccept:
+		return append(append([]byte(`{"answer":`), r.Content...), '}'), nil
+	case ReplyCancel:
+		return []byte(`{"declined":true,"cancelled":true}`), nil
+	}
+	return []byte(`{"declined":true}`), nil
 }
 
 // userInput implements tools.Input.
 type userInput struct{ e *Engine }
 
-func (u userInput) Ask(ctx context.Context, session, prompt string) ([]byte, error) {
-	return u.e.askUser(ctx, session, prompt)
+func (u userInput) Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error) {
+	return u.e.askUser(ctx, session, Question{Message: prompt, Schema: schema})
 }

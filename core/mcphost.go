@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/clara-lib/clara/core/logging"
@@ -23,6 +24,13 @@ import (
 type mcpServing struct {
 	mu     sync.Mutex
 	server *mcp.Server
+	// calls counts the clients' tools/call running now, against
+	// mcp.max_calls: a client may send any number at once, and each C or
+	// Python tool's call holds a thread or two while it runs (its own, and
+	// its caller's waiting in C), so without a bound a client could exhaust
+	// the process's threads (issue 25, finding 1) before a single call ran
+	// past its deadline and limits.max_overdue_calls could count it.
+	calls atomic.Int64
 }
 
 // mcpHost is what the MCP server reaches of the engine.
@@ -46,6 +54,14 @@ func (h mcpHost) Tools() []mcp.ToolInfo {
 func (h mcpHost) Call(ctx context.Context, session, name string, args []byte, progress mcp.ProgressFunc) ([]byte, *protocol.Error) {
 	e := h.e
 	s := e.current.Load()
+	if max := int64(s.config.MCP.MaxCalls); e.mcp.calls.Add(1) > max {
+		e.mcp.calls.Add(-1)
+		perr := protocol.Errorf(protocol.ToolFailed, "tool %q was not started: %d calls of MCP clients are running, "+
+			"the most mcp.max_calls allows; try again once one has ended", name, max)
+		e.logFailure(name, perr)
+		return nil, perr
+	}
+	defer e.mcp.calls.Add(-1)
 	args, perr := mcpArguments(args, s.limits)
 	if perr != nil {
 		e.logFailure(name, perr)
@@ -91,7 +107,14 @@ func mcpArguments(args []byte, lim protocol.Limits) ([]byte, *protocol.Error) {
 	return doc, nil
 }
 
-func (h mcpHost) OnToolsChanged(fn func()) (stop func()) { return h.e.tools.OnChange(fn) }
+// OnToolsChanged signals a change of the tools, and of the remote
+// servers' resources and prompts (the configuration's come with a
+// configuration change, which always changes the registry).
+func (h mcpHost) OnToolsChanged(fn func()) (stop func()) {
+	stopTools := h.e.tools.OnChange(fn)
+	stopRemote := h.e.onRemoteCatalog(fn)
+	return func() { stopTools(); stopRemote() }
+}
 
 // ProgressFunc reports a running call's progress (MCP's
 // notifications/progress): done units of total (0 when unknown).
@@ -120,13 +143,19 @@ func ClientLogOf(ctx context.Context) ClientLogFunc {
 	return nil
 }
 
-// mcpServer returns the server, made when first needed. It holds no
-// [mcp] setting: each listen takes those in force when it is called.
+// mcpServer returns the server, made when first needed with the [mcp]
+// settings of the server as a whole (list_ttl_ms, max_waiting_calls,
+// wait_timeout_ms); each listen takes the listener's settings in force
+// when it is called.
 func (e *Engine) mcpServer() *mcp.Server {
 	e.mcp.mu.Lock()
 	defer e.mcp.mu.Unlock()
 	if e.mcp.server == nil {
-		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log,
+		c := e.current.Load().config.MCP
+		e.mcp.server = mcp.NewServer(mcpHost{e}, mcp.ServerOptions{Name: "clara", Version: Version, Logger: e.log, Telemetry: &e.tel,
+			ListTTL: time.Duration(c.ListTTLMS) * time.Millisecond, MaxWaitingCalls: c.MaxWaitingCalls,
+			WaitTimeout: time.Duration(c.WaitTimeoutMS) * time.Millisecond,
+			TaskAfter:   taskAfter(c.TaskAfterMS), TaskTTL: time.Duration(c.TaskTTLMS) * time.Millisecond,
 			OnSessionEnd: func(session string) {
 				if _, err := (adminTools{e}).EndSession(context.Background(), session); err != nil {
 					e.log.Logf(logging.Warn, "mcp: ending session %q: %v", session, err)

@@ -3,7 +3,10 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clara-lib/clara/core"
+	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -64,7 +68,7 @@ func serveEngine(t *testing.T, e *core.Engine) *mcpClient {
 		},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { c.changed <- struct{}{} },
 	})
-	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, legacyMCPSession)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -369,5 +373,130 @@ func TestMCP_arguments_are_an_object_within_the_limits(t *testing.T) {
 	res = c.call(t, "echo", nil, false)
 	if res.IsError || mustJSONText(t, res.StructuredContent) != `{}` {
 		t.Errorf("none: %+v %s", res, resultText(res))
+	}
+}
+
+// legacyMCPSession makes the SDK's client speak 2025-11-25's handshake and
+// sessions, what these tests check.
+var legacyMCPSession = &sdk.ClientSessionOptions{ProtocolVersion: mcp.LegacyProtocolVersion}
+
+// The configuration's resources and prompts are served under the policy
+// that governs tools, by name: a deny hides one from the lists, and
+// reading it answers "not found" (issue 30).
+func TestMCPResourcesUnderPolicy(t *testing.T) {
+	e := newEngine(t)
+	defer e.Close()
+	mustConfigure(t, e, `
+state_dir = ""
+[policy]
+deny = ["secret-note", "hidden_prompt"]
+
+[[resources]]
+name = "note"
+uri = "notes://note"
+text = "open"
+
+[[resources]]
+name = "secret-note"
+uri = "notes://secret"
+text = "closed"
+
+[[prompts]]
+name = "hidden_prompt"
+description = "denied"
+messages = [{ role = "user", text = "no" }]
+
+[[prompts]]
+name = "shown_prompt"
+description = "allowed"
+arguments = [{ name = "who", required = true }]
+messages = [{ role = "user", text = "Hello {who}" }]
+`)
+	c := serveEngine(t, e)
+	ctx := context.Background()
+	res, err := c.cs.ListResources(ctx, nil)
+	if err != nil || len(res.Resources) != 1 || res.Resources[0].URI != "notes://note" {
+		t.Fatalf("resources/list: %v %+v", err, res)
+	}
+	if read, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://note"}); err != nil || read.Contents[0].Text != "open" {
+		t.Errorf("resources/read: %v %+v", err, read)
+	}
+	if _, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://secret"}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a denied resource was read: %v", err)
+	}
+	prompts, err := c.cs.ListPrompts(ctx, nil)
+	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "shown_prompt" {
+		t.Fatalf("prompts/list: %v %+v", err, prompts)
+	}
+	got, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "shown_prompt", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "Hello Ada" {
+		t.Errorf("prompts/get: %v %+v", err, got)
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "shown_prompt"}); err == nil {
+		t.Errorf("a prompt without its required argument rendered")
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "hidden_prompt"}); err == nil {
+		t.Errorf("a denied prompt rendered")
+	}
+}
+
+// A remote server's resources and prompts are listed through Clara, under
+// their prefixed names and the policy, and read and rendered by the
+// server (issue 30, §4).
+func TestMCPRemoteResourcesAndPrompts(t *testing.T) {
+	remote := sdk.NewServer(&sdk.Implementation{Name: "remote", Version: "1"}, nil)
+	remote.AddResource(&sdk.Resource{URI: "notes://today", Name: "today", MIMEType: "text/plain"},
+		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "rain"}}}, nil
+		})
+	remote.AddPrompt(&sdk.Prompt{Name: "greet", Description: "greets", Arguments: []*sdk.PromptArgument{{Name: "who", Required: true}}},
+		func(_ context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "Hello " + req.Params.Arguments["who"]}}}}, nil
+		})
+	remote.AddPrompt(&sdk.Prompt{Name: "hidden", Description: "denied"},
+		func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "no"}}}}, nil
+		})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return remote }, nil))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() }) // after the engine's session ends
+
+	e := newEngine(t)
+	defer e.Close()
+	mustConfigure(t, e, fmt.Sprintf("state_dir = \"\"\n[policy]\ndeny = [\"r__hidden\"]\n[[mcp_servers]]\nname = \"r\"\nurl = %q\neager = true\n", srv.URL))
+	c := serveEngine(t, e)
+	ctx := context.Background()
+	var res *sdk.ListResourcesResult
+	waitForCond(t, func() bool {
+		var err error
+		res, err = c.cs.ListResources(ctx, nil)
+		return err == nil && len(res.Resources) == 1
+	}, "the remote resource in resources/list")
+	if r := res.Resources[0]; r.URI != "notes://today" || r.Name != "r__today" {
+		t.Errorf("resource: %+v", r)
+	}
+	if read, err := c.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "notes://today"}); err != nil || read.Contents[0].Text != "rain" {
+		t.Errorf("read: %v %+v", err, read)
+	}
+	prompts, err := c.cs.ListPrompts(ctx, nil)
+	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "r__greet" {
+		t.Fatalf("prompts/list: %v %+v", err, prompts)
+	}
+	got, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "r__greet", Arguments: map[string]string{"who": "Ada"}})
+	if err != nil || got.Messages[0].Content.(*sdk.TextContent).Text != "Hello Ada" {
+		t.Errorf("prompts/get: %v %+v", err, got)
+	}
+	if _, err := c.cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "r__hidden"}); err == nil {
+		t.Errorf("a denied remote prompt rendered")
+	}
+}
+
+func waitForCond(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

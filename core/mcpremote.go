@@ -33,6 +33,46 @@ type remoteServers struct {
 	// Lists a Manager delivered before it was put in force (its eager
 	// servers connect while the configuration is prepared).
 	early map[*mcp.Manager]map[string][]mcp.ToolSpec
+	// watchers hear that a server's resources or prompts changed (the
+	// MCP server, which serves them on).
+	watchMu  sync.Mutex
+	watchers map[int]func()
+	nextW    int
+}
+
+// currentManager is the Manager in force, nil when none.
+func (e *Engine) currentManager() *mcp.Manager {
+	e.remote.mu.Lock()
+	defer e.remote.mu.Unlock()
+	return e.remote.manager
+}
+
+// onRemoteCatalog arranges for fn to run when a remote server's resources
+// or prompts change; stop ends it.
+func (e *Engine) onRemoteCatalog(fn func()) (stop func()) {
+	r := &e.remote
+	r.watchMu.Lock()
+	if r.watchers == nil {
+		r.watchers = map[int]func(){}
+	}
+	id := r.nextW
+	r.nextW++
+	r.watchers[id] = fn
+	r.watchMu.Unlock()
+	return func() {
+		r.watchMu.Lock()
+		delete(r.watchers, id)
+		r.watchMu.Unlock()
+	}
+}
+
+func (e *Engine) remoteCatalogChanged(string) {
+	r := &e.remote
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	for _, fn := range r.watchers {
+		fn()
+	}
 }
 
 // preparedRemote is a configuration's servers, ready to commit.
@@ -189,7 +229,7 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	var err error
 	for k := range m {
 		switch k {
-		case "name", "command", "args", "env_from", "url", "headers_env", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
+		case "name", "command", "args", "env_from", "url", "headers_env", "oauth", "tools", "prefix", "eager", "init_timeout_ms", "timeout_ms", "replace",
 			"max_tools", "max_description_bytes", "max_schema_bytes":
 		default:
 			return sc, fmt.Errorf("unknown key %q", k)
@@ -229,6 +269,33 @@ func serverConfig(m map[string]any) (mcp.ServerConfig, error) {
 	}
 	if sc.HeadersEnv, err = variableTable(m, "headers_env", `{ Authorization = "OUR_VAR" }`); err != nil {
 		return sc, err
+	}
+	if v, ok := m["oauth"]; ok {
+		t, ok := v.(map[string]any)
+		if !ok {
+			return sc, fmt.Errorf(`oauth must be a table: { client_id_env = "VAR", client_secret_env = "VAR", redirect_url = "http://localhost:PORT/callback" }`)
+		}
+		o := &mcp.OAuthConfig{}
+		for k, v := range t {
+			s, isStr := v.(string)
+			switch {
+			case !isStr:
+				return sc, fmt.Errorf("oauth.%s must be a string", k)
+			case k == "client_id_env":
+				o.ClientIDEnv = s
+			case k == "client_secret_env":
+				o.ClientSecretEnv = s
+			case k == "redirect_url":
+				o.RedirectURL = s
+			case k == "grant" && (s == "authorization_code" || s == "client_credentials"):
+				o.ClientCredentials = s == "client_credentials"
+			case k == "grant":
+				return sc, fmt.Errorf(`oauth.grant must be "authorization_code" or "client_credentials", not %q`, s)
+			default:
+				return sc, fmt.Errorf("oauth: unknown key %q (client_id_env, client_secret_env, redirect_url, grant)", k)
+			}
+		}
+		sc.OAuth = o
 	}
 	if sc.InitTimeout, err = ms("init_timeout_ms"); err != nil {
 		return sc, err
@@ -339,9 +406,16 @@ func (e *Engine) prepareRemote(c *config.Config, netOpts llm.ClientOptions) (*pr
 	}
 	p.replace = replace
 	var m *mcp.Manager
-	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets,
+	m, err = mcp.NewManager(configs, mcp.ManagerOptions{Logger: e.log, HTTPClient: p.transport.HTTPClient(), Redactor: e.out.secrets, Telemetry: &e.tel,
 		ClientName: "clara", ClientVersion: Version, Getenv: e.env.Getenv,
-		OnToolsChanged: func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) }})
+		OnToolsChanged:   func(server string, tools []mcp.ToolSpec) { e.remoteToolsChanged(m, server, tools) },
+		OnCatalogChanged: e.remoteCatalogChanged,
+		// A server's question goes to the person behind the call, as
+		// ask_user's does.
+		Ask: func(ctx context.Context, session, message string, schema json.RawMessage) (string, json.RawMessage, error) {
+			r, err := e.AskPerson(ctx, session, Question{Message: message, Schema: schema})
+			return r.Action, r.Content, err
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("mcp_servers: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
+	"github.com/clara-lib/clara/core/mcp"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/secrets"
 	"github.com/clara-lib/clara/core/toolbox"
@@ -46,9 +47,12 @@ func newOutbound(log *logging.Logger, getenv func(string) string) outbound {
 // models is what a configuration decides of the outbound side.
 type models struct {
 	clientOptions llm.ClientOptions
-	chat          *llm.Chat       // nil: neither llm.base_url nor llm.model
-	evaluate      toolbox.Func    // nil: no evaluator.url
-	embed         *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
+	chat          *llm.Chat // nil: neither llm.base_url nor llm.model
+	// sampling asks the model of the MCP client a call came from, when
+	// chat is nil (issue 30).
+	sampling *llm.Chat
+	evaluate toolbox.Func    // nil: no evaluator.url
+	embed    *llm.Embeddings // nil: no llm.embedding_model (semantic.go)
 }
 
 // retries maps max_retries (0: none) to the llm package's convention.
@@ -105,9 +109,18 @@ func (e *Engine) prepareModels(c *config.Config, httpURLs []string) (*models, er
 		}
 		m.chat = chat
 	}
+	if m.chat == nil {
+		chat, err := llm.NewSamplingChat(e.out.client, llm.Config{Timeout: time.Duration(c.LLM.TimeoutMS) * time.Millisecond,
+			ContextWindow: c.LLM.ContextWindow, MaxTokens: c.LLM.MaxTokens,
+			MaxToolCalls: c.Limits.MaxToolCalls, MaxArgumentBytes: c.Limits.MaxRequestBytes, MaxDepth: c.Limits.MaxDepth}, e.out.convs)
+		if err != nil {
+			return nil, err
+		}
+		m.sampling = chat
+	}
 	if c.Evaluator.URL != "" {
 		f, err := llm.HTTPToolFunc(e.out.client, llm.Evaluator(c.Evaluator.URL,
-			time.Duration(c.Evaluator.TimeoutMS)*time.Millisecond, nil))
+			time.Duration(c.Evaluator.TimeoutMS)*time.Millisecond, nil, c.Limits.MaxDepth))
 		if err != nil {
 			return nil, fmt.Errorf("evaluator: %v", err)
 		}
@@ -135,7 +148,7 @@ func (e *Engine) commitModels(c *config.Config, m *models) {
 // secretVariables are the environment variables c names as holding
 // secrets: llm.api_key_env (or the provider's conventional one),
 // mcp.token_env, the headers_env of HTTP tools and of [[mcp_servers]],
-// and their env_from. Each is read again where it is used, and learnt
+// their env_from and their oauth's client_secret_env. Each is read again where it is used, and learnt
 // there too; reading them here makes them secrets before any use.
 func secretVariables(c *config.Config) []string {
 	names := []string{c.LLM.APIKeyEnv, c.MCP.TokenEnv}
@@ -171,6 +184,13 @@ func secretVariables(c *config.Config) []string {
 	tables(c.Tools, "http", "headers_env")
 	tables(c.MCPServers, "headers_env")
 	tables(c.MCPServers, "env_from")
+	for _, t := range c.MCPServers {
+		if o, ok := t["oauth"].(map[string]any); ok {
+			if v, ok := o["client_secret_env"].(string); ok {
+				names = append(names, v)
+			}
+		}
+	}
 	out := names[:0]
 	for _, n := range names {
 		if n != "" {
@@ -215,8 +235,15 @@ type modelTools struct{ e *Engine }
 
 func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error) {
 	s := m.e.current.Load()
-	if s.models.chat == nil {
-		return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.model, and llm.base_url for a server other than OpenAI's or Anthropic's)")
+	chat := s.models.chat
+	if chat == nil {
+		// No model of our own: the MCP client's, when the call came from
+		// one that offers it (sampling).
+		sample := mcp.SamplerOf(ctx)
+		if sample == nil {
+			return nil, protocol.Errorf(protocol.ToolFailed, "chat: no model is configured (set llm.model, and llm.base_url for a server other than OpenAI's or Anthropic's)")
+		}
+		chat, ctx = s.models.sampling, llm.WithSampler(ctx, llm.SampleFunc(sample))
 	}
 	host := &chatHost{e: m.e, s: s, session: call.Session, scope: call.Scope, stack: scopeOf(ctx).stack, handle: AsyncHandle(ctx)}
 	// A request that names no session is in "default", shared by every
@@ -225,7 +252,7 @@ func (m modelTools) Chat(ctx context.Context, call toolbox.Call) ([]byte, error)
 	if conversation == protocol.DefaultSession {
 		conversation = ""
 	}
-	out, err := s.models.chat.Run(ctx, host, conversation, call.Arguments)
+	out, err := chat.Run(ctx, host, conversation, call.Arguments)
 	// Every turn's start fires the batch of the turn before; a chat that
 	// ended between a turn's tool calls and the next turn (an error) fires
 	// what is left, its notices queued for the session.
@@ -257,6 +284,9 @@ func (m modelTools) History(ctx context.Context, caller, session string) ([]byte
 	if session == protocol.DefaultSession {
 		return []byte(`{"session":"default","turns":0,"messages":[]}`), nil
 	}
-	out := m.e.out.convs.History(nil, session)
+	out, err := m.e.out.convs.HistoryOf(ctx, nil, session) // the shared store's, with one
+	if err != nil {
+		return nil, err
+	}
 	return m.e.out.secrets.JSON(out), nil
 }

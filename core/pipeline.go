@@ -7,9 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/clara-lib/clara/core/llm"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/rules"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -32,6 +36,14 @@ type toolCall struct {
 	tool    *toolbox.Tool // looked up already (a host's request), or nil
 	rep     *report       // what the rules and callbacks say, for the envelope
 	state   *requestState // the host's request this call answers; nil for nested calls
+
+	// What an operator sees of it (observe.go).
+	ticket, parent toolbox.Ticket  // its decision id, reserved as it starts; its caller's
+	denial         denial          // who denied it, where the pipeline knows
+	span           trace.Span      // nil unless tracing
+	obsCtx         context.Context // the call's context when telemetry was on as it started: leaveCall's
+	chatStats      *llm.RunStats   // a chat's figures, filled by its loop
+	chatRec        *toolbox.ChatRecord
 	// The decisions beyond allow and deny (issue 28; decisions.go).
 	chat      *chatBudgets     // the chat whose model made the call (max_calls_per_chat); nil otherwise
 	ask       *askFor          // the call waits for a person's approval before it runs
@@ -76,6 +88,7 @@ type report struct {
 // callTool runs one call through the pipeline.
 func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result []byte, truncated bool, perr *protocol.Error) {
 	start := e.clock.now()
+	c.ticket = e.audit.Reserve()
 	t, ok := c.tool, c.tool != nil
 	if !ok {
 		t, ok = e.tools.Lookup(c.name)
@@ -83,6 +96,10 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 	if !ok {
 		perr = &protocol.Error{Code: protocol.UnknownTool, Message: "Tool not found: " + c.name}
 		e.record(start, e.clock.since(start), c, strings.Clone(c.name), perr)
+		if e.tel.On() {
+			c.obsCtx = ctx
+			e.leaveCall(c, nil, 0, nil, perr)
+		}
 		return nil, false, perr
 	}
 	var took time.Duration // measured once, for the rules and the audit
@@ -90,11 +107,22 @@ func (e *Engine) callTool(ctx context.Context, s *snapshot, c *toolCall) (result
 		if took == 0 {
 			took = e.clock.since(start)
 		}
+		if c.chatStats != nil {
+			c.chatRecord()
+		}
 		e.record(start, took, c, t.Name, perr)
+		if c.obsCtx != nil {
+			e.leaveCall(c, t, took, result, perr)
+		}
 	}()
 	// The request's policy also narrows what the rules this call fires may
 	// call (call_tool), directly or through the tools they call.
 	ctx = withCallScope(ctx, c)
+	if c.state != nil && !c.nested && t.Name != chatTool && !e.tel.On() {
+		c.state.enter(c) // the plain call: its request's state names it (observe.go)
+	} else {
+		ctx = e.enterCall(ctx, c, t)
+	}
 	if perr = e.admit(ctx, s, t, c); perr != nil {
 		return nil, false, perr
 	}
@@ -115,6 +143,7 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 	}
 	if c.nested {
 		if perr := onCallStack(ctx, t.Name); perr != nil {
+			c.denial.layer = callStackLayer
 			if c.rep.wantTrace {
 				c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: callStackLayer, Reason: "it is already running above this call"})
 			}
@@ -122,6 +151,7 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 		}
 	}
 	if s.admin(t) && c.nested && !s.config.Policy.AdminInNestedCalls {
+		c.denial.layer = "nested calls"
 		if c.rep.wantTrace {
 			c.rep.policy = append(c.rep.policy, toolbox.Verdict{Layer: "nested calls", Reason: adminOutOfReach})
 		}
@@ -143,6 +173,7 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 		// will run.
 		e.noteShadow(c, out.Shadow)
 		if out.Denied != nil {
+			c.denial = denial{layer: "rule", rule: out.Denied.Rule}
 			return protocol.Errorf(protocol.Denied, "tool %q denied by rule %q: %s", t.Name, out.Denied.Rule, out.Denied.Reason)
 		}
 		if out.Rewrite != nil {
@@ -152,6 +183,7 @@ func (e *Engine) admit(ctx context.Context, s *snapshot, t *toolbox.Tool, c *too
 		}
 		if out.Asked != nil {
 			c.ask = &askFor{rule: out.Asked.Rule, reason: out.Asked.Reason}
+			telemetry.RecordDecision(ctx, telemetry.Decision{Tool: t.Name, Layer: "rule", Rule: out.Asked.Rule, Outcome: telemetry.OutcomeAsk, Reason: out.Asked.Reason})
 		}
 	}
 	if t.NeedsApproval != nil && c.ask == nil {
@@ -187,7 +219,11 @@ func (e *Engine) execute(ctx context.Context, s *snapshot, t *toolbox.Tool, c *t
 			return nil, false, perr
 		}
 	}
-	if perr := t.Admit(c.session, start); perr != nil {
+	if s.shared != nil && t.Limits.RatePerMin > 0 {
+		if perr := e.sharedAdmit(ctx, s, t, c, start); perr != nil { // every process's calls in one window
+			return nil, false, perr
+		}
+	} else if perr := t.Admit(c.session, start); perr != nil {
 		return nil, false, perr
 	}
 	// The call may have been cancelled (clara_cancel, MCP's
@@ -301,13 +337,14 @@ func testModeResult(name string) []byte {
 // registered name, or a clone); the audit copies what else it keeps.
 func (e *Engine) record(start time.Time, took time.Duration, c *toolCall, tool string, perr *protocol.Error) {
 	r := toolbox.Record{Time: start, Session: c.session, Tool: tool, Duration: took, ID: c.id, Meta: c.meta, Decided: c.dec}
+	c.recordIDs(&r)
 	if perr != nil {
 		r.Code = perr.Code
 		if perr.Code == protocol.Denied {
 			r.Reason = perr.Message // policy and rules wrote it, not the caller
 		}
 	}
-	e.audit.Add(r, c.args)
+	e.audit.AddRecord(&r, c.args)
 }
 
 // logFailure logs a failed call: internal errors at error level with their
@@ -333,6 +370,11 @@ type callScope struct {
 	request *toolbox.Policy
 	depth   int
 	stack   *callFrame // the innermost running tool that made a nested call; nil at the top
+
+	// The calls' tree, for the audit (observe.go): the call this scope is
+	// of, the call that made it, the host's request's id (a copy).
+	self, parent toolbox.Ticket
+	requestID    []byte
 }
 
 // callFrame is one tool on the call stack: a tool that is running and made
@@ -379,7 +421,8 @@ func withCallScope(ctx context.Context, c *toolCall) context.Context {
 	}
 	next := &callScope{request: c.scope.Request}
 	if cur != nil {
-		next.depth, next.stack = cur.depth, cur.stack
+		*next = *cur
+		next.request = c.scope.Request
 	}
 	return context.WithValue(ctx, callScopeKey{}, next)
 }
@@ -402,6 +445,7 @@ func enterNested(ctx context.Context, caller string) (context.Context, error) {
 		return nil, fmt.Errorf("calls nested deeper than %d", rules.MaxChainDepth)
 	}
 	cs.depth++
+	cs.nestUnder(ctx)
 	if caller != "" && caller != chatTool {
 		cs.stack = &callFrame{tool: caller, up: cs.stack}
 	}

@@ -394,6 +394,7 @@ func (a adminTools) EnablePlugin(_ context.Context, name string, on bool) ([]byt
 	if err != nil {
 		return nil, loadRefusal(err, "plugin_enable: ", " (the rules in force are unchanged)")
 	}
+	e.announceRules(e.current.Load(), ruleChange{Plugin: name, Enabled: on})
 	return a.ListPlugins()
 }
 

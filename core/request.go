@@ -79,8 +79,12 @@ func (e *Engine) newToolCall(s *snapshot, r *protocol.Request, c *toolCall) *pro
 func (e *Engine) answerCall(ctx context.Context, dst []byte, s *snapshot, c *toolCall) []byte {
 	result, truncated, perr := e.callTool(withEmissionBudget(ctx, s), s, c)
 	extras := c.rep.extras()
+	var idBuf [40]byte
+	if e.showDecision(s, c) {
+		extras.DecisionID = c.ticket.AppendText(idBuf[:0])
+	}
 	if perr != nil {
-		e.logFailure(c.name, perr)
+		e.logCallFailure(c, perr)
 		return protocol.AppendErrorExtras(dst, c.id, perr, extras)
 	}
 	env := protocol.Success{ID: c.id, Tool: c.name, Result: result, Truncated: truncated, Extras: extras}

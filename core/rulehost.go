@@ -30,15 +30,11 @@ type ruleHost struct {
 var _ rules.Host = (*ruleHost)(nil)
 
 func (h *ruleHost) ApplyState(session string, writes []rules.StateWrite) error {
-	st, err := h.e.state.open(h.s, true)
-	if err != nil {
-		return err
-	}
 	ws := make([]state.Write, len(writes))
 	for i, w := range writes {
 		ws[i] = state.Write{Scope: rules.StateScope(session, w.Namespace), Key: w.Key, Value: w.Value}
 	}
-	return st.Apply(ws)
+	return h.e.stateErr(h.e.state.apply(h.s, ws))
 }
 
 func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map[string]any, depth int, trace bool) (*rules.Outcome, error) {
@@ -64,13 +60,9 @@ func (h *ruleHost) CallTool(ctx context.Context, session, tool string, args []by
 func (h *ruleHost) Log(level logging.Level, message string) { h.e.log.Log(level, message) }
 
 func (h *ruleHost) StateGet(session, key string) (any, bool, error) {
-	st, err := h.e.state.open(h.s, false)
-	if err != nil || st == nil {
-		return nil, false, err
-	}
-	raw, ok, err := st.Get(session, key)
+	raw, ok, err := h.e.state.get(h.s, session, key)
 	if err != nil || !ok {
-		return nil, false, err
+		return nil, false, h.e.stateErr(err)
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
@@ -87,6 +79,9 @@ type toolScriptHost struct {
 	session  string
 	scope    toolbox.Scope
 	progress ProgressFunc // the MCP client's, when it asked for progress
+	// clientLog is the MCP client's log, when the call came from one: a
+	// Lua tool's log() and print() reach it too.
+	clientLog ClientLogFunc
 }
 
 var (
@@ -115,6 +110,12 @@ func (h *toolScriptHost) CallTool(ctx context.Context, name string, args []byte)
 
 func (h *toolScriptHost) Log(level, message string) {
 	h.e.log.Log(logging.MessageLevel(level), message)
+	if h.clientLog != nil {
+		if level == "warn" {
+			level = "warning" // MCP's name of it
+		}
+		h.clientLog(level, message)
+	}
 }
 
 // nestedCall is a call made by a rule or a script (call_tool): through the

@@ -549,6 +549,38 @@ typedef void (*clara_log_fn)(void *userdata, int level, const char *message);
  */
 void clara_set_log_handler(clara_log_fn fn, void *userdata, int min_level);
 
+/* ---- The audit and telemetry (docs/observability.md) --------------------- */
+
+/*
+ * clara_audit_reopen - close and open again the audit file of audit.path.
+ *
+ * After logrotate (or anyone) renamed the file, records go on into the
+ * renamed one until this is called; then they go to a new file at
+ * audit.path. The same as the audit_reopen tool. Call it from the host's
+ * main loop when its SIGHUP handler has set a flag, never from the signal
+ * handler itself. Standard output and a rotation by audit.max_size_mb need
+ * no reopening (it does no harm).
+ *
+ * Threads:  any thread, concurrently with calls (none of their records is
+ *           lost or cut).
+ * Returns:  0, or -1 when the file cannot be opened again (the reason is
+ *           logged; records keep going to the file they went to).
+ */
+int clara_audit_reopen(void);
+
+/*
+ * clara_telemetry_flush - export what telemetry holds in its batches
+ * (spans, metrics, audit records as OTLP logs), waiting at most timeout_ms.
+ *
+ * Telemetry exports in the background; a process that exits at once would
+ * lose the last batch. Call it before exit (the Python package does, at
+ * interpreter exit). Without telemetry it returns 0 at once.
+ *
+ * Threads:  any thread.
+ * Returns:  0, or -1 when the export failed or did not end in time.
+ */
+int clara_telemetry_flush(int timeout_ms);
+
 /* ---- Events of chats ----------------------------------------------------- */
 
 /*

@@ -6,8 +6,9 @@ set -euo pipefail
 
 # python3-venv/-pip/-setuptools/-wheel build and install the Python package
 # offline (make wheel, make test-python); mypy type-checks it.
+# postgresql: the shared store's tests start a throwaway server (tests/pg.sh).
 build_pkgs=(gcc g++ make pkg-config ca-certificates libclips-dev valgrind python3
-            python3-venv python3-pip python3-setuptools python3-wheel mypy)
+            python3-venv python3-pip python3-setuptools python3-wheel mypy postgresql)
 # node and npm run the MCP tests: Debian's packages unless they are on PATH
 # already (NodeSource's nodejs bundles npm and conflicts with Debian's npm).
 command -v node >/dev/null 2>&1 || build_pkgs+=(nodejs)

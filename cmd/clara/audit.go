@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clara-lib/clara/core/config"
+	"github.com/clara-lib/clara/core/fsread"
 )
 
 func auditCommand(env *environment) *cobra.Command {
@@ -100,7 +101,7 @@ func (env *environment) auditPath() (string, error) {
 // records appended to it until ctx ends. A file that is truncated or
 // replaced (rotated) is read again from its start.
 func tailAudit(ctx context.Context, env *environment, path string, n int, follow bool) error {
-	f, err := os.Open(path)
+	f, err := fsread.Open(path) // a named pipe would block here, /dev/zero never end
 	for err != nil {
 		if !follow || !errors.Is(err, os.ErrNotExist) {
 			return failure("audit: %v", err)
@@ -110,7 +111,7 @@ func tailAudit(ctx context.Context, env *environment, path string, n int, follow
 			return nil
 		case <-time.After(followEvery):
 		}
-		f, err = os.Open(path)
+		f, err = fsread.Open(path)
 	}
 	defer func() { f.Close() }()
 	last, offset, err := lastLines(f, n)
@@ -134,7 +135,7 @@ func tailAudit(ctx context.Context, env *environment, path string, n int, follow
 		was, ferr := f.Stat()
 		if serr == nil && ferr == nil && (!os.SameFile(now, was) || now.Size() < offset) {
 			// Rotated or truncated: the new file from its start.
-			if g, err := os.Open(path); err == nil {
+			if g, err := fsread.Open(path); err == nil {
 				f.Close()
 				f, offset, partial = g, 0, nil
 			}

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,6 +68,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd, err := root.ExecuteC()
 	if env.engine != nil {
 		env.engine.Close()
+		// What telemetry still holds goes out before the process does.
+		_ = env.engine.FlushTelemetry(2 * time.Second)
 	}
 	if err == nil {
 		return exitOK

@@ -595,6 +595,45 @@ func TestAuditTail(t *testing.T) {
 	}
 }
 
+// TestAuditTail_reads_regular_files_only (issue 25, finding 2, review):
+// audit tail opened a named pipe the ordinary way and hung there, where
+// even SIGTERM could not end it, and read /dev/zero until memory ran out;
+// both are refused at once, saying what they are, from the configuration's
+// audit.path as from --file. The runs are bounded: 1.5 GB of address
+// space and 10 s each.
+func TestAuditTail_reads_regular_files_only(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "audit.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, "state_dir = \"\"\n[audit]\npath = \""+fifo+"\"\n")
+	for _, c := range []struct {
+		args []string
+		path string
+		what string
+	}{
+		{[]string{"--config", cfg, "audit", "tail"}, fifo, "a named pipe"},
+		{[]string{"audit", "tail", "-f", "--file", fifo}, fifo, "a named pipe"},
+		{[]string{"audit", "tail", "--file", "/dev/zero"}, "/dev/zero", "a device"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", `ulimit -v 1500000 && exec "$0" "$@"`, claraBin}, c.args...)...)
+		cmd.Dir, cmd.Env = dir, []string{"PATH=" + os.Getenv("PATH")}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if want := "clara: audit: " + c.path + " is " + c.what + ", not a regular file\n"; code != 1 || stderr.String() != want {
+			t.Errorf("%s: exit %d (%v), %q; want exit 1, %q", strings.Join(c.args, " "), code, err, stderr.String(), want)
+		}
+	}
+}
+
 // TestMCP_listen prints the URL it serves and stops on SIGTERM, exit 0.
 func TestMCP_listen(t *testing.T) {
 	cmd := invocation{}.command(t, "mcp", "--listen", "127.0.0.1:0")

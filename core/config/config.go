@@ -18,12 +18,15 @@ type Config struct {
 	Limits    Limits    `key:"limits" doc:"Default limits of tool calls and requests."`
 	Policy    Policy    `key:"policy" doc:"The configuration's layer of tool policy."`
 	Audit     Audit     `key:"audit" doc:"Where the record of every call goes besides the in-memory ring."`
+	Log       Log       `key:"log" doc:"Clara's own log (CLARA_LOG sets its level)."`
+	Telemetry Telemetry `key:"telemetry" doc:"OpenTelemetry traces, metrics and the audit as OTLP logs (see docs/observability.md). Off unless enabled here or by the OTEL_* variables of the environment."`
 	Rules     Rules     `key:"rules" doc:"The rule engine."`
 	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
 	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
 	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
 	Notices   Notices   `key:"notices" doc:"The notices waiting in a session's queue (notifications_drain, and a chat's next turn): how repeats are merged."`
 	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
+	Store     Store     `key:"store" doc:"Where the state that processes may share lives: rule state, rate windows, budgets, conversations, approvals, notices (see docs/deployment.md)."`
 
 	Network   Network   `key:"network" doc:"Outbound HTTP: which hosts the evaluator, HTTP tools and models may reach."`
 	Evaluator Evaluator `key:"evaluator" doc:"The evaluate tool: a JSON endpoint that answers requests (seed 000's daemon)."`
@@ -34,7 +37,12 @@ type Config struct {
 	// declared with the project (checked by the engine, which knows them).
 	Callbacks     []map[string]any `key:"callbacks" default:"[]" doc:"File-change callbacks declared with the project, beside those the callback_* tools create: [[callbacks]] tables with name, pattern and run (the script, for bash), and any of description, blocking, timeout_secs, success_message, cwd, one_at_a_time, once_per_batch, on_busy (\"queue\" or \"skip\"), pass_files (\"env\", \"args\" or \"stdin\"). Active for every session. See docs/callbacks.md."`
 	CallbackTools CallbackTools    `key:"callback_tools" doc:"Callbacks in a model's hands (seed 001): the callback tools offered to models, whether the scripts they write run, the panel they see."`
-	MCPServers    []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
+	// Resources and Prompts are the [[resources]] and [[prompts]] tables:
+	// what MCP clients read and ask for beside the tools (checked by the
+	// engine, which knows project_root and the policy).
+	Resources  []map[string]any `key:"resources" default:"[]" doc:"Resources served to MCP clients (resources/list, resources/read), governed by the policy as tools are, by name: [[resources]] tables with name, uri (or uri_template with {var} parts), and text or file (under project_root); optional title, description, mime_type, max_bytes, complete = { VAR = [values] }. See docs/mcp.md."`
+	Prompts    []map[string]any `key:"prompts" default:"[]" doc:"Prompts served to MCP clients (prompts/list, prompts/get), governed by the policy as tools are, by name: [[prompts]] tables with name, description, arguments = [{ name, description, required, values }] and messages = [{ role, text }] or [{ role, content = MCP content block }], {argument} replaced by its value. See docs/mcp.md."`
+	MCPServers []map[string]any `key:"mcp_servers" default:"[]" doc:"Remote MCP servers whose tools become Clara tools named NAME__TOOL, under Clara's policy, rules, limits and audit: [[mcp_servers]] tables with name, and command/args/env_from (stdio) or url/headers_env/oauth (Streamable HTTP); tools = { allow, deny }, prefix, eager, init_timeout_ms, timeout_ms, replace, max_tools, max_description_bytes, max_schema_bytes. See docs/mcp.md."`
 }
 
 // CallbackTools is the [callback_tools] table: what of the callbacks a
@@ -53,6 +61,17 @@ type MCP struct {
 	// the settings it started with.
 	MaxSessions          int `key:"max_sessions" default:"100" min:"1" max:"100000" doc:"The most MCP sessions open at once over HTTP, every listener together: an initialize beyond is refused with HTTP 503 and a JSON-RPC error until a session ends."`
 	SessionIdleTimeoutMS int `key:"session_idle_timeout_ms" default:"1800000" min:"1000" max:"86400000" doc:"An HTTP session that sends no request for this many milliseconds is ended, and its Clara session with it (session_end)."`
+	// Read when serving starts (the first listen or stdio serve after a
+	// stop): the server keeps them until clara_mcp_stop.
+	ListTTLMS       int `key:"list_ttl_ms" default:"5000" min:"0" max:"86400000" doc:"How long a client may keep tools/list, prompts/list and the resource lists before asking again (their ttlMs, cacheScope private); 0: not at all. Read when serving starts."`
+	MaxWaitingCalls int `key:"max_waiting_calls" default:"256" min:"1" max:"100000" doc:"The most tool calls of 2026-07-28 clients waiting between rounds for their client's answer (input_required); a call that would be one more is refused with an error result. Read when serving starts."`
+	TaskAfterMS     int `key:"task_after_ms" default:"2000" min:"0" max:"86400000" doc:"A tool call of a client that declared the tasks extension (io.modelcontextprotocol/tasks) and has not finished after this many milliseconds is answered with a task, followed with tasks/get; 0: never. Read when serving starts."`
+	TaskTTLMS       int `key:"task_ttl_ms" default:"3600000" min:"1000" max:"604800000" doc:"How long a task is kept from its creation (its ttlMs): then it is cancelled if it still runs, and forgotten. Read when serving starts."`
+	WaitTimeoutMS   int `key:"wait_timeout_ms" default:"600000" min:"1000" max:"86400000" doc:"How long a tool call waits for its 2026-07-28 client's next round (the answer to its input_required) before it is cancelled. Read when serving starts."`
+	// Read at each call, not at the listen: a client runs its calls at
+	// once, each on a goroutine (a C or Python tool's also on a thread), so
+	// their number is bounded whatever the transport.
+	MaxCalls int `key:"max_calls" default:"64" min:"1" max:"100000" doc:"The most tools/call requests of MCP clients running at once, every session and transport together (each may hold a thread while a C or Python tool runs): a call beyond is answered at once with an error (isError, tool_failed) until one ends."`
 }
 
 // KV is the [kv] table: the limits of the key-value store, in one session
@@ -70,6 +89,34 @@ type KV struct {
 type Notices struct {
 	DedupeWindowMS int `key:"dedupe_window_ms" default:"60000" min:"0" max:"86400000" doc:"A notice identical to one its session's queue received less than this many milliseconds before (the same rule or callback, message, priority, event and delivery), and not yet delivered, is not queued again: the queued one counts it (\"count\": N in notifications_drain). 0 queues every notice."`
 }
+
+// Store is the [store] table (issue 31): the embedded default, or one
+// PostgreSQL that every process of a deployment shares.
+type Store struct {
+	Backend            string        `key:"backend" default:"'sqlite'" check:"store_backend" doc:"\"sqlite\": each process keeps its own state, rule state in SQLite under state_dir, the rest in memory. \"postgres\": rule state, rate windows, budgets per session, conversations, pending approvals and session notices live in the PostgreSQL database url_env names, shared by every process that names it, and rules_load and plugin_enable reach every such process."`
+	URLEnv             string        `key:"url_env" default:"'CLARA_DATABASE_URL'" doc:"The environment variable holding the PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB), password included: the URL is never written in the configuration and never appears in a log line, an error or an envelope."`
+	PoolSize           int           `key:"pool_size" default:"8" min:"1" max:"1000" doc:"The most connections a process opens to PostgreSQL for calls (one more listens for the other processes' changes)."`
+	StatementTimeoutMS int           `key:"statement_timeout_ms" default:"2000" min:"1" max:"3600000" doc:"How long one use of PostgreSQL may take, waiting for a connection included, in milliseconds (never longer than the call's own deadline): past it the call answers unavailable, or falls back as on_unavailable says."`
+	RetentionHours     int           `key:"conversation_retention_hours" default:"720" min:"0" max:"876000" doc:"A conversation nobody continued for this many hours is deleted from PostgreSQL; 0 keeps them until session_end."`
+	OnUnavailable      OnUnavailable `key:"on_unavailable" doc:"What a call does, for each kind of shared state, when PostgreSQL cannot be reached in time: \"fail\" answers unavailable, naming the store; \"local\" carries on with this process's own (its SQLite state, its own windows and budgets, its memory), which is not merged back later."`
+}
+
+// OnUnavailable is the [store.on_unavailable] table.
+type OnUnavailable struct {
+	State         string `key:"state" default:"'fail'" check:"on_unavailable" doc:"Rule state (state_get, state_set, rules' set_state): \"local\" reads and writes the SQLite state under state_dir while PostgreSQL is away."`
+	Limits        string `key:"limits" default:"'fail'" check:"on_unavailable" doc:"rate_per_min and max_calls_per_session: \"fail\" refuses the call (a limit is never exceeded because of a fault); \"local\" counts in this process only."`
+	Conversations string `key:"conversations" default:"'fail'" check:"on_unavailable" doc:"A chat with a session and chat_history: \"local\" continues the conversation this process holds in memory."`
+	Approvals     string `key:"approvals" default:"'fail'" check:"on_unavailable" doc:"Calls held for approval: \"fail\" rejects them; \"local\" lets only this process's approval handler and approval_decide decide them."`
+	Notices       string `key:"notices" default:"'local'" check:"on_unavailable" doc:"Notices queued for a session: \"local\" keeps them in this process until a drain; \"fail\" drops them (logged), and notifications_drain answers unavailable."`
+}
+
+// The backends of store.backend and what store.on_unavailable may say.
+const (
+	BackendSQLite    = "sqlite"
+	BackendPostgres  = "postgres"
+	UnavailableFail  = "fail"
+	UnavailableLocal = "local"
+)
 
 // DocSearch is the [doc_search] table.
 type DocSearch struct {
@@ -118,7 +165,7 @@ type Limits struct {
 	TimeoutMS       int `key:"timeout_ms" default:"1000" min:"1" max:"86400000" doc:"A tool's deadline in milliseconds, unless its descriptor sets timeout_ms."`
 	MaxOutputBytes  int `key:"max_output_bytes" default:"65536" min:"1" max:"1073741824" doc:"A tool's output cap in bytes, unless its descriptor sets max_output_bytes: longer string results are truncated, larger JSON results are refused."`
 	MaxRequestBytes int `key:"max_request_bytes" default:"16777216" min:"1" max:"1073741824" doc:"Requests and events larger than this many bytes are refused with invalid_request; so are configuration texts, past this or 1 MiB, whichever is larger."`
-	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request."`
+	MaxDepth        int `key:"max_depth" default:"512" min:"1" max:"1048576" doc:"Requests nested deeper than this many arrays/objects are refused with invalid_request. The same bound holds for the arguments of a model's or an MCP client's tool call, and for a JSON result of a tool that is not built in or the evaluator's answer (tool_failed)."`
 	MaxToolCalls    int `key:"max_tool_calls" default:"1" min:"1" max:"256" doc:"The tool calls a chat may make unless it says max_tool_calls."`
 	MaxTurns        int `key:"max_turns" default:"0" min:"0" max:"10000" doc:"The model calls one chat may make unless it says max_turns, the last of them without tools so that the model answers; 0: no bound but max_tool_calls."`
 
@@ -148,7 +195,30 @@ type Policy struct {
 
 // Audit is the [audit] table.
 type Audit struct {
-	Path string `key:"path" default:"''" doc:"A JSONL file every call is appended to (one line per call); empty keeps only the in-memory ring that audit_tail reads. Must be a regular file."`
+	Path       string `key:"path" default:"''" doc:"Where every call is appended as one JSON line besides the in-memory ring that audit_tail reads: a regular file, a named pipe with a reader, \"-\" or \"/dev/stdout\" (standard output), \"/dev/stderr\"; empty keeps only the ring. audit_reopen (clara_audit_reopen) reopens it after a log rotation moved it."`
+	MaxSizeMB  int    `key:"max_size_mb" default:"0" min:"0" max:"1048576" doc:"Rotate the audit file when it reaches this many megabytes (the old one renamed with a timestamp beside it); 0 never rotates."`
+	MaxBackups int    `key:"max_backups" default:"0" min:"0" max:"100000" doc:"The most rotated audit files kept (0: all, unless max_age_days removes them)."`
+	MaxAgeDays int    `key:"max_age_days" default:"0" min:"0" max:"36500" doc:"Rotated audit files older than this many days are removed (0: kept)."`
+	Compress   bool   `key:"compress" default:"false" doc:"true gzips rotated audit files."`
+	// DecisionIDs puts the call's decision id into every envelope.
+	DecisionIDs bool `key:"decision_ids" default:"false" doc:"true: every envelope carries the call's decision_id, the id of its audit record, for a user to quote. It is there anyway when audit.path is set, when telemetry is on, and in an answer with a trace."`
+}
+
+// Log is the [log] table.
+type Log struct {
+	Format string `key:"format" default:"'text'" check:"log_format" doc:"\"text\": key=value lines; \"json\": one JSON object per message, on standard error and in the message a log handler receives."`
+}
+
+// Telemetry is the [telemetry] table.
+type Telemetry struct {
+	Enabled          bool   `key:"enabled" default:"false" doc:"true exports traces, metrics and logs over OTLP/HTTP to endpoint. The standard OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER (and _METRICS_, _LOGS_) variables turn them on as well; OTEL_SDK_DISABLED=true turns everything off."`
+	Endpoint         string `key:"endpoint" default:"''" doc:"The OTLP/HTTP base URL, e.g. \"http://localhost:4318\" (signals go to /v1/traces, /v1/metrics, /v1/logs). Empty: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318."`
+	ServiceName      string `key:"service_name" default:"''" doc:"service.name of what Clara exports. Empty: OTEL_SERVICE_NAME, else \"clara\"."`
+	Traces           bool   `key:"traces" default:"true" doc:"With enabled: export spans."`
+	Metrics          bool   `key:"metrics" default:"true" doc:"With enabled: export metrics."`
+	Logs             bool   `key:"logs" default:"true" doc:"With enabled: export every audit record as an OTLP log record."`
+	Content          bool   `key:"content" default:"false" doc:"true records prompts, answers, tool arguments and results on spans, after every secret Clara knows is cut out. Off, spans carry names, ids, sizes and outcomes only."`
+	MetricIntervalMS int    `key:"metric_interval_ms" default:"60000" min:"100" max:"86400000" doc:"How often metrics are exported, in milliseconds; OTEL_METRIC_EXPORT_INTERVAL, when set, wins."`
 }
 
 // Rules is the [rules] table.

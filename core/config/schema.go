@@ -143,9 +143,28 @@ var checks = map[string]func(string) error{
 		}
 		return nil
 	},
+	"log_format": func(s string) error {
+		switch s {
+		case "text", "json":
+			return nil
+		}
+		return fmt.Errorf("%q is not a log format (text, json)", s)
+	},
 	"rule_mode": func(s string) error {
 		if s != "enforce" && s != "shadow" {
 			return fmt.Errorf("%q is not a mode of rules (enforce, shadow)", s)
+		}
+		return nil
+	},
+	"store_backend": func(s string) error {
+		if s != BackendSQLite && s != BackendPostgres {
+			return fmt.Errorf("%q is not a store backend (sqlite, postgres)", s)
+		}
+		return nil
+	},
+	"on_unavailable": func(s string) error {
+		if s != UnavailableFail && s != UnavailableLocal {
+			return fmt.Errorf("%q is not what to do when the store is unavailable (fail, local)", s)
 		}
 		return nil
 	},

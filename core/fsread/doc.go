@@ -1,7 +1,8 @@
 // Package fsread is the one way Clara reads a file it was told to read: a
 // configuration file (CLARA_CONFIG, bin/clara --config), rule files and
 // rule tests, the Lua scripts rules name, Lua tools' lua_file, plugin
-// folders, and the callbacks' own files under the state directory.
+// folders, the callbacks' own files under the state directory, and the
+// audit file bin/clara audit tail reads.
 //
 // File reads a regular file of at most a given size: a named pipe, a
 // device (/dev/zero, /dev/urandom), a socket or a directory is refused
@@ -9,6 +10,10 @@
 // changed in between; the open never blocks (O_NONBLOCK) and never makes
 // a terminal the controlling one. A file that grows past the bound while
 // it is read is refused too, so nothing is ever read without end.
+//
+// Open opens a regular file the same way, for a reader that follows a file
+// as it grows (the audit file, which has no size bound) and bounds what it
+// keeps itself.
 //
 // In reads a file the same way, and only if it lies inside a root folder
 // once every symbolic link is resolved: it opens the file through an

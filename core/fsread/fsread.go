@@ -54,6 +54,31 @@ func File(path string, max int64) ([]byte, error) {
 	return readOpen(f, path, max)
 }
 
+// Open opens the regular file at path for a reader that follows it as it
+// grows (bin/clara audit tail), checked as File checks: a named pipe, a
+// device or a directory is refused, and the open never blocks. Reading it
+// is the caller's, who bounds what it keeps.
+func Open(path string) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil {
+		if err := regular(path, info); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = regular(path, info)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // In reads the regular file at path (absolute, or relative to the working
 // directory), of at most max bytes, if it lies inside the folder root
 // once symbolic links are resolved; otherwise the error wraps ErrOutside.

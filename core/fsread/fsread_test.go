@@ -54,6 +54,13 @@ func TestFile_regularFilesOnly(t *testing.T) {
 		for name, read := range map[string]func() error{
 			"File": func() error { _, err := fsread.File(c.path, 1<<20); return err },
 			"In":   func() error { _, err := fsread.In("/", c.path, 1<<20); return err },
+			"Open": func() error {
+				f, err := fsread.Open(c.path)
+				if err == nil {
+					f.Close()
+				}
+				return err
+			},
 		} {
 			err := quickly(t, name+" "+c.path, read)
 			if err == nil || err.Error() != c.want || !errors.Is(err, fsread.ErrNotRegular) {

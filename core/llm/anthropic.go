@@ -293,6 +293,10 @@ func (anthropic) decode(body []byte) (modelReply, error) {
 	r := newJSONReader(body)
 	r.object(func(k []byte) {
 		switch string(k) {
+		case "id":
+			reply.ID = r.strOrNull()
+		case "model":
+			reply.Model = r.strOrNull()
 		case "type":
 			kind = r.strOrNull()
 		case "content":

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/toolbox"
 )
 
 // Limits of one chat's arguments and of one model message.
@@ -46,6 +47,10 @@ type ToolSpec struct {
 	Name        string
 	Description string
 	InputSchema json.RawMessage // nil: any object
+	// ReturnsContent: the tool's result is MCP content blocks
+	// (toolbox.ReturnsContent): the model reads their text, and the
+	// chat's result keeps the blocks for the host.
+	ReturnsContent bool
 }
 
 // Turn is context.turn for on_turn_start and on_turn_end.
@@ -227,6 +232,9 @@ type Chat struct {
 	client *Client
 	cfg    Config
 	convs  *Conversations
+	// sampling: the chat has no model of its own and asks the MCP
+	// client's (NewSamplingChat).
+	sampling bool
 }
 
 // NewChat checks cfg and returns a Chat calling the model through client.
@@ -474,7 +482,7 @@ type chatResult struct {
 }
 
 // appendJSON writes the result:
-// {"content","result"?,"tool_calls":[{"name","arguments","status","error"?,"duration_ms"}],"finish_reason","usage","turns"}.
+// {"content","result"?,"tool_calls":[{"name","arguments","status","error"?,"duration_ms","content"?}],"finish_reason","usage","turns"}.
 func (res *chatResult) appendJSON(b []byte) []byte {
 	b = append(b, `{"content":`...)
 	b = protocol.AppendString(b, res.Content)
@@ -500,6 +508,10 @@ func (res *chatResult) appendJSON(b []byte) []byte {
 		}
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendFloat(b, t.DurationMS, 'f', -1, 64)
+		if t.Content != nil {
+			b = append(b, `,"content":`...)
+			b = append(b, t.Content...)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"finish_reason":`...)
@@ -517,6 +529,9 @@ type toolRecord struct {
 	Status     string          `json:"status"`
 	Error      string          `json:"error,omitempty"`
 	DurationMS float64         `json:"duration_ms"`
+	// Content is what a tool that returns content blocks returned: the
+	// model read their text, the host gets the blocks.
+	Content json.RawMessage `json:"content,omitempty"`
 }
 
 // chatRun is the state of one Run.
@@ -524,7 +539,8 @@ type chatRun struct {
 	ch      *Chat
 	host    Host
 	offered map[string]bool
-	own     *ownTools // set_result and finish; nil without a result_schema
+	content map[string]bool // the offered tools that return content blocks
+	own     *ownTools       // set_result and finish; nil without a result_schema
 	req     modelRequest
 
 	progressMu sync.Mutex
@@ -542,8 +558,9 @@ type chatRun struct {
 	records    []toolRecord
 	pending    []string // notices for the next call
 	collected  []string // every notice this chat received, kept when it fails
-	maxTurns   int      // model calls this chat may make (0: no bound but max_tool_calls)
-	prompt     string   // the prompt as the model saw it, for on_answer
+	stats      *RunStats
+	maxTurns   int    // model calls this chat may make (0: no bound but max_tool_calls)
+	prompt     string // the prompt as the model saw it, for on_answer
 }
 
 // Run runs one chat: args are the chat tool's arguments, session ("" for
@@ -555,7 +572,7 @@ func (ch *Chat) Run(ctx context.Context, host Host, session string, args []byte)
 	if perr != nil {
 		return nil, perr
 	}
-	r := &chatRun{ch: ch, host: host}
+	r := &chatRun{ch: ch, host: host, stats: runStatsOf(ctx)}
 	res, err := r.run(ctx, a, session)
 	// The last events (seed 003's error and finished) say how it ended.
 	if err != nil {
@@ -580,10 +597,16 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if a.Model != "" {
 		r.req.Model = a.Model
 	}
-	if r.req.Model == "" {
-		return nil, protocol.Errorf(protocol.InvalidArgs, "chat: no model: set llm.model or give model")
+	var ep *endpoint
+	var err error
+	if ch.sampling {
+		ep, err = ch.samplingEndpoint(ctx)
+	} else {
+		if r.req.Model == "" {
+			return nil, protocol.Errorf(protocol.InvalidArgs, "chat: no model: set llm.model or give model")
+		}
+		ep, err = ch.endpointFor(r.req.Model)
 	}
-	ep, err := ch.endpointFor(r.req.Model)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.ToolFailed, "%v", err)
 	}
@@ -596,7 +619,7 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if a.MaxTokens != nil {
 		r.req.MaxTokens = *a.MaxTokens
 	}
-	r.req.Stream = a.Stream
+	r.req.Stream = a.Stream && ep.sample == nil // sampling answers whole
 	maxCalls := ch.cfg.MaxToolCalls
 	if a.MaxToolCalls != nil {
 		maxCalls = *a.MaxToolCalls
@@ -610,6 +633,10 @@ func (r *chatRun) run(ctx context.Context, a *chatArgs, session string) (*chatRe
 	if session != "" && ch.convs != nil {
 		var err error
 		if conv, err = ch.convs.acquire(ctx, session); err != nil {
+			var pe *protocol.Error
+			if errors.As(err, &pe) {
+				return nil, pe // the conversations' store failed (issue 31)
+			}
 			if errors.Is(err, context.Canceled) {
 				return nil, protocol.Errorf(protocol.ToolFailed, "chat: cancelled while waiting for the previous chat of session %q", session)
 			}
@@ -736,6 +763,12 @@ func (r *chatRun) offer(specs []ToolSpec, names []string) {
 				s.InputSchema = nil // it goes into the request as it is: never let it break the request
 			}
 			r.offered[s.Name] = true
+			if s.ReturnsContent {
+				if r.content == nil {
+					r.content = map[string]bool{}
+				}
+				r.content[s.Name] = true
+			}
 			r.req.Tools = append(r.req.Tools, s)
 		}
 	}
@@ -750,6 +783,7 @@ func (r *chatRun) loop(ctx context.Context, toolsOn bool, maxCalls int) (*chatRe
 		r.turns++
 		r.chatTurns++
 		res.Turns = r.chatTurns
+		r.stats.turn()
 		if r.maxTurns > 0 && res.Turns >= r.maxTurns {
 			final = true // the last turn: the model answers without tools
 		}
@@ -929,7 +963,7 @@ func (r *chatRun) runTools(ctx context.Context, calls []toolCall, maxCalls int) 
 						r.ch.client.settings.Load().log.Logf(logging.Error, "llm: %v", perr.Cause)
 					}
 				}()
-				result, perr = r.host.CallTool(ctx, tc.Name, args)
+				result, perr = r.host.CallTool(r.ch.withToolCallID(ctx, tc.ID), tc.Name, args)
 			}()
 			answers[i] = r.answer(tc, rec, result, perr, time.Since(start))
 		}()
@@ -954,7 +988,12 @@ func (r *chatRun) answer(tc *toolCall, rec *toolRecord, result []byte, perr *pro
 		ev.Message = red.String(perr.Message)
 	} else {
 		rec.Status = "success"
-		m.Content = resultText(result)
+		if r.content[tc.Name] {
+			m.Content = toolbox.ContentText(result)
+			rec.Content = json.RawMessage(append([]byte(nil), result...))
+		} else {
+			m.Content = resultText(result)
+		}
 		// The host sees what the tool answered (seed 003's toolResult),
 		// never a secret of the configuration's.
 		ev.Result = eventValue(red.JSON(result))

@@ -22,6 +22,7 @@ import (
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
 	"github.com/clara-lib/clara/core/secrets"
+	"github.com/clara-lib/clara/core/telemetry"
 )
 
 // Defaults of ClientOptions and Request fields left at zero.
@@ -102,6 +103,7 @@ type Client struct {
 	settings  atomic.Pointer[clientSettings]
 	gen       atomic.Uint64
 	redactor  *secrets.Redactor
+	tel       atomic.Pointer[telemetry.T] // nil: none (observe.go)
 }
 
 // NewClient returns a Client configured with o.
@@ -334,6 +336,7 @@ type call struct {
 	s        *clientSettings
 	method   string
 	describe string // "POST http://host/path": no query, no credentials
+	host     string
 	maxBytes int64
 	timeout  time.Duration
 	parent   context.Context
@@ -369,6 +372,7 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 		return protocol.Errorf(protocol.ToolFailed, "the URL for %s carries credentials; give them with headers_env instead", u.Host)
 	}
 	cr.describe = cr.method + " " + u.Scheme + "://" + u.Host + u.EscapedPath()
+	cr.host = u.Hostname()
 	if !s.hosts.allows(u.Hostname()) {
 		return &protocol.Error{Code: protocol.Denied, Message: fmt.Sprintf("%s: host %q is %s", cr.describe, u.Hostname(), s.hosts.refusal())}
 	}
@@ -410,6 +414,7 @@ func (c *Client) send(ctx context.Context, req *Request, finish func(context.Con
 		}
 		hreq.Header = header.Clone()
 		hreq.ContentLength = int64(len(req.Body))
+		c.telemetry().InjectHeader(ctx, hreq.Header) // traceparent, with telemetry on
 		resp, err := c.http.Do(hreq)
 		if err != nil {
 			var denied *dialDeniedError
@@ -465,6 +470,7 @@ func (cr *call) pause(ctx context.Context, attempt, retries int, wait time.Durat
 		return false
 	}
 	cr.s.log.Logf(logging.Info, "llm: %s: %s; retry %d of %d in %v", cr.describe, why, attempt+1, retries, wait.Round(time.Millisecond))
+	cr.c.telemetry().Retry(ctx, cr.host, why)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -3,9 +3,12 @@ package llm
 import (
 	"container/list"
 	"context"
+	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/clara-lib/clara/core/protocol"
 )
@@ -32,6 +35,38 @@ type Conversations struct {
 	maxConvs int
 	m        map[string]*conversation
 	lru      *list.List // of *conversation, most recently used first
+	// store, when set, keeps every conversation outside the process (the
+	// shared store, issue 31): a chat reads its session's conversation
+	// there when it starts and writes it back when it ends.
+	store atomic.Pointer[conversationBacking]
+}
+
+// ConversationStore keeps conversations outside the process, each an
+// opaque text with a version that only the holder of that version may
+// replace (a compare and swap), so that chats of one session in two
+// processes never overwrite each other unseen.
+type ConversationStore interface {
+	LoadConversation(ctx context.Context, session string) (data []byte, version int64, err error)
+	StoreConversation(ctx context.Context, session string, data []byte, version int64) (bool, error)
+	ForgetConversation(ctx context.Context, session string) error
+}
+
+type conversationBacking struct {
+	store ConversationStore
+	local bool // when the store fails, go on with the conversation in memory
+	log   func(error)
+}
+
+// SetStore keeps conversations in store from now on (nil: in memory).
+// When the store fails, local goes on with the conversation this process
+// holds; otherwise the chat fails with the store's error. log hears every
+// failure.
+func (c *Conversations) SetStore(store ConversationStore, local bool, log func(error)) {
+	if store == nil {
+		c.store.Store(nil)
+		return
+	}
+	c.store.Store(&conversationBacking{store: store, local: local, log: log})
 }
 
 // conversation is one session's history. Only the chat holding lock
@@ -51,6 +86,12 @@ type conversation struct {
 	turns       int      // model calls so far
 	lastTokens  int      // prompt plus completion tokens of the last call
 	notices     []string // raised by rules but not yet seen by the model
+
+	// With a store: the version read when the chat started, and how many
+	// messages and turns were read then (what the chat adds comes after).
+	backed           *conversationBacking
+	version          int64
+	readMsgs, readTs int
 }
 
 // NewConversations returns an empty store; zero limits mean the defaults.
@@ -83,6 +124,11 @@ func (c *Conversations) Forget(session string) {
 		c.removeLocked(conv)
 	}
 	c.mu.Unlock()
+	if b := c.store.Load(); b != nil {
+		if err := b.store.ForgetConversation(context.Background(), session); err != nil {
+			b.log(err)
+		}
+	}
 }
 
 // ForgetAll drops every conversation (clara_reset).
@@ -117,17 +163,136 @@ func (c *Conversations) acquire(ctx context.Context, session string) (*conversat
 	c.mu.Unlock()
 	select {
 	case conv.lock <- struct{}{}:
-		return conv, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	conv.backed = nil
+	if b := c.store.Load(); b != nil {
+		if err := conv.read(ctx, b); err != nil {
+			b.log(err)
+			if !b.local {
+				<-conv.lock
+				return nil, err
+			}
+		} else {
+			conv.backed = b
+		}
+	}
+	return conv, nil
+}
+
+// read replaces what conv holds by the store's version of it.
+func (conv *conversation) read(ctx context.Context, b *conversationBacking) error {
+	data, version, err := b.store.LoadConversation(ctx, conv.session)
+	if err != nil {
+		return err
+	}
+	var sc storedConversation
+	if data != nil {
+		if err := json.Unmarshal(data, &sc); err != nil {
+			return errors.New("the stored conversation of session " + strconv.Quote(conv.session) + " does not read: " + err.Error())
+		}
+	}
+	conv.messages, conv.turns, conv.lastTokens, conv.notices = sc.messages(), sc.Turns, sc.LastTokens, sc.Notices
+	conv.version, conv.readMsgs, conv.readTs = version, len(conv.messages), sc.Turns
+	return nil
+}
+
+// write stores what the chat left in conv. When another process stored
+// the conversation meanwhile, what this chat added goes after what it
+// stored, and the store is tried again.
+func (conv *conversation) write(b *conversationBacking, max int) {
+	ctx := context.Background() // the store bounds each use by its own timeout
+	added := conv.messages[min(conv.readMsgs, len(conv.messages)):]
+	addedTurns := conv.turns - conv.readTs
+	for attempt := 0; attempt < 5; attempt++ {
+		data, err := json.Marshal(storeConversation(conv, trimHistory(conv.messages, max)))
+		if err == nil {
+			var ok bool
+			ok, err = b.store.StoreConversation(ctx, conv.session, data, conv.version)
+			if ok {
+				return
+			}
+			if err == nil {
+				notices := conv.notices
+				if err = conv.read(ctx, b); err == nil {
+					conv.messages = append(conv.messages, added...)
+					conv.turns += addedTurns
+					conv.notices = notices
+					continue
+				}
+			}
+		}
+		b.log(err)
+		return
+	}
+	b.log(errors.New("the conversation of session " + strconv.Quote(conv.session) + " was not stored: other chats of the session kept storing theirs first"))
+}
+
+// storedConversation is a conversation as the store keeps it.
+type storedConversation struct {
+	Messages   []storedMessage `json:"messages"`
+	Turns      int             `json:"turns"`
+	LastTokens int             `json:"last_tokens"`
+	Notices    []string        `json:"notices,omitempty"`
+}
+
+type storedMessage struct {
+	Role       string       `json:"role"`
+	Content    string       `json:"content"`
+	ToolCalls  []storedCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
+	ToolName   string       `json:"tool_name,omitempty"`
+	IsError    bool         `json:"is_error,omitempty"`
+}
+
+type storedCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Signature string `json:"signature,omitempty"`
+	MadeID    bool   `json:"made_id,omitempty"`
+}
+
+func storeConversation(conv *conversation, msgs []message) *storedConversation {
+	sc := &storedConversation{Messages: make([]storedMessage, len(msgs)), Turns: conv.turns, LastTokens: conv.lastTokens, Notices: conv.notices}
+	for i, m := range msgs {
+		sm := storedMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, ToolName: m.ToolName, IsError: m.IsError}
+		for _, tc := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, storedCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Signature: tc.Signature, MadeID: tc.madeID})
+		}
+		sc.Messages[i] = sm
+	}
+	return sc
+}
+
+func (sc *storedConversation) messages() []message {
+	if len(sc.Messages) == 0 {
+		return nil
+	}
+	out := make([]message, len(sc.Messages))
+	for i, sm := range sc.Messages {
+		m := message{Role: sm.Role, Content: sm.Content, ToolCallID: sm.ToolCallID, ToolName: sm.ToolName, IsError: sm.IsError}
+		for _, tc := range sm.ToolCalls {
+			m.ToolCalls = append(m.ToolCalls, toolCall{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Signature: tc.Signature, madeID: tc.MadeID})
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // release stores what the chat left in conv, cut to the limit, and lets
 // the next chat of the session in.
 func (c *Conversations) release(conv *conversation) {
 	c.mu.Lock()
-	conv.messages = trimHistory(conv.messages, c.maxMsgs)
+	max := c.maxMsgs
+	c.mu.Unlock()
+	if b := conv.backed; b != nil {
+		conv.write(b, max)
+		conv.backed = nil
+	}
+	c.mu.Lock()
+	conv.messages = trimHistory(conv.messages, max)
 	conv.stored, conv.storedTurns = conv.messages, conv.turns
 	c.mu.Unlock()
 	<-conv.lock
@@ -172,6 +337,32 @@ func (c *Conversations) History(dst []byte, session string) []byte {
 		msgs, turns = conv.stored, conv.storedTurns
 	}
 	c.mu.Unlock()
+	return appendHistory(dst, session, msgs, turns)
+}
+
+// HistoryOf is History read from the store when there is one (the
+// conversation as any process last left it); with local, a store that
+// fails leaves History's answer.
+func (c *Conversations) HistoryOf(ctx context.Context, dst []byte, session string) ([]byte, error) {
+	b := c.store.Load()
+	if b == nil {
+		return c.History(dst, session), nil
+	}
+	conv := &conversation{session: session}
+	if err := conv.read(ctx, b); err != nil {
+		b.log(err)
+		if !b.local {
+			return nil, err
+		}
+		return c.History(dst, session), nil
+	}
+	c.mu.Lock()
+	max := c.maxMsgs
+	c.mu.Unlock()
+	return appendHistory(dst, session, trimHistory(conv.messages, max), conv.turns), nil
+}
+
+func appendHistory(dst []byte, session string, msgs []message, turns int) []byte {
 	dst = append(dst, `{"session":`...)
 	dst = protocol.AppendString(dst, session)
 	dst = append(dst, `,"turns":`...)

@@ -35,6 +35,11 @@ type HTTPTool struct {
 	// StrictJSON refuses an answer that is not JSON (tool_failed): the
 	// evaluator's contract.
 	StrictJSON bool
+	// MaxDepth bounds the nesting of a JSON answer (0: 10000): a deeper
+	// one is refused (tool_failed). The evaluator, a built-in tool whose
+	// result the toolbox takes as it is, gives limits.max_depth; the
+	// toolbox holds an HTTP tool's result to it itself.
+	MaxDepth int
 }
 
 // check validates t and fills in its defaults.
@@ -72,9 +77,9 @@ func (t *HTTPTool) check() error {
 
 // Evaluator returns the HTTPTool of the evaluator (SPEC §10.1): it POSTs
 // the arguments and its answer must be JSON.
-func Evaluator(url string, timeout time.Duration, headersEnv map[string]string) HTTPTool {
+func Evaluator(url string, timeout time.Duration, headersEnv map[string]string, maxDepth int) HTTPTool {
 	return HTTPTool{Name: "evaluate", URL: url, Method: http.MethodPost, Timeout: timeout,
-		HeadersEnv: headersEnv, Returns: toolbox.ReturnsJSON, StrictJSON: true}
+		HeadersEnv: headersEnv, Returns: toolbox.ReturnsJSON, StrictJSON: true, MaxDepth: maxDepth}
 }
 
 // HTTPToolFunc returns the toolbox.Func running t through c. It honours
@@ -114,11 +119,19 @@ func HTTPToolFunc(c *Client, t HTTPTool) (toolbox.Func, error) {
 			return nil, err
 		}
 		body := resp.Body
+		if t.Returns == toolbox.ReturnsString {
+			return body, nil
+		}
+		depth := t.MaxDepth
+		if depth <= 0 {
+			depth = 10000
+		}
+		_, serr := protocol.Scan(body, depth)
 		switch {
-		case t.Returns == toolbox.ReturnsString:
+		case serr == nil:
 			return body, nil
-		case json.Valid(body):
-			return body, nil
+		case serr.TooDeep:
+			return nil, protocol.Errorf(protocol.ToolFailed, "%s %s answered JSON nested deeper than limits.max_depth (%d)", t.Method, t.URL, depth)
 		case t.StrictJSON:
 			return nil, protocol.Errorf(protocol.ToolFailed, "%s %s answered %d with a body that is not JSON: %s",
 				t.Method, t.URL, resp.StatusCode, shorten(strings.Join(strings.Fields(string(body)), " "), excerptBytes))

@@ -45,7 +45,7 @@ func TestEvaluator(t *testing.T) {
 	srv := serveScripts(t, "evaluator")
 	env := map[string]string{"EV_KEY": "ev-secret-42"}
 	c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL()}, Getenv: func(k string) string { return env[k] }})
-	run, err := HTTPToolFunc(c, Evaluator(srv.BaseURL("evaluator")+"/evaluate", 2*time.Second, map[string]string{"X-Key": "EV_KEY"}))
+	run, err := HTTPToolFunc(c, Evaluator(srv.BaseURL("evaluator")+"/evaluate", 2*time.Second, map[string]string{"X-Key": "EV_KEY"}, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestEvaluator(t *testing.T) {
 func TestEvaluator_unreachable(t *testing.T) {
 	srv := serveScripts(t) // no script: nothing listens under /gone, and the server is closed below
 	c := newTestClient(t, ClientOptions{ImplicitHosts: []string{srv.URL()}})
-	run, err := HTTPToolFunc(c, Evaluator(srv.URL()+"/evaluate", time.Second, nil))
+	run, err := HTTPToolFunc(c, Evaluator(srv.URL()+"/evaluate", time.Second, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,6 +159,10 @@ func (openAI) decode(body []byte) (modelReply, error) {
 	r := newJSONReader(body)
 	r.object(func(k []byte) {
 		switch string(k) {
+		case "id":
+			reply.ID = r.strOrNull()
+		case "model":
+			reply.Model = r.strOrNull()
 		case "choices":
 			if r.null() {
 				return
@@ -357,6 +361,10 @@ func (s *oaStream) chunk(data []byte, token func(string)) error {
 	r := newJSONReader(data)
 	r.object(func(k []byte) {
 		switch string(k) {
+		case "id":
+			s.reply.ID = r.strOrNull()
+		case "model":
+			s.reply.Model = r.strOrNull()
 		case "choices":
 			if r.null() {
 				return

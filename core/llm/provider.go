@@ -91,6 +91,7 @@ func DefaultBaseURL(provider, model string) string {
 type endpoint struct {
 	cfg      Config
 	provider provider
+	sample   SampleFunc // set: the MCP client's model, by sampling (no HTTP)
 }
 
 // endpointFor resolves the provider (llm.provider, else the model's
@@ -207,6 +208,7 @@ type modelRequest struct {
 
 // modelReply is the model's answer, decoded.
 type modelReply struct {
+	ID, Model    string // the response's id and the model that answered, when the provider says
 	Content      string
 	ToolCalls    []toolCall
 	FinishReason string // normalised: stop, length, tool_calls, content_filter, or the provider's own
@@ -327,14 +329,16 @@ func (c *Config) check() error {
 // Client knows is cut out of what comes back, after decoding (a key the
 // server wrote with escapes decodes into plain text): the reply's texts,
 // the tokens (a secret split across deltas included) and the error.
-func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
+func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(string)) (reply modelReply, err error) {
+	ctx, done := ch.observeModel(ctx, r)
+	defer func() { done(&reply, err) }()
 	red := ch.client.redactor
 	var tokens *secrets.Stream
 	if token != nil {
 		tokens = red.NewStream(token)
 		token = tokens.Write
 	}
-	reply, err := ch.exchange(ctx, r, token)
+	reply, err = ch.exchange(ctx, r, token)
 	if tokens != nil {
 		tokens.Flush()
 	}
@@ -358,6 +362,9 @@ func (ch *Chat) callModel(ctx context.Context, r *modelRequest, token func(strin
 // exchange is one model call: the request, the answer decoded.
 func (ch *Chat) exchange(ctx context.Context, r *modelRequest, token func(string)) (modelReply, error) {
 	ep := r.endpoint
+	if ep.sample != nil {
+		return ch.sampleExchange(ctx, r)
+	}
 	path, body, err := ep.provider.encode(r)
 	if err != nil {
 		return modelReply{}, protocol.InternalError(err)

@@ -78,11 +78,21 @@ type Sink func(level Level, message string)
 // Logger is a leveled log. The zero value discards everything.
 type Logger struct {
 	// threshold is the minimum level plus one, so that the zero value (0)
-	// means "nothing is enabled" rather than "debug and up".
+	// means "nothing is enabled" rather than "debug and up": the lowest of
+	// the sink's and the taps'.
 	threshold atomic.Int32
-	mu        sync.RWMutex // held for reading while a sink runs
+	mu        sync.RWMutex // held for reading while a sink or a tap runs
 	sink      Sink
+	sinkMin   Level
+	taps      []*tap // copy on write, under mu
 	filter    atomic.Pointer[func(string) string]
+	format    atomic.Int32 // Format
+}
+
+// tap is a receiver of messages besides the sink (AddTap).
+type tap struct {
+	min Level
+	f   Sink
 }
 
 // SetFilter makes every message pass through f before it reaches a sink
@@ -110,9 +120,47 @@ func (l *Logger) SetSink(sink Sink, min Level) {
 		min = Off
 	}
 	l.mu.Lock()
-	l.sink = sink
-	l.threshold.Store(int32(min) + 1)
+	l.sink, l.sinkMin = sink, min
+	l.setThresholdLocked()
 	l.mu.Unlock()
+}
+
+func (l *Logger) setThresholdLocked() {
+	min := l.sinkMin
+	if l.sink == nil {
+		min = Off
+	}
+	for _, t := range l.taps {
+		if t.min < min {
+			min = t.min
+		}
+	}
+	l.threshold.Store(int32(min) + 1)
+}
+
+// AddTap sends messages at min and above to f as well as to the sink
+// (an MCP client that set a level receives Clara's log this way). f runs
+// on the goroutine that logs, under the same guarantee as a sink: once
+// the returned remove returns, f is not running and is not called again.
+// f must not block and must not log.
+func (l *Logger) AddTap(min Level, f Sink) (remove func()) {
+	t := &tap{min: min, f: f}
+	l.mu.Lock()
+	l.taps = append(append([]*tap(nil), l.taps...), t)
+	l.setThresholdLocked()
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var kept []*tap
+		for _, x := range l.taps {
+			if x != t {
+				kept = append(kept, x)
+			}
+		}
+		l.taps = kept
+		l.setThresholdLocked()
+	}
 }
 
 // Enabled reports whether a message at level would reach the sink.
@@ -124,18 +172,32 @@ func (l *Logger) Enabled(level Level) bool {
 	return t != 0 && int32(level)+1 >= t
 }
 
-// Log sends message at level to the sink, if enabled.
+// Log sends message at level to the sink, if enabled (rendered as
+// {"msg": message} in JSON format).
 func (l *Logger) Log(level Level, message string) {
 	if !l.Enabled(level) {
 		return
 	}
+	if l.Format() == FormatJSON {
+		message = l.render(message, nil)
+	}
+	l.emit(level, message)
+}
+
+// emit sends a rendered message to the sink and the taps.
+func (l *Logger) emit(level Level, message string) {
 	if f := l.filter.Load(); f != nil {
 		message = (*f)(message)
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.sink != nil && l.Enabled(level) {
+	if l.sink != nil && level >= l.sinkMin {
 		l.sink(level, message)
+	}
+	for _, t := range l.taps {
+		if level >= t.min {
+			t.f(level, message)
+		}
 	}
 }
 
@@ -147,12 +209,23 @@ func (l *Logger) Logf(level Level, format string, args ...any) {
 	}
 }
 
-// WriterSink writes one line per message to w ("2026-01-02T15:04:05Z clara
-// warn: message"), serialised so that lines never interleave.
+// TimeFormat is the time of a log line: UTC, to the microsecond.
+const TimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// WriterSink writes one line per message to w, serialised so that lines
+// never interleave: "2026-01-02T15:04:05.123456Z clara warn: message"
+// for a text message, and for a JSON one (log.format = "json") the
+// message's object with "time" and "level" put first.
 func WriterSink(w io.Writer) Sink {
 	var mu sync.Mutex
 	return func(level Level, message string) {
-		line := fmt.Sprintf("%s clara %s: %s\n", time.Now().UTC().Format(time.RFC3339), level, message)
+		now := time.Now().UTC().Format(TimeFormat)
+		var line string
+		if isJSONMessage(message) {
+			line = `{"time":"` + now + `","level":"` + level.String() + `",` + message[1:] + "\n"
+		} else {
+			line = now + " clara " + level.String() + ": " + message + "\n"
+		}
 		mu.Lock()
 		_, _ = io.WriteString(w, line)
 		mu.Unlock()

@@ -26,7 +26,7 @@ func BenchmarkStdioEcho(b *testing.B) {
 			cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 			cmd.Stderr = os.Stderr
 			client := sdk.NewClient(&sdk.Implementation{Name: "bench"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
-			cs, err := client.Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			cs, err := client.Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: LegacyProtocolVersion})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func BenchmarkInMemoryEcho(b *testing.B) {
 				}
 			}
 			client := sdk.NewClient(&sdk.Implementation{Name: "bench"}, &sdk.ClientOptions{Capabilities: &sdk.ClientCapabilities{}})
-			cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: c, Writer: c}, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: c, Writer: c}, &sdk.ClientSessionOptions{ProtocolVersion: LegacyProtocolVersion})
 			if err != nil {
 				b.Fatal(err)
 			}

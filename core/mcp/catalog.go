@@ -19,6 +19,7 @@ var objectSchemaJSON = json.RawMessage(`{"type":"object"}`)
 type servedTool struct {
 	tool       *sdk.Tool
 	structured bool   // an output schema is declared: results must carry structuredContent
+	content    bool   // results are content blocks
 	key        string // the tool's JSON, to see whether it changed
 }
 
@@ -41,7 +42,7 @@ func newServedTool(info ToolInfo) (*servedTool, string, error) {
 		Annotations: annotations(info),
 	}
 	var warning string
-	st := &servedTool{tool: t}
+	st := &servedTool{tool: t, content: info.ReturnsContent}
 	if len(bytes.TrimSpace(info.OutputSchema)) > 0 {
 		if out, err := declaredObjectSchema(info.OutputSchema); err != nil {
 			warning = fmt.Sprintf("tool %q: output schema left out: %v", info.Name, err)

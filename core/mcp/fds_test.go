@@ -49,7 +49,7 @@ func TestServeFDsStop(t *testing.T) {
 	rc := make(chan error, 1)
 	go func() { rc <- srv.ServeFDs(context.Background(), inFD, outFD) }()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(),
-		&sdk.IOTransport{Reader: clientIn, Writer: nopWriteCloser{clientOut}}, nil)
+		&sdk.IOTransport{Reader: clientIn, Writer: nopWriteCloser{clientOut}}, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}

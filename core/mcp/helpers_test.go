@@ -158,12 +158,18 @@ type served struct {
 
 func serveInMemory(t *testing.T, h Host, sopts ServerOptions, copts *sdk.ClientOptions) *served {
 	t.Helper()
+	return serveInMemoryVersion(t, h, sopts, copts, LegacyProtocolVersion)
+}
+
+// serveInMemoryVersion is serveInMemory with a client asking for version.
+func serveInMemoryVersion(t *testing.T, h Host, sopts ServerOptions, copts *sdk.ClientOptions, version string) *served {
+	t.Helper()
 	srv := NewServer(h, sopts)
 	a, b := net.Pipe()
 	rc := make(chan error, 1)
 	go func() { rc <- srv.ServeStdio(context.Background(), a, a) }()
 	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, copts)
-	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -235,3 +241,8 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// legacySession makes the SDK's client (which asks for 2026-07-28 first)
+// speak the initialize handshake and sessions of 2025-11-25, what the
+// tests written for it check.
+var legacySession = &sdk.ClientSessionOptions{ProtocolVersion: LegacyProtocolVersion}

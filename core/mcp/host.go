@@ -8,9 +8,18 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
-// ProtocolVersion is the MCP revision this package speaks. Servers also
-// accept clients of the revisions before it; the client asks for this one.
-const ProtocolVersion = "2025-11-25"
+// ProtocolVersion is the newest MCP revision this package speaks: the
+// stateless 2026-07-28 (server/discover, the client's version and
+// capabilities in each request's _meta, input_required results in place
+// of server-initiated requests). Servers also serve the revisions before
+// it, negotiated per client (2025-11-25's initialize handshake and
+// sessions); the client asks for this one first and falls back to the
+// handshake when a server does not know it.
+const ProtocolVersion = "2026-07-28"
+
+// LegacyProtocolVersion is the newest revision of the initialize
+// handshake.
+const LegacyProtocolVersion = "2025-11-25"
 
 // ProgressFunc reports a running call's progress: done units of total
 // (total 0 when unknown) and an optional message for people.
@@ -33,6 +42,9 @@ type ToolInfo struct {
 	// Annotations are the hints the tool declares, in place of those its
 	// capabilities give; nil when it declares none.
 	Annotations *toolbox.Annotations
+	// ReturnsContent: the tool's results are MCP content blocks
+	// (toolbox.ReturnsContent), served as the result's content.
+	ReturnsContent bool
 }
 
 // InfoFromDescriptor is the ToolInfo of a descriptor.
@@ -46,6 +58,8 @@ func InfoFromDescriptor(d *toolbox.Descriptor) ToolInfo {
 		Capabilities: d.Capabilities,
 		Idempotent:   d.Idempotent,
 		Annotations:  d.Annotations,
+
+		ReturnsContent: d.Returns == toolbox.ReturnsContent,
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/secrets"
+	"github.com/clara-lib/clara/core/telemetry"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -53,6 +54,9 @@ type ServerConfig struct {
 	// the URL's own host (not where a redirect leads), and the values never
 	// reach a log or an error.
 	HeadersEnv map[string]string
+	// OAuth, for a URL server, authorizes Clara with the authorization
+	// code flow and a client registered beforehand (oauth.go).
+	OAuth *OAuthConfig
 
 	Allow []string // remote tool names to keep; empty keeps all
 	Deny  []string // remote tool names to drop (deny wins)
@@ -126,12 +130,25 @@ type ManagerOptions struct {
 	// changed something). It runs on one goroutine of the Manager, one call
 	// at a time, in order; it may call Tools, never Close.
 	OnToolsChanged func(server string, tools []ToolSpec)
+	// OnCatalogChanged hears that a server's resources or prompts
+	// (Catalog) changed. It runs on a goroutine of the Manager and must
+	// return at once.
+	OnCatalogChanged func(server string)
 	// Getenv reads the values of env_from and headers_env, at each
 	// connection (an empty value counts as unset); nil reads the process's
 	// environment with os.LookupEnv.
 	Getenv        func(string) string
 	ClientName    string // what initialize reports; "clara" by default
 	ClientVersion string
+	// Telemetry, when on, gets a client span per request to a server,
+	// whose trace context travels in the request's _meta (observe.go).
+	Telemetry *telemetry.T
+	// Ask, when set, answers a server's questions (elicitation, form
+	// mode; the client then declares the capability): it asks the person
+	// behind the Clara call that called the tool the question came with,
+	// ctx and session being that call's, and returns the action (accept,
+	// decline, cancel) and, on accept, the form's object.
+	Ask func(ctx context.Context, session, message string, schema json.RawMessage) (action string, content json.RawMessage, err error)
 }
 
 // Manager owns the connections to the configured MCP servers. Its methods
@@ -232,6 +249,20 @@ func checkConfig(c *ServerConfig) error {
 	}
 	if len(c.HeadersEnv) > 0 && c.URL == "" {
 		return fmt.Errorf("%s: headers_env is for url servers", where)
+	}
+	if o := c.OAuth; o != nil {
+		if c.URL == "" {
+			return fmt.Errorf("%s: oauth is for url servers", where)
+		}
+		if !envNamePattern.MatchString(o.ClientIDEnv) || (o.ClientSecretEnv != "" && !envNamePattern.MatchString(o.ClientSecretEnv)) {
+			return fmt.Errorf("%s: oauth: client_id_env and client_secret_env name environment variables", where)
+		}
+		if o.ClientCredentials && o.ClientSecretEnv == "" {
+			return fmt.Errorf("%s: oauth: the client_credentials grant needs client_secret_env", where)
+		}
+		if u, err := url.Parse(o.RedirectURL); !o.ClientCredentials && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return fmt.Errorf("%s: oauth: redirect_url must be an http or https URL, not %q", where, o.RedirectURL)
+		}
 	}
 	for header, source := range c.HeadersEnv {
 		if !headerNamePattern.MatchString(header) || !envNamePattern.MatchString(source) {

@@ -173,6 +173,13 @@ func newRemoteServer() *remoteServer {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: `{"temp":21.5}`}},
 				StructuredContent: map[string]any{"temp": 21.5}}, nil
 		})
+	closed, notDestructive := false, false
+	s.AddTool(&sdk.Tool{Name: "stats", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closed, DestructiveHint: &notDestructive}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "3 files"}},
+				StructuredContent: map[string]any{"files": 3}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "blocked", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			<-ctx.Done()
@@ -250,7 +257,7 @@ func byName(specs []ToolSpec) map[string]ToolSpec {
 func TestManagerToolsAndCalls(t *testing.T) {
 	rs := newRemoteServer()
 	ch := newChanges()
-	m, err := NewManager([]ServerConfig{{Name: "files", dial: rs.dial, Deny: []string{"blocked"},
+	m, err := NewManager([]ServerConfig{{Name: "files", dial: rs.dial, Deny: []string{"blocked", "stats"},
 		Limits: toolbox.Limits{TimeoutMS: 5000}}},
 		ManagerOptions{OnToolsChanged: ch.record})
 	if err != nil {
@@ -271,7 +278,7 @@ func TestManagerToolsAndCalls(t *testing.T) {
 	echo := tools["files__echo"]
 	if got := mustJSON(t, echo.Descriptor); got != `{"name":"files__echo","description":"echoes",`+
 		`"input_schema":{"properties":{"message":{"type":"string"}},"required":["message"],"type":"object"},`+
-		`"returns":"string","capabilities":["exec"],"limits":{"timeout_ms":5000},"llm_visible":true}` {
+		`"returns":"json","capabilities":["exec"],"limits":{"timeout_ms":5000},"llm_visible":true,"idempotent":true}` {
 		t.Errorf("echo descriptor: %s", got)
 	}
 	if echo.Title != "Echo" || !echo.Idempotent || echo.OutputSchema != nil {
@@ -375,7 +382,7 @@ func TestManagerRestartsAfterCrash(t *testing.T) {
 	// is noticed to be gone): it comes back within a few tries.
 	waitFor(t, func() bool {
 		out, err := echo.Run(context.Background(), toolbox.Call{Arguments: []byte(`{"message":"back"}`)})
-		return err == nil && string(out) == "back\nsecond line"
+		return err == nil && textOf(out) == "back\nsecond line"
 	}, "a call after the crash")
 	if n := rs.dialCount(); n != 2 {
 		t.Errorf("%d dials, want 2", n)
@@ -501,7 +508,7 @@ func TestManagerStdioProcess(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		return string(out)
+		return textOf(out)
 	}
 	if tools["helper__pid"].Descriptor.Capabilities[0] != toolbox.CapExec {
 		t.Errorf("capabilities: %v", tools["helper__pid"].Descriptor.Capabilities)
@@ -540,7 +547,7 @@ func TestManagerStdioProcess(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		newPid, _ = strconv.Atoi(string(out))
+		newPid, _ = strconv.Atoi(textOf(out))
 		return newPid != pid
 	}, "a new process after the crash")
 	// What the crashed one started went with it.
@@ -633,7 +640,7 @@ func TestManagerHeadersEnv(t *testing.T) {
 	waitFor(t, func() bool { _, err := m.Tools(context.Background(), "web"); return err == nil }, "a connection with the token")
 	specs, _ := m.Tools(context.Background(), "web")
 	out, err := specs[0].Run(context.Background(), toolbox.Call{Arguments: []byte(`{"x":1}`)})
-	if err != nil || string(out) != `{"x":1}` {
+	if err != nil || textOf(out) != `{"x":1}` {
 		t.Errorf("echo: %s %v", out, err)
 	}
 	if strings.Contains(logs.text(), "s3cret") {
@@ -760,5 +767,41 @@ func TestManagerCallDuringRestartBackoff(t *testing.T) {
 		!strings.HasPrefix(perr.Message, `mcp server "r" `) || !strings.Contains(perr.Message, "; it restarts in ") ||
 		!strings.HasSuffix(perr.Message, ", after this call's deadline") {
 		t.Errorf("%v", last)
+	}
+}
+
+// textOf is the text of a remote tool's result: a JSON string (a result
+// of text only), or the JSON as it is.
+func textOf(out []byte) string {
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return s
+	}
+	return string(out)
+}
+
+// A result's structuredContent is used whenever the server sends one, with
+// an output schema or not, and the tool's own hints are kept where Clara's
+// capabilities allow them (issue 30, §4).
+func TestManagerStructuredContentAndHints(t *testing.T) {
+	rs := newRemoteServer()
+	m, err := NewManager([]ServerConfig{{Name: "files", dial: rs.dial, Allow: []string{"stats"}}}, ManagerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	specs, err := m.Tools(context.Background(), "files")
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("tools: %v %v", specs, err)
+	}
+	out, err := specs[0].Run(context.Background(), toolbox.Call{Arguments: []byte(`{}`)})
+	if err != nil || string(out) != `{"files":3}` {
+		t.Errorf("stats: %s %v", out, err)
+	}
+	// Read-only is Clara's to deny (a stdio server's tool is exec here);
+	// the closed world and the harmlessness are the server's word.
+	h := specs[0].Descriptor.Hints()
+	if a := specs[0].Descriptor.Annotations; a == nil || a.OpenWorld == nil || *a.OpenWorld || h.OpenWorld || h.Destructive {
+		t.Errorf("hints: %+v (annotations %s)", h, mustJSON(t, specs[0].Descriptor.Annotations))
 	}
 }

@@ -62,6 +62,79 @@ type remote struct {
 	toolsKey string
 
 	refreshMu sync.Mutex // one listing at a time
+	// refreshWaiting: a listing of refreshAsync's waits for its turn. It
+	// will see whatever changed until it starts, so a list_changed meanwhile
+	// starts no other: a server sending them without end holds at most one
+	// listing running and one waiting, not a goroutine for each.
+	refreshWaiting bool
+
+	callsMu  sync.Mutex
+	inflight map[*inflightCall]struct{} // the tool calls waiting for the server
+
+	oauthState // a URL server's OAuth, when it has an oauth table
+
+	catalog    *remoteCatalog // resources and prompts, as last listed (r.mu)
+	catalogKey string
+}
+
+// inflightCall is a Clara call of one of the server's tools, for the
+// server's questions during it.
+type inflightCall struct {
+	ctx     context.Context
+	session string
+}
+
+type inflightKey struct{}
+
+// elicit answers a server's question: it goes to the person behind the
+// Clara call the question came with. Under 2026-07-28 the SDK fulfils the
+// question in that call's own context; under 2025-11-25 the question comes
+// on its own, and is the call's when one call alone waits for the server
+// (with several, Clara cannot tell whose it is, and declines).
+func (r *remote) elicit(ctx context.Context, req *sdk.ElicitRequest) (res *sdk.ElicitResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			logPanic(r.m.log, fmt.Sprintf("mcp server %q: a question", r.cfg.Name), v)
+			res, err = nil, fmt.Errorf("internal error")
+		}
+	}()
+	call, _ := ctx.Value(inflightKey{}).(*inflightCall)
+	if call == nil {
+		r.callsMu.Lock()
+		if len(r.inflight) == 1 {
+			for c := range r.inflight {
+				call = c
+			}
+		}
+		n := len(r.inflight)
+		r.callsMu.Unlock()
+		if call == nil {
+			logf(r.m.log, logging.Warn, "mcp server %q asked a question while %d of its tools' calls were waiting for it: whose it is cannot be told, declined", r.cfg.Name, n)
+			return &sdk.ElicitResult{Action: ActionDecline}, nil
+		}
+	}
+	if req.Params.Mode != "" && req.Params.Mode != "form" {
+		return &sdk.ElicitResult{Action: ActionDecline}, nil // url mode: Clara opens no browser
+	}
+	var schema json.RawMessage
+	if req.Params.RequestedSchema != nil {
+		if schema, err = json.Marshal(req.Params.RequestedSchema); err != nil {
+			return nil, err
+		}
+	}
+	action, content, err := r.m.opts.Ask(call.ctx, call.session, r.m.red.String(req.Params.Message), schema)
+	if err != nil {
+		return nil, err
+	}
+	res = &sdk.ElicitResult{Action: action}
+	if action == ActionAccept && len(content) > 0 && content[0] == '{' {
+		var m map[string]any
+		if err := json.Unmarshal(content, &m); err != nil {
+			return nil, err
+		}
+		res.Content = m
+	}
+	return res, nil
 }
 
 // conn is one live connection (and, for stdio, its process).
@@ -81,14 +154,27 @@ type attempt struct {
 }
 
 func newRemote(m *Manager, cfg ServerConfig) *remote {
-	r := &remote{m: m, cfg: cfg, allow: set(cfg.Allow), deny: set(cfg.Deny)}
-	r.client = sdk.NewClient(m.client, &sdk.ClientOptions{
+	r := &remote{m: m, cfg: cfg, allow: set(cfg.Allow), deny: set(cfg.Deny), inflight: map[*inflightCall]struct{}{}}
+	opts := &sdk.ClientOptions{
 		Logger: newSlog(m.log),
-		// No roots, sampling or elicitation: Clara only calls tools.
+		// No roots or sampling; elicitation when the owner can ask
+		// someone (ManagerOptions.Ask).
 		Capabilities:           &sdk.ClientCapabilities{},
 		ToolListChangedHandler: r.listChanged,
-	})
+		ResourceListChangedHandler: func(_ context.Context, req *sdk.ResourceListChangedRequest) {
+			r.catalogChanged(req.Session)
+		},
+		PromptListChangedHandler: func(_ context.Context, req *sdk.PromptListChangedRequest) {
+			r.catalogChanged(req.Session)
+		},
+	}
+	if m.opts.Ask != nil {
+		opts.ElicitationHandler = r.elicit
+		opts.Capabilities = &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}}}
+	}
+	r.client = sdk.NewClient(m.client, opts)
 	r.client.AddReceivingMiddleware(r.recoverMiddleware)
+	r.client.AddSendingMiddleware(r.telemetryMiddleware)
 	return r
 }
 
@@ -246,28 +332,55 @@ func (r *remote) connect(a *attempt, delay time.Duration) {
 }
 
 // dial starts the server (stdio) or opens the session (URL) and runs the
-// initialize handshake within InitTimeout.
+// handshake within InitTimeout: 2026-07-28's server/discover first, and,
+// when the server does not take it (an older server that answers it with
+// something else than the refusal the SDK falls back on), 2025-11-25's
+// initialize on a new connection.
 func (r *remote) dial() (*conn, error) {
 	ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
 	defer cancel()
+	c, err := r.dialVersion(ctx, ProtocolVersion)
+	var ns noStart
+	if err != nil && ctx.Err() == nil && r.m.ctx.Err() == nil && !errors.As(err, &ns) {
+		logf(r.m.log, logging.Debug, "mcp server %q: %v; trying %s's handshake", r.cfg.Name, err, LegacyProtocolVersion)
+		c, err = r.dialVersion(ctx, LegacyProtocolVersion)
+	}
+	return c, err
+}
+
+// noStart marks a server that could not even start (its message as it
+// is): no other revision is tried.
+type noStart struct{ error }
+
+func (e noStart) Unwrap() error { return e.error }
+
+func (r *remote) dialVersion(ctx context.Context, version string) (*conn, error) {
 	c := &conn{}
 	var t sdk.Transport
 	switch {
 	case r.cfg.dial != nil:
 		var err error
 		if t, err = r.cfg.dial(ctx); err != nil {
-			return nil, fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)
+			return nil, noStart{fmt.Errorf("mcp server %q: %v", r.cfg.Name, err)}
 		}
 	case r.cfg.URL != "":
 		client, err := r.httpClient()
 		if err != nil {
-			return nil, err
+			return nil, noStart{err}
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
+		st := &sdk.StreamableClientTransport{Endpoint: r.cfg.URL, HTTPClient: client, MaxEventSize: r.m.maxEventSize()}
+		if r.cfg.OAuth != nil {
+			h, err := r.oauthHandler()
+			if err != nil {
+				return nil, noStart{err}
+			}
+			st.OAuthHandler = h
+		}
+		t = st
 	default:
 		env, err := r.environment()
 		if err != nil {
-			return nil, err
+			return nil, noStart{err}
 		}
 		cmd := exec.Command(r.cfg.Command, r.cfg.Args...)
 		cmd.Env = env
@@ -276,7 +389,7 @@ func (r *remote) dial() (*conn, error) {
 		c.proc = newProcess(cmd)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	cs, err := r.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+	cs, err := r.client.Connect(ctx, t, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		c.proc.kill() // Connect closed the session; this ends what the server started
 		switch {
@@ -284,6 +397,10 @@ func (r *remote) dial() (*conn, error) {
 			return nil, errManagerClosed
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return nil, fmt.Errorf("mcp server %q did not answer initialize within %s%s", r.cfg.Name, r.cfg.InitTimeout, c.stderr.String())
+		}
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			return nil, noStart{fmt.Errorf("mcp server %q: %s%s", r.cfg.Name, startError(err), c.stderr.String())}
 		}
 		return nil, fmt.Errorf("mcp server %q: %s%s", r.cfg.Name, startError(err), c.stderr.String())
 	}
@@ -454,10 +571,11 @@ func (r *remote) listChanged(_ context.Context, req *sdk.ToolListChangedRequest)
 func (r *remote) refreshAsync(c *conn) {
 	// Close sets closed before it waits for the goroutines: none starts after.
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || r.refreshWaiting {
 		r.mu.Unlock()
 		return
 	}
+	r.refreshWaiting = true
 	r.m.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
@@ -467,6 +585,13 @@ func (r *remote) refreshAsync(c *conn) {
 				logPanic(r.m.log, fmt.Sprintf("listing the tools of mcp server %q", r.cfg.Name), v)
 			}
 		}()
+		// Its turn: from now on a list_changed may come after the listing
+		// has begun, and needs one of its own.
+		r.refreshMu.Lock()
+		r.mu.Lock()
+		r.refreshWaiting = false
+		r.mu.Unlock()
+		r.refreshMu.Unlock()
 		ctx, cancel := context.WithTimeout(r.m.ctx, r.cfg.InitTimeout)
 		defer cancel()
 		if _, err := r.refresh(ctx, c); err != nil && r.m.ctx.Err() == nil {
@@ -535,6 +660,7 @@ func (r *remote) refresh(ctx context.Context, c *conn) ([]ToolSpec, error) {
 	}
 	r.tools, r.toolsKey, r.listedOn = tools, string(key), c
 	r.mu.Unlock()
+	r.refreshCatalog(ctx, c)
 	if changed {
 		r.m.publish(r.cfg.Name, tools)
 	}
@@ -584,10 +710,10 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 				r.cfg.Name, t.Name, max(len(description), len(title)), r.cfg.MaxDescriptionBytes)
 			description, title = cutUTF8(description, r.cfg.MaxDescriptionBytes), cutUTF8(title, r.cfg.MaxDescriptionBytes)
 		}
-		returns := toolbox.ReturnsString
-		if output != nil {
-			returns = toolbox.ReturnsJSON
-		}
+		// JSON always: a result's structuredContent is its value whenever
+		// the server sends one, with an output schema or not; a result of
+		// text only is a JSON string.
+		returns := toolbox.ReturnsJSON
 		spec := ToolSpec{
 			Server:     r.cfg.Name,
 			RemoteName: t.Name,
@@ -602,10 +728,29 @@ func (r *remote) specs(listed []*sdk.Tool) []ToolSpec {
 			},
 			Title:        title,
 			OutputSchema: output,
-			Run:          r.runner(t.Name, returns == toolbox.ReturnsJSON),
+			Run:          r.runner(t.Name, output != nil),
 		}
-		if t.Annotations != nil {
-			spec.Idempotent = t.Annotations.IdempotentHint
+		if a := t.Annotations; a != nil {
+			// The server's hints are kept, but for those Clara's own
+			// capabilities contradict (a stdio server's tool runs where
+			// Clara started a program: never read-only for Clara's policy).
+			spec.Idempotent = a.IdempotentHint
+			spec.Descriptor.Idempotent = a.IdempotentHint
+			declared := &toolbox.Annotations{Destructive: a.DestructiveHint, OpenWorld: a.OpenWorldHint}
+			if a.ReadOnlyHint {
+				declared.ReadOnly = &a.ReadOnlyHint
+			}
+			if declared.Destructive != nil || declared.OpenWorld != nil || declared.ReadOnly != nil {
+				spec.Descriptor.Annotations = declared
+			}
+			if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil && spec.Descriptor.Annotations != nil {
+				kept := *declared
+				kept.ReadOnly = nil
+				spec.Descriptor.Annotations = &kept
+				if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
+					kept.OpenWorld = nil
+				}
+			}
 		}
 		// What the engine will do with it: refuse it here rather than there.
 		if _, err := toolbox.NewTool(spec.Descriptor, toolbox.ToolOptions{Run: spec.Run}); err != nil {
@@ -656,10 +801,7 @@ func (r *remote) runner(tool string, returnsJSON bool) toolbox.Func {
 		if err != nil {
 			return nil, err // the call's context ended
 		}
-		if returnsJSON {
-			return r.m.red.JSON(out), nil
-		}
-		return r.m.red.Bytes(out), nil // text
+		return r.m.red.JSON(out), nil
 	}
 }
 
@@ -683,7 +825,14 @@ func (r *remote) run(tool string, returnsJSON bool) toolbox.Func {
 		if len(bytes.TrimSpace(args)) == 0 {
 			args = json.RawMessage("{}")
 		}
-		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		in := &inflightCall{ctx: ctx, session: call.Session}
+		r.callsMu.Lock()
+		r.inflight[in] = struct{}{}
+		r.callsMu.Unlock()
+		res, err := c.cs.CallTool(context.WithValue(ctx, inflightKey{}, in), &sdk.CallToolParams{Name: tool, Arguments: args})
+		r.callsMu.Lock()
+		delete(r.inflight, in)
+		r.callsMu.Unlock()
 		if err != nil {
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.since.After(start) {
 				return nil, &protocol.Error{Code: protocol.Timeout, Cause: ctx.Err(),

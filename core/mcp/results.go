@@ -58,12 +58,27 @@ func successResult(name string, out []byte, structured bool) *sdk.CallToolResult
 	return res
 }
 
-// claraResult turns a remote tool's MCP result into a Clara result: the
-// structuredContent's JSON for a tool with an output schema (returnsJSON),
-// otherwise the text of its content blocks, one a line (a block that is
-// not text is written as its JSON). isError becomes tool_failed with the
-// text as message.
-func claraResult(server, tool string, res *sdk.CallToolResult, returnsJSON bool) ([]byte, error) {
+// contentResult is the result of a tool that returns content blocks (the
+// toolbox checked them): the blocks are the result's content.
+func contentResult(name string, out []byte) *sdk.CallToolResult {
+	var res sdk.CallToolResult
+	body := append(append([]byte(`{"content":`), bytes.TrimSpace(out)...), '}')
+	if err := json.Unmarshal(body, &res); err != nil {
+		return errorResult(protocol.Errorf(protocol.ToolFailed, "tool %q returned content blocks MCP does not take: %v", name, err))
+	}
+	if res.Content == nil {
+		res.Content = []sdk.Content{}
+	}
+	return &res
+}
+
+// claraResult turns a remote tool's MCP result into a Clara result (JSON):
+// its structuredContent whenever it has one; for a tool with an output
+// schema (hasSchema) and none, the JSON of its text (an older server may
+// put it there only); otherwise the text of its content blocks, one a
+// line (a block that is not text written as its JSON), as a JSON string.
+// isError becomes tool_failed with the text as message.
+func claraResult(server, tool string, res *sdk.CallToolResult, hasSchema bool) ([]byte, error) {
 	if res == nil {
 		return nil, protocol.Errorf(protocol.ToolFailed, "mcp server %q: tool %q returned no result", server, tool)
 	}
@@ -74,22 +89,21 @@ func claraResult(server, tool string, res *sdk.CallToolResult, returnsJSON bool)
 		}
 		return nil, &protocol.Error{Code: protocol.ToolFailed, Message: msg}
 	}
-	if returnsJSON {
-		if res.StructuredContent != nil {
-			b, err := json.Marshal(res.StructuredContent)
-			if err != nil {
-				return nil, protocol.Errorf(protocol.ToolFailed, "mcp server %q: tool %q: structuredContent: %v", server, tool, err)
-			}
-			return b, nil
+	if res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.ToolFailed, "mcp server %q: tool %q: structuredContent: %v", server, tool, err)
 		}
-		// An older server may put the JSON in the text only.
+		return b, nil
+	}
+	if hasSchema {
 		text := strings.TrimSpace(contentText(res.Content))
 		if json.Valid([]byte(text)) {
 			return []byte(text), nil
 		}
 		return nil, protocol.Errorf(protocol.ToolFailed, "mcp server %q: tool %q declares an output schema but returned no structuredContent", server, tool)
 	}
-	return []byte(contentText(res.Content)), nil
+	return protocol.AppendString(nil, contentText(res.Content)), nil
 }
 
 // contentText joins content blocks, one a line: text as it is, other

@@ -23,6 +23,7 @@ import (
 
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/telemetry"
 )
 
 // HTTPPath is where Listen serves the Streamable HTTP endpoint.
@@ -34,8 +35,27 @@ type ServerOptions struct {
 	Instructions  string // optional hints for the client's model
 	Logger        *logging.Logger
 	// OnSessionEnd, if set, runs (on its own goroutine) after an MCP
-	// session that initialized has ended, with its Clara session name.
+	// session has ended, with its Clara session name.
 	OnSessionEnd func(session string)
+	// Telemetry, when on, gets a server span per request (observe.go).
+	Telemetry *telemetry.T
+	// MaxWaitingCalls bounds the tool calls of 2026-07-28 clients waiting
+	// between rounds for their client's input (DefaultMaxParked when 0);
+	// WaitTimeout is how long one waits for the client's next round
+	// (DefaultParkTimeout when 0).
+	MaxWaitingCalls int
+	WaitTimeout     time.Duration
+	// ListTTL is the cache hint of the lists (tools, prompts, resources,
+	// templates) and of server/discover: how long a client may keep them
+	// (cacheScope private: they follow the configuration and its policy).
+	// 0: immediately stale.
+	ListTTL time.Duration
+	// TaskAfter is how long a call of a client that declared the tasks
+	// extension runs before it is answered with a task (DefaultTaskAfter
+	// when 0; negative: never); TaskTTL how long a task is kept from its
+	// creation (DefaultTaskTTL when 0). Only with a BackgroundHost.
+	TaskAfter time.Duration
+	TaskTTL   time.Duration
 }
 
 // ListenOptions are one listener's settings, fixed when it starts (each
@@ -74,6 +94,10 @@ type Server struct {
 	// served is the published tool list; only the sync goroutine (and
 	// NewServer before it starts) writes it.
 	served   map[string]*servedTool
+	features servedFeatures    // resources and prompts of a CatalogHost
+	parking  *parking          // calls of 2026-07-28 clients between rounds
+	holds    sessionHolds      // sessions kept open by calls outliving their request
+	tasks    tasks             // tools/calls followed as tasks
 	warned   map[string]string // tool -> last problem logged, so each is logged once
 	dirty    chan struct{}     // a sync is due
 	stopHost func()
@@ -93,6 +117,7 @@ type Server struct {
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
+	logs clientLogs // Clara's log to the sessions that set a level (observe.go)
 }
 
 // web is one Listen.
@@ -121,20 +146,41 @@ func NewServer(host Host, opts ServerOptions) *Server {
 		webs:   map[*web]struct{}{},
 		done:   make(chan struct{}),
 	}
+	s.parking = newParking(opts.MaxWaitingCalls, opts.WaitTimeout)
+	if s.opts.TaskAfter == 0 {
+		s.opts.TaskAfter = DefaultTaskAfter
+	}
+	if s.opts.TaskTTL <= 0 {
+		s.opts.TaskTTL = DefaultTaskTTL
+	}
+	s.tasks.ttl = s.opts.TaskTTL
 	s.stopCtx, s.stopNow = context.WithCancel(context.Background())
-	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
+	sopts := &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       newSlog(opts.Logger),
 		PageSize:     1000,
 		// Tools (listChanged: the host's tools change while clients are
-		// connected) and logging (a tool's clara_call_log); no prompts or
-		// resources.
+		// connected) and logging (a tool's clara_call_log); resources,
+		// prompts and completion when the host has them.
 		Capabilities:              &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 		SupportedProtocolVersions: servedVersions(),
 		GetSessionID:              newSessionName,
 		InitializedHandler:        s.initialized,
-	})
-	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
+		SetCacheable:              s.cacheable,
+	}
+	if _, ok := host.(CatalogHost); ok {
+		s.serverCatalogOptions(sopts)
+	}
+	bh, background := host.(BackgroundHost)
+	if background {
+		sopts.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
+	}
+	s.mcp = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, sopts)
+	if background {
+		s.addTaskMethods(bh)
+		s.mcp.AddReceivingMiddleware(s.taskMiddleware)
+	}
+	s.mcp.AddReceivingMiddleware(s.recoverMiddleware, s.telemetryMiddleware)
 	// Subscribe, then list: a change in between marks a sync as due.
 	s.stopHost = host.OnToolsChanged(s.toolsChanged)
 	s.syncTools()
@@ -158,7 +204,9 @@ func servedVersions() []string {
 func newSessionName() string { return "mcp-" + rand.Text() }
 
 // sessionName is the Clara session of an MCP session: its id over HTTP, a
-// name of the same form for a stdio session, which has none.
+// name of the same form for a session without one (stdio; and each
+// request of a 2026-07-28 client over HTTP, which has no session), which
+// ends with its connection.
 func (s *Server) sessionName(ss *sdk.ServerSession) string {
 	if ss == nil {
 		return "mcp"
@@ -169,15 +217,26 @@ func (s *Server) sessionName(ss *sdk.ServerSession) string {
 	if v, ok := s.sessions.Load(ss); ok {
 		return v.(string)
 	}
-	v, _ := s.sessions.LoadOrStore(ss, newSessionName())
+	v, loaded := s.sessions.LoadOrStore(ss, newSessionName())
+	if !loaded {
+		s.watchEnd(ss, v.(string))
+	}
 	return v.(string)
 }
 
-// initialized watches a session that completed its handshake, to forget
-// its name and tell the host when it ends.
+// initialized watches a session that completed its handshake, to tell the
+// host when it ends (one without an id is watched from its first use).
 func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
 	ss := req.Session
-	name := s.sessionName(ss)
+	if ss.ID() == "" {
+		s.sessionName(ss)
+		return
+	}
+	s.watchEnd(ss, ss.ID())
+}
+
+// watchEnd forgets a session's name and tells the host once it has ended.
+func (s *Server) watchEnd(ss *sdk.ServerSession, name string) {
 	// Close sets closed before it waits for the goroutines: none starts after.
 	s.mu.Lock()
 	if s.closed {
@@ -194,11 +253,74 @@ func (s *Server) initialized(_ context.Context, req *sdk.InitializedRequest) {
 			}
 		}()
 		_ = ss.Wait()
+		s.dropLogTap(ss)
 		s.sessions.Delete(ss)
+		s.holds.wait(name) // the calls that outlive their request (parked, tasks) end first
 		if s.opts.OnSessionEnd != nil {
 			s.opts.OnSessionEnd(name)
 		}
 	}()
+}
+
+// sessionHolds counts, per Clara session, the calls that run on after the
+// request that started them (a call parked between rounds, a task): the
+// session ends once they are over.
+type sessionHolds struct {
+	mu sync.Mutex
+	m  map[string]*holdCount
+}
+
+type holdCount struct {
+	n    int
+	zero chan struct{} // closed when n drops to 0
+}
+
+// hold keeps session alive until the returned release is called.
+func (h *sessionHolds) hold(session string) (release func()) {
+	h.mu.Lock()
+	if h.m == nil {
+		h.m = map[string]*holdCount{}
+	}
+	c := h.m[session]
+	if c == nil {
+		c = &holdCount{zero: make(chan struct{})}
+		h.m[session] = c
+	}
+	c.n++
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			c.n--
+			if c.n == 0 {
+				delete(h.m, session)
+				close(c.zero)
+			}
+			h.mu.Unlock()
+		})
+	}
+}
+
+// wait returns once session holds nothing.
+func (h *sessionHolds) wait(session string) {
+	h.mu.Lock()
+	c := h.m[session]
+	h.mu.Unlock()
+	if c != nil {
+		<-c.zero
+	}
+}
+
+// cacheable sets the cache hints of the lists and of server/discover (a
+// resource's contents are never cached: ttlMs 0). The lists are in a
+// deterministic order, by name (by URI for resources).
+func (s *Server) cacheable(_ context.Context, req sdk.Request, c *sdk.Cacheable) {
+	c.CacheScope = "private"
+	c.TTLMs = 0
+	if _, read := req.(*sdk.ReadResourceRequest); !read {
+		c.TTLMs = int(s.opts.ListTTL / time.Millisecond)
+	}
 }
 
 // recoverMiddleware turns a panic in any method handler into a JSON-RPC
@@ -244,6 +366,9 @@ func (s *Server) syncTools() {
 			logPanic(s.log, "listing the host's tools", r)
 		}
 	}()
+	if h, ok := s.host.(CatalogHost); ok {
+		s.syncFeatures(h)
+	}
 	infos := s.host.Tools()
 	want := make(map[string]*servedTool, len(infos))
 	for _, info := range infos {
@@ -284,13 +409,13 @@ func (s *Server) syncTools() {
 			want[name] = old
 			continue
 		}
-		s.mcp.AddTool(st.tool, s.toolHandler(name, st.structured))
+		s.mcp.AddTool(st.tool, s.toolHandler(name, st))
 	}
 	s.served = want
 }
 
 // toolHandler runs one tools/call through the host.
-func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
+func (s *Server) toolHandler(name string, st *servedTool) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -298,28 +423,52 @@ func (s *Server) toolHandler(name string, structured bool) sdk.ToolHandler {
 				res, err = errorResult(protocol.InternalError(nil)), nil
 			}
 		}()
-		// Stop cancels the calls in flight (the SDK's contexts only end
-		// with the client's notifications/cancelled).
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(s.currentStopCtx(), cancel)()
-
-		ctx = withClientLog(ctx, req.Session, name, s.log)
+		// What the client can do is read per request: a 2026-07-28
+		// request says it in its _meta, an older one at its session's
+		// initialize.
+		version, caps := req.ProtocolVersion(), req.ClientCapabilities()
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req)
+		}
+		session := s.sessionName(req.Session)
 		args := []byte(req.Params.Arguments)
 		if t := strings.TrimSpace(string(args)); t == "" || t == "null" {
 			args = []byte("{}")
 		}
+		ctx = withClientLog(ctx, req.Session, name, s.log)
 		var progress ProgressFunc
 		if token := req.Params.GetProgressToken(); token != nil {
 			p := &progressSender{ctx: ctx, ss: req.Session, token: token, log: s.log}
 			defer p.finish()
 			progress = p.send
 		}
-		out, perr := s.host.Call(ctx, s.sessionName(req.Session), name, args, progress)
-		if perr != nil {
-			return errorResult(perr), nil
+		run := func(ctx context.Context) *sdk.CallToolResult {
+			out, perr := s.host.Call(ctx, session, name, args, progress)
+			if perr != nil {
+				return errorResult(perr)
+			}
+			if st.content {
+				return contentResult(name, out)
+			}
+			return successResult(name, out, st.structured)
 		}
-		return successResult(name, out, structured), nil
+		if bh, ok := s.host.(BackgroundHost); ok && s.opts.TaskAfter > 0 && usesInputRequired(version) && wantsTasks(caps) {
+			// A client of the tasks extension: a long call becomes a task.
+			return s.runAsTask(ctx, bh, req, caps, session, run)
+		}
+		if usesInputRequired(version) {
+			// Questions become input_required results; the call runs on
+			// between the client's rounds (mrtr.go).
+			return s.startParked(ctx, req, caps, run)
+		}
+		// Stop cancels the calls in flight (the SDK's contexts only end
+		// with the client's notifications/cancelled).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.currentStopCtx(), cancel)()
+		ctx = withElicitor(ctx, req.Session, caps, s.log)
+		ctx = withSampler(ctx, req.Session, caps, s.log)
+		return run(ctx), nil
 	}
 }
 
@@ -464,6 +613,8 @@ func (s *Server) Listen(addr string, opts ListenOptions) (net.Addr, error) {
 	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
 		&sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: newSlog(s.log)})
 	h = s.sessionGate(maxSessions, h)
+	h = revisionRouter(h, sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.mcp },
+		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, Logger: newSlog(s.log)}))
 	if opts.BearerToken != "" {
 		token := []byte(opts.BearerToken)
 		verify := func(_ context.Context, got string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -537,6 +688,25 @@ func (s *Server) sessionGate(max int, next http.Handler) http.Handler {
 		}
 	})
 }
+
+// revisionRouter serves the requests of 2026-07-28 clients (they carry
+// the revision in their MCP-Protocol-Version header, and the SDK serves
+// that revision only without sessions) with stateless, and every other
+// request (the initialize handshake and the sessions of 2025-11-25 and
+// before) with sessions: both revisions on one endpoint, each client on
+// its own.
+func revisionRouter(sessions, stateless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(protocolVersionHeader); usesInputRequired(v) && r.Header.Get(sessionIDHeader) == "" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})
+}
+
+// protocolVersionHeader is Streamable HTTP's revision header.
+const protocolVersionHeader = "Mcp-Protocol-Version"
 
 // sessionIDHeader is Streamable HTTP's session header.
 const sessionIDHeader = "Mcp-Session-Id"
@@ -661,6 +831,12 @@ func (s *Server) Stop() {
 	webs := s.webs
 	s.webs = map[*web]struct{}{}
 	s.mu.Unlock()
+	s.parking.cancelAll()
+	if bh, ok := s.host.(BackgroundHost); ok {
+		for _, t := range s.tasks.all() {
+			s.cancelTask(bh, t, "the MCP server stopped")
+		}
+	}
 
 	// HTTP first stops taking new connections, then the sessions end (which
 	// ends their event streams), then the server waits for what is left.
@@ -693,5 +869,6 @@ func (s *Server) Close() {
 	s.stopHost()
 	s.Stop()
 	close(s.done)
+	s.dropLogTap(nil)
 	s.wg.Wait()
 }

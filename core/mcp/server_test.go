@@ -330,7 +330,7 @@ func TestStdioSessionNameAndEnd(t *testing.T) {
 	a, b := net.Pipe()
 	rc := make(chan error, 1)
 	go func() { rc <- srv.ServeStdio(context.Background(), a, a) }()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestStopEndsServeStdioAndCancelsCalls(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	go s.srv.ServeStdio(context.Background(), a, a)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: b, Writer: b}, legacySession)
 	if err != nil {
 		t.Fatalf("serving again: %v", err)
 	}
@@ -417,17 +417,17 @@ func TestStreamableHTTP(t *testing.T) {
 	})
 
 	// Without the token: refused.
-	_, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+	_, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, legacySession)
 	if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("without a token: %v", err)
 	}
 	// With a wrong one: refused.
 	wrong := &http.Client{Transport: bearer{"guess", http.DefaultTransport}}
-	if _, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: wrong, MaxRetries: -1}, nil); err == nil {
+	if _, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: wrong, MaxRetries: -1}, legacySession); err == nil {
 		t.Errorf("a wrong token was accepted")
 	}
 	hc := &http.Client{Transport: bearer{"s3cret", http.DefaultTransport}}
-	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err := client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, legacySession)
 	if err != nil {
 		t.Fatalf("with the token: %v", err)
 	}
@@ -460,7 +460,7 @@ func TestStreamableHTTP(t *testing.T) {
 	if s := within(t, ended, "OnSessionEnd over HTTP"); s+"/echo" != session {
 		t.Errorf("ended %q, the calls ran in %q", s, session)
 	}
-	cs, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	cs, err = client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, legacySession)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +538,7 @@ func TestHTTPSessionCapAndIdleTimeout(t *testing.T) {
 	url1, url2 := "http://"+a1.String()+HTTPPath, "http://"+a2.String()+HTTPPath
 	client := sdk.NewClient(&sdk.Implementation{Name: "t"}, nil)
 	connect := func(url string) (*sdk.ClientSession, error) {
-		return client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil)
+		return client.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, legacySession)
 	}
 	cs1, err := connect(url1)
 	if err != nil {

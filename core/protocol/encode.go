@@ -17,12 +17,19 @@ type Success struct {
 // Extras are what a call's rules and callbacks add to its envelope,
 // success or error: raw JSON arrays, nil when absent.
 type Extras struct {
-	Notices   []byte
-	Callbacks []byte // results of blocking callbacks the call fired (SPEC §9.5)
-	Trace     []byte
+	// DecisionID is the call's decision id (its audit record's), written
+	// as a JSON string when set.
+	DecisionID []byte
+	Notices    []byte
+	Callbacks  []byte // results of blocking callbacks the call fired (SPEC §9.5)
+	Trace      []byte
 }
 
 func (x *Extras) append(dst []byte) []byte {
+	if x.DecisionID != nil {
+		dst = append(dst, `,"decision_id":"`...)
+		dst = append(append(dst, x.DecisionID...), '"')
+	}
 	if x.Notices != nil {
 		dst = append(dst, `,"notices":`...)
 		dst = append(dst, x.Notices...)

@@ -24,6 +24,10 @@ const (
 	// back.
 	BudgetExhausted Code = "budget_exhausted"
 	Blocked         Code = "blocked"
+
+	// Issue 31: the call needs the shared store (store.backend =
+	// "postgres"), which could not be reached in time; details name it.
+	Unavailable Code = "unavailable"
 )
 
 // Error is a failure that knows its protocol code. Message is for people;

@@ -27,13 +27,50 @@ type Table struct {
 	// mayHold: a deferred notice was queued since the last Reset, so
 	// Release looks for sessions holding some.
 	mayHold atomic.Bool
+	// notices, when set, keeps the sessions' notices outside the process
+	// (the shared store, issue 31) instead of in their queues.
+	notices atomic.Pointer[noticeBacking]
+}
+
+// NoticeStore keeps queued notices outside the process, where every
+// process that shares it drains them (each notice once).
+type NoticeStore interface {
+	// QueueNotices keeps ns; a notice identical to one the store holds
+	// for the session, queued less than window before and not delivered
+	// yet, is counted in it instead (see Session.Queue); a deferred one
+	// is held as Session.Queue holds it.
+	QueueNotices(session string, ns []protocol.Notice, window time.Duration) error
+	// ReleaseNotices lets the next drain take the session's notices held
+	// until event (deliver_on).
+	ReleaseNotices(session, event string) error
+	// DrainNotices takes the notices that may be delivered now, at most
+	// keep (the newest), and says how many older ones it dropped.
+	DrainNotices(session string, keep int) ([]protocol.Notice, int, error)
+}
+
+type noticeBacking struct {
+	store NoticeStore
+	local bool // on a failure, keep the notices in the process (else drop them, and a drain fails)
+	log   func(error)
+}
+
+// SetNoticeStore keeps the notices of every session in store from now on
+// (nil: in the process again). When store fails, local keeps notices in
+// the session's own queue (a drain takes those too); otherwise they are
+// dropped, reported to log, and a drain fails.
+func (t *Table) SetNoticeStore(store NoticeStore, local bool, log func(error)) {
+	if store == nil {
+		t.notices.Store(nil)
+		return
+	}
+	t.notices.Store(&noticeBacking{store: store, local: local, log: log})
 }
 
 // defaultSession returns the default session, its history spread over
 // processors (see spreadHistory) from the first use on.
 func (t *Table) defaultSession() *Session {
 	t.fallbackOnce.Do(func() {
-		t.fallback.tab = t
+		t.fallback.table = t
 		t.fallback.spread.Store(newSpreadHistory())
 	})
 	return &t.fallback
@@ -45,9 +82,20 @@ func (t *Table) defaultSession() *Session {
 func (t *Table) SetNoticeWindow(d time.Duration) { t.dedupe.Store(int64(d)) }
 
 // Release delivers the notices the session holds until event fires
-// (deliver_on): the next Drain returns them. It costs one atomic load
-// while no deferred notice was ever queued.
+// (deliver_on): the next Drain returns them. Without a notice store it
+// costs one atomic load while no deferred notice was ever queued; with
+// one, it asks the store (which another process may have queued held
+// notices in), and a failure is logged: the notices stay held.
 func (t *Table) Release(name, event string) {
+	if nb := t.notices.Load(); nb != nil {
+		stored := name
+		if name == protocol.DefaultSession {
+			stored = "" // the default session's name in the store, as Queue writes it
+		}
+		if err := nb.store.ReleaseNotices(stored, event); err != nil {
+			nb.log(err)
+		}
+	}
 	if !t.mayHold.Load() {
 		return
 	}
@@ -71,7 +119,7 @@ func (t *Table) Get(name string) *Session {
 	if s, ok := t.byName.Load(name); ok {
 		return s.(*Session)
 	}
-	s, _ := t.byName.LoadOrStore(name, &Session{name: name, tab: t})
+	s, _ := t.byName.LoadOrStore(name, &Session{name: name, table: t})
 	return s.(*Session)
 }
 
@@ -150,9 +198,9 @@ func (t *Table) DropPolicies() {
 
 // Session is what Clara keeps in memory for one session.
 type Session struct {
-	name string // as the table keeps it ("" for the default session)
-	tab  *Table // the table's notice settings; nil for a Session made by hand
-	mu   sync.Mutex
+	name  string // as the table keeps it ("" for the default session)
+	table *Table
+	mu    sync.Mutex
 	// history
 	toolCount    int
 	failureCount int
@@ -318,10 +366,31 @@ func (s *Session) Queue(ns []protocol.Notice) {
 	if len(ns) == 0 {
 		return
 	}
-	var window time.Duration
-	if s.tab != nil {
-		window = time.Duration(s.tab.dedupe.Load())
+	if nb := s.backing(); nb != nil {
+		err := nb.store.QueueNotices(s.name, ns, s.table.window())
+		if err == nil {
+			return
+		}
+		nb.log(err)
+		if !nb.local {
+			return
+		}
 	}
+	s.queueHere(ns)
+}
+
+// window is notices.dedupe_window_ms (SetNoticeWindow); 0 without a table.
+func (t *Table) window() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return time.Duration(t.dedupe.Load())
+}
+
+// queueHere keeps notices in the session's own queue, merging repeats
+// and holding deferred ones.
+func (s *Session) queueHere(ns []protocol.Notice) {
+	window := s.table.window()
 	var now time.Time
 	s.mu.Lock()
 	for i := range ns {
@@ -338,7 +407,7 @@ func (s *Session) Queue(ns []protocol.Notice) {
 		if n.DeliverOn != "" {
 			q.Held = true
 			s.held++
-			s.tab.holding()
+			s.table.holding()
 		}
 		if n.DeliverAfterMS > 0 {
 			q.NotBefore = now.Add(time.Duration(n.DeliverAfterMS) * time.Millisecond)
@@ -405,10 +474,49 @@ func (s *Session) release(event string) {
 	s.mu.Unlock()
 }
 
+// backing is the table's notice store, nil when notices stay here.
+func (s *Session) backing() *noticeBacking {
+	if s.table == nil {
+		return nil
+	}
+	return s.table.notices.Load()
+}
+
 // Drain returns and forgets the notices that may be delivered (those held
 // or not due yet stay queued), and how many were dropped since the last
-// drain because the queue was full.
-func (s *Session) Drain() ([]protocol.Notice, int) {
+// drain because the queue was full. With a notice store,
+// it takes the store's (those this process kept while the store failed
+// first); it fails only when the store does and on_unavailable says fail.
+func (s *Session) Drain() ([]protocol.Notice, int, error) {
+	ns, dropped := s.drainHere()
+	nb := s.backing()
+	if nb == nil {
+		return ns, dropped, nil
+	}
+	shared, more, err := nb.store.DrainNotices(s.name, NoticesKept)
+	if err != nil {
+		nb.log(err)
+		if !nb.local {
+			for i := range ns { // what was kept here is not lost to a failed drain: due already
+				ns[i].DeliverOn, ns[i].DeliverAfterMS = "", 0
+			}
+			s.queueHere(ns)
+			return nil, 0, err
+		}
+		return ns, dropped, nil
+	}
+	if len(ns) == 0 {
+		return shared, more, nil
+	}
+	all := append(ns, shared...)
+	if over := len(all) - NoticesKept; over > 0 {
+		all, more = all[over:], more+over
+	}
+	return all, dropped + more, nil
+}
+
+// drainHere takes the deliverable notices queued in the process.
+func (s *Session) drainHere() ([]protocol.Notice, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if over := len(s.notices) - NoticesKept; over > 0 {

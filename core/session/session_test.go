@@ -28,7 +28,7 @@ func TestSession_queue_keeps_the_newest_notices(t *testing.T) {
 				t.Fatalf("batch %d: queue holds %d notices", batch, len(s.notices))
 			}
 		}
-		got, dropped := s.Drain()
+		got, dropped, _ := s.Drain()
 		if len(got) != NoticesKept || dropped != total-NoticesKept {
 			t.Fatalf("batch %d: drained %d, dropped %d; want %d, %d", batch, len(got), dropped, NoticesKept, total-NoticesKept)
 		}
@@ -37,7 +37,7 @@ func TestSession_queue_keeps_the_newest_notices(t *testing.T) {
 				t.Fatalf("batch %d: notice %d is %s, want %s", batch, i, n.Message, want)
 			}
 		}
-		if got, dropped := s.Drain(); len(got) != 0 || dropped != 0 {
+		if got, dropped, _ := s.Drain(); len(got) != 0 || dropped != 0 {
 			t.Fatalf("batch %d: second drain gave %d notices, %d dropped", batch, len(got), dropped)
 		}
 	}
@@ -92,7 +92,7 @@ func TestTable_policy_narrows_and_drops(t *testing.T) {
 	if tab.Policy("s1") == nil || tab.Policy(protocol.DefaultSession) == nil {
 		t.Fatal("End dropped a session's policy")
 	}
-	if ns, _ := tab.Get("s1").Drain(); len(ns) != 0 {
+	if ns, _, _ := tab.Get("s1").Drain(); len(ns) != 0 {
 		t.Fatalf("End kept the notices: %v", ns)
 	}
 	tab.End("s2") // a session with no policy goes altogether
@@ -191,7 +191,7 @@ func TestQueue_dedupes(t *testing.T) {
 	high := warn
 	high.Priority = "critical"
 	s.Queue([]protocol.Notice{high})
-	got, _ := s.Drain()
+	got, _, _ := s.Drain()
 	want := []protocol.Notice{{Rule: "token-budget-warning", Message: "Token budget at 85%", Priority: "high", Event: "on_turn_start", Count: 3},
 		{Rule: "other", Message: warn.Message, Priority: "high", Event: "on_turn_start"}, high}
 	if !reflect.DeepEqual(got, want) {
@@ -199,7 +199,7 @@ func TestQueue_dedupes(t *testing.T) {
 	}
 	// Drained, a notice is no longer counted into: the next one is new.
 	s.Queue([]protocol.Notice{warn})
-	if got, _ := s.Drain(); len(got) != 1 || got[0].Count != 0 {
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Count != 0 {
 		t.Fatalf("after a drain: %+v", got)
 	}
 	// Past the window, a repeat is its own notice.
@@ -208,13 +208,13 @@ func TestQueue_dedupes(t *testing.T) {
 	s.notices[0].First = s.notices[0].First.Add(-2 * time.Minute)
 	s.mu.Unlock()
 	s.Queue([]protocol.Notice{warn})
-	if got, _ := s.Drain(); len(got) != 2 {
+	if got, _, _ := s.Drain(); len(got) != 2 {
 		t.Fatalf("past the window: %+v", got)
 	}
 	// A window of 0 keeps every notice.
 	tab.SetNoticeWindow(0)
 	s.Queue([]protocol.Notice{warn, warn})
-	if got, _ := s.Drain(); len(got) != 2 {
+	if got, _, _ := s.Drain(); len(got) != 2 {
 		t.Fatalf("no window: %+v", got)
 	}
 }
@@ -229,30 +229,30 @@ func TestQueue_defers(t *testing.T) {
 	soon := protocol.Notice{Rule: "r", Message: "in a while", Priority: "normal", DeliverAfterMS: 60}
 	now := protocol.Notice{Rule: "r", Message: "now", Priority: "normal"}
 	s.Queue([]protocol.Notice{later, soon, now, later})
-	if got, _ := s.Drain(); len(got) != 1 || got[0].Message != "now" {
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "now" {
 		t.Fatalf("first drain: %+v", got)
 	}
 	tab.Release("s", "on_turn_end")   // not its event
 	tab.Release("t", "on_turn_start") // not its session
 	tab.Get("t")
 	tab.Release("t", "on_turn_start")
-	if got, _ := s.Drain(); len(got) != 0 {
+	if got, _, _ := s.Drain(); len(got) != 0 {
 		t.Fatalf("released by another event or session: %+v", got)
 	}
 	tab.Release("s", "on_turn_start")
 	// A repeat after the release is held for the next one, not merged
 	// into the notice already free to go.
 	s.Queue([]protocol.Notice{later})
-	got, _ := s.Drain()
+	got, _, _ := s.Drain()
 	if len(got) != 1 || got[0].Message != "at the next turn" || got[0].Count != 2 {
 		t.Fatalf("after its event: %+v", got)
 	}
 	time.Sleep(80 * time.Millisecond)
-	if got, _ := s.Drain(); len(got) != 1 || got[0].Message != "in a while" {
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "in a while" {
 		t.Fatalf("after its time: %+v", got)
 	}
 	tab.Release("s", "on_turn_start")
-	if got, _ := s.Drain(); len(got) != 1 || got[0].Message != "at the next turn" || got[0].Count != 0 {
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "at the next turn" || got[0].Count != 0 {
 		t.Fatalf("the one held for the next turn: %+v", got)
 	}
 	// Held notices dropped with a full queue are no longer counted as held.
@@ -266,7 +266,7 @@ func TestQueue_defers(t *testing.T) {
 		t.Fatalf("held %d, want %d", held, NoticesKept)
 	}
 	tab.Release("s", "x")
-	if got, dropped := s.Drain(); len(got) != NoticesKept || dropped != NoticesKept {
+	if got, dropped, _ := s.Drain(); len(got) != NoticesKept || dropped != NoticesKept {
 		t.Fatalf("drained %d, dropped %d", len(got), dropped)
 	}
 }

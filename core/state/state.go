@@ -379,18 +379,51 @@ func (s *Store) Keys(scope string) ([]string, error) {
 	return keys, nil
 }
 
-// change is one checked Write.
-type change struct {
-	scope, key string
-	del        bool
-	raw        []byte // compact JSON text
-	val        any    // raw decoded
+// Change is one checked Write: what Check makes of it.
+type Change struct {
+	Scope, Key string
+	Delete     bool
+	Raw        []byte // compact JSON text
+	Val        any    // Raw decoded, as Scope hands it out
 }
 
+// Check checks writes as Apply does (an empty scope or key, one longer
+// than 1024 bytes, a non-nil Value that is not JSON or holds a number
+// outside float64's range) and returns them compacted and decoded. Another
+// store of rule state (the shared PostgreSQL one) checks with it, so that
+// both refuse and keep the same values.
+func Check(writes []Write) ([]Change, error) {
+	changes := make([]Change, len(writes))
+	for i, w := range writes {
+		c := &changes[i]
+		c.Scope, c.Key = w.Scope, w.Key
+		if !validName(w.Scope) {
+			return nil, fmt.Errorf("state: write %d: scope must be 1 to %d bytes, got %d", i, maxNameLen, len(w.Scope))
+		}
+		if !validName(w.Key) {
+			return nil, fmt.Errorf("state: write %d: key must be 1 to %d bytes, got %d", i, maxNameLen, len(w.Key))
+		}
+		if w.Value == nil {
+			c.Delete = true
+			continue
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, w.Value); err != nil {
+			return nil, fmt.Errorf("state: write %d (%q/%q): value is not valid JSON: %w", i, w.Scope, w.Key, err)
+		}
+		c.Raw = buf.Bytes()
+		if err := json.Unmarshal(c.Raw, &c.Val); err != nil {
+			return nil, fmt.Errorf("state: write %d (%q/%q): value: %w", i, w.Scope, w.Key, err)
+		}
+	}
+	return changes, nil
+}
+
+// ValidName reports whether a scope or key can be written: 1 to 1024 bytes.
+func ValidName(name string) bool { return validName(name) }
+
 // Apply makes all the writes in one transaction: all or none. It checks
-// every write first and writes nothing if one is invalid: an empty scope or
-// key, one longer than 1024 bytes, or a non-nil Value that is not JSON (or
-// holds a number outside float64's range, which Scope could not decode).
+// every write first and writes nothing if one is invalid (see Check).
 // Writes apply in order, so a later write to the same key wins.
 func (s *Store) Apply(writes []Write) error {
 	if s.closed.Load() {
@@ -399,28 +432,9 @@ func (s *Store) Apply(writes []Write) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	changes := make([]change, len(writes))
-	for i, w := range writes {
-		c := &changes[i]
-		c.scope, c.key = w.Scope, w.Key
-		if !validName(w.Scope) {
-			return fmt.Errorf("state: write %d: scope must be 1 to %d bytes, got %d", i, maxNameLen, len(w.Scope))
-		}
-		if !validName(w.Key) {
-			return fmt.Errorf("state: write %d: key must be 1 to %d bytes, got %d", i, maxNameLen, len(w.Key))
-		}
-		if w.Value == nil {
-			c.del = true
-			continue
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, w.Value); err != nil {
-			return fmt.Errorf("state: write %d (%q/%q): value is not valid JSON: %w", i, w.Scope, w.Key, err)
-		}
-		c.raw = buf.Bytes()
-		if err := json.Unmarshal(c.raw, &c.val); err != nil {
-			return fmt.Errorf("state: write %d (%q/%q): value: %w", i, w.Scope, w.Key, err)
-		}
+	changes, err := Check(writes)
+	if err != nil {
+		return err
 	}
 
 	s.wmu.Lock()
@@ -436,7 +450,7 @@ func (s *Store) Apply(writes []Write) error {
 }
 
 // commit writes the changes in one transaction. The caller holds wmu.
-func (s *Store) commit(changes []change) error {
+func (s *Store) commit(changes []Change) error {
 	ctx := context.Background()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -447,14 +461,14 @@ func (s *Store) commit(changes []change) error {
 	now := time.Now().UnixMilli()
 	for i := range changes {
 		c := &changes[i]
-		if c.del {
+		if c.Delete {
 			if del == nil {
 				if del, err = tx.PrepareContext(ctx, sqlDelete); err != nil {
 					return err
 				}
 				defer del.Close()
 			}
-			_, err = del.ExecContext(ctx, c.scope, c.key)
+			_, err = del.ExecContext(ctx, c.Scope, c.Key)
 		} else {
 			if upsert == nil {
 				if upsert, err = tx.PrepareContext(ctx, sqlUpsert); err != nil {
@@ -463,7 +477,7 @@ func (s *Store) commit(changes []change) error {
 				defer upsert.Close()
 			}
 			// Bound as a string so SQLite stores TEXT, not a BLOB.
-			_, err = upsert.ExecContext(ctx, c.scope, c.key, string(c.raw), now)
+			_, err = upsert.ExecContext(ctx, c.Scope, c.Key, string(c.Raw), now)
 		}
 		if err != nil {
 			return err
@@ -474,13 +488,13 @@ func (s *Store) commit(changes []change) error {
 
 // updateCacheLocked publishes new snapshots of the cached scopes that the
 // committed changes touch. The caller holds wmu.
-func (s *Store) updateCacheLocked(changes []change) {
+func (s *Store) updateCacheLocked(changes []Change) {
 	var fresh map[string]*snapshot // scopes copied during this update
 	for i := range changes {
 		c := &changes[i]
-		snap := fresh[c.scope]
+		snap := fresh[c.Scope]
 		if snap == nil {
-			v, ok := s.cache.Load(c.scope)
+			v, ok := s.cache.Load(c.Scope)
 			if !ok {
 				continue // not cached: built from SQLite on first use
 			}
@@ -498,14 +512,14 @@ func (s *Store) updateCacheLocked(changes []change) {
 			if fresh == nil {
 				fresh = map[string]*snapshot{}
 			}
-			fresh[c.scope] = snap
+			fresh[c.Scope] = snap
 		}
-		if c.del {
-			delete(snap.vals, c.key)
-			delete(snap.raw, c.key)
+		if c.Delete {
+			delete(snap.vals, c.Key)
+			delete(snap.raw, c.Key)
 		} else {
-			snap.vals[c.key] = c.val
-			snap.raw[c.key] = c.raw
+			snap.vals[c.Key] = c.Val
+			snap.raw[c.Key] = c.Raw
 		}
 	}
 	for scope, snap := range fresh {

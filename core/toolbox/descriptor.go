@@ -420,8 +420,11 @@ func (d *Descriptor) check() error {
 	if !ValidName(d.Name) {
 		return fmt.Errorf("invalid tool name %q: use 1 to 64 letters, digits, '_' or '-'", d.Name)
 	}
-	if d.Returns != ReturnsJSON && d.Returns != ReturnsString {
-		return fmt.Errorf("tool %q: returns must be \"json\" or \"string\", not %q", d.Name, d.Returns)
+	if d.Returns != ReturnsJSON && d.Returns != ReturnsString && d.Returns != ReturnsContent {
+		return fmt.Errorf("tool %q: returns must be \"json\", \"string\" or \"content\", not %q", d.Name, d.Returns)
+	}
+	if d.Returns == ReturnsContent && len(d.OutputSchema) > 0 {
+		return fmt.Errorf("tool %q: a tool that returns \"content\" has no output_schema (its result is content blocks, not an object)", d.Name)
 	}
 	seen := map[string]bool{}
 	for _, c := range d.Capabilities {

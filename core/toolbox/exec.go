@@ -13,7 +13,8 @@ import (
 	"github.com/clara-lib/clara/core/protocol"
 )
 
-// maxResultDepth bounds the nesting of a JSON result a tool hands back.
+// maxResultDepth bounds the nesting of a JSON result a tool hands back
+// when no limits.max_depth is given (Defaults.MaxDepth 0).
 const maxResultDepth = 10000
 
 // ErrStillRunning is what a self-timed tool's Run returns when the call's
@@ -30,6 +31,12 @@ var ErrAnsweredLate = errors.New("the tool answered after it was told its call h
 type Defaults struct {
 	TimeoutMS      int
 	MaxOutputBytes int
+	// MaxDepth bounds the nesting of a JSON result of a tool that is not
+	// built in (limits.max_depth), as requests are bounded: a result comes
+	// from outside as much as a request (a remote server, an HTTP answer)
+	// and goes back to a host whose parser may recurse (Python's json
+	// raises RecursionError past about 1,000).
+	MaxDepth int
 }
 
 // Validate checks arguments against the tool's input_schema; the error
@@ -54,20 +61,30 @@ func (t *Tool) Admit(session string, now time.Time) *protocol.Error {
 	if ok {
 		return nil
 	}
+	return RateLimitedError(t.Name, t.rate.n, t.rate.perSession, wait)
+}
+
+// RateLimitedError is the error of a call refused by a rate_per_min of n
+// (per session or for the whole tool), which may be retried after wait.
+// The shared store's windows (core, issue 31) answer with it too.
+func RateLimitedError(tool string, n int, perSession bool, wait time.Duration) *protocol.Error {
 	ms := wait.Milliseconds()
 	if wait%time.Millisecond != 0 {
 		ms++
 	}
 	scope := "tool"
-	if t.rate.perSession {
+	if perSession {
 		scope = "session"
 	}
 	return &protocol.Error{
 		Code:    protocol.RateLimited,
-		Message: fmt.Sprintf("tool %q allows %d call%s a minute per %s; retry in %d ms", t.Name, t.rate.n, plural(t.rate.n), scope, ms),
-		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, t.rate.n)),
+		Message: fmt.Sprintf("tool %q allows %d call%s a minute per %s; retry in %d ms", tool, n, plural(n), scope, ms),
+		Details: []byte(fmt.Sprintf(`{"retry_after_ms":%d,"rate_per_min":%d}`, ms, n)),
 	}
 }
+
+// RateSpan is the window of rate_per_min.
+const RateSpan = rateSpan
 
 // Execute runs one call under the tool's concurrency cap and timeout and
 // clamps its output. truncated is set when a string result was cut to
@@ -339,7 +356,7 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 	}
 	if !t.Builtin && !t.compactJSON {
 		var perr *protocol.Error
-		if out, perr = CheckJSON(t.Name, out); perr != nil {
+		if out, perr = CheckJSON(t.Name, out, d.MaxDepth); perr != nil {
 			return nil, false, perr
 		}
 	}
@@ -350,15 +367,27 @@ func (t *Tool) clamp(out []byte, d Defaults) ([]byte, bool, *protocol.Error) {
 			Details: []byte(fmt.Sprintf(`{"bytes":%d,"max_output_bytes":%d}`, len(out), max)),
 		}
 	}
+	if t.Returns == ReturnsContent {
+		if err := CheckContent(out); err != nil {
+			return nil, false, protocol.Errorf(protocol.ToolFailed, "tool %q: %v", t.Name, err)
+		}
+	}
 	return out, false, nil
 }
 
 // CheckJSON is clamp's check of a JSON result from a tool that is not built
-// in: one JSON value, nested at most 10000 deep, returned compacted (a
-// copy only when it had whitespace to remove). A tool that checks its own
+// in: one JSON value, nested at most maxDepth deep (limits.max_depth; 0:
+// 10000), returned compacted (a copy only when it had whitespace to
+// remove). A tool that checks its own
 // results (ToolOptions.CompactJSON) calls it for those it cannot vouch for.
-func CheckJSON(tool string, out []byte) ([]byte, *protocol.Error) {
-	sc, serr := protocol.Scan(out, maxResultDepth)
+func CheckJSON(tool string, out []byte, maxDepth int) ([]byte, *protocol.Error) {
+	if maxDepth <= 0 {
+		maxDepth = maxResultDepth
+	}
+	sc, serr := protocol.Scan(out, maxDepth)
+	if serr != nil && serr.TooDeep {
+		return nil, protocol.Errorf(protocol.ToolFailed, "tool %q returned JSON nested deeper than limits.max_depth (%d)", tool, maxDepth)
+	}
 	if serr != nil {
 		return nil, protocol.Errorf(protocol.ToolFailed, "tool %q returned invalid JSON: %v", tool, serr)
 	}

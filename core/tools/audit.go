@@ -9,6 +9,20 @@ import (
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
+// auditReopen closes and opens again the file of audit.path: after a log
+// rotation renamed it, records go to a new file at that path.
+func auditReopen(a *toolbox.Audit) toolbox.Builtin {
+	return toolbox.Builtin{Name: "audit_reopen", Admin: true,
+		Description: "Close and open again the audit file of audit.path, after a log rotation moved it (clara_audit_reopen); answers {\"reopened\": true}.",
+		Schema:      `{"type":"object","additionalProperties":false}`,
+		Run: func(context.Context, toolbox.Call) ([]byte, error) {
+			if err := a.Reopen(); err != nil {
+				return nil, err
+			}
+			return []byte(`{"reopened":true}`), nil
+		}}
+}
+
 func auditTail(a *toolbox.Audit) toolbox.Builtin {
 	return toolbox.Builtin{Name: "audit_tail",
 		Description: fmt.Sprintf("The last N audit records (default 20, at most %d): time, session, tool, SHA-256 of the arguments, duration, status.", toolbox.AuditRingSize),

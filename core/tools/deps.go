@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/clara-lib/clara/core/session"
@@ -31,12 +32,14 @@ type Docs interface {
 	Search(ctx context.Context, session string, args []byte) ([]byte, error)
 }
 
-// Input is what ask_user reaches: the host's input handler.
+// Input is what ask_user reaches: the person behind the call (the MCP
+// client that made it, or the host's input handler).
 type Input interface {
-	// Ask asks the user prompt for a call of session and returns
-	// {"answer":"..."} or {"declined":true}; it returns early, with ctx's
-	// error, when ctx ends.
-	Ask(ctx context.Context, session, prompt string) ([]byte, error)
+	// Ask asks the user prompt for a call of session, a form when schema
+	// is not nil, and returns {"answer": TEXT or OBJECT},
+	// {"declined":true} or {"declined":true,"cancelled":true}; it returns
+	// early, with ctx's error, when ctx ends.
+	Ask(ctx context.Context, session, prompt string, schema json.RawMessage) ([]byte, error)
 }
 
 // Models is what the model tools reach (issue 11): the chat loop, the
@@ -118,7 +121,7 @@ func All(d Deps) []toolbox.Builtin {
 	list := []toolbox.Builtin{
 		echo(), getTime(d.Now), mathEval(),
 		kvSet(d.KV), kvGet(d.KV), kvDelete(d.KV), kvList(d.KV),
-		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit),
+		toolsList(d.Registry), toolLimits(d.Registry), auditTail(d.Audit), auditReopen(d.Audit),
 		sessionPolicy(d.Sessions), notificationsDrain(d.Sessions),
 	}
 	if d.Engine != nil {

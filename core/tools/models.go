@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/tidwall/gjson"
 
@@ -60,15 +61,22 @@ func chatHistory(m Models) toolbox.Builtin {
 		}}
 }
 
-// askUserSchema bounds the question: a prompt is for a person to read.
+// askUserSchema bounds the question: a prompt is for a person to read; a
+// schema makes it a form (MCP's elicitation: a flat object).
 const askUserSchema = `{"type":"object","properties":{"prompt":{"type":"string","minLength":1,"maxLength":8192,` +
-	`"description":"The question for the user."}},"required":["prompt"],"additionalProperties":false}`
+	`"description":"The question for the user."},` +
+	`"schema":{"type":"object","description":"A form: the JSON Schema of a flat object (string, number, integer, boolean and enum fields); the answer is then that object."}},` +
+	`"required":["prompt"],"additionalProperties":false}`
 
 func askUser(in Input) toolbox.Builtin {
 	return toolbox.Builtin{Name: "ask_user",
-		Description: "Asks the user a question and waits for the answer. Result: {answer} with the user's text, or {declined: true}.",
+		Description: "Asks the user a question and waits for the answer. Result: {answer} with the user's text (or, with a schema, the form's object), or {declined: true}.",
 		Schema:      askUserSchema, LLMVisible: true, TimeoutMS: modelTimeoutMS, Timed: true,
 		Run: func(ctx context.Context, call toolbox.Call) ([]byte, error) {
-			return in.Ask(ctx, call.Session, gjson.GetBytes(call.Arguments, "prompt").Str)
+			var schema json.RawMessage
+			if s := gjson.GetBytes(call.Arguments, "schema"); s.Exists() {
+				schema = json.RawMessage(s.Raw)
+			}
+			return in.Ask(ctx, call.Session, gjson.GetBytes(call.Arguments, "prompt").Str, schema)
 		}}
 }

@@ -37,7 +37,10 @@ func notificationsDrain(sessions *session.Table) toolbox.Builtin {
 		Description: "Returns and forgets the notices waiting for the calling session.",
 		Schema:      `{"type":"object","additionalProperties":false}`, MaxOutputBytes: 16 << 20,
 		Run: func(_ context.Context, call toolbox.Call) ([]byte, error) {
-			ns, dropped := sessions.Get(call.Session).Drain()
+			ns, dropped, err := sessions.Get(call.Session).Drain()
+			if err != nil {
+				return nil, err
+			}
 			return json.Marshal(struct {
 				Notices []protocol.Notice `json:"notices"`
 				Dropped int               `json:"dropped"`

@@ -138,7 +138,7 @@ func TestBuiltins_set(t *testing.T) {
 	want := []string{"echo visible=true admin=false", "get_time visible=true admin=false", "math_eval visible=true admin=false",
 		"kv_set visible=true admin=false", "kv_get visible=true admin=false", "kv_delete visible=true admin=false",
 		"kv_list visible=true admin=false", "tools_list visible=false admin=false", "tool_limits visible=false admin=true", "audit_tail visible=false admin=false",
-		"session_policy visible=false admin=true", "notifications_drain visible=true admin=false"}
+		"audit_reopen visible=false admin=true", "session_policy visible=false admin=true", "notifications_drain visible=true admin=false"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
@@ -948,7 +948,7 @@ func catalog(t *testing.T, e *env, args string, scope toolbox.Scope) (string, []
 func TestToolsList_publishedShapes(t *testing.T) {
 	e := newEnv(t)
 	addHostTools(t, e)
-	all := []string{"audit_tail", "echo", "emptyschema", "get_time", "get_weather", "hidden", "kv_delete", "kv_get", "kv_list", "kv_set",
+	all := []string{"audit_reopen", "audit_tail", "echo", "emptyschema", "get_time", "get_weather", "hidden", "kv_delete", "kv_get", "kv_list", "kv_set",
 		"math_eval", "noschema", "notifications_drain", "session_policy", "tool_limits", "tools_list", "trueschema"}
 	for _, format := range []string{"openai", "anthropic", "mcp"} {
 		t.Run(format, func(t *testing.T) {
@@ -1073,7 +1073,7 @@ func TestToolsList_filtering(t *testing.T) {
 			"echo,emptyschema,get_time,get_weather,kv_delete,kv_get,kv_list,kv_set,math_eval,noschema,notifications_drain,trueschema"},
 		{"llm_visible_only false", `{"llm_visible_only":false,"format":"mcp"}`, onlyTools("hidden", "tools_list", "echo"), "echo,hidden,tools_list"},
 		{"config deny", `{"format":"openai","llm_visible_only":false}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
-			"audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tool_limits,tools_list,trueschema"},
+			"audit_reopen,audit_tail,emptyschema,get_time,hidden,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,session_policy,tool_limits,tools_list,trueschema"},
 		{"LLM formats default to llm_visible", `{"format":"openai"}`, toolbox.Scope{Config: toolbox.NewPolicy("the configuration", nil, []string{"echo", "kv_set", "get_weather"})},
 			"emptyschema,get_time,kv_delete,kv_get,kv_list,math_eval,noschema,notifications_drain,trueschema"},
 		{"session allow", `{"format":"anthropic"}`, toolbox.Scope{Session: toolbox.NewPolicy(`session "s"`, []string{"kv_get", "kv_set", "nonexistent"}, nil)},
@@ -1143,6 +1143,7 @@ func TestAuditTail(t *testing.T) {
 			r.Code = protocol.ToolFailed
 		}
 		args := []byte(fmt.Sprintf(`{"i":%d}`, i))
+		r.Decision = e.audit.Reserve()
 		e.audit.Add(r, args)
 		r.ArgsSHA256 = sha256.Sum256(args)
 		recs = append(recs, r)
@@ -1170,7 +1171,7 @@ func TestAuditTail(t *testing.T) {
 		}
 	}
 	sum := sha256.Sum256([]byte(`{"i":30}`))
-	if !strings.Contains(want(30, 30), `{"ts":"2023-11-14T22:13:50.123456Z","session":"s30","tool":"echo","args_sha256":"`+hex.EncodeToString(sum[:])+`","duration_us":30000,"status":"error","error":"tool_failed"}`) {
+	if !strings.Contains(want(30, 30), `{"ts":"2023-11-14T22:13:50.123456Z","session":"s30","tool":"echo","args_sha256":"`+hex.EncodeToString(sum[:])+`","duration_us":30000,"status":"error","error":"tool_failed","decision_id":"`+recs[29].Decision.String()+`"}`) {
 		t.Errorf("record shape: %s", want(30, 30))
 	}
 	pre := `invalid_args: tool "audit_tail": arguments do not match input_schema: `

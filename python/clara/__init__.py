@@ -41,7 +41,7 @@ from . import _binding
 from ._binding import MISSING, Clara, LogHandler, Text, ToolCall, current_call
 from ._errors import (Blocked, BudgetExhausted, ClaraError, Denied, InternalError, InvalidArgs, InvalidJSON,
                       InvalidRequest, OutputTooLarge, RateLimited, RegistrationError, Timeout, ToolError,
-                      ToolFailed, UnknownTool, check)
+                      ToolFailed, Unavailable, UnknownTool, check)
 from ._library import (CLARA_EBUSY, CLARA_EINTERNAL, CLARA_EINVAL, CLARA_ENOENT, CLARA_ENOMEM, CLARA_EPERM, CLARA_JSON_ARRAY,
                        CLARA_JSON_FALSE, CLARA_JSON_FLOAT, CLARA_JSON_INTEGER, CLARA_JSON_MISSING, CLARA_JSON_NULL,
                        CLARA_JSON_OBJECT, CLARA_JSON_STRING, CLARA_JSON_TRUE, CLARA_LOG_DEBUG, CLARA_LOG_ERROR,
@@ -62,13 +62,14 @@ __all__ = [
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
+    "audit_reopen", "telemetry_flush",
     "mcp_listen", "mcp_serve_stdio", "mcp_stop",
     # the binding
     "Clara", "load_library", "version", "version_number", "strerror", "json_get", "json_get_raw", "json5_to_json", "MISSING",
     # errors
     "ClaraError", "InvalidJSON", "InvalidRequest", "UnknownTool", "InvalidArgs", "Denied", "RateLimited",
     "Timeout", "OutputTooLarge", "ToolFailed", "InternalError", "RegistrationError", "ToolError",
-    "BudgetExhausted", "Blocked",
+    "BudgetExhausted", "Blocked", "Unavailable",
     # constants of clara.h
     "CLARA_VERSION", "CLARA_VERSION_NUMBER", "CLARA_VERSION_MAJOR", "CLARA_VERSION_MINOR", "CLARA_VERSION_PATCH",
     "CLARA_OK", "CLARA_EINVAL", "CLARA_ENOMEM", "CLARA_EINTERNAL", "CLARA_ENOENT", "CLARA_EPERM", "CLARA_EBUSY",
@@ -92,7 +93,7 @@ def call(tool: str, /, **arguments: Any) -> Any:
     """Call a tool with keyword arguments and return its result (a Python
     value). Raises the ClaraError subclass of the error: UnknownTool,
     InvalidArgs, Denied, RateLimited, Timeout, OutputTooLarge, ToolFailed,
-    InternalError, InvalidRequest, BudgetExhausted, Blocked."""
+    InternalError, InvalidRequest, BudgetExhausted, Blocked, Unavailable."""
     return _get()._call(tool, arguments, None)
 
 
@@ -264,6 +265,17 @@ def emit(event: Union[str, Mapping[str, Any]], payload: Any = None, session: Opt
 def emit_raw(event: Optional[Text]) -> str:
     """clara_emit with text in and text out (see Clara.emit_raw)."""
     return _get().emit_raw(event)
+
+
+def audit_reopen() -> None:
+    """Reopen the audit file after a log rotation moved it (see
+    Clara.audit_reopen)."""
+    _get().audit_reopen()
+
+
+def telemetry_flush(timeout: float = 5.0) -> bool:
+    """Export what telemetry holds now (see Clara.telemetry_flush)."""
+    return _get().telemetry_flush(timeout)
 
 
 def set_log_handler(handler: Optional[LogHandler], min_level: int = CLARA_LOG_INFO) -> None:

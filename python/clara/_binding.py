@@ -518,6 +518,13 @@ def _at_exit() -> None:
     global _log_keepalive, _log_lib, _event_keepalive, _event_lib, _input_current, _input_lib
     if _forked:
         return   # the child of a fork() must not call the library, even now
+    # What telemetry holds in its batches goes out before the process does
+    # (a collector that is down costs at most two seconds).
+    if _default is not None:
+        try:
+            _default._lib.clara_telemetry_flush(2000)
+        except Exception:
+            pass
     # No new call may enter the interpreter while it shuts down. (Calls that
     # are still running cannot be stopped; they should have returned.)
     with _tool_lock:
@@ -738,6 +745,21 @@ class Clara:
         Meant for tests."""
         ptr = self._lib.clara_reset()
         return _json.loads(self._take_string(ptr, "clara_reset").decode("utf-8"))  # type: ignore[no-any-return]
+
+    # -- the audit and telemetry --
+
+    def audit_reopen(self) -> None:
+        """Close and open again the audit file of audit.path, after a log
+        rotation moved it (clara_audit_reopen). Raises ClaraError when it
+        cannot be opened again (records keep going where they went)."""
+        if self._lib.clara_audit_reopen() != 0:
+            raise ClaraError("the audit file could not be opened again (see the log)", code="tool_failed")
+
+    def telemetry_flush(self, timeout: float = 5.0) -> bool:
+        """Export what telemetry holds in its batches, waiting at most
+        timeout seconds (clara_telemetry_flush); False when the export
+        failed or did not end in time. Done at interpreter exit too."""
+        return bool(self._lib.clara_telemetry_flush(int(max(0.0, timeout) * 1000)) == 0)
 
     # -- events --
 

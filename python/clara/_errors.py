@@ -133,9 +133,16 @@ class Blocked(ClaraError):
     code = "blocked"
 
 
+class Unavailable(ClaraError):
+    """unavailable: the call needs the shared store (store.backend =
+    "postgres"), which did not answer in time; .details is {"store"}."""
+    code = "unavailable"
+
+
 _BY_CODE: Dict[str, Type[ClaraError]] = {
     k.code: k for k in (InvalidJSON, InvalidRequest, UnknownTool, InvalidArgs, Denied, RateLimited,
-                        Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked)
+                        Timeout, OutputTooLarge, ToolFailed, InternalError, BudgetExhausted, Blocked,
+                        Unavailable)
 }
 
 

@@ -141,6 +141,11 @@ def declare(lib: ctypes.CDLL) -> None:
     # char *clara_reset(void);  malloc'd: c_void_p.
     lib.clara_reset.argtypes = []
     lib.clara_reset.restype = c_void_p
+    # int clara_audit_reopen(void);  int clara_telemetry_flush(int timeout_ms);
+    lib.clara_audit_reopen.argtypes = []
+    lib.clara_audit_reopen.restype = c_int
+    lib.clara_telemetry_flush.argtypes = [c_int]
+    lib.clara_telemetry_flush.restype = c_int
     # char *clara_emit(const char *event_json);  malloc'd: c_void_p.
     lib.clara_emit.argtypes = [c_char_p]
     lib.clara_emit.restype = c_void_p

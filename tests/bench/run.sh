@@ -137,6 +137,10 @@ go_pair rules_watch core:BenchmarkEvaluate_echo core:BenchmarkEvaluate_echo_noRu
 # same call with no rule.
 go_pair rule_allows core:BenchmarkEvaluate_echo_ruleAllows core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_allows.err" || status=1
 go_pair rule_rewrites core:BenchmarkEvaluate_echo_ruleRewrites core:BenchmarkEvaluate_echo_noRules >> "$samples" 2> "$out/rule_rewrites.err" || status=1
+# Telemetry (issue 29): the echo with traces, metrics and OTLP logs on,
+# exported in batches to a receiver on loopback, beside the echo with
+# telemetry off (the default, which must cost nothing).
+go_pair telemetry core:BenchmarkEvaluate_echo_telemetry core:BenchmarkEvaluate_echo >> "$samples" 2> "$out/telemetry.err" || status=1
 # The agent loop: a chat with one tool call through the engine against the
 # scripted provider on loopback, beside the same two exchanges made by a
 # bare net/http client; and chats from 16 goroutines at once.
@@ -187,6 +191,27 @@ glob_rows() {
 }
 echo "run.sh: running globs (Go benchmarks of callbacks)" >&2
 glob_rows >> "$samples" 2> "$out/globs.err" || { echo "failed globs $out/globs.err" >> "$samples"; status=1; }
+# The shared store (issue 31): a throwaway PostgreSQL on loopback
+# (tests/pg.sh, default settings: every commit flushed), which the Go
+# benchmarks reach through CLARA_TEST_PG_URL (a fresh database each).
+pg_rows() {
+  local url
+  url=$(bash tests/pg.sh start "$out/pg") || return 1
+  CLARA_TEST_PG_URL=$url go_pair state_set_pg core:BenchmarkShared_stateSet/postgres core:BenchmarkShared_stateSet/sqlite || return 1
+  CLARA_TEST_PG_URL=$url go_pair state_get_pg core:BenchmarkShared_stateGet/postgres core:BenchmarkShared_stateGet/sqlite || return 1
+  CLARA_TEST_PG_URL=$url go_pair rate_shared core:BenchmarkShared_rateLimited/shared core:BenchmarkShared_rateLimited/local || return 1
+  env -u CLARA_CONFIG -u CLARA_LOG "$python" tests/bench/bench_shared_procs.py "$root/$libdir/libclara.so.0" "$url" \
+    "${CLARA_BENCH_PROCS_REPS:-3}" "${CLARA_BENCH_PROCS_CALLS:-2000}" || return 1
+}
+if bash tests/pg.sh bindir >/dev/null 2>&1; then
+  echo "run.sh: running the shared store's rows (PostgreSQL)" >&2
+  pg_rows >> "$samples" 2> "$out/shared_store.err" || { echo "failed shared_store $out/shared_store.err" >> "$samples"; status=1; }
+  bash tests/pg.sh stop "$out/pg" >/dev/null 2>&1
+  rm -rf "$out/pg"
+else
+  echo "failed shared_store (no PostgreSQL server binaries: make setup-bench installs them)" >> "$samples"
+  status=1
+fi
 echo "info load_end $(cut -d' ' -f1-3 /proc/loadavg)" >> "$samples"
 
 # ---- Table ------------------------------------------------------------------

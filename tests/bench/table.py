@@ -43,6 +43,11 @@ ROWS = [
     ("rules_watch", "echo, built-in rules on (Go)", "echo, built-in rules off (Go)", "time", None, None),
     ("rule_allows", "echo through an on_tool_call rule that allows it (Go)", "echo, no rule (Go)", "time", None, None),
     ("rule_rewrites", "echo through an on_tool_call rule that rewrites it (Go)", "echo, no rule (Go)", "time", None, None),
+    ("telemetry", "echo, telemetry on: batches to OTLP on loopback (Go)", "echo, telemetry off (Go)", "time", None, None),
+    ("state_set_pg", "state_set in PostgreSQL, loopback (Go)", "state_set in SQLite (Go)", "time", None, None),
+    ("state_get_pg", "state_get in PostgreSQL, loopback (Go)", "state_get in SQLite (Go)", "time", None, None),
+    ("rate_shared", "rate-limited call, window in PostgreSQL (Go)", "window in the process (Go)", "time", None, None),
+    ("procs4", "4 processes × rate-limited tool, window shared, per call", "each process its own window", "time", None, None),
     ("condition", "condition", "simpleeval, pre-parsed", "throughput", ">=", 50.0),
     ("condition_vm", "condition, through expr's VM", "simpleeval, pre-parsed", "throughput", None, None),
     ("lua_rule", "Lua rule", "lupa (LuaJIT), context converted", "throughput", ">=", 2.5),
@@ -91,6 +96,9 @@ LEGEND = [
     "additionalProperties) vs without: the cost of validating the arguments.",
     "audit: Go benchmark of recording one call in the audit ring (toolbox.Audit.Add), beside the engine's "
     "whole echo call (no cgo), which includes it; alternated one run each.",
+    "echo, telemetry on: Go benchmark of the engine's echo with [telemetry] enabled (a span per call with its "
+    "decision events, the metrics, the audit record as an OTLP log), the SDK's batch processors exporting to a "
+    "receiver on loopback that decodes every batch; beside the same echo with telemetry off (the default).",
     "echo, built-in rules on: Go benchmarks of the engine's echo with the default rules (large_result "
     "watches every completed call) and with rules.builtin = false: what a rule on every call costs.",
     "echo through a rule that allows / rewrites: Go benchmarks of the engine's echo with one on_tool_call rule in "
@@ -116,6 +124,13 @@ LEGEND = [
     "emit: clara_emit + clara_free_string from C; 100 rules on the trigger, half with conditions of "
     "comparisons only, half calling len() first, 10 matching, each rendering a notice from a "
     "two-part template; the answer lists the 10 rules fired and their notices.",
+    "Shared store (issue 31): Go benchmarks of the engine's state_set (key among 100, value a number) and state_get "
+    "through the whole pipeline with store.backend = \"postgres\" (PostgreSQL 15 on loopback started by the bench, default "
+    "settings: each commit flushed to disk) vs SQLite (a WAL file under a temporary state_dir). Rate-limited call: a host "
+    "Go tool with rate_per_min = 1000 per session (sessions changing every 900 calls, none refused), its window in "
+    "PostgreSQL (one statement that locks the key's row) vs in the process. 4 processes: four Python hosts calling "
+    "one tool with rate_per_min = 1000 at once, 2,000 calls each; wall time of the slowest divided by the 8,000 calls, "
+    "window shared vs each process its own; how many calls the four admitted together is printed below.",
     "MCP: Go benchmark, the Go SDK's client calling echo over stdio on a child process: the engine (default "
     "configuration, built-in rules on) serving its built-in echo through the whole pipeline (policy, rules, "
     "validation, limits, audit, structuredContent), vs the SDK's bare server whose echo handler does nothing "
@@ -267,6 +282,9 @@ def main():
     if loop:
         footer.append("CLIPS: the empty loop (loop-for-count ... do TRUE) costs %s per iteration; it is "
                       "included in all three CLIPS figures." % figure(loop))
+    if "procs4_admitted_clara" in info:
+        footer.append("4 processes × rate_per_min = 1000: admitted together %s with the window shared in PostgreSQL, "
+                      "%s with a window per process." % (info["procs4_admitted_clara"], info.get("procs4_admitted_ref", "?")))
     if "response_bytes" in info:
         footer.append("Echo response: %s bytes, the same for Clara and every reference." % info["response_bytes"])
     if mem is not None:
@@ -285,7 +303,8 @@ def main():
                       ("validation", "validating 5 arguments against a schema costs"),
                       ("rules_watch", "a rule watching every completed call costs"),
                       ("rule_allows", "an on_tool_call rule that lets the call through costs"),
-                      ("rule_rewrites", "an on_tool_call rule that rewrites the arguments costs")):
+                      ("rule_rewrites", "an on_tool_call rule that rewrites the arguments costs"),
+                      ("telemetry", "telemetry on (traces, metrics, OTLP logs) costs")):
         s = samples.get(key, {})
         if s.get("clara") and s.get("ref"):
             diff = statistics.median(s["clara"]) - statistics.median(s["ref"])

@@ -79,6 +79,7 @@ int main(void) {
     tests_mcp();
     tests_seeds();
     tests_approvals();
+    tests_audit();
     if (harness_failures > 0) {
         fprintf(stderr, "harness: %d of %d checks FAILED\n", harness_failures, harness_checks);
         return 1;

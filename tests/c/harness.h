@@ -43,6 +43,7 @@ void tests_ownership(void);
 void tests_async(void);
 void tests_chat(void);
 void tests_nested(void);
+void tests_audit(void);
 void tests_declared(void);
 void tests_abandoned(void);
 void tests_mcp(void);

@@ -287,7 +287,7 @@ func TestConsumeServerEverythingOverStdio(t *testing.T) {
 		t.Errorf("a denied tool was registered")
 	}
 	echo, _ := reg.reg.Lookup("everything__echo")
-	if echo.Capabilities[0] != toolbox.CapExec || echo.Returns != toolbox.ReturnsString {
+	if echo.Capabilities[0] != toolbox.CapExec || echo.Returns != toolbox.ReturnsJSON {
 		t.Errorf("everything__echo: %+v", echo.Descriptor)
 	}
 
@@ -406,7 +406,7 @@ func TestConsumeServerEverythingOverHTTP(t *testing.T) {
 		t.Fatalf("tools: %+v", specs)
 	}
 	out, err := specs[1].Run(context.Background(), toolbox.Call{Arguments: []byte(`{"a":1,"b":41}`)})
-	if err != nil || string(out) != "The sum of 1 and 41 is 42." {
+	if err != nil || string(out) != `"The sum of 1 and 41 is 42."` {
 		t.Errorf("get-sum over HTTP: %s %v", out, err)
 	}
 	mu.Lock()

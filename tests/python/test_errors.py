@@ -23,6 +23,7 @@ CLASSES = {
     "internal": clara.InternalError,
     "budget_exhausted": clara.BudgetExhausted,  # issue 28
     "blocked": clara.Blocked,
+    "unavailable": clara.Unavailable,  # issue 31
 }
 
 

@@ -2,7 +2,9 @@
 called by an MCP client speaking Streamable HTTP (JSON-RPC over HTTP with
 server-sent events), clara.mcp_stop."""
 
+import asyncio
 import json
+import threading
 import time
 import unittest
 import urllib.error
@@ -10,6 +12,7 @@ import urllib.request
 
 import clara
 from clara_testcase import ClaraTestCase
+from test_abandoned import threads_now
 
 
 def rpc(url, body, session=None):
@@ -116,6 +119,77 @@ class TestMCP(ClaraTestCase):
             time.sleep(0.01)
         else:
             self.fail("the ended session's room never came back")
+
+    def test_calls_in_flight_are_bounded(self):
+        # Issue 25, finding 1, from an MCP client: calls of a Python tool
+        # sent all at once each held a thread or two while they ran, and
+        # every one of them went past its deadline before
+        # limits.max_overdue_calls could count one (60 calls: +120
+        # threads; some thousands end the process). mcp.max_calls bounds
+        # the calls running at once; the others are refused at once.
+        clara.configure({"mcp": {"max_calls": 4}, "limits": {"max_overdue_calls": 4}})
+        gate = threading.Event()
+        self.addCleanup(gate.set)
+        lock = threading.Lock()
+        inside = [0, 0]  # now, most at once
+
+        def slow(args):
+            with lock:
+                inside[0] += 1
+                inside[1] = max(inside[1], inside[0])
+            try:
+                gate.wait(20)
+                return "done"
+            finally:
+                with lock:
+                    inside[0] -= 1
+        self.lib.register_tool({"name": "slow", "limits": {"timeout_ms": 20000}}, slow)
+        url = clara.mcp_listen("127.0.0.1:0")
+        sid = self.session(url)
+        host, port = urllib.request.urlparse(url).netloc.split(":")
+        n = 60
+
+        async def call(i):
+            body = json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                               "params": {"name": "slow", "arguments": {}}}).encode()
+            r, w = await asyncio.open_connection(host, int(port))
+            w.write(("POST /mcp HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
+                     "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+                     "Mcp-Session-Id: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                     % (host, port, sid, len(body))).encode() + body)
+            await w.drain()
+            text = (await r.read()).decode()
+            w.close()
+            (data,) = [line[len("data:"):] for line in text.splitlines() if line.startswith("data:")]
+            return json.loads(data)["result"]
+
+        async def main():
+            before = threads_now()
+            tasks = [asyncio.ensure_future(call(i)) for i in range(n)]
+            # The refused answer at once; those admitted wait for the gate.
+            deadline = time.monotonic() + 20
+            while sum(t.done() for t in tasks) < n - 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            grown = threads_now() - before
+            gate.set()
+            return await asyncio.gather(*tasks), grown
+
+        results, grown = asyncio.run(main())
+        done = [r for r in results if not r.get("isError")]
+        refused = [r for r in results if r.get("isError")]
+        self.assertLessEqual(inside[1], 4, "%d calls ran at once" % inside[1])
+        self.assertEqual(len(done), 4)
+        self.assertEqual(len(refused), n - 4)
+        for r in refused:
+            self.assertEqual(r["_meta"]["clara/error"], "tool_failed")
+            self.assertEqual(r["content"][0]["text"], 'tool "slow" was not started: 4 calls of MCP clients are running, '
+                             'the most mcp.max_calls allows; try again once one has ended')
+        self.assertLessEqual(grown, 4 * 2 + 12, "%d calls at once: +%d threads" % (n, grown))
+        # Once they ended, calls run again.
+        res, _ = rpc(url, {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                           "params": {"name": "slow", "arguments": {}}}, sid)
+        self.assertEqual(res["result"]["content"], [{"type": "text", "text": "done"}])
 
     def test_refusals(self):
         with self.assertRaises(clara.InvalidRequest) as cm:

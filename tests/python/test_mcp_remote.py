@@ -14,6 +14,15 @@ from clara_testcase import ClaraTestCase, HERE
 PEER = os.path.join(HERE, "mcp_peer.py")
 
 
+def rss_mb():
+    """The process's resident memory now, in MB."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS: line in /proc/self/status")
+
+
 def server(*args, name="peer", **entry):
     """An [[mcp_servers]] entry running mcp_peer.py with args."""
     return dict({"name": name, "command": sys.executable, "args": [PEER, *args]}, **entry)
@@ -159,6 +168,21 @@ class TestListBounds(RemoteTestCase):
                       'max_schema_bytes', self.log)
         env = self.lib.configure({"mcp_servers": [server(max_tools=0)]})
         self.assertEqual(env["message"], "clara_configure: mcp_servers[0]: max_tools must be an integer from 1 to 100000")
+
+    def test_a_flood_of_list_changed_holds_one_listing(self):
+        # Review of finding 5: each notifications/tools/list_changed started
+        # a listing of its own, all waiting for the one before; a server
+        # that sends them without end (and answers no listing) made the
+        # host hold a goroutine for each: 100,000 took 400 to 800 MB, and the
+        # server's calls timed out behind them. Now one listing runs and
+        # one waits, whatever comes.
+        before = rss_mb()
+        env = self.lib.configure({"mcp_servers": [server("--flood-list-changed", "50000", eager=True, timeout_ms=30000)]})
+        self.assertEqual(env["status"], "success", env)
+        # The peer answers calls in order: this one comes after the flood.
+        self.assertEqual(self.answers("peer__ping"), "pong from ping")
+        grown = rss_mb() - before
+        self.assertLess(grown, 100, "50,000 list_changed: +%d MB" % grown)
 
 
 class TestFailingServers(RemoteTestCase):

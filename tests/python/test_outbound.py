@@ -122,6 +122,8 @@ def scripts(dirname):
                     '[[exchange]]\nreply.json = \'\'\'{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,'
                     '"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}\'\'\'\n'
                     % ('[' * 9000 + ']' * 9000),
+        "t25_deep_answer": 'provider = "http"\nrepeat = true\n[[exchange]]\nreply.json = \'\'\'%s\'\'\'\n'
+                           % ('{"d":' + '[' * 2000 + ']' * 2000 + '}'),
         "t25_longline": 'provider = "openai"\n[[exchange]]\nreply.sse = \'\'\'\n%s\'\'\'\n' % sse([delta("a" * 5000)]),
         "t25_manycalls": 'provider = "openai"\n[[exchange]]\nreply.sse = \'\'\'\n%s\'\'\'\n' % sse(
             [delta(calls=[{"index": i, "id": "c%d" % i, "type": "function",
@@ -247,6 +249,26 @@ class TestOutbound(ClaraTestCase):
         self.assertEqual(call["error"], "the arguments nest deeper than limits.max_depth (512)")
         self.assertIsInstance(call["arguments"], str)
         self.assertEqual(result["content"], "done")
+
+    # Finding 18, review: a result nested deeper than Python's json reads
+    # from outside (an HTTP tool's answer and the evaluator's, 2,000 deep; a
+    # remote MCP tool's structured result, 990) reached the envelope, and
+    # clara.evaluate raised RecursionError on it. Results are held to
+    # limits.max_depth too.
+    def test_deep_results_are_refused(self):
+        self.configure({"network": {"allow_hosts": ["127.0.0.1"]},
+                        "evaluator": {"url": self.llm.first + "/t25_deep_answer/evaluate"},
+                        "tools": [{"name": "deep_http", "description": "Answers deep.", "input_schema": {"type": "object"},
+                                   "http": {"url": self.llm.first + "/t25_deep_answer/x"}}],
+                        "mcp_servers": [{"name": "h", "url": self.mcp_url, "timeout_ms": 30000}]})
+        self.wait_tool("h__deep")
+        for tool, message in [
+                ("deep_http", 'tool "deep_http" returned JSON nested deeper than limits.max_depth (512)'),
+                ("evaluate", "POST %s/t25_deep_answer/evaluate answered JSON nested deeper than limits.max_depth (512)"
+                 % self.llm.first),
+                ("h__deep", 'tool "h__deep" returned JSON nested deeper than limits.max_depth (512)')]:
+            self.assertEqual(clara.evaluate({"tool": tool, "arguments": {}}),
+                             {"status": "error", "error": "tool_failed", "message": message})
 
     # Finding 23: an over-long event-stream line was "the connection
     # dropped", 129 streamed tool calls "a streamed chunk is not JSON".

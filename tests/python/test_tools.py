@@ -109,6 +109,22 @@ class TestPythonTools(ToolTestCase):
             self.assertTrue(hasattr(clara, name))
         self.assertTrue(issubclass(clara.ToolError, clara.ClaraError))
 
+    def test_content_blocks(self):
+        # "returns": "content": MCP content blocks, as the specification
+        # writes them (issue 30); anything else is tool_failed, naming the
+        # block at fault.
+        pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+        blocks = [{"type": "text", "text": "a red pixel:"},
+                  {"type": "image", "data": pixel, "mimeType": "image/png"}]
+        self.register({"name": "pixel", "returns": "content"}, lambda args: blocks)
+        self.assertEqual(self.lib.evaluate({"tool": "pixel"}),
+                         {"status": "success", "tool": "pixel", "result": blocks})
+        self.register({"name": "bad_blocks", "returns": "content"},
+                      lambda args: [{"type": "image", "mimeType": "image/png"}])
+        env = self.lib.evaluate({"tool": "bad_blocks"})
+        self.assertEqual(env["error"], "tool_failed")
+        self.assertEqual(env["message"], 'tool "bad_blocks": content block 0: the image block needs "data"')
+
     def test_end_to_end_with_schema(self):
         seen = []
 
@@ -329,7 +345,7 @@ class TestRegistrationErrors(ToolTestCase):
             ({"name": "bad name"}, clara.CLARA_EINVAL, "bad name",
              "clara_register_tool: invalid tool name \"bad name\": use 1 to 64 letters, digits, '_' or '-'"),
             ({"name": "x", "returns": "xml"}, clara.CLARA_EINVAL, "x",
-             'clara_register_tool: tool "x": returns must be "json" or "string", not "xml"'),
+             'clara_register_tool: tool "x": returns must be "json", "string" or "content", not "xml"'),
             ({"name": "x", "capabilities": ["teleport"]}, clara.CLARA_EINVAL, "x",
              'clara_register_tool: tool "x": unknown capability "teleport" (known: exec, fs_read, fs_write, network)'),
             ({"name": "x", "limits": {"timeout_ms": -1}}, clara.CLARA_EINVAL, "x",
@@ -910,10 +926,10 @@ class TestBuiltins(ToolTestCase):
         empty = {"type": "object", "properties": {}}
         callbacks = ["callback_get", "callback_list", "callback_toggle", "callback_trigger", "callback_upsert"]
         approvals = ["approval_decide", "approvals_list"]  # issue 28
-        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
+        builtins = sorted(["ask_user", "async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "doc_search", "echo", "evaluate", "emit_event", "get_time", "kv_delete", "kv_get", "kv_list",
                            "kv_set", "math_eval", "notifications_drain", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test",
                            "session_end", "session_policy", "state_get", "state_set", "tool_limits", "tools_list"] + callbacks + approvals)
-        admin = ("async_cancel", "async_result", "audit_tail", "chat", "chat_history", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
+        admin = ("async_cancel", "async_result", "audit_reopen", "audit_tail", "chat", "chat_history", "chat_reset", "emit_event", "evaluate", "plugin_enable", "plugins_list", "rules_list", "rules_load", "rules_test", "session_end",
                  "session_policy", "state_get", "state_set", "tool_limits", "tools_list") + tuple(callbacks) + tuple(approvals)
         every = sorted(builtins + ["add", "bare", "hidden"])
 
@@ -992,14 +1008,15 @@ class TestBuiltins(ToolTestCase):
         records = json.loads(raw)["result"]["records"]
         self.assertEqual(len(records), 2)
         first, second = records
-        self.assertEqual(list(first), ["ts", "session", "tool", "args_sha256", "duration_us", "status", "error"])
-        self.assertEqual({k: v for k, v in first.items() if k not in ("ts", "duration_us")}, {
+        self.assertEqual(list(first), ["ts", "session", "tool", "args_sha256", "duration_us", "status", "error", "decision_id"])
+        self.assertRegex(first["decision_id"], r"^[0-9a-f]{8}-\d+-\d+$")
+        self.assertEqual({k: v for k, v in first.items() if k not in ("ts", "duration_us", "decision_id")}, {
             "session": "u1", "tool": "login",
             "args_sha256": hashlib.sha256(args_text.encode("utf-8")).hexdigest(),
             "status": "success", "error": None})
         self.assertRegex(first["ts"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
         self.assertIsInstance(first["duration_us"], int)
-        self.assertEqual({k: v for k, v in second.items() if k not in ("ts", "duration_us")}, {
+        self.assertEqual({k: v for k, v in second.items() if k not in ("ts", "duration_us", "decision_id")}, {
             "session": "default", "tool": "login",
             "args_sha256": hashlib.sha256(b'{"password":5}').hexdigest(),
             "status": "error", "error": "invalid_args"})
