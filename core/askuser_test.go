@@ -130,7 +130,12 @@ func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
 	release := make(chan struct{})
 	returned := make(chan struct{})
 	var once sync.Once
+	entered := make(chan struct{}, 1)
 	e.SetInputHandler(func([]byte) (string, bool) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
 		<-release // the user never answers in time
 		defer once.Do(func() { close(returned) })
 		return "too late", true
@@ -144,6 +149,9 @@ func TestAskUser_a_chat_cancelled_while_the_question_is_open(t *testing.T) {
 	if !strings.Contains(ev, `"prompt":"Still there?","session":"u2","handle":`) {
 		t.Fatal(ev)
 	}
+	// input_required goes out before the handler is called: a cancel before
+	// then would leave the question unasked (and returned never closed).
+	<-entered
 	if perr := e.Cancel(h); perr != nil {
 		t.Fatal(perr)
 	}
@@ -171,8 +179,10 @@ func TestAskUser_cancelled_questions_are_announced_and_bounded(t *testing.T) {
 	defer e.SetEventSink(nil)
 	release := make(chan struct{})
 	var inside sync.WaitGroup
+	entered := make(chan struct{}, 2)
 	e.SetInputHandler(func([]byte) (string, bool) {
 		defer inside.Done()
+		entered <- struct{}{}
 		<-release
 		return "late", true
 	})
@@ -189,6 +199,9 @@ func TestAskUser_cancelled_questions_are_announced_and_bounded(t *testing.T) {
 		if asked != `{"event":"input_required","id":`+id+`,"prompt":"Which city?","session":"q","handle":`+hs+`}` {
 			t.Fatal(asked)
 		}
+		// input_required goes out before the handler is called: a cancel
+		// before then would leave the question unasked, and not open.
+		<-entered
 		if perr := e.Cancel(h); perr != nil {
 			t.Fatal(perr)
 		}
