@@ -356,3 +356,25 @@ func expectSub(t *testing.T, got, want string) {
 }
 
 var _ = fmt.Sprint
+
+// A rule the host registered (seed 004's Tier 1) is the process's own: a
+// rules_load that another process announces reaches this one and leaves
+// the host's rule in force beside it.
+func TestShared_host_rule_stays_through_another_process_rules_load(t *testing.T) {
+	url := pgtest.URL(t)
+	a := sharedEngine(t, url, "", nil)
+	b := sharedEngine(t, url, "", nil)
+	var h hostFuncs
+	if err := a.RegisterRule([]byte(`{id: 'big-echo', trigger: 'on_tool_call', priority: 10}`), h.funcs(func(ev map[string]any) (bool, error) {
+		n, _ := argOf(ev, "n").(float64)
+		return n > 5, nil
+	}, func(map[string]any) ([]byte, error) { return []byte(`{"type":"deny","reason":"too big"}`), nil })); err != nil {
+		t.Fatal(err)
+	}
+	mustEval(t, b, `{"tool":"rules_load","arguments":{"name":"b.toml","toml":"[[rules]]\nid = \"from-b\"\ntrigger = \"on_tool_call\"\n[rules.action]\ntype = \"notify_self\"\nmessage = \"b's rule\"\n"}}`)
+	eventually(t, "a applies b's rules_load", func() bool {
+		return strings.Contains(evalString(t, a, `{"tool":"echo","arguments":{"n":1}}`), `"message":"b's rule"`)
+	})
+	expectSub(t, evalString(t, a, `{"tool":"echo","arguments":{"n":9}}`), `denied by rule \"big-echo\": too big`)
+	expectSub(t, evalString(t, b, `{"tool":"echo","arguments":{"n":9}}`), `"status":"success"`)
+}
