@@ -30,6 +30,7 @@ import (
 	"github.com/clara-lib/clara/core"
 	"github.com/clara-lib/clara/core/logging"
 	"github.com/clara-lib/clara/core/protocol"
+	"github.com/clara-lib/clara/core/rules"
 	"github.com/clara-lib/clara/core/toolbox"
 )
 
@@ -890,6 +891,86 @@ func claraGoSetToolLimits(name *C.char, n C.size_t, limits *C.char, ln C.size_t)
 		return -C.CLARA_EINVAL
 	}
 	return -C.CLARA_EINTERNAL
+}
+
+// ---- Rules of the host -----------------------------------------------------
+
+// claraGoRegisterRule registers a rule whose condition and action are C
+// functions (seed 004's Tier 1). Each gets the event in C memory, copied
+// for the call and freed after it; the action's answer, malloc'd by the
+// host, is copied into Go memory and freed at once.
+//
+//export claraGoRegisterRule
+func claraGoRegisterRule(desc *C.char, n C.size_t, cond C.clara_rule_condition_fn, action C.clara_rule_action_fn,
+	userdata C.uintptr_t, freeUserdata C.shim_free_fn) (code C.int) {
+	release := func() {}
+	if freeUserdata != nil {
+		release = func() { C.shim_free_userdata(freeUserdata, userdata) }
+	}
+	defer guard("clara_register_rule", func() { code = -C.CLARA_EINTERNAL })
+	if desc == nil {
+		release()
+		engine.Logger().Logf(logging.Error, "clara_register_rule: the descriptor must not be NULL")
+		return -C.CLARA_EINVAL
+	}
+	funcs := &rules.HostFuncs{Release: release}
+	if cond != nil {
+		funcs.Condition = func(_ context.Context, event []byte) (bool, error) {
+			ev := copyOut(event)
+			if ev == nil {
+				return false, errors.New("out of memory for the event")
+			}
+			defer C.shim_free(unsafe.Pointer(ev))
+			rc := C.shim_call_rule_condition(cond, userdata, ev)
+			if rc < 0 {
+				return false, fmt.Errorf("the host's condition could not tell (it returned %d)", int(rc))
+			}
+			return rc > 0, nil
+		}
+	}
+	if action != nil {
+		funcs.Action = func(_ context.Context, event []byte) ([]byte, error) {
+			ev := copyOut(event)
+			if ev == nil {
+				return nil, errors.New("out of memory for the event")
+			}
+			defer C.shim_free(unsafe.Pointer(ev))
+			out := C.shim_call_rule_action(action, userdata, ev)
+			if out == nil {
+				return nil, nil
+			}
+			defer C.shim_free(unsafe.Pointer(out))
+			return []byte(C.GoString(out)), nil
+		}
+	}
+	err := engine.RegisterRule(bytesOf(desc, n), funcs)
+	if err != nil {
+		engine.Logger().Logf(logging.Error, "clara_register_rule: %v", err)
+		if errors.Is(err, core.ErrRuleTaken) {
+			return -C.CLARA_EPERM
+		}
+		return -C.CLARA_EINVAL
+	}
+	return C.CLARA_OK
+}
+
+//export claraGoUnregisterRule
+func claraGoUnregisterRule(id *C.char, n C.size_t) (code C.int) {
+	defer guard("clara_unregister_rule", func() { code = -C.CLARA_EINTERNAL })
+	if id == nil {
+		return -C.CLARA_EINVAL
+	}
+	err := engine.UnregisterRule(string(bytesOf(id, n)))
+	switch {
+	case err == nil:
+		return C.CLARA_OK
+	case errors.Is(err, core.ErrRuleNotFound):
+		return -C.CLARA_ENOENT
+	case errors.Is(err, core.ErrRuleTaken):
+		return -C.CLARA_EPERM
+	}
+	engine.Logger().Logf(logging.Error, "clara_unregister_rule: %v", err)
+	return -C.CLARA_EINVAL
 }
 
 //export claraGoJSON5ToJSON

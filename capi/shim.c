@@ -87,6 +87,14 @@ int clara_set_tool_limits(const char *name, const char *limits_json) {
     return claraGoSetToolLimits((char *)name, strlen(name), (char *)limits_json, strlen(limits_json));
 }
 
+int clara_register_rule(const char *descriptor_json, clara_rule_condition_fn condition, clara_rule_action_fn action,
+                        void *userdata, void (*free_userdata)(void *)) {
+    return claraGoRegisterRule((char *)descriptor_json, descriptor_json ? strlen(descriptor_json) : 0, condition, action,
+                               (uintptr_t)userdata, free_userdata);
+}
+
+int clara_unregister_rule(const char *id) { return claraGoUnregisterRule((char *)id, id ? strlen(id) : 0); }
+
 int clara_json5_to_json(const char *text, char **json) {
     if (json != NULL) *json = NULL;
     if (text == NULL || json == NULL) return -CLARA_EINVAL;
@@ -195,6 +203,14 @@ char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request
 
 char *shim_call_approval(clara_approval_fn fn, uintptr_t userdata, const char *request_json) {
     return fn((void *)userdata, request_json);
+}
+
+int shim_call_rule_condition(clara_rule_condition_fn fn, uintptr_t userdata, const char *event_json) {
+    return fn((void *)userdata, event_json);
+}
+
+char *shim_call_rule_action(clara_rule_action_fn fn, uintptr_t userdata, const char *event_json) {
+    return fn((void *)userdata, event_json);
 }
 
 void shim_free_userdata(shim_free_fn free_userdata, uintptr_t userdata) {

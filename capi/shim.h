@@ -31,6 +31,8 @@ void shim_call_log(clara_log_fn fn, uintptr_t userdata, int level, const char *m
 void shim_call_event(clara_event_fn fn, uintptr_t userdata, const char *event_json);
 char *shim_call_input(clara_input_fn fn, uintptr_t userdata, const char *request_json);
 char *shim_call_approval(clara_approval_fn fn, uintptr_t userdata, const char *request_json);
+int shim_call_rule_condition(clara_rule_condition_fn fn, uintptr_t userdata, const char *event_json);
+char *shim_call_rule_action(clara_rule_action_fn fn, uintptr_t userdata, const char *event_json);
 
 /* Calls a tool's free_userdata for Go. */
 typedef void (*shim_free_fn)(void *);

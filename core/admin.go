@@ -109,13 +109,14 @@ type runtimeRules struct {
 	sources []ruleSource
 	files   map[string]bool // the sources read from files (a reload reads them again)
 	enabled map[string]bool // plugin name -> enabled, as plugin_enable said
+	host    []hostRule      // the rules the host registered (hostrules.go)
 }
 
 // withSources is r with each of added put in place of the source of the
 // same name, or after the others; files are the names of those read from
 // files.
 func (r runtimeRules) withSources(added []ruleSource, files []string) runtimeRules {
-	out := runtimeRules{sources: append([]ruleSource(nil), r.sources...), files: map[string]bool{}, enabled: r.enabled}
+	out := runtimeRules{sources: append([]ruleSource(nil), r.sources...), files: map[string]bool{}, enabled: r.enabled, host: r.host}
 	for k := range r.files {
 		out.files[k] = true
 	}

@@ -177,8 +177,10 @@ func TestAskUser_cancelled_questions_are_announced_and_bounded(t *testing.T) {
 	defer e.SetEventSink(nil)
 	release := make(chan struct{})
 	var inside sync.WaitGroup
+	entered := make(chan struct{}, 2)
 	e.SetInputHandler(func([]byte) (string, bool) {
 		defer inside.Done()
+		entered <- struct{}{}
 		<-release
 		return "late", true
 	})
@@ -195,6 +197,9 @@ func TestAskUser_cancelled_questions_are_announced_and_bounded(t *testing.T) {
 		if asked != `{"event":"input_required","id":`+id+`,"prompt":"Which city?","session":"q","handle":`+hs+`}` {
 			t.Fatal(asked)
 		}
+		// input_required goes out before the handler is called: a cancel
+		// before then would leave the question unasked, and not open.
+		<-entered
 		if perr := e.Cancel(h); perr != nil {
 			t.Fatal(perr)
 		}

@@ -228,6 +228,7 @@ func (h *callbackHost) fireEvent(ctx context.Context, rep *report, c callbacks.C
 	s := e.current.Load()
 	event := callbackEvent(c.OK)
 	if !s.rules.Watches(event) {
+		e.sessions.Release(c.Session, event)
 		return
 	}
 	var run map[string]any

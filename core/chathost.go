@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -95,6 +96,10 @@ func (h *chatHost) Turn(ctx context.Context, event string, t llm.Turn) []string 
 	notices, _, _ := h.e.sessions.Get(h.session).Drain() // a store that failed was logged
 	out := make([]string, 0, len(fired)+len(notices))
 	for _, n := range append(fired, notices...) {
+		if n.Count > 1 { // identical notices the queue merged (notices.dedupe_window_ms)
+			out = append(out, fmt.Sprintf("%s (%d times)", n.Message, n.Count))
+			continue
+		}
 		out = append(out, n.Message)
 	}
 	return out
@@ -148,6 +153,7 @@ func (h *chatHost) GuardAnswer(ctx context.Context, prompt, answer string) (stri
 // but the chat tool's).
 func (h *chatHost) guard(ctx context.Context, event, text string, payload map[string]any) (*rules.Outcome, func()) {
 	if !h.s.rules.Watches(event) {
+		h.e.sessions.Release(h.session, event)
 		return nil, nil
 	}
 	src := h.e.newEventSource(h.s, event, h.session, payload)

@@ -217,7 +217,11 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 	for _, a := range actions {
 		switch a.Type {
 		case rules.ActNotify:
-			notices = append(notices, protocol.Notice{Rule: "tool:" + tool, Message: a.Message, Priority: a.Priority})
+			if err := rules.CheckDelivery(a.DeliverOn, a.DeliverAfterMS); err != nil {
+				return fmt.Errorf("notify: %v", err)
+			}
+			notices = append(notices, protocol.Notice{Rule: "tool:" + tool, Message: a.Message, Priority: a.Priority,
+				DeliverOn: a.DeliverOn, DeliverAfterMS: a.DeliverAfterMS})
 		case rules.ActSetState:
 			b, err := json.Marshal(a.Value)
 			if err != nil {
@@ -248,6 +252,7 @@ func (e *Engine) applyToolScriptActions(ctx context.Context, s *snapshot, sessio
 				return err
 			}
 			sess.Queue(out.Notices)
+			sess.Queue(out.Deferred)
 		}
 	}
 	return nil

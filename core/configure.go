@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/clara-lib/clara/core/config"
 	"github.com/clara-lib/clara/core/fsread"
@@ -185,6 +186,7 @@ func (e *Engine) commit(p *prepared) ([]*toolbox.Tool, error) {
 	e.tasks.SetOptions(e.asyncOptions(p.snap.config))
 	kv := p.snap.config.KV
 	e.kv.SetLimits(tools.KVLimits{MaxKeys: kv.MaxKeys, MaxBytes: kv.MaxBytes, MaxTotalKeys: int64(kv.MaxTotalKeys), MaxTotalBytes: int64(kv.MaxTotalBytes)})
+	e.sessions.SetNoticeWindow(time.Duration(p.snap.config.Notices.DedupeWindowMS) * time.Millisecond)
 	e.watcher.sync(p.snap)
 	// The default pattern matching nothing is a project without rules, not
 	// a mistake; a pattern someone wrote that matches nothing may be one.
@@ -459,7 +461,7 @@ func (e *Engine) applyChange(over config.Tree) ([]*toolbox.Tool, config.Tree, er
 		merged := config.Merge(cur.tree, over)
 		clear = config.Build(merged).Clear
 		if contains(clear, config.ClearRules) {
-			return merged, runtimeRules{}
+			return merged, runtimeRules{host: cur.runtime.host} // the host's own rules stay
 		}
 		return merged, cur.runtime
 	}, func() {
@@ -643,27 +645,39 @@ func (e *Engine) reset() []byte {
 	}
 	var base config.Tree
 	var more []*toolbox.Tool
+	var hostRules []hostRule // the host's rules, released once the reset is in force
 	if err == nil {
-		more, err = e.changeWith(changeHow{}, func(*snapshot) (config.Tree, runtimeRules) { base = *e.base.Load(); return base, runtimeRules{} },
-			func() { e.start.broken.Store(false); e.forgetSessions() })
+		more, err = e.changeWith(changeHow{}, func(cur *snapshot) (config.Tree, runtimeRules) {
+			base, hostRules = *e.base.Load(), cur.runtime.host
+			return base, runtimeRules{}
+		}, func() { e.start.broken.Store(false); e.forgetSessions() })
 	}
 	if err != nil && e.start.onDefaults {
 		// CLARA_CONFIG_ON_ERROR=defaults: run without the audit file and
 		// the rule files rather than keep a configuration the caller asked
 		// to leave.
 		e.log.Logf(logging.Error, "reset: %v; without audit file and rule files", err)
-		more, _ = e.change(func(*snapshot) (config.Tree, runtimeRules) {
+		var derr error
+		more, derr = e.change(func(cur *snapshot) (config.Tree, runtimeRules) {
 			base = config.Merge(*e.base.Load(), config.Tree{"audit": config.Tree{"path": ""}, "rules": config.Tree{"paths": []any{}}, "plugins": config.Tree{"paths": []any{}}})
+			hostRules = cur.runtime.host
 			return base, runtimeRules{}
 		}, e.forgetSessions)
+		if derr != nil {
+			hostRules = nil // still in force
+		}
 		err = nil
 	}
 	if err != nil {
+		// The refusal installs no rules: the host's go with the rest.
+		hostRules = e.current.Load().runtime.host
 		perr := startRefusal(what, err)
 		retire(append(left, e.refuse(*e.base.Load(), perr, e.forgetSessions)...))
+		retireHostRules(hostRules)
 		return protocol.AppendError(nil, nil, perr)
 	}
 	retire(append(left, more...))
+	retireHostRules(hostRules)
 	return configEnvelope(config.WithoutOneShots(base))
 }
 

@@ -184,6 +184,8 @@ func (e *Engine) budgetSpent(ctx context.Context, s *snapshot, t *toolbox.Tool, 
 			map[string]any{"tool": t.Name, "budget": budget, "limit": limit})
 		e.fire(ctx, s, c.rep, src)
 		src.release()
+	} else {
+		e.sessions.Release(c.session, rules.OnBudgetExhausted)
 	}
 	what := "per chat: the chat's model called it that many times"
 	if budget == "session" {

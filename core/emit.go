@@ -92,6 +92,7 @@ func emittable(event, session string) (string, *protocol.Error) {
 // lookup: payload is called only when a rule will read it.
 func (e *Engine) fireOnly(ctx context.Context, s *snapshot, event, session string, payload func() map[string]any) *protocol.Error {
 	if !s.rules.Watches(event) {
+		e.sessions.Release(session, event) // the notices held until it (fire releases them otherwise)
 		return nil
 	}
 	session, perr := emittable(event, session)

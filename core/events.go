@@ -14,7 +14,15 @@ import (
 // built only as far as the rules need it.
 func (e *Engine) fire(ctx context.Context, s *snapshot, rep *report, src *eventSource) *rules.Outcome {
 	ev := rules.Event{Name: src.name, Session: src.session, Trace: rep.wantTrace, Context: src, Trigger: src.trigger}
+	if src.tool.Name == "" {
+		// The notices the session holds until this event (deliver_on): not
+		// for the tool pipeline's events, which no notice may wait for.
+		e.sessions.Release(src.session, src.name)
+	}
 	out := s.rules.Fire(ctx, ev, s.host)
+	if len(out.Deferred) > 0 {
+		e.sessions.Get(src.session).Queue(out.Deferred) // for the queue alone: their delivery waits
+	}
 	if len(out.Notices) > 0 {
 		e.sessions.Get(src.session).Queue(out.Notices)
 		if !rep.outcomeOnly {

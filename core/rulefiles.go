@@ -58,6 +58,7 @@ func (e *Engine) loadRules(c *config.Config, runtime runtimeRules, strict strict
 	}
 	sources = append(sources, pluginSources(plugins)...)
 	sources = append(sources, runtime.sources...)
+	sources = append(sources, runtime.hostSources()...)
 	for i := range sources {
 		sources[i].Shadow = c.Rules.Mode == rules.ModeShadow // every rule watched, none enforced
 	}

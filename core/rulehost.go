@@ -41,6 +41,7 @@ func (h *ruleHost) Chain(ctx context.Context, session, event string, payload map
 	if err := spend(ctx, "event "+strconv.Quote(event)); err != nil {
 		return nil, err
 	}
+	h.e.sessions.Release(session, event) // the notices held until this event
 	src := h.e.newEventSource(h.s, event, session, payload)
 	defer src.release()
 	ev := rules.Event{Name: event, Session: session, Depth: depth, Trace: trace, Context: src}

@@ -267,23 +267,34 @@ type noticeStore struct {
 	st *pgstore.Store
 }
 
-func (n noticeStore) QueueNotices(session string, ns []protocol.Notice) error {
-	texts := make([][]byte, len(ns))
+func (n noticeStore) QueueNotices(session string, ns []protocol.Notice, window time.Duration) error {
+	rows := make([]pgstore.Notice, len(ns))
 	for i := range ns {
-		texts[i], _ = json.Marshal(&ns[i]) // strings only: cannot fail
+		nt := ns[i]
+		count := max(nt.Count, 1)
+		nt.Count = 0                 // the count is a column: repeats have equal texts
+		text, _ := json.Marshal(&nt) // strings only: cannot fail
+		rows[i] = pgstore.Notice{Text: text, Count: count, DeliverOn: nt.DeliverOn, DeliverAfterMS: int64(nt.DeliverAfterMS)}
 	}
-	return n.wrap(n.st.QueueNotices(context.Background(), session, texts))
+	return n.wrap(n.st.QueueNotices(context.Background(), session, rows, window))
+}
+
+func (n noticeStore) ReleaseNotices(session, event string) error {
+	return n.wrap(n.st.ReleaseNotices(context.Background(), session, event))
 }
 
 func (n noticeStore) DrainNotices(session string, keep int) ([]protocol.Notice, int, error) {
-	texts, dropped, err := n.st.DrainNotices(context.Background(), session, keep)
+	rows, dropped, err := n.st.DrainNotices(context.Background(), session, keep)
 	if err != nil {
 		return nil, 0, n.wrap(err)
 	}
-	out := make([]protocol.Notice, 0, len(texts))
-	for _, t := range texts {
+	out := make([]protocol.Notice, 0, len(rows))
+	for _, r := range rows {
 		var nt protocol.Notice
-		if json.Unmarshal(t, &nt) == nil {
+		if json.Unmarshal(r.Text, &nt) == nil {
+			if r.Count > 1 {
+				nt.Count = r.Count
+			}
 			out = append(out, nt)
 		}
 	}

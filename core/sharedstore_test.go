@@ -155,6 +155,68 @@ func TestShared_notices_queued_in_one_drained_in_another(t *testing.T) {
 	expectSub(t, evalString(t, a, `{"tool":"notifications_drain","session":"sn","arguments":{}}`), `"notices":[]`)
 }
 
+// The seed's accumulator on the shared store (seed 004, issue 32): repeats
+// raised in two processes are one notice with a count, a notice held
+// until an event is released by that event in another process, and one
+// deferred by a time waits for it, wherever it is drained.
+func TestShared_notices_deduped_and_deferred_across_engines(t *testing.T) {
+	url := pgtest.URL(t)
+	a := sharedEngine(t, url, "", nil)
+	b := sharedEngine(t, url, "", nil)
+	for _, e := range []*core.Engine{a, b} {
+		mustConfigure(t, e, `{"rules":{"builtin":false}}`)
+	}
+	// The seed's rules/token_warning.toml and two deferred reminders.
+	rule := `
+[[rules]]
+id = "token-budget-warning"
+trigger = "on_turn_start"
+[rules.condition]
+expression = "context.turn.token_usage > 0.8"
+[[rules.actions]]
+type = "notify_self"
+message = "Token budget at {{ context.turn.token_usage | percent }}. Consider wrapping up."
+priority = "high"
+
+[[rules]]
+id = "remind-next-turn"
+trigger = "task_done"
+[[rules.actions]]
+type = "notify_self"
+message = "{{ context.task }} is done"
+deliver_on = "on_turn_start"
+
+[[rules]]
+id = "remind-in-a-while"
+trigger = "task_done"
+[[rules.actions]]
+type = "notify_self"
+message = "check on {{ context.task }}"
+deliver_after_ms = 300
+`
+	for _, e := range []*core.Engine{a, b} {
+		mustEval(t, e, `{"tool":"rules_load","arguments":{"name":"oracle.toml","toml":`+jsonText(rule)+`}}`)
+	}
+	turn := `{"event":"on_turn_start","session":"oracle","payload":{"turn":{"token_usage":0.85}}}`
+	for _, e := range []*core.Engine{a, b, a} {
+		expectSub(t, string(e.Emit([]byte(turn))), `"notices":[{"rule":"token-budget-warning"`)
+	}
+	expectEq(t, "three identical notices of two processes are one", evalString(t, b, `{"tool":"notifications_drain","session":"oracle"}`),
+		`{"status":"success","tool":"notifications_drain","result":{"notices":[{"rule":"token-budget-warning","message":"Token budget at 85%. Consider wrapping up.","priority":"high","event":"on_turn_start","count":3}],"dropped":0}}`)
+
+	expectSub(t, string(a.Emit([]byte(`{"event":"task_done","session":"oracle","payload":{"task":"indexing"}}`))), `"notices":[]`)
+	empty := `{"status":"success","tool":"notifications_drain","result":{"notices":[],"dropped":0}}`
+	expectEq(t, "held", evalString(t, b, `{"tool":"notifications_drain","session":"oracle"}`), empty)
+	b.Emit([]byte(`{"event":"on_turn_start","session":"other"}`)) // another session's turn
+	expectEq(t, "held still", evalString(t, a, `{"tool":"notifications_drain","session":"oracle"}`), empty)
+	b.Emit([]byte(`{"event":"on_turn_start","session":"oracle","payload":{"turn":{"token_usage":0.1}}}`))
+	expectEq(t, "released by the other process's turn", evalString(t, a, `{"tool":"notifications_drain","session":"oracle"}`),
+		`{"status":"success","tool":"notifications_drain","result":{"notices":[{"rule":"remind-next-turn","message":"indexing is done","priority":"normal","event":"task_done"}],"dropped":0}}`)
+	time.Sleep(350 * time.Millisecond)
+	expectEq(t, "delivered after its time", evalString(t, b, `{"tool":"notifications_drain","session":"oracle"}`),
+		`{"status":"success","tool":"notifications_drain","result":{"notices":[{"rule":"remind-in-a-while","message":"check on indexing","priority":"normal","event":"task_done"}],"dropped":0}}`)
+}
+
 func TestShared_approval_asked_in_one_decided_in_another(t *testing.T) {
 	url := pgtest.URL(t)
 	a := sharedEngine(t, url, "", nil)
@@ -296,3 +358,25 @@ func expectSub(t *testing.T, got, want string) {
 }
 
 var _ = fmt.Sprint
+
+// A rule the host registered (seed 004's Tier 1) is the process's own: a
+// rules_load that another process announces reaches this one and leaves
+// the host's rule in force beside it.
+func TestShared_host_rule_stays_through_another_process_rules_load(t *testing.T) {
+	url := pgtest.URL(t)
+	a := sharedEngine(t, url, "", nil)
+	b := sharedEngine(t, url, "", nil)
+	var h hostFuncs
+	if err := a.RegisterRule([]byte(`{id: 'big-echo', trigger: 'on_tool_call', priority: 10}`), h.funcs(func(ev map[string]any) (bool, error) {
+		n, _ := argOf(ev, "n").(float64)
+		return n > 5, nil
+	}, func(map[string]any) ([]byte, error) { return []byte(`{"type":"deny","reason":"too big"}`), nil })); err != nil {
+		t.Fatal(err)
+	}
+	mustEval(t, b, `{"tool":"rules_load","arguments":{"name":"b.toml","toml":"[[rules]]\nid = \"from-b\"\ntrigger = \"on_tool_call\"\n[rules.action]\ntype = \"notify_self\"\nmessage = \"b's rule\"\n"}}`)
+	eventually(t, "a applies b's rules_load", func() bool {
+		return strings.Contains(evalString(t, a, `{"tool":"echo","arguments":{"n":1}}`), `"message":"b's rule"`)
+	})
+	expectSub(t, evalString(t, a, `{"tool":"echo","arguments":{"n":9}}`), `denied by rule \"big-echo\": too big`)
+	expectSub(t, evalString(t, b, `{"tool":"echo","arguments":{"n":9}}`), `"status":"success"`)
+}

@@ -154,6 +154,104 @@ char *clara_reset(void);
  */
 char *clara_emit(const char *event_json);
 
+/*
+ * clara_rule_condition_fn - the condition of a rule the host registers
+ * (clara_register_rule): whether the rule matches an event.
+ *
+ * event_json is one JSON object, NUL-terminated, borrowed for the duration
+ * of the call: {"rule":"id","event":"on_tool_call","session":"s",
+ * "context":{...}}, context being what the rule's expressions would see
+ * as context (docs/rules.md): the payload's fields, event, tool (with its
+ * arguments, on the on_tool_* events), history and state.
+ * Returns:   a positive value: the rule matches; 0: it does not; a
+ *            negative value: it cannot tell, a condition that fails (on
+ *            on_tool_call the call is then denied; elsewhere the rule does
+ *            not act).
+ * Threads:   called on the thread that fires the event (the caller of
+ *            clara_evaluate for on_tool_call, of clara_emit for the events
+ *            it fires, a chat's thread for on_turn_start), possibly on
+ *            several threads at once. Clara cannot interrupt it: the event
+ *            waits for it, so it should return promptly. It may call
+ *            clara_* functions (a request made there is one of its own,
+ *            not part of the event). It must return normally: no longjmp
+ *            and no C++ exception may cross Clara's frames.
+ */
+typedef int (*clara_rule_condition_fn)(void *userdata, const char *event_json);
+
+/*
+ * clara_rule_action_fn - the action of a rule the host registers, called
+ * when the rule matched. It may do anything of its own, and returns what
+ * Clara is to do besides.
+ *
+ * event_json is as for clara_rule_condition_fn.
+ * Returns:   NULL: nothing more; or NUL-terminated JSON allocated with
+ *            malloc() (strdup() will do), which Clara frees with free():
+ *            one action or an array of actions, written as in a rule file
+ *            (docs/rules.md; no {{ templates }}: the text is the host's):
+ *              {"type":"notify_self","message":"...","priority":"high"}
+ *                  (and "deliver_on", "deliver_after_ms"),
+ *              {"type":"log","level":"info","message":"..."},
+ *              {"type":"set_state","key":"k","value":...},
+ *              {"type":"emit_event","event":"name","payload":{...}},
+ *              {"type":"deny","reason":"..."}, {"type":"ask","reason":"..."},
+ *              {"type":"block","reason":"..."} (where a rule file may);
+ *            or {"error":"..."}: the action failed. A failure, or an answer
+ *            that is not such actions, skips the rule's actions as an
+ *            action that cannot be prepared does: on on_tool_call the call
+ *            is denied; on on_chat_start, on_tool_complete and on_answer
+ *            what the rule guards is refused.
+ * Threads:   as clara_rule_condition_fn.
+ */
+typedef char *(*clara_rule_action_fn)(void *userdata, const char *event_json);
+
+/*
+ * clara_register_rule - add a rule whose condition and action are the
+ * host's own functions (seed 004's Tier 1), beside the rules of files: the
+ * same hook points, priorities, stop, mode, trace, rules_list and rule
+ * tests (docs/rules.md, "Rules of the host").
+ *
+ * descriptor_json is the rule as a JSON rule file writes one (or JSON5):
+ *   {"id": "big-payments", "trigger": "on_tool_call", "priority": 10,
+ *    "stop": false, "mode": "enforce", "description": "..."}
+ * id and trigger are required. When condition is NULL it may give a
+ * "condition" (an expression, as in a rule file; none: the rule matches
+ * every event of its trigger); it may give "actions" (or "action"), which
+ * run before the action function, and must when action is NULL. A rule
+ * registered earlier through this function with the same id is replaced.
+ * The rule stays through clara_configure (clear = ["rules"] included)
+ * until clara_unregister_rule() or clara_reset().
+ *
+ * Ownership: descriptor_json is borrowed. userdata is passed to both
+ *            functions. free_userdata (may be NULL) is called once with
+ *            userdata when the rule is unregistered, replaced or dropped by
+ *            clara_reset(), after the last running call of its functions
+ *            has returned, and also when registration fails. It runs on the
+ *            thread that let go of the rule last, never while Clara holds a
+ *            lock of its own.
+ * Threads:   any thread.
+ * Returns:   CLARA_OK;
+ *            -CLARA_EINVAL  descriptor_json is NULL, or the descriptor is
+ *                           invalid, gives no action, or gives a condition
+ *                           beside a condition function (the reason is
+ *                           logged at error level);
+ *            -CLARA_EPERM   a rule of the configuration (a rule file, a
+ *                           plugin, rules_load, the built-in rules) has
+ *                           that id.
+ */
+int clara_register_rule(const char *descriptor_json, clara_rule_condition_fn condition, clara_rule_action_fn action,
+                        void *userdata, void (*free_userdata)(void *));
+
+/*
+ * clara_unregister_rule - remove a rule added with clara_register_rule().
+ *
+ * Emissions already running may still call its functions; free_userdata
+ * runs once they have returned.
+ * Returns: CLARA_OK; -CLARA_EINVAL (id is NULL); -CLARA_ENOENT (no rule
+ *          the host registered has that id); -CLARA_EPERM (a rule of the
+ *          configuration).
+ */
+int clara_unregister_rule(const char *id);
+
 /* ---- Tools written in C ------------------------------------------------- */
 
 /* One running call of a C tool; opaque, valid only until the tool returns. */

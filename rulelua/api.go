@@ -21,7 +21,29 @@ func (st *lstate) notify(L *lua.LState) int {
 	if !notifyPriorities[pr] {
 		argError(L, 2, "notify", "priority must be low, normal, high or critical, got '"+pr+"'")
 	}
-	st.addAction(L, Action{Type: "notify_self", Message: msg, Priority: pr})
+	a := Action{Type: "notify_self", Message: msg, Priority: pr}
+	if L.GetTop() >= 3 && L.Get(3) != lua.LNil {
+		opts := st.tableArg(L, 3, "notify")
+		for k, v := range opts {
+			switch k {
+			case "deliver_on":
+				s, ok := v.(string)
+				if !ok || s == "" {
+					argError(L, 3, "notify", "deliver_on must be an event name")
+				}
+				a.DeliverOn = s
+			case "deliver_after_ms":
+				f, ok := v.(float64)
+				if !ok || f < 1 || f != math.Trunc(f) || f > math.MaxInt32 {
+					argError(L, 3, "notify", "deliver_after_ms must be a whole number of milliseconds")
+				}
+				a.DeliverAfterMS = int(f)
+			default:
+				argError(L, 3, "notify", "unknown option '"+k+"' (deliver_on, deliver_after_ms)")
+			}
+		}
+	}
+	st.addAction(L, a)
 	return 0
 }
 
@@ -275,8 +297,59 @@ func (st *lstate) ctxIndex(L *lua.LState) int {
 		L.Push(lua.LNil)
 		return 1
 	}
+	if k == "state" && ud == st.ctxUD {
+		// The seed's context.state.get('k'): the state map, with get and
+		// set. A rule's context always holds the state as a map (absent:
+		// an empty one); anything else under that name is shown as it is.
+		v := m["state"]
+		if sm, isMap := v.(map[string]any); isMap || v == nil {
+			if sm == nil {
+				sm = noState
+			}
+			st.stateUD.Value = sm
+			L.Push(st.stateUD)
+			return 1
+		}
+	}
 	L.Push(st.lazyLua(m[string(k)]))
 	return 1
+}
+
+// noState is context.state when the context has none: empty, never written.
+var noState = map[string]any{}
+
+// stateViewIndex is context.state's __index: get and set are the seed's
+// functions (state.get and state.set); any other key reads the state's
+// value as it was when the event fired, as context.state.KEY does in
+// expressions. A key named "get" or "set" is read with
+// context.state.get('get').
+func (st *lstate) stateViewIndex(L *lua.LState) int {
+	ud, _ := L.Get(1).(*lua.LUserData)
+	k, ok := L.Get(2).(lua.LString)
+	switch {
+	case !ok || ud == nil:
+		L.Push(lua.LNil)
+	case k == "get":
+		L.Push(st.stateGetFn)
+	case k == "set":
+		L.Push(st.stateSetFn)
+	default:
+		m, _ := ud.Value.(map[string]any)
+		L.Push(st.lazyLua(m[string(k)]))
+	}
+	return 1
+}
+
+// viewMethod makes fn callable as context.state.get(k), as the seed writes
+// it, and as context.state:get(k): a first argument that is context.state
+// itself is dropped.
+func (st *lstate) viewMethod(fn lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if L.GetTop() > 0 && L.Get(1) == st.stateUD {
+			L.Remove(1)
+		}
+		return fn(L)
+	}
 }
 
 // concat is the guarded replacement of the .. operator (see compile.go). It concatenates its

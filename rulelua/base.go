@@ -126,6 +126,21 @@ func newState() *lstate {
 	st.ctxMT.RawSetString("__metatable", lua.LString("locked"))
 	st.ctxUD = L.NewUserData()
 	st.ctxUD.Metatable = st.ctxMT
+	// context.state: the state's values as fields, and the seed's get and set
+	// (its PluginState(get=getter, set=setter)) as state.get and state.set.
+	st.stateMT = L.CreateTable(0, 6)
+	st.stateMT.RawSetString("__index", L.NewFunction(st.stateViewIndex))
+	st.stateMT.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("context.state is read-only: write with context.state.set(key, value)")
+		return 0
+	}))
+	st.stateMT.RawSetString("__len", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 }))
+	st.stateMT.RawSetString("__tostring", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LString("context.state (read-only)")); return 1 }))
+	st.stateMT.RawSetString("__metatable", lua.LString("locked"))
+	st.stateUD = L.NewUserData()
+	st.stateUD.Metatable = st.stateMT
+	st.stateGetFn = L.NewFunction(st.viewMethod(st.stateGet))
+	st.stateSetFn = L.NewFunction(st.viewMethod(st.stateSet))
 	env.RawSetString("ctx", st.ctxUD)
 	env.RawSetString("context", st.ctxUD) // the seed's name for ctx
 	// _G is the run's globals during a run, false between runs: never deleted, so that a run

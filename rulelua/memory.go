@@ -90,7 +90,7 @@ func (st *lstate) checkMemory() bool {
 func (st *lstate) measure() int64 {
 	w := memWalker{tables: map[*lua.LTable]struct{}{}, funcs: map[*lua.LFunction]struct{}{}, strs: map[*byte]struct{}{}}
 	// The state's own tables (environment, library proxies, metatables) are not the script's.
-	for _, t := range []*lua.LTable{st.env, st.envMT, st.toolEnv, st.toolEnvMT, st.ctxMT, st.ro} {
+	for _, t := range []*lua.LTable{st.env, st.envMT, st.toolEnv, st.toolEnvMT, st.ctxMT, st.stateMT, st.ro} {
 		if t != nil {
 			w.tables[t] = struct{}{}
 		}

@@ -98,6 +98,10 @@ type Action struct {
 
 	Message  string // notify_self
 	Priority string // notify_self: low, normal (unless given), high or critical
+	// notify_self delivered later: notify's third argument {deliver_on =
+	// EVENT, deliver_after_ms = N}; the host checks them.
+	DeliverOn      string
+	DeliverAfterMS int
 
 	Key   string // set_state
 	Value any    // set_state; JSON-like: nil, bool, float64, string, []any, map[string]any

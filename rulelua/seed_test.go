@@ -2,8 +2,11 @@ package rulelua
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	lua "github.com/yuin/gopher-lua"
@@ -154,5 +157,50 @@ func TestTool_returnedFunctionDirect(t *testing.T) {
 		if res, err := withLocal.CallJSON(context.Background(), nil, nil); err != nil || res.Value != 42.0 {
 			t.Fatalf("with a local: %#v, %v", res.Value, err)
 		}
+	}
+}
+
+// The seed's state idiom: context.state is its PluginState(get=getter,
+// set=setter), so a script calls context.state.get('k') and
+// context.state.set('k', v). They are state.get and state.set (the get
+// sees the run's own set); the state's values stay readable as fields.
+func TestSeed004_contextStateGetSet(t *testing.T) {
+	s := mustCompile(t, "004_state_idiom.lua", seedFixture(t, "004_state_idiom.lua"))
+	host := &testHost{state: map[string]any{"warnings": 2.0}}
+	ctx := map[string]any{"turn": map[string]any{"number": 5.0, "token_usage": 0.85},
+		"state": map[string]any{"warnings": 2.0}}
+	res, err := s.Run(context.Background(), ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Value != true {
+		t.Errorf("returned %#v, want true (the get saw the set)", res.Value)
+	}
+	want := []Action{{Type: "set_state", Key: "warnings", Value: 3.0},
+		{Type: "notify_self", Message: "Token budget at 85% (warning 3)", Priority: "high"}}
+	if !reflect.DeepEqual(res.Actions, want) {
+		t.Errorf("actions %#v\nwant %#v", res.Actions, want)
+	}
+	for _, c := range []struct{ src, want string }{
+		{`return context.state.warnings`, "2"},
+		{`return context.state:get('warnings')`, "2"}, // as a method, too
+		{`context.state:set('k', 'v') return state.get('k')`, "v"},
+		{`local n = 0 for k, v in pairs(context.state) do n = n + 1 end return n`, "1"},
+		{`return json.encode(context.state)`, `{"warnings":2}`},
+		{`return type(context.state.get) == 'function' and context.state.get == ctx.state.get`, "true"},
+		{`return tostring(context.state)`, "context.state (read-only)"},
+	} {
+		res, err := run(t, c.src, ctx, host)
+		if err != nil || fmt.Sprint(res.Value) != c.want {
+			t.Errorf("%s: %#v, %v; want %s", c.src, res.Value, err, c.want)
+		}
+	}
+	// Without a state in the context (a Lua test's own), get and set still work.
+	res, err = run(t, `context.state.set('x', 1) return context.state.get('x')`, map[string]any{}, nil)
+	if err != nil || res.Value != 1.0 {
+		t.Errorf("no state: %#v, %v", res.Value, err)
+	}
+	if _, err := run(t, `context.state.x = 1`, ctx, host); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("assigning to context.state: %v", err)
 	}
 }

@@ -130,19 +130,22 @@ func putState(st *lstate) {
 
 // lstate is one pooled LState with its environment and the data of the run in progress.
 type lstate struct {
-	L         *lua.LState
-	env       *lua.LTable      // the state's environment: library proxies and API functions
-	envMT     *lua.LTable      // metatable of each run's fresh globals: {__index = env}
-	toolEnv   *lua.LTable      // env without ctx and context, for tool runs
-	toolEnvMT *lua.LTable      // {__index = toolEnv}
-	ctxMT     *lua.LTable      // metatable of ctx userdata
-	ro        *lua.LTable      // marker of read-only library proxies
-	ctxUD     *lua.LUserData   // the top-level ctx, reused; Value is set per run
-	next      *lua.LFunction   // the guarded next, also what pairs returns
-	chunkFn   *lua.LFunction   // the last script's chunk, reused while the script is the same
-	toolFn    *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
-	uds       []*lua.LUserData // ctx userdata recycled from run to run
-	nuds      int
+	L                      *lua.LState
+	env                    *lua.LTable      // the state's environment: library proxies and API functions
+	envMT                  *lua.LTable      // metatable of each run's fresh globals: {__index = env}
+	toolEnv                *lua.LTable      // env without ctx and context, for tool runs
+	toolEnvMT              *lua.LTable      // {__index = toolEnv}
+	ctxMT                  *lua.LTable      // metatable of ctx userdata
+	ro                     *lua.LTable      // marker of read-only library proxies
+	ctxUD                  *lua.LUserData   // the top-level ctx, reused; Value is set per run
+	stateMT                *lua.LTable      // metatable of stateUD
+	stateUD                *lua.LUserData   // context.state: the state map, with get and set (api.go)
+	stateGetFn, stateSetFn *lua.LFunction   // context.state.get and .set
+	next                   *lua.LFunction   // the guarded next, also what pairs returns
+	chunkFn                *lua.LFunction   // the last script's chunk, reused while the script is the same
+	toolFn                 *lua.LFunction   // the last tool function made without its chunk (Script.toolProto)
+	uds                    []*lua.LUserData // ctx userdata recycled from run to run
+	nuds                   int
 
 	jsonKeys []jsonKey    // scratch of appendJSON, kept empty between runs
 	outBuf   []byte       // where CallJSON encodes a value (at most maxKeptOutBuf kept)
@@ -187,7 +190,7 @@ func (st *lstate) endRun() {
 	st.actions, st.sets, st.fatal, st.lists = nil, nil, nil, nil
 	st.dctx.parent, st.dctx.parentDone = nil, nil
 	if !st.closed {
-		st.ctxUD.Value = nil
+		st.ctxUD.Value, st.stateUD.Value = nil, nil
 		for i := 0; i < st.nuds; i++ {
 			st.uds[i].Value = nil
 		}

@@ -24,6 +24,7 @@ type Config struct {
 	Plugins   Plugins   `key:"plugins" doc:"Plugins: folders of rules, scripts and a plugin.toml (see docs/rules.md)."`
 	Async     Async     `key:"async" doc:"Calls run in the background (clara_submit, \"async\": true)."`
 	KV        KV        `key:"kv" doc:"The session-scoped key-value store of kv_set, kv_get, kv_delete and kv_list: how much it holds."`
+	Notices   Notices   `key:"notices" doc:"The notices waiting in a session's queue (notifications_drain, and a chat's next turn): how repeats are merged."`
 	DocSearch DocSearch `key:"doc_search" doc:"The doc_search tool: full-text search over the project's documents."`
 	Store     Store     `key:"store" doc:"Where the state that processes may share lives: rule state, rate windows, budgets, conversations, approvals, notices (see docs/deployment.md)."`
 
@@ -81,6 +82,12 @@ type KV struct {
 	MaxBytes      int `key:"max_bytes" default:"16777216" min:"1024" max:"1073741824" doc:"The most bytes (keys and values) one session's store holds."`
 	MaxTotalKeys  int `key:"max_total_keys" default:"100000" min:"1" max:"100000000" doc:"The most keys all sessions' stores hold together: every session a request or an MCP client names has a store of its own."`
 	MaxTotalBytes int `key:"max_total_bytes" default:"67108864" min:"1024" max:"17179869184" doc:"The most bytes (keys and values) all sessions' stores hold together."`
+}
+
+// Notices is the [notices] table: the session's queue of notices, which
+// batches them as the seed's accumulator does.
+type Notices struct {
+	DedupeWindowMS int `key:"dedupe_window_ms" default:"60000" min:"0" max:"86400000" doc:"A notice identical to one its session's queue received less than this many milliseconds before (the same rule or callback, message, priority, event and delivery), and not yet delivered, is not queued again: the queued one counts it (\"count\": N in notifications_drain). 0 queues every notice."`
 }
 
 // Store is the [store] table (issue 31): the embedded default, or one

@@ -114,6 +114,20 @@ CREATE TABLE clara_rule_changes (
 	at     timestamptz NOT NULL DEFAULT now()
 );
 `,
+	// 2: seed 004's accumulator on the shared store (issue 32): a repeat
+	// within notices.dedupe_window_ms counted in the notice it repeats,
+	// deferred notices held until their event (held) and their time
+	// (not_before).
+	`
+ALTER TABLE clara_notices
+	ADD COLUMN count            int         NOT NULL DEFAULT 1,
+	ADD COLUMN queued_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+	ADD COLUMN deliver_on       text        NOT NULL DEFAULT '',
+	ADD COLUMN deliver_after_ms bigint      NOT NULL DEFAULT 0,
+	ADD COLUMN held             boolean     NOT NULL DEFAULT false,
+	ADD COLUMN not_before       timestamptz;
+CREATE INDEX clara_notices_held ON clara_notices (session, deliver_on) WHERE held;
+`,
 }
 
 // SchemaVersion is the version this Clara writes and reads.

@@ -71,10 +71,50 @@ func (s *Store) ForgetConversation(ctx context.Context, session string) error {
 }
 
 // Notices: a session's queue, drained by whichever process asks first
-// (DELETE ... RETURNING: each notice is delivered once).
+// (DELETE ... RETURNING: each notice is delivered once). As in a
+// process's own queue (core/session), a repeat within the window is
+// counted in the notice it repeats, and a deferred notice waits for its
+// event and its time.
 
-// QueueNotices appends notices (JSON texts) to a session's queue.
-func (s *Store) QueueNotices(ctx context.Context, session string, notices [][]byte) error {
+// Notice is a notice as the store keeps it.
+type Notice struct {
+	// Text is the notice's JSON without its count: repeats have equal
+	// texts.
+	Text []byte
+	// Count is how many identical notices it stands for (at least 1).
+	Count int
+	// DeliverOn and DeliverAfterMS defer its delivery: until the event
+	// fires in the session (ReleaseNotices), for that many milliseconds.
+	DeliverOn      string
+	DeliverAfterMS int64
+}
+
+// mergeNotice counts a notice in the newest identical one of its session
+// queued within the window and still waiting in the same way, or queues
+// it. $1 session, $2 text, $3 deliver_on, $4 deliver_after_ms, $5 the
+// window in ms (0: never merged), $6 count.
+const mergeNotice = `
+WITH hit AS (
+	SELECT id FROM clara_notices
+	WHERE $5::bigint > 0 AND session = $1::text AND notice = $2::text AND deliver_on = $3::text
+		AND deliver_after_ms = $4::bigint AND held = ($3::text <> '')
+		AND queued_at >= clock_timestamp() - $5::bigint * interval '1 millisecond'
+	ORDER BY id DESC LIMIT 1
+), merged AS (
+	UPDATE clara_notices n SET count = n.count + $6::int FROM hit WHERE n.id = hit.id RETURNING n.id
+)
+INSERT INTO clara_notices (session, notice, count, deliver_on, deliver_after_ms, held, not_before)
+SELECT $1::text, $2::text, $6::int, $3::text, $4::bigint, $3::text <> '',
+	CASE WHEN $4::bigint > 0 THEN clock_timestamp() + $4::bigint * interval '1 millisecond' END
+WHERE NOT EXISTS (SELECT 1 FROM merged)`
+
+// QueueNotices appends notices to a session's queue; with a window, a
+// notice identical to one queued less than window before and not
+// delivered yet (the same text and delivery, and still held if it is
+// held) is counted in it. The merge runs under a transaction-scoped
+// advisory lock on the session, so that two processes queueing the same
+// notice at once make one row.
+func (s *Store) QueueNotices(ctx context.Context, session string, notices []Notice, window time.Duration) error {
 	if len(notices) == 0 {
 		return nil
 	}
@@ -83,34 +123,65 @@ func (s *Store) QueueNotices(ctx context.Context, session string, notices [][]by
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	texts := make([]string, len(notices))
-	for i, n := range notices {
-		texts[i] = string(n)
+	plain := window <= 0
+	for i := range notices {
+		if notices[i].DeliverOn != "" || notices[i].DeliverAfterMS > 0 {
+			plain = false
+		}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO clara_notices (session, notice) SELECT $1, unnest($2::text[])`, session, texts)
+	if plain {
+		texts := make([]string, len(notices))
+		counts := make([]int32, len(notices))
+		for i, n := range notices {
+			texts[i], counts[i] = string(n.Text), int32(max(n.Count, 1))
+		}
+		_, err := s.pool.Exec(ctx, `INSERT INTO clara_notices (session, notice, count) SELECT $1, t, c FROM unnest($2::text[], $3::int[]) AS u(t, c)`, session, texts, counts)
+		return s.fail("queueing notices", err)
+	}
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock(hashtextextended('clara_notices:' || $1::text, 0))`, session)
+	for _, n := range notices {
+		b.Queue(mergeNotice, session, string(n.Text), n.DeliverOn, n.DeliverAfterMS, window.Milliseconds(), max(n.Count, 1))
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return tx.SendBatch(ctx, &b).Close() })
 	return s.fail("queueing notices", err)
 }
 
-// DrainNotices takes a session's queued notices, oldest first: the newest
-// keep of them, and how many older ones were dropped.
-func (s *Store) DrainNotices(ctx context.Context, session string, keep int) ([][]byte, int, error) {
+// ReleaseNotices lets the next drain take a session's notices held until
+// event (their deliver_after_ms still applies).
+func (s *Store) ReleaseNotices(ctx context.Context, session, event string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE clara_notices SET held = false WHERE session = $1 AND deliver_on = $2 AND held`, session, event)
+	return s.fail("releasing notices", err)
+}
+
+// DrainNotices takes a session's notices that may be delivered now (not
+// held, their time come), oldest first: the newest keep of them, and how
+// many older ones were dropped. The others stay queued.
+func (s *Store) DrainNotices(ctx context.Context, session string, keep int) ([]Notice, int, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.pool.Query(ctx, `DELETE FROM clara_notices WHERE session = $1 RETURNING id, notice`, session)
+	rows, err := s.pool.Query(ctx, `DELETE FROM clara_notices WHERE session = $1 AND NOT held
+		AND (not_before IS NULL OR not_before <= clock_timestamp()) RETURNING id, notice, count`, session)
 	if err != nil {
 		return nil, 0, s.fail("draining notices", err)
 	}
 	type row struct {
 		id     int64
 		notice string
+		count  int
 	}
 	var got []row
 	for rows.Next() {
 		var r row
-		if err := rows.Scan(&r.id, &r.notice); err != nil {
+		if err := rows.Scan(&r.id, &r.notice, &r.count); err != nil {
 			rows.Close()
 			return nil, 0, s.fail("draining notices", err)
 		}
@@ -127,9 +198,9 @@ func (s *Store) DrainNotices(ctx context.Context, session string, keep int) ([][
 		dropped = len(got) - keep
 		got = got[dropped:]
 	}
-	out := make([][]byte, len(got))
+	out := make([]Notice, len(got))
 	for i, r := range got {
-		out[i] = []byte(r.notice)
+		out[i] = Notice{Text: []byte(r.notice), Count: r.count}
 	}
 	return out, dropped, nil
 }

@@ -250,23 +250,96 @@ func TestNotices_drained_once_in_order(t *testing.T) {
 	url := pgtest.URL(t)
 	a, b := open(t, url, nil), open(t, url, nil)
 	ctx := context.Background()
-	var ns [][]byte
+	var ns []pgstore.Notice
 	for i := 0; i < 12; i++ {
-		ns = append(ns, []byte(fmt.Sprintf(`{"message":"n%d"}`, i)))
+		ns = append(ns, pgstore.Notice{Text: []byte(fmt.Sprintf(`{"message":"n%d"}`, i))})
 	}
-	if err := a.QueueNotices(ctx, "s", ns[:5]); err != nil {
+	if err := a.QueueNotices(ctx, "s", ns[:5], 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.QueueNotices(ctx, "s", ns[5:]); err != nil {
+	if err := b.QueueNotices(ctx, "s", ns[5:], time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	got, dropped, err := b.DrainNotices(ctx, "s", 10)
-	if err != nil || dropped != 2 || len(got) != 10 || string(got[0]) != `{"message":"n2"}` || string(got[9]) != `{"message":"n11"}` {
-		t.Fatalf("drained %q, dropped %d, %v", got, dropped, err)
+	if err != nil || dropped != 2 || len(got) != 10 || string(got[0].Text) != `{"message":"n2"}` || string(got[9].Text) != `{"message":"n11"}` {
+		t.Fatalf("drained %+v, dropped %d, %v", got, dropped, err)
 	}
 	got, dropped, err = a.DrainNotices(ctx, "s", 10)
 	if err != nil || dropped != 0 || len(got) != 0 {
-		t.Fatalf("drained again: %q %d %v", got, dropped, err)
+		t.Fatalf("drained again: %+v %d %v", got, dropped, err)
+	}
+}
+
+// Seed 004's accumulator in the store (issue 32): repeats within the
+// window counted in one row, also from two processes at once; outside it
+// or after a drain, a row of their own; a notice held until its event
+// (only that event, only its session), one deferred by a time.
+func TestNotices_merged_and_held(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := open(t, url, nil), open(t, url, nil)
+	ctx := context.Background()
+	n := pgstore.Notice{Text: []byte(`{"message":"same"}`)}
+	var wg sync.WaitGroup
+	for _, st := range []*pgstore.Store{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.QueueNotices(ctx, "s", []pgstore.Notice{n, n}, time.Minute); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, _, err := b.DrainNotices(ctx, "s", 10)
+	if err != nil || len(got) != 1 || got[0].Count != 8 {
+		t.Fatalf("eight repeats: %+v %v", got, err)
+	}
+	// A window of 50 ms: a repeat 100 ms later is a notice of its own.
+	if err := a.QueueNotices(ctx, "s", []pgstore.Notice{n}, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := a.QueueNotices(ctx, "s", []pgstore.Notice{n}, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := a.DrainNotices(ctx, "s", 10); len(got) != 2 || got[0].Count != 1 || got[1].Count != 1 {
+		t.Fatalf("outside the window: %+v", got)
+	}
+
+	held := pgstore.Notice{Text: []byte(`{"message":"next turn"}`), DeliverOn: "on_turn_start"}
+	later := pgstore.Notice{Text: []byte(`{"message":"later"}`), DeliverAfterMS: 200}
+	if err := a.QueueNotices(ctx, "s", []pgstore.Notice{held, later, held}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, release := range [][2]string{{"s", "on_turn_end"}, {"other", "on_turn_start"}} {
+		if err := b.ReleaseNotices(ctx, release[0], release[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _, _ := b.DrainNotices(ctx, "s", 10); len(got) != 0 {
+		t.Fatalf("delivered before their event and time: %+v", got)
+	}
+	if err := b.ReleaseNotices(ctx, "s", "on_turn_start"); err != nil {
+		t.Fatal(err)
+	}
+	// A repeat of a released notice is held on its own.
+	if err := a.QueueNotices(ctx, "s", []pgstore.Notice{held}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = a.DrainNotices(ctx, "s", 10)
+	if len(got) != 1 || string(got[0].Text) != `{"message":"next turn"}` || got[0].Count != 2 {
+		t.Fatalf("released: %+v", got)
+	}
+	time.Sleep(250 * time.Millisecond)
+	got, _, _ = a.DrainNotices(ctx, "s", 10)
+	if len(got) != 1 || string(got[0].Text) != `{"message":"later"}` {
+		t.Fatalf("after its time: %+v", got)
+	}
+	if err := b.ReleaseNotices(ctx, "s", "on_turn_start"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ = a.DrainNotices(ctx, "s", 10); len(got) != 1 || got[0].Count != 1 {
+		t.Fatalf("the repeat held on its own: %+v", got)
 	}
 }
 

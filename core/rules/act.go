@@ -113,7 +113,12 @@ func (e *emission) render(rule *Rule, fromCond []rulelua.Action, ready []rendere
 	for i := range rule.actions {
 		a := &rule.actions[i]
 		var err error
-		if a.kind == ActLua {
+		if a.kind == actHost {
+			var more []rendered
+			if more, err = e.hostAction(rule); err == nil {
+				ready = append(ready, more...)
+			}
+		} else if a.kind == ActLua {
 			var res rulelua.Result
 			if res, err = run().runLua(e.ctx, a.script, e.ev.Session, e.host); err == nil {
 				var more []rendered
@@ -174,6 +179,9 @@ func (x *rendered) render(e *emission, run func() *runner) error {
 
 // apply applies rendered actions in order and returns their records.
 func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
+	if len(ready) == 0 {
+		return []ActionRecord{} // "actions": [], a rule whose script or host asked for nothing
+	}
 	var records []ActionRecord
 	if len(ready) > 0 {
 		records = e.slab.take(len(ready))
@@ -211,6 +219,12 @@ func (e *emission) apply(rule *Rule, ready []rendered) []ActionRecord {
 }
 
 func (e *emission) notify(rule *Rule, x *rendered, rec *ActionRecord) {
+	if a := x.a; a.deliverOn != "" || a.deliverAfterMS > 0 {
+		e.out.Deferred = append(e.out.Deferred, protocol.Notice{Rule: rule.ID, Message: x.text, Priority: a.priority, Event: e.ev.Name,
+			DeliverOn: a.deliverOn, DeliverAfterMS: a.deliverAfterMS})
+		rec.Message, rec.Priority, rec.DeliverOn, rec.DeliverAfterMS = x.text, a.priority, a.deliverOn, a.deliverAfterMS
+		return
+	}
 	if cap(e.out.Notices) == 0 {
 		e.out.Notices = make([]protocol.Notice, 0, max(e.slab.room, 1))
 	}
@@ -268,6 +282,7 @@ func (e *emission) emit(rule *Rule, x *rendered, rec *ActionRecord) {
 		e.out.Fired = append(e.out.Fired, cf)
 	}
 	e.out.Notices = append(e.out.Notices, child.Notices...)
+	e.out.Deferred = append(e.out.Deferred, child.Deferred...)
 	e.out.Trace = append(e.out.Trace, child.Trace...)
 	rec.Fired = len(child.Fired)
 }

@@ -688,6 +688,10 @@ type action struct {
 	logLevel  logging.Level
 	logPrefix string
 	logLine   string
+	// notify_self: the notice waits in the session's queue until this
+	// event fires there, and at least this long (protocol.Notice).
+	deliverOn      string
+	deliverAfterMS int
 }
 
 // canonical returns the one of names equal to s, else s.
@@ -702,7 +706,7 @@ func canonical(s string, names ...string) string {
 
 // actionKeys are the keys each action type takes.
 var actionKeys = map[string][]string{
-	ActNotify: {"message", "priority"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
+	ActNotify: {"message", "priority", "deliver_on", "deliver_after_ms"}, ActLog: {"message", "level"}, ActSetState: {"key", "value"},
 	ActEmit: {"event", "payload"}, ActDeny: {"reason"}, ActCallTool: {"tool", "arguments"},
 	ActLua: {"lua", "script"},
 	ActAsk: {"reason"}, ActBlock: {"reason"},
@@ -740,6 +744,9 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 	if err := checkActionKeys(d); err != nil {
 		return a, err
 	}
+	if (d.DeliverOn != nil || d.DeliverAfterMS != nil) && d.Type != ActNotify {
+		return a, fmt.Errorf("%s does not take deliver_on or deliver_after_ms (notify_self does)", d.Type)
+	}
 	// The kind, priority and level are the package's own strings, not
 	// the file's: an answer writes each once and copies it (written).
 	a.kind = canonical(d.Type, ActNotify, ActLog, ActSetState, ActEmit, ActDeny, ActCallTool, ActLua, ActAsk, ActRewrite, ActBlock, ActRedact)
@@ -758,6 +765,9 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 				return a, fmt.Errorf("priority %q: use low, normal, high or critical", *d.Priority)
 			}
 			a.priority = canonical(*d.Priority, "low", "normal", "high", "critical")
+		}
+		if a.deliverOn, a.deliverAfterMS, err = deliveryOf(d.DeliverOn, d.DeliverAfterMS); err != nil {
+			return a, err
 		}
 		a.message, err = c.template(*d.Message)
 	case ActLog:
@@ -810,4 +820,47 @@ func (c *compiler) compileAction(src Source, trigger string, d *actionDoc) (acti
 		a.script, _, err = luaSource(src, d.Lua, d.Script, "action", c.lua)
 	}
 	return a, err
+}
+
+// maxDeliverAfterMS bounds a notice's deliver_after_ms: a day.
+const maxDeliverAfterMS = 86400000
+
+// deliveryOf checks a notice's deferred delivery: deliver_on names an
+// event, not one of the tool pipeline's (those fire on every call, which
+// must not look for held notices), and deliver_after_ms is 1 to a day.
+func deliveryOf(on *string, afterMS *int) (string, int, error) {
+	var event string
+	var ms int
+	if on != nil {
+		event = *on
+		if !ValidEventName(event) {
+			return "", 0, fmt.Errorf("deliver_on %q is not an event name ([a-z][a-z0-9_.]*)", event)
+		}
+		if strings.HasPrefix(event, "on_tool_") {
+			return "", 0, fmt.Errorf("deliver_on %q: a notice cannot wait for a tool event (on_tool_*); on_turn_start, on_turn_end or an event of your own can", event)
+		}
+	}
+	if afterMS != nil {
+		ms = *afterMS
+		if ms < 1 || ms > maxDeliverAfterMS {
+			return "", 0, fmt.Errorf("deliver_after_ms must be 1 to %d, not %d", maxDeliverAfterMS, ms)
+		}
+	}
+	return event, ms, nil
+}
+
+// CheckDelivery checks a notice's deliver_on and deliver_after_ms (zero:
+// not given) as a notify_self action's are checked: for the notices of
+// a Lua tool and of a host's rule action.
+func CheckDelivery(on string, afterMS int) error {
+	var pon *string
+	var pafter *int
+	if on != "" {
+		pon = &on
+	}
+	if afterMS != 0 {
+		pafter = &afterMS
+	}
+	_, _, err := deliveryOf(pon, pafter)
+	return err
 }

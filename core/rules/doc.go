@@ -9,6 +9,10 @@
 // computes (the concepts' through Set.Concepts and BindConcepts before the
 // set is used, the texts' through a Host that is an Embedder).
 //
+// A rule may also be the host's (host.go): a Source with HostFuncs, whose
+// condition and action are functions of the program embedding Clara,
+// called with the event as JSON.
+//
 // Load compiles a whole rule set once (conditions and templates included)
 // with the configuration's thresholds bound into an immutable *Set, or
 // reports every problem of every file as protocol.Problems (file, line,

@@ -114,6 +114,9 @@ type Outcome struct {
 	Rewrite    *Rewrite         `json:"-"` // the first rewrite
 	Redactions []Redaction      `json:"-"` // every redact, in order
 	Shadow     []ShadowDecision `json:"-"` // what rules in shadow mode would have decided
+	// Deferred are the notices whose delivery waits (deliver_on,
+	// deliver_after_ms): for the session's queue only, not the answer.
+	Deferred []protocol.Notice `json:"-"`
 
 	// Of an outcome Fire made: the block its action records were made in
 	// last, for Release to keep with Fired and Notices.
@@ -406,6 +409,9 @@ type emission struct {
 	// shadowStop: a rule in shadow mode with stop = true fired; the rules
 	// in shadow mode after it are not tried (enforcing ones are).
 	shadowStop bool
+	// The event as a host rule's functions get it, made for hostRule.
+	hostRule *Rule
+	hostJSON []byte
 }
 
 // runner is the emission's expression runner, made on first use.
@@ -445,7 +451,7 @@ func (e *emission) beforeRuleEval(rule *Rule) {
 		e.host.Log(logging.Warn, fmt.Sprintf("rule %q: %s: %v", rule.ID, BeforeRuleEval, err))
 		return
 	}
-	if child == nil || (len(child.Fired) == 0 && len(child.Notices) == 0 && len(child.Trace) == 0) {
+	if child == nil || (len(child.Fired) == 0 && len(child.Notices) == 0 && len(child.Deferred) == 0 && len(child.Trace) == 0) {
 		return
 	}
 	e.outcome()
@@ -456,6 +462,7 @@ func (e *emission) beforeRuleEval(rule *Rule) {
 		e.out.Fired = append(e.out.Fired, cf)
 	}
 	e.out.Notices = append(e.out.Notices, child.Notices...)
+	e.out.Deferred = append(e.out.Deferred, child.Deferred...)
 	e.out.Trace = append(e.out.Trace, child.Trace...)
 }
 
@@ -494,7 +501,7 @@ func (e *emission) fireRule(rule *Rule, resolve func(*operand) (Value, bool)) (s
 	if rule.Mode == ModeShadow {
 		entry.Mode = ModeShadow
 	}
-	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil {
+	if rule.cond != nil || rule.luaCond != nil || rule.semantic != nil || rule.host != nil && rule.host.Condition != nil {
 		entry.Value = v.value
 	}
 	if v.err != nil {
@@ -575,6 +582,8 @@ func (e *emission) evaluate(rule *Rule, resolve func(*operand) (Value, bool), v 
 		}
 	}
 	switch {
+	case rule.host != nil && rule.host.Condition != nil:
+		e.hostCondition(rule, v)
 	case rule.luaCond != nil:
 		var res rulelua.Result
 		res, v.err = e.runner().runLua(e.ctx, rule.luaCond, e.ev.Session, e.host)

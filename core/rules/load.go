@@ -53,6 +53,9 @@ type Source struct {
 	// file says (rules.mode = "shadow"): their decisions are recorded,
 	// not enforced (decide.go).
 	Shadow bool
+	// Host makes the source a rule of the host (host.go): Text is its
+	// descriptor, its condition and action are these functions.
+	Host *HostFuncs
 }
 
 // The shapes of a rule file (SPEC §7.1): one rule in [rule] with top-level
@@ -134,6 +137,9 @@ type actionDoc struct {
 	Merge       *bool    `toml:"merge" json:"merge"`
 	Patterns    []string `toml:"patterns" json:"patterns"`
 	Replacement *string  `toml:"replacement" json:"replacement"`
+	// notify_self delivered later (the seed's deferred notices)
+	DeliverOn      *string `toml:"deliver_on" json:"deliver_on"`
+	DeliverAfterMS *int    `toml:"deliver_after_ms" json:"deliver_after_ms"`
 }
 
 // Load compiles rule sources into a Set. thresholds are the values rule
@@ -168,6 +174,9 @@ func Load(sources []Source, thresholds map[string]any) (*Set, error) {
 }
 
 func (c *compiler) loadSource(src Source) ([]*Rule, protocol.Problems) {
+	if src.Host != nil {
+		return c.loadHostRule(src)
+	}
 	var doc fileDoc
 	isJSON := strings.EqualFold(filepath.Ext(src.Name), ".json") || bytes.HasPrefix(bytes.TrimSpace(src.Text), []byte("{"))
 	if problems := decode(src.Name, src.Text, isJSON, &doc); problems != nil {
@@ -510,7 +519,7 @@ func (c *compiler) compileCondition(src Source, cd *condDoc, r *Rule, problems *
 			if text != *cd.Expression {
 				what = fmt.Sprintf("condition (python, read as %s)", text)
 			}
-			problems.add(locate(src.Text, *cd.Expression), "%s: %v", what, err)
+			problems.add(locate(src.Text, *cd.Expression), "%s: %v%s", what, err, flattenedHint(text != *cd.Expression, err))
 		}
 		r.cond = prog
 		r.simple = parseSimple(text)
@@ -530,7 +539,7 @@ func (c *compiler) compileActions(src Source, d *ruleDoc, r *Rule, problems *rul
 		}
 		actions = []actionDoc{*d.Action}
 	}
-	if len(actions) == 0 {
+	if len(actions) == 0 && (src.Host == nil || src.Host.Action == nil) { // a host's action function is one
 		problems.add(r.Line, "no action: give [action] or [[actions]]")
 	}
 	for i := range actions {

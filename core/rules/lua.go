@@ -180,6 +180,10 @@ func luaActions(list []rulelua.Action, trigger string) ([]rendered, error) {
 		switch a.Type {
 		case ActNotify:
 			r.a.priority, r.text = a.Priority, a.Message // rulelua checked the priority
+			if err := CheckDelivery(a.DeliverOn, a.DeliverAfterMS); err != nil {
+				return nil, fmt.Errorf("notify: %v", err)
+			}
+			r.a.deliverOn, r.a.deliverAfterMS = a.DeliverOn, a.DeliverAfterMS
 		case ActSetState:
 			if a.Key == "" {
 				return nil, fmt.Errorf("state.set: empty key")

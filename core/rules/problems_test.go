@@ -1,9 +1,11 @@
 package rules
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,6 +126,61 @@ func TestParseTests_problems(t *testing.T) {
 			if ps[i] != tc.want[i] {
 				t.Errorf("%s: got %#v, want %#v", tc.name, ps[i], tc.want[i])
 			}
+		}
+	}
+}
+
+// The seed's flattened names (turn_number, token_usage) are Python's: a
+// condition read as expr that uses one is told so, and how to ask for
+// Python; read as Python, the same condition loads.
+func TestLoad_flattenedNamesSayPython(t *testing.T) {
+	seed := "[rule]\nid = \"t\"\ntrigger = \"on_turn_start\"\n[condition]\nexpression = \"token_usage > 0.8\"\n[action]\ntype = \"notify_self\"\nmessage = \"m\"\n"
+	ps := loadProblems(t, src("t.toml", seed))
+	if len(ps) != 1 || ps[0].Line != 5 || !strings.Contains(ps[0].Message, "unknown name token_usage") ||
+		!strings.Contains(ps[0].Message, `token_usage is one of the names the seed's Python conditions flatten: write context.turn.token_usage, or have the condition read as Python with syntax = "python"`) {
+		t.Fatalf("problems %#v", ps)
+	}
+	ps = loadProblems(t, src("n.toml", strings.Replace(seed, "token_usage > 0.8", "turn_number >= 3 and other > 1", 1)))
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, "turn_number is one of the names") || !strings.Contains(ps[0].Message, "write context.turn.number") {
+		t.Fatalf("turn_number: %#v", ps)
+	}
+	// Another unknown name gets expr's message alone.
+	ps = loadProblems(t, src("o.toml", strings.Replace(seed, "token_usage", "usage", 1)))
+	if len(ps) != 1 || strings.Contains(ps[0].Message, "flatten") {
+		t.Fatalf("usage: %#v", ps)
+	}
+	for _, text := range []string{
+		strings.Replace(seed, "[condition]\n", "[condition]\nsyntax = \"python\"\n", 1),
+		"syntax = \"python\"\n" + seed,
+	} {
+		if _, err := Load([]Source{src("p.toml", text)}, nil); err != nil {
+			t.Errorf("with syntax = \"python\": %v", err)
+		}
+	}
+}
+
+// The seed's context is a dict, so its conditions call dict methods:
+// context.state.get('visits', 0). Such a call is Python's (expr has no
+// methods on maps): the condition is read as Python without being told.
+func TestLoad_dictMethodsReadAsPython(t *testing.T) {
+	for _, c := range []struct {
+		cond  string
+		ctx   map[string]any
+		match bool
+	}{
+		{"context.state.get('visits', 0) > 2", map[string]any{"state": map[string]any{"visits": 3.0}}, true},
+		{"context.state.get('visits', 0) > 2", map[string]any{"state": map[string]any{}}, false},
+		{"context.tool.name.startswith('vault_')", map[string]any{"tool": map[string]any{"name": "vault_search"}}, true},
+		{"context.note == 'x.get(1)'", map[string]any{"note": "x.get(1)"}, true}, // in a string: expr
+	} {
+		text := "[rule]\nid = \"r\"\ntrigger = \"x\"\n[condition]\nexpression = " + strconv.Quote(c.cond) + "\n[action]\ntype = \"log\"\nmessage = \"m\"\n"
+		set, err := Load([]Source{src("r.toml", text)}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.cond, err)
+		}
+		out := set.Fire(context.Background(), Event{Name: "x", Context: MapSource(c.ctx)}, &recHost{})
+		if got := len(out.Fired) == 1; got != c.match {
+			t.Errorf("%s on %v: fired %v", c.cond, c.ctx, out.Fired)
 		}
 	}
 }

@@ -32,6 +32,18 @@ var pyNames = map[string]string{
 	"token_usage": "context.turn.token_usage",
 }
 
+// flattenedHint is what a condition read as expr that names one of the
+// seed's flattened names (`token_usage > 0.8`) is told besides expr's
+// "unknown name": those names are Python's, and how to ask for Python.
+func flattenedHint(python bool, err error) string {
+	for name, path := range pyNames {
+		if path != name && !python && strings.HasPrefix(err.Error(), "unknown name "+name+" ") {
+			return fmt.Sprintf("; %s is one of the names the seed's Python conditions flatten: write %s, or have the condition read as Python with syntax = \"python\" (in [condition], or at the top of the file)", name, path)
+		}
+	}
+	return ""
+}
+
 // pyFuncs are the functions a Python condition may call: the seed's
 // (context_above_threshold, tool_completed, any, all, len), Clara's
 // tool_failed, and simpleeval's conversions. Each takes one argument.
@@ -545,6 +557,38 @@ func looksPython(src string) bool {
 	return false
 }
 
+// callsPythonMethod reports whether src calls one of the string and dict
+// methods of pyMethods (the seed's context.state.get('k')): expr has no
+// methods on maps or strings, so such a call is Python's. The text is
+// tokenized only when it holds one of their names after a dot.
+func callsPythonMethod(src string) bool {
+	if !strings.Contains(src, ".") {
+		return false
+	}
+	maybe := false
+	for m := range pyMethods {
+		if strings.Contains(src, "."+m) {
+			maybe = true
+			break
+		}
+	}
+	if !maybe {
+		return false
+	}
+	toks, err := pyTokenize(src)
+	if err != nil {
+		return false
+	}
+	for i := 0; i+2 < len(toks); i++ {
+		if toks[i].kind == pyOp && toks[i].text == "." && toks[i+1].kind == pyName && toks[i+2].kind == pyOp && toks[i+2].text == "(" {
+			if _, ok := pyMethods[toks[i+1].text]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // oneArgument reports whether the call whose arguments start at toks (after
 // its "(") has one argument: no comma at its own depth.
 func oneArgument(toks []pyToken) bool {
@@ -578,7 +622,7 @@ func (c *compiler) conditionText(src Source, cd *condDoc, r *Rule, problems *rul
 	syntax := "expr"
 	if cd.Syntax != nil {
 		syntax = *cd.Syntax
-	} else if looksPython(expression) {
+	} else if looksPython(expression) || callsPythonMethod(expression) {
 		syntax = "python"
 	}
 	switch syntax {

@@ -41,6 +41,9 @@ type ActionRecord struct {
 	// after, which the engine writes when it applies the rewrite.
 	Before, After string
 	Error         string
+	// notify_self delivered later: its deliver_on and deliver_after_ms
+	DeliverOn      string
+	DeliverAfterMS int
 }
 
 // Field presence by kind: the JSON object of a record holds these keys.
@@ -56,6 +59,7 @@ const (
 	recTool
 	recResult
 	recHashes
+	recDelivery
 )
 
 // fields says which keys the record has besides "type" and "error".
@@ -63,6 +67,9 @@ func (r *ActionRecord) fields() int {
 	failed := r.Error != ""
 	switch r.Type {
 	case ActNotify:
+		if r.DeliverOn != "" || r.DeliverAfterMS > 0 {
+			return recMessage | recPriority | recDelivery
+		}
 		return recMessage | recPriority
 	case ActLog:
 		return recLevel | recMessage
@@ -105,7 +112,7 @@ func appendRecord(dst []byte, r *ActionRecord) []byte { return appendRecordWith(
 // appendRecordWith is appendRecord writing its strings through w (nil:
 // each escaped where it is written).
 func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
-	if w != nil && r.Type == ActNotify && r.Error == "" {
+	if w != nil && r.Type == ActNotify && r.Error == "" && r.DeliverOn == "" && r.DeliverAfterMS == 0 {
 		// The commonest record; its notice repeats its message and
 		// priority, which w notes for appendNotices to copy.
 		dst = append(dst, '{')
@@ -119,9 +126,9 @@ func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
 	}
 	f := r.fields()
 	dst = append(dst, '{')
-	// Keys in sorted order: after_sha256, before_sha256, error, event,
-	// fired, key, level, message, priority, reason, result, tool, type,
-	// value. "type" is always there, so every key before it is followed
+	// Keys in sorted order: after_sha256, before_sha256, deliver_after_ms,
+	// deliver_on, error, event, fired, key, level, message, priority,
+	// reason, result, tool, type, value. "type" is always there, so every key before it is followed
 	// by a comma.
 	if f&recHashes != 0 {
 		dst = append(dst, `"after_sha256":`...)
@@ -129,6 +136,18 @@ func appendRecordWith(dst []byte, r *ActionRecord, w *written) []byte {
 		dst = append(dst, `,"before_sha256":`...)
 		dst = protocol.AppendString(dst, r.Before)
 		dst = append(dst, ',')
+	}
+	if f&recDelivery != 0 {
+		if r.DeliverAfterMS > 0 {
+			dst = append(dst, `"deliver_after_ms":`...)
+			dst = strconv.AppendInt(dst, int64(r.DeliverAfterMS), 10)
+			dst = append(dst, ',')
+		}
+		if r.DeliverOn != "" {
+			dst = append(dst, `"deliver_on":`...)
+			dst = w.appendString(dst, r.DeliverOn)
+			dst = append(dst, ',')
+		}
 	}
 	if r.Error != "" {
 		dst = append(dst, `"error":`...)

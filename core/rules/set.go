@@ -43,6 +43,7 @@ type Rule struct {
 	luaCond                *rulelua.Script
 	semantic               *semanticCond // a semantic condition (semantic.go)
 	lua                    bool          // a Lua condition or action: reads context whole
+	host                   *HostFuncs    // a rule of the host (host.go): reads context whole
 	// guard: the rule decides (deny, ask, rewrite, block, redact), so
 	// that one that cannot be evaluated fails closed (decide.go).
 	guard bool
@@ -269,8 +270,8 @@ func newSet(rules []*Rule) *Set {
 	for _, r := range rules {
 		s.byTrigger[r.Trigger] = append(s.byTrigger[r.Trigger], r)
 		n := needsOf(r.sources)
-		if r.lua {
-			n = needsOf([]string{"context"}) // a script may read anything
+		if r.lua || r.host != nil {
+			n = needsOf([]string{"context"}) // a script or the host may read anything
 		}
 		s.needs[r.Trigger] = s.needs[r.Trigger].or(n)
 	}

@@ -22,6 +22,11 @@ type Table struct {
 	fallback     Session  // the default session
 	fallbackOnce sync.Once
 	anyPolicy    atomic.Bool
+	// dedupe is notices.dedupe_window_ms, as a duration (SetNoticeWindow).
+	dedupe atomic.Int64
+	// mayHold: a deferred notice was queued since the last Reset, so
+	// Release looks for sessions holding some.
+	mayHold atomic.Bool
 	// notices, when set, keeps the sessions' notices outside the process
 	// (the shared store, issue 31) instead of in their queues.
 	notices atomic.Pointer[noticeBacking]
@@ -30,7 +35,16 @@ type Table struct {
 // NoticeStore keeps queued notices outside the process, where every
 // process that shares it drains them (each notice once).
 type NoticeStore interface {
-	QueueNotices(session string, ns []protocol.Notice) error
+	// QueueNotices keeps ns; a notice identical to one the store holds
+	// for the session, queued less than window before and not delivered
+	// yet, is counted in it instead (see Session.Queue); a deferred one
+	// is held as Session.Queue holds it.
+	QueueNotices(session string, ns []protocol.Notice, window time.Duration) error
+	// ReleaseNotices lets the next drain take the session's notices held
+	// until event (deliver_on).
+	ReleaseNotices(session, event string) error
+	// DrainNotices takes the notices that may be delivered now, at most
+	// keep (the newest), and says how many older ones it dropped.
 	DrainNotices(session string, keep int) ([]protocol.Notice, int, error)
 }
 
@@ -55,8 +69,45 @@ func (t *Table) SetNoticeStore(store NoticeStore, local bool, log func(error)) {
 // defaultSession returns the default session, its history spread over
 // processors (see spreadHistory) from the first use on.
 func (t *Table) defaultSession() *Session {
-	t.fallbackOnce.Do(func() { t.fallback.spread.Store(newSpreadHistory()); t.fallback.table = t })
+	t.fallbackOnce.Do(func() {
+		t.fallback.table = t
+		t.fallback.spread.Store(newSpreadHistory())
+	})
 	return &t.fallback
+}
+
+// SetNoticeWindow sets how long after a notice identical ones queued in
+// its session are merged into it (notices.dedupe_window_ms); 0 merges
+// none.
+func (t *Table) SetNoticeWindow(d time.Duration) { t.dedupe.Store(int64(d)) }
+
+// Release delivers the notices the session holds until event fires
+// (deliver_on): the next Drain returns them. Without a notice store it
+// costs one atomic load while no deferred notice was ever queued; with
+// one, it asks the store (which another process may have queued held
+// notices in), and a failure is logged: the notices stay held.
+func (t *Table) Release(name, event string) {
+	if nb := t.notices.Load(); nb != nil {
+		stored := name
+		if name == protocol.DefaultSession {
+			stored = "" // the default session's name in the store, as Queue writes it
+		}
+		if err := nb.store.ReleaseNotices(stored, event); err != nil {
+			nb.log(err)
+		}
+	}
+	if !t.mayHold.Load() {
+		return
+	}
+	var s *Session
+	if name == protocol.DefaultSession {
+		s = t.defaultSession()
+	} else if v, ok := t.byName.Load(name); ok {
+		s = v.(*Session)
+	} else {
+		return
+	}
+	s.release(event)
 }
 
 // Get returns the session named name, creating it. name must be Clara's
@@ -134,6 +185,7 @@ func (t *Table) Reset() {
 	t.defaultSession().clear()
 	t.fallback.policy.Store(nil)
 	t.anyPolicy.Store(false)
+	t.mayHold.Store(false)
 }
 
 // DropPolicies forgets every session's policy layer: the host's way back in
@@ -160,9 +212,10 @@ type Session struct {
 	// of the fields above (the default session: see spreadHistory);
 	// consecutive stays here, under mu.
 	spread atomic.Pointer[spreadHistory]
-	// notices not yet drained
-	notices []protocol.Notice
+	// notices not yet drained, oldest first
+	notices []Queued
 	dropped int // notices dropped because the queue was full, reported by the next drain
+	held    int // how many of notices are Held
 	// policy is narrowed under mu and read without it.
 	policy atomic.Pointer[toolbox.Policy]
 	// budget counts the calls of each tool that has a budget of calls per
@@ -173,7 +226,7 @@ type Session struct {
 // clear forgets the session's history and notices (not its policy).
 func (s *Session) clear() {
 	s.mu.Lock()
-	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped = 0, 0, nil, nil, 0
+	s.toolCount, s.failureCount, s.consecutive, s.notices, s.dropped, s.held = 0, 0, nil, nil, 0, 0
 	s.budget = nil
 	s.recent, s.recentNext, s.recentLen = [RecentToolsKept]string{}, 0, 0
 	if sp := s.spread.Load(); sp != nil {
@@ -279,14 +332,42 @@ func (s *Session) History() map[string]any {
 	}
 }
 
+// Queued is a notice in a session's queue, with what the queue knows of
+// it: a store that keeps the queue outside the process keeps these.
+type Queued struct {
+	protocol.Notice // Count: the identical notices merged into it (0 or 1: none)
+	// First is when it was queued: identical notices queued within
+	// notices.dedupe_window_ms of it are merged into it.
+	First time.Time
+	// Held: it waits for its DeliverOn event (Release); NotBefore: it is
+	// not delivered before then (zero: no wait).
+	Held      bool
+	NotBefore time.Time
+}
+
+// deliverable reports whether Drain hands q out at now.
+func (q *Queued) deliverable(now time.Time) bool {
+	return !q.Held && (q.NotBefore.IsZero() || !now.Before(q.NotBefore))
+}
+
+// sameAs reports whether n is a repeat of q's notice: the same source,
+// message, priority, event and delivery.
+func (q *Queued) sameAs(n *protocol.Notice) bool {
+	return q.Message == n.Message && q.Rule == n.Rule && q.Callback == n.Callback && q.Priority == n.Priority &&
+		q.Event == n.Event && q.DeliverOn == n.DeliverOn && q.DeliverAfterMS == n.DeliverAfterMS
+}
+
 // Queue keeps notices for Drain; when full, the oldest go and the next
-// drain says how many.
+// drain says how many. A notice identical to one queued within the
+// table's window (SetNoticeWindow) and not delivered yet is not added: the
+// queued one counts it. A deferred notice (DeliverOn, DeliverAfterMS) is
+// held until it may be delivered.
 func (s *Session) Queue(ns []protocol.Notice) {
 	if len(ns) == 0 {
 		return
 	}
 	if nb := s.backing(); nb != nil {
-		err := nb.store.QueueNotices(s.name, ns)
+		err := nb.store.QueueNotices(s.name, ns, s.table.window())
 		if err == nil {
 			return
 		}
@@ -298,17 +379,97 @@ func (s *Session) Queue(ns []protocol.Notice) {
 	s.queueHere(ns)
 }
 
-// queueHere keeps notices in the session's own queue.
+// window is notices.dedupe_window_ms (SetNoticeWindow); 0 without a table.
+func (t *Table) window() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return time.Duration(t.dedupe.Load())
+}
+
+// queueHere keeps notices in the session's own queue, merging repeats
+// and holding deferred ones.
 func (s *Session) queueHere(ns []protocol.Notice) {
+	window := s.table.window()
+	var now time.Time
 	s.mu.Lock()
-	s.notices = append(s.notices, ns...)
+	for i := range ns {
+		n := &ns[i]
+		if window > 0 || n.Deferred() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if window > 0 && s.merge(n, now, window) {
+				continue
+			}
+		}
+		q := Queued{Notice: *n, First: now}
+		if n.DeliverOn != "" {
+			q.Held = true
+			s.held++
+			s.table.holding()
+		}
+		if n.DeliverAfterMS > 0 {
+			q.NotBefore = now.Add(time.Duration(n.DeliverAfterMS) * time.Millisecond)
+		}
+		s.notices = append(s.notices, q)
+	}
 	// Only the newest NoticesKept are kept. Dropping the oldest on every
 	// queue would copy the whole queue each time a caller that never drains
 	// gets a notice; letting it grow to twice that and cutting back in one
 	// copy costs O(1) per notice. Drain returns the newest NoticesKept.
 	if over := len(s.notices) - NoticesKept; over >= NoticesKept {
-		s.notices = append(s.notices[:0], s.notices[over:]...)
-		s.dropped += over
+		s.cut(over)
+	}
+	s.mu.Unlock()
+}
+
+// holding notes that a session of t holds a deferred notice.
+func (t *Table) holding() {
+	if t != nil && !t.mayHold.Load() {
+		t.mayHold.Store(true)
+	}
+}
+
+// merge counts n in the newest queued notice it repeats, queued within
+// window of now and still waiting in the same way; under s.mu. The scan
+// runs from the newest and stops at the first notice older than the
+// window (the queue is in the order notices came).
+func (s *Session) merge(n *protocol.Notice, now time.Time, window time.Duration) bool {
+	for i := len(s.notices) - 1; i >= 0; i-- {
+		q := &s.notices[i]
+		if now.Sub(q.First) > window {
+			return false
+		}
+		if q.sameAs(n) && q.Held == (n.DeliverOn != "") {
+			q.Count = max(q.Count, 1) + max(n.Count, 1)
+			return true
+		}
+	}
+	return false
+}
+
+// cut drops the n oldest notices; under s.mu.
+func (s *Session) cut(n int) {
+	for i := range s.notices[:n] {
+		if s.notices[i].Held {
+			s.held--
+		}
+	}
+	s.notices = append(s.notices[:0], s.notices[n:]...)
+	s.dropped += n
+}
+
+// release delivers the notices held until event; see Table.Release.
+func (s *Session) release(event string) {
+	s.mu.Lock()
+	if s.held > 0 {
+		for i := range s.notices {
+			if q := &s.notices[i]; q.Held && q.DeliverOn == event {
+				q.Held = false
+				s.held--
+			}
+		}
 	}
 	s.mu.Unlock()
 }
@@ -321,8 +482,9 @@ func (s *Session) backing() *noticeBacking {
 	return s.table.notices.Load()
 }
 
-// Drain returns and forgets the queued notices, and how many were dropped
-// since the last drain because the queue was full. With a notice store,
+// Drain returns and forgets the notices that may be delivered (those held
+// or not due yet stay queued), and how many were dropped since the last
+// drain because the queue was full. With a notice store,
 // it takes the store's (those this process kept while the store failed
 // first); it fails only when the store does and on_unavailable says fail.
 func (s *Session) Drain() ([]protocol.Notice, int, error) {
@@ -335,7 +497,10 @@ func (s *Session) Drain() ([]protocol.Notice, int, error) {
 	if err != nil {
 		nb.log(err)
 		if !nb.local {
-			s.queueHere(ns) // what was kept here is not lost to a failed drain
+			for i := range ns { // what was kept here is not lost to a failed drain: due already
+				ns[i].DeliverOn, ns[i].DeliverAfterMS = "", 0
+			}
+			s.queueHere(ns)
 			return nil, 0, err
 		}
 		return ns, dropped, nil
@@ -350,19 +515,38 @@ func (s *Session) Drain() ([]protocol.Notice, int, error) {
 	return all, dropped + more, nil
 }
 
-// drainHere takes the notices queued in the process.
+// drainHere takes the deliverable notices queued in the process.
 func (s *Session) drainHere() ([]protocol.Notice, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ns, dropped := s.notices, s.dropped
-	if over := len(ns) - NoticesKept; over > 0 {
-		ns, dropped = ns[over:], dropped+over
+	if over := len(s.notices) - NoticesKept; over > 0 {
+		s.cut(over)
 	}
-	s.notices, s.dropped = nil, 0
-	if ns == nil {
-		ns = []protocol.Notice{}
+	dropped := s.dropped
+	s.dropped = 0
+	if len(s.notices) == 0 {
+		return []protocol.Notice{}, dropped
 	}
-	return ns, dropped
+	out := make([]protocol.Notice, 0, len(s.notices))
+	var now time.Time
+	kept := s.notices[:0]
+	for i := range s.notices {
+		q := &s.notices[i]
+		if !q.NotBefore.IsZero() && now.IsZero() {
+			now = time.Now()
+		}
+		if q.deliverable(now) {
+			out = append(out, q.Notice)
+		} else {
+			kept = append(kept, *q)
+		}
+	}
+	clear(s.notices[len(kept):])
+	s.notices = kept
+	if len(kept) == 0 {
+		s.notices = nil
+	}
+	return out, dropped
 }
 
 // Policy is the session's layer of policy, nil when it has none.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -175,5 +176,97 @@ func TestTable_default_session_history_from_many_goroutines(t *testing.T) {
 	<-done
 	if c := s.History()["consecutive_failures"].(map[string]any); len(c) != 0 {
 		t.Fatalf("consecutive failures after a success: %v", c)
+	}
+}
+
+// Identical notices within the window are one, counted (the seed's
+// accumulator); a different one, or one past the window, is its own.
+func TestQueue_dedupes(t *testing.T) {
+	var tab Table
+	tab.SetNoticeWindow(time.Minute)
+	s := tab.Get("s")
+	warn := protocol.Notice{Rule: "token-budget-warning", Message: "Token budget at 85%", Priority: "high", Event: "on_turn_start"}
+	s.Queue([]protocol.Notice{warn, warn})
+	s.Queue([]protocol.Notice{warn, {Rule: "other", Message: warn.Message, Priority: "high", Event: "on_turn_start"}})
+	high := warn
+	high.Priority = "critical"
+	s.Queue([]protocol.Notice{high})
+	got, _, _ := s.Drain()
+	want := []protocol.Notice{{Rule: "token-budget-warning", Message: "Token budget at 85%", Priority: "high", Event: "on_turn_start", Count: 3},
+		{Rule: "other", Message: warn.Message, Priority: "high", Event: "on_turn_start"}, high}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("drained %+v\nwant %+v", got, want)
+	}
+	// Drained, a notice is no longer counted into: the next one is new.
+	s.Queue([]protocol.Notice{warn})
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Count != 0 {
+		t.Fatalf("after a drain: %+v", got)
+	}
+	// Past the window, a repeat is its own notice.
+	s.Queue([]protocol.Notice{warn})
+	s.mu.Lock()
+	s.notices[0].First = s.notices[0].First.Add(-2 * time.Minute)
+	s.mu.Unlock()
+	s.Queue([]protocol.Notice{warn})
+	if got, _, _ := s.Drain(); len(got) != 2 {
+		t.Fatalf("past the window: %+v", got)
+	}
+	// A window of 0 keeps every notice.
+	tab.SetNoticeWindow(0)
+	s.Queue([]protocol.Notice{warn, warn})
+	if got, _, _ := s.Drain(); len(got) != 2 {
+		t.Fatalf("no window: %+v", got)
+	}
+}
+
+// A deferred notice waits: for its event (Release in its session), for its
+// time; the others go by.
+func TestQueue_defers(t *testing.T) {
+	var tab Table
+	tab.SetNoticeWindow(time.Minute)
+	s := tab.Get("s")
+	later := protocol.Notice{Rule: "r", Message: "at the next turn", Priority: "normal", DeliverOn: "on_turn_start"}
+	soon := protocol.Notice{Rule: "r", Message: "in a while", Priority: "normal", DeliverAfterMS: 60}
+	now := protocol.Notice{Rule: "r", Message: "now", Priority: "normal"}
+	s.Queue([]protocol.Notice{later, soon, now, later})
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "now" {
+		t.Fatalf("first drain: %+v", got)
+	}
+	tab.Release("s", "on_turn_end")   // not its event
+	tab.Release("t", "on_turn_start") // not its session
+	tab.Get("t")
+	tab.Release("t", "on_turn_start")
+	if got, _, _ := s.Drain(); len(got) != 0 {
+		t.Fatalf("released by another event or session: %+v", got)
+	}
+	tab.Release("s", "on_turn_start")
+	// A repeat after the release is held for the next one, not merged
+	// into the notice already free to go.
+	s.Queue([]protocol.Notice{later})
+	got, _, _ := s.Drain()
+	if len(got) != 1 || got[0].Message != "at the next turn" || got[0].Count != 2 {
+		t.Fatalf("after its event: %+v", got)
+	}
+	time.Sleep(80 * time.Millisecond)
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "in a while" {
+		t.Fatalf("after its time: %+v", got)
+	}
+	tab.Release("s", "on_turn_start")
+	if got, _, _ := s.Drain(); len(got) != 1 || got[0].Message != "at the next turn" || got[0].Count != 0 {
+		t.Fatalf("the one held for the next turn: %+v", got)
+	}
+	// Held notices dropped with a full queue are no longer counted as held.
+	for i := 0; i < 2*NoticesKept; i++ {
+		s.Queue([]protocol.Notice{{Message: fmt.Sprint(i), DeliverOn: "x"}})
+	}
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held != NoticesKept {
+		t.Fatalf("held %d, want %d", held, NoticesKept)
+	}
+	tab.Release("s", "x")
+	if got, dropped, _ := s.Drain(); len(got) != NoticesKept || dropped != NoticesKept {
+		t.Fatalf("drained %d, dropped %d", len(got), dropped)
 	}
 }

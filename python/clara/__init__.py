@@ -57,6 +57,8 @@ __all__ = [
     "call", "evaluate", "evaluate_raw", "check", "call_async", "evaluate_async",
     # tools
     "tool", "tools", "register_tool", "unregister_tool", "set_tool_limits", "current_call", "ToolCall",
+    # rules of the host
+    "register_rule", "unregister_rule",
     # configuration, events, sessions, logging
     "configure", "reset", "emit", "emit_raw", "Session", "set_log_handler", "set_event_handler",
     "set_input_handler", "set_approval_handler", "approvals", "decide_approval",
@@ -219,6 +221,19 @@ def set_tool_limits(name: str, limits: Union[Mapping[str, Any], Text]) -> Dict[s
     """Change a registered tool's limits for the calls that start from now
     on (see Clara.set_tool_limits)."""
     return _get().set_tool_limits(name, limits)
+
+
+def register_rule(descriptor: Union[Mapping[str, Any], Text], condition: Optional[Callable[..., Any]] = None,
+                  action: Optional[Callable[..., Any]] = None) -> str:
+    """Register a rule whose condition and action are Python callables
+    (seed 004's registerRule); see Clara.register_rule."""
+    return _get().register_rule(descriptor, condition, action)
+
+
+def unregister_rule(id: str) -> None:
+    """Remove a rule registered with register_rule; see
+    Clara.unregister_rule."""
+    _get().unregister_rule(id)
 
 
 def json5_to_json(text: Text) -> str:

@@ -1144,6 +1144,46 @@ class Clara:
         tools_list tool gives them."""
         return self._call("tools_list", {}, None)["tools"]  # type: ignore[no-any-return]
 
+    # -- rules --
+
+    def register_rule(self, descriptor: Union[Mapping[str, Any], Text],
+                      condition: Optional[Callable[..., Any]] = None,
+                      action: Optional[Callable[..., Any]] = None) -> str:
+        """Register a rule whose condition and action are Python callables
+        (seed 004's Tier 1, registerRule({condition, action})) beside the
+        rules of files: the same hook points, priorities, stop, mode, trace,
+        rules_list and rule tests. Returns the rule's id.
+
+        descriptor is a dict or JSON (or JSON5) text of the rule as a JSON
+        rule file writes one: "id" and "trigger" required; "priority",
+        "stop", "mode", "description"; a "condition" expression when
+        condition is None; "actions" that run before action.
+
+        condition(event) returns whether the rule matches; event is
+        {"rule", "event", "session", "context"} (context as the rule's
+        expressions see it). An exception is a condition that cannot tell:
+        on on_tool_call the call is denied. action(event) runs when it
+        matched and returns None, an action dict or a list of them
+        ({"type": "notify_self", "message": ...}, "log", "set_state",
+        "emit_event", "deny", "ask", "block"); an exception skips the rule
+        (on on_tool_call the call is denied). A callable that takes no
+        argument is called without the event. Both run on the thread that
+        fires the event, perhaps on several at once.
+
+        A rule registered earlier with the same id is replaced. Raises
+        RegistrationError (.errno CLARA_EINVAL: invalid descriptor, no
+        action, the reason logged at error level; CLARA_EPERM: the id of a
+        rule of the configuration)."""
+        from ._rules import register
+        return register(self, descriptor, condition, action)
+
+    def unregister_rule(self, id: str) -> None:
+        """Remove a rule registered with register_rule (from Python or C).
+        Raises RegistrationError with .errno CLARA_ENOENT (no such rule of
+        the host) or CLARA_EPERM (a rule of the configuration)."""
+        from ._rules import unregister
+        unregister(self, id)
+
 
 # ---- The shared default instance ---------------------------------------------
 

@@ -68,6 +68,14 @@ APPROVAL_FN: Any = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_c
 # clara_call *call). clara_call is opaque: a c_void_p.
 TOOL_FN: Any = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
 
+# clara_rule_condition_fn: int (*)(void *userdata, const char *event_json):
+# positive matches, 0 does not, negative cannot tell.
+RULE_CONDITION_FN: Any = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
+
+# clara_rule_action_fn: char *(*)(void *userdata, const char *event_json).
+# The answer is malloc'd JSON (Clara frees it); NULL asks for nothing.
+RULE_ACTION_FN: Any = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+
 # free_userdata: void (*)(void *userdata).
 FREE_FN: Any = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -154,6 +162,13 @@ def declare(lib: ctypes.CDLL) -> None:
     #                         void *userdata, void (*free_userdata)(void *));
     lib.clara_register_tool.argtypes = [c_char_p, TOOL_FN, c_void_p, FREE_FN]
     lib.clara_register_tool.restype = c_int
+    # int clara_register_rule(const char *descriptor_json, clara_rule_condition_fn condition,
+    #                         clara_rule_action_fn action, void *userdata, void (*free_userdata)(void *));
+    lib.clara_register_rule.argtypes = [c_char_p, RULE_CONDITION_FN, RULE_ACTION_FN, c_void_p, FREE_FN]
+    lib.clara_register_rule.restype = c_int
+    # int clara_unregister_rule(const char *id);
+    lib.clara_unregister_rule.argtypes = [c_char_p]
+    lib.clara_unregister_rule.restype = c_int
     # int clara_unregister_tool(const char *name);
     lib.clara_unregister_tool.argtypes = [c_char_p]
     lib.clara_unregister_tool.restype = c_int

@@ -1,6 +1,8 @@
 /* test_seeds.c - what the seeds promise of the C API (issue 32): seed
  * 002's AI.TOOL.LIMITS (clara_set_tool_limits), descriptors and limits
- * written as JSON5 as the seed writes them, clara_json5_to_json. */
+ * written as JSON5 as the seed writes them, clara_json5_to_json; seed
+ * 004's Tier 1, rules whose condition and action are C functions
+ * (clara_register_rule). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +147,127 @@ static void test_json5_to_json(void) {
     CHECK_INT(clara_json5_to_json("{}", NULL), -CLARA_EINVAL);
 }
 
+/* Seed 004's Tier 1:
+ *   plugin.registerRule({ condition: () => true, action: () => console.log('Hello!') });
+ * in C: a condition that says yes, an action that does its own thing. */
+static int hellos, rule_frees;
+
+static int always(void *userdata, const char *event_json) {
+    (void)userdata;
+    (void)event_json;
+    return 1;
+}
+
+static char *say_hello(void *userdata, const char *event_json) {
+    (void)event_json;
+    __atomic_add_fetch((int *)userdata, 1, __ATOMIC_SEQ_CST); /* console.log('Hello!') */
+    return NULL;
+}
+
+static void free_rule(void *userdata) {
+    (void)userdata;
+    __atomic_add_fetch(&rule_frees, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A guard: payments over 100 are denied, the amount read from the event. */
+static int over_limit(void *userdata, const char *event_json) {
+    char *amount = NULL;
+    int kind = clara_json_get(event_json, "context.tool.arguments.amount", &amount, NULL);
+    int over = (kind == CLARA_JSON_INTEGER || kind == CLARA_JSON_FLOAT) && atof(amount) > *(double *)userdata;
+    clara_free_string(amount);
+    if (kind == CLARA_JSON_STRING) return -1; /* cannot tell */
+    return over;
+}
+
+static char *deny_payment(void *userdata, const char *event_json) {
+    char *session = NULL, out[256];
+    (void)userdata;
+    clara_json_get(event_json, "session", &session, NULL);
+    snprintf(out, sizeof out, "[{\"type\":\"deny\",\"reason\":\"over the limit\"},"
+             "{\"type\":\"notify_self\",\"message\":\"payment refused in %s\",\"priority\":\"high\"}]", session);
+    clara_free_string(session);
+    return strdup(out);
+}
+
+static int echo_pay(void *userdata, const char *args, clara_call *call) {
+    (void)userdata;
+    clara_call_result(call, args);
+    return 0;
+}
+
+static void *pay_from_thread(void *arg) {
+    int *denied = arg;
+    for (int i = 0; i < scaled(200); i++) {
+        char *r = clara_evaluate(i % 2 ? "{\"tool\":\"pay\",\"arguments\":{\"amount\":500}}"
+                                       : "{\"tool\":\"pay\",\"arguments\":{\"amount\":5}}");
+        if (r != NULL && strstr(r, "\"error\":\"denied\"") != NULL) (*denied)++;
+        clara_free_string(r);
+    }
+    return NULL;
+}
+
+static void test_register_rule(void) {
+    char *r;
+    clara_free_string(clara_reset());
+    clara_free_string(clara_configure("state_dir = \"\"\n[rules]\nbuiltin = true\n"));
+    hellos = rule_frees = 0;
+    CHECK_INT(clara_register_rule("{\"id\":\"hello\",\"trigger\":\"on_turn_start\"}", always, say_hello, &hellos, free_rule),
+              CLARA_OK);
+    r = clara_emit("{\"event\":\"on_turn_start\",\"payload\":{\"turn\":{\"token_usage\":0.1}}}");
+    CHECK_STR(r, "{\"status\":\"success\",\"result\":{\"fired\":[{\"rule\":\"hello\",\"actions\":[]}],\"notices\":[],\"denied\":null}}");
+    clara_free_string(r);
+    CHECK_INT(hellos, 1);
+
+    static double limit = 100;
+    CHECK_INT(clara_register_tool("{\"name\":\"pay\",\"input_schema\":{\"type\":\"object\"}}", echo_pay, NULL, NULL), CLARA_OK);
+    CHECK_INT(clara_register_rule("{id: 'big-payments', trigger: 'on_tool_call', priority: 10}", over_limit, deny_payment, &limit,
+                                  free_rule),
+              CLARA_OK);
+    CHECK_ENVELOPE("{\"tool\":\"pay\",\"arguments\":{\"amount\":5}}",
+                   "{\"status\":\"success\",\"tool\":\"pay\",\"result\":{\"amount\":5}}");
+    CHECK_ENVELOPE("{\"tool\":\"pay\",\"session\":\"shop\",\"arguments\":{\"amount\":500}}",
+                   "{\"status\":\"error\",\"error\":\"denied\",\"message\":\"tool \\\"pay\\\" denied by rule \\\"big-payments\\\": over the limit\","
+                   "\"notices\":[{\"rule\":\"big-payments\",\"message\":\"payment refused in shop\",\"priority\":\"high\",\"event\":\"on_tool_call\"}]}");
+    /* A condition that cannot tell denies the call (on_tool_call fails closed). */
+    r = clara_evaluate("{\"tool\":\"pay\",\"arguments\":{\"amount\":\"lots\"}}");
+    CHECK(r != NULL && strstr(r, "\"error\":\"denied\"") != NULL &&
+          strstr(r, "the host's condition could not tell (it returned -1)") != NULL);
+    clara_free_string(r);
+
+    /* From several threads at once. */
+    pthread_t th[4];
+    int denied[4] = {0};
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, pay_from_thread, &denied[i]);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) CHECK_INT(denied[i], scaled(200) / 2);
+
+    /* The rules of the configuration's ids are not the host's. */
+    CHECK_INT(clara_register_rule("{\"id\":\"token_budget\",\"trigger\":\"x\"}", always, say_hello, &hellos, free_rule),
+              -CLARA_EPERM);
+    CHECK_INT(clara_register_rule("{\"id\":\"no-action\",\"trigger\":\"x\"}", always, NULL, NULL, free_rule), -CLARA_EINVAL);
+    CHECK_INT(clara_register_rule(NULL, always, say_hello, NULL, free_rule), -CLARA_EINVAL);
+    CHECK_INT(rule_frees, 3); /* a refused registration frees too */
+    CHECK_INT(clara_unregister_rule("token_budget"), -CLARA_EPERM);
+    CHECK_INT(clara_unregister_rule(NULL), -CLARA_EINVAL);
+
+    /* Replacing, unregistering and clara_reset free once each. */
+    CHECK_INT(clara_register_rule("{\"id\":\"hello\",\"trigger\":\"on_turn_end\"}", NULL, say_hello, &hellos, free_rule),
+              CLARA_OK);
+    CHECK_INT(rule_frees, 4);
+    CHECK_INT(clara_unregister_rule("hello"), CLARA_OK);
+    CHECK_INT(rule_frees, 5);
+    CHECK_INT(clara_unregister_rule("hello"), -CLARA_ENOENT);
+    clara_free_string(clara_reset());
+    CHECK_INT(rule_frees, 6);
+    r = clara_evaluate("{\"tool\":\"rules_list\",\"arguments\":{\"trigger\":\"on_tool_call\"}}");
+    CHECK(r != NULL && strstr(r, "\"result\":{\"rules\":[]") != NULL);
+    clara_free_string(r);
+    clara_unregister_tool("pay");
+}
+
 void tests_seeds(void) {
     test_limits_after_registration();
     test_json5_descriptor();
     test_json5_to_json();
+    test_register_rule();
 }

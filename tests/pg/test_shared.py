@@ -116,6 +116,26 @@ class SharedStore(unittest.TestCase):
         self.assertEqual(env["result"]["launched"], 2)   # the arguments the other process gave
         self.assertEqual(env["result"]["pid"], asker.pid)
 
+    def test_notices_outlive_their_process_counted_and_held(self):
+        """Seed 004's accumulator on the shared store (issue 32): a process
+        raises the same notice three times and one held until the next
+        turn, and exits; another drains one notice with its count; a third's
+        turn releases the held one, which a fourth drains."""
+        url = fresh_database()
+        raised = run(url, "notify")
+        self.assertEqual(raised["loaded"], "success", raised)
+        self.assertEqual([len(n) for n in raised["emitted"]], [1, 1, 1, 0], raised)  # the held one is in no answer
+        warning = {"rule": "token-budget-warning", "message": "Token budget at 85%. Consider wrapping up.",
+                   "priority": "high", "event": "on_turn_start"}
+        first = run(url, "drain")
+        self.assertEqual(first["result"], {"notices": [dict(warning, count=3)], "dropped": 0}, first)
+        self.assertEqual(run(url, "turn")["status"], "success")
+        second = run(url, "drain")
+        self.assertEqual(second["result"], {"notices": [{"rule": "remind-next-turn", "message": "indexing is done",
+                                                         "priority": "normal", "event": "task_done"}],
+                                            "dropped": 0}, second)
+        self.assertEqual(run(url, "drain")["result"], {"notices": [], "dropped": 0})
+
     def test_kill_9_of_a_writer_loses_no_acknowledged_write(self):
         url = fresh_database()
         writer = spawn(url, "write", 0)

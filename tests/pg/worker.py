@@ -13,6 +13,10 @@ usage: worker.py MODE [ARGS]
   write START         state_set k<i> from START on, printing "ack i" after each success
   check N             state_get k0..k<N-1>: prints the indices found
   load SECONDS        state_set and calls of "scarce" for SECONDS, timing each
+  notify              seed 004's token warning three times and a notice held until the
+                      next turn, in the session "oracle", then exit
+  turn                an on_turn_start of the session "oracle" (a low token usage)
+  drain               notifications_drain of the session "oracle"
 """
 import json
 import os
@@ -146,6 +150,46 @@ def load(seconds):
     print(json.dumps({"codes": codes, "acked": acked, "admitted": admitted, "slowest": slowest}))
 
 
+ORACLE_RULES = """
+[[rules]]
+id = "token-budget-warning"
+trigger = "on_turn_start"
+[rules.condition]
+expression = "context.turn.token_usage > 0.8"
+[[rules.actions]]
+type = "notify_self"
+message = "Token budget at {{ context.turn.token_usage | percent }}. Consider wrapping up."
+priority = "high"
+
+[[rules]]
+id = "remind-next-turn"
+trigger = "task_done"
+[[rules.actions]]
+type = "notify_self"
+message = "{{ context.task }} is done"
+deliver_on = "on_turn_start"
+"""
+
+
+def notify():
+    setup({"rules": {"paths": [], "watch": False, "builtin": False}})
+    env = clara.evaluate({"tool": "rules_load", "arguments": {"name": "oracle.toml", "toml": ORACLE_RULES}})
+    emitted = [clara.emit("on_turn_start", {"turn": {"token_usage": 0.85}}, session="oracle")["result"]["notices"]
+               for _ in range(3)]
+    emitted.append(clara.emit("task_done", {"task": "indexing"}, session="oracle")["result"]["notices"])
+    print(json.dumps({"loaded": env["status"], "emitted": emitted}))
+
+
+def turn():
+    setup({"rules": {"paths": [], "watch": False, "builtin": False}})
+    print(json.dumps(clara.emit("on_turn_start", {"turn": {"token_usage": 0.1}}, session="oracle")))
+
+
+def drain():
+    setup()
+    print(json.dumps(clara.evaluate({"tool": "notifications_drain", "session": "oracle", "arguments": {}})))
+
+
 def main():
     mode, args = sys.argv[1], sys.argv[2:]
     if mode == "rate":
@@ -164,6 +208,12 @@ def main():
         check(int(args[0]))
     elif mode == "load":
         load(float(args[0]))
+    elif mode == "notify":
+        notify()
+    elif mode == "turn":
+        turn()
+    elif mode == "drain":
+        drain()
     else:
         sys.exit("unknown mode " + mode)
 

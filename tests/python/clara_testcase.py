@@ -71,6 +71,7 @@ DEFAULT_CONFIG = {
             "wait_timeout_ms": 600000},
     "mcp_servers": [],
     "network": {"allow_hosts": []},
+    "notices": {"dedupe_window_ms": 60000},
     "plugins": {"paths": [".clara/plugins/*"]},
     "policy": {"admin_in_nested_calls": False, "allow": [], "approval_timeout_ms": 120000, "deny": []},
     "project_root": ".",

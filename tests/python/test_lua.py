@@ -124,11 +124,12 @@ end
             # State is the session's rule state.
             self.assertEqual(self.lib.evaluate({"tool": "state_get", "session": "s1", "arguments": {"key": "visits"}})
                              ["result"], {"key": "visits", "found": True, "value": 2})
-            # notify() and the rule the emitted event fired reach the session's queue.
+            # notify() and the rule the emitted event fired reach the session's queue
+            # (the second "stored visits" counted in the first: notices.dedupe_window_ms).
             notices = self.lib.evaluate({"tool": "notifications_drain", "session": "s1"})["result"]["notices"]
-            self.assertEqual([(n["message"], n["priority"]) for n in notices],
-                             [("visit from ada", "high"), ("stored visits", "normal"),
-                              ("visit from bo", "high"), ("stored visits", "normal")])
+            self.assertEqual([(n["message"], n["priority"], n.get("count")) for n in notices],
+                             [("visit from ada", "high", None), ("stored visits", "normal", 2),
+                              ("visit from bo", "high", None)])
             self.assertEqual(self.lib.evaluate({"tool": "notifications_drain"})["result"]["notices"], [])
             # log() goes to the log at its level.
             self.assertIn((clara.CLARA_LOG_WARN, "lua says hi to ada"), seen)
