@@ -137,3 +137,31 @@ func TestStartup_broken_default_rule_files_refuse(t *testing.T) {
 		t.Fatalf("ConfigOnError defaults: %s", out)
 	}
 }
+
+// A reset that ends in the refusal (the start-up file broke meanwhile)
+// installs no rules: the host's rules are released with the rest, not
+// kept by a configuration nothing runs (found merging issue 32's host
+// rules with issue 26's refusal).
+func TestStartup_a_reset_into_the_refusal_releases_the_hosts_rules(t *testing.T) {
+	project := t.TempDir()
+	rule := "[rule]\nid = \"quiet\"\ntrigger = \"t\"\n[action]\ntype = \"log\"\nmessage = \"m\"\n"
+	writeTree(t, project, map[string]string{
+		"clara.toml":       "[rules]\npaths = [\"rules/*.toml\"]\n",
+		"rules/quiet.toml": rule,
+	})
+	env := map[string]string{"CLARA_CONFIG": filepath.Join(project, "clara.toml")}
+	var stderr syncBuffer
+	e := core.FromEnvironment(func(k string) string { return env[k] }, &stderr)
+	t.Cleanup(e.Close)
+	var h hostFuncs
+	if err := e.RegisterRule([]byte(`{"id":"host","trigger":"t"}`), h.funcs(nil, func(map[string]any) ([]byte, error) { return nil, nil })); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, project, map[string]string{"rules/quiet.toml": strings.Replace(rule, "[action]", "[acton]", 1)})
+	if r := refusalOf(t, string(e.Reset())); r.Error != "invalid_config" {
+		t.Fatalf("reset while broken: %+v", r)
+	}
+	if n := h.released.Load(); n != 1 {
+		t.Fatalf("the host's rule released %d times, want 1", n)
+	}
+}
