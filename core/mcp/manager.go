@@ -407,6 +407,11 @@ func (m *Manager) Close() error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() {
+					if v := recover(); v != nil {
+						logPanic(m.log, fmt.Sprintf("closing mcp server %q", r.cfg.Name), v)
+					}
+				}()
 				r.shutdown()
 			}()
 		}

@@ -378,7 +378,7 @@ func (s *Server) toolsChanged() {
 }
 
 func (s *Server) syncLoop() {
-	defer s.wg.Done()
+	defer s.wg.Done() // syncTools recovers its own panics: the loop goes on
 	for {
 		select {
 		case <-s.done:

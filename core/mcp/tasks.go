@@ -158,7 +158,7 @@ func (s *Server) runAsTask(ctx context.Context, bh BackgroundHost, req *sdk.Call
 	// tasks/get and tasks/update).
 	wait, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
+	go func() { // only waits: nothing here can panic
 		select {
 		case <-t.asked:
 			cancel()

@@ -173,6 +173,13 @@ func (t *T) Apply(s Settings) error {
 	t.on.Store(next != nil)
 	if old != nil && old.stop != nil {
 		stop := func() {
+			// An exporter's shutdown is not Clara's code: whoever runs
+			// this (t.Go recovers too), a panic in it must not end the host.
+			defer func() {
+				if r := recover(); r != nil && t.OnError != nil {
+					t.OnError(fmt.Errorf("shutting down replaced exporters: panic: %v", r))
+				}
+			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = old.stop(ctx)

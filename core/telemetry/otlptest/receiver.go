@@ -80,7 +80,7 @@ func Start(t testing.TB) *Receiver {
 	mux.HandleFunc("/v1/metrics", r.metricsHandler)
 	mux.HandleFunc("/v1/logs", r.logsHandler)
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = r.srv.Serve(ln) }()
+	go func() { _ = r.srv.Serve(ln) }() // a test's receiver; net/http recovers its handlers' panics
 	t.Cleanup(func() { _ = r.srv.Close() })
 	return r
 }
