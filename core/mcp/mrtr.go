@@ -99,15 +99,20 @@ func (p *parkedCall) ask(ctx context.Context, req sdk.InputRequest) (sdk.InputRe
 	}
 }
 
-// elicitor is a parked call's ElicitFunc: its question goes to the client
-// as an input request.
-func (p *parkedCall) elicitor() ElicitFunc {
+// askClient is how a call that waits on its client puts a request to it:
+// a parked call of a 2026-07-28 client (an input_required round) or a
+// task (tasks/get and tasks/update).
+type askClient func(ctx context.Context, req sdk.InputRequest) (sdk.InputResponse, error)
+
+// elicitor is the call's ElicitFunc: its question goes to the client as
+// an input request.
+func (ask askClient) elicitor() ElicitFunc {
 	return func(ctx context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
 		var requested any
 		if len(schema) > 0 {
 			requested = schema
 		}
-		a, err := p.ask(ctx, &sdk.ElicitParams{Mode: "form", Message: message, RequestedSchema: requested})
+		a, err := ask(ctx, &sdk.ElicitParams{Mode: "form", Message: message, RequestedSchema: requested})
 		if err != nil {
 			return "", nil, err
 		}
@@ -119,10 +124,9 @@ func (p *parkedCall) elicitor() ElicitFunc {
 	}
 }
 
-// sampler is a parked call's SampleFunc: its request goes to the client as
-// an input request (sampling is deprecated by 2026-07-28, and still
-// served while clients offer it).
-func (p *parkedCall) sampler(withTools bool) SampleFunc {
+// sampler is the call's SampleFunc: its request goes to the client as an
+// input request.
+func (ask askClient) sampler(withTools bool) SampleFunc {
 	return func(ctx context.Context, raw []byte) ([]byte, error) {
 		var params sdk.CreateMessageWithToolsParams
 		if err := json.Unmarshal(raw, &params); err != nil {
@@ -131,7 +135,7 @@ func (p *parkedCall) sampler(withTools bool) SampleFunc {
 		if len(params.Tools) > 0 && !withTools {
 			return nil, errors.New("the MCP client's sampling takes no tools (it did not declare sampling.tools); ask without allow_tools")
 		}
-		a, err := p.ask(ctx, &params)
+		a, err := ask(ctx, &params)
 		if err != nil {
 			return nil, err
 		}
@@ -150,10 +154,10 @@ func (s *Server) startParked(ctx context.Context, req *sdk.CallToolRequest, caps
 	p.cancel = cancel
 	stopAfter := context.AfterFunc(s.currentStopCtx(), cancel)
 	if canElicitForm(caps) {
-		callCtx = context.WithValue(callCtx, elicitKey{}, p.elicitor())
+		callCtx = context.WithValue(callCtx, elicitKey{}, askClient(p.ask).elicitor())
 	}
 	if caps != nil && caps.Sampling != nil {
-		callCtx = context.WithValue(callCtx, sampleKey{}, p.sampler(caps.Sampling.Tools != nil))
+		callCtx = context.WithValue(callCtx, sampleKey{}, askClient(p.ask).sampler(caps.Sampling.Tools != nil))
 	}
 	s.mu.Lock()
 	if s.closed {

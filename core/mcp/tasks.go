@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -132,10 +131,10 @@ func (s *Server) runAsTask(ctx context.Context, bh BackgroundHost, req *sdk.Call
 	t.created, t.updated = time.Now(), time.Now()
 	callCtx := ctx
 	if canElicitForm(caps) {
-		callCtx = context.WithValue(callCtx, elicitKey{}, taskElicitor(t))
+		callCtx = context.WithValue(callCtx, elicitKey{}, askClient(t.ask).elicitor())
 	}
 	if caps != nil && caps.Sampling != nil {
-		callCtx = context.WithValue(callCtx, sampleKey{}, taskSampler(t, caps.Sampling.Tools != nil))
+		callCtx = context.WithValue(callCtx, sampleKey{}, askClient(t.ask).sampler(caps.Sampling.Tools != nil))
 	}
 	release := s.holds.hold(session)
 	handle, err := bh.Background(callCtx, req.Params.Name, func(ctx context.Context) []byte {
@@ -183,41 +182,6 @@ func (s *Server) runAsTask(ctx context.Context, bh BackgroundHost, req *sdk.Call
 	}
 	s.tasks.add(t, func() { s.expire(bh, t) })
 	return &sdk.CallToolResult{Meta: sdk.Meta{metaTask: t.id}, Content: []sdk.Content{}}, nil
-}
-
-func taskElicitor(t *task) ElicitFunc {
-	return func(ctx context.Context, message string, schema json.RawMessage) (string, json.RawMessage, error) {
-		var requested any
-		if len(schema) > 0 {
-			requested = schema
-		}
-		a, err := t.ask(ctx, &sdk.ElicitParams{Mode: "form", Message: message, RequestedSchema: requested})
-		if err != nil {
-			return "", nil, err
-		}
-		res, ok := a.(*sdk.ElicitResult)
-		if !ok {
-			return "", nil, fmt.Errorf("the MCP client answered the question with %T, not an elicitation result", a)
-		}
-		return elicitAnswer(res)
-	}
-}
-
-func taskSampler(t *task, withTools bool) SampleFunc {
-	return func(ctx context.Context, raw []byte) ([]byte, error) {
-		var params sdk.CreateMessageWithToolsParams
-		if err := json.Unmarshal(raw, &params); err != nil {
-			return nil, fmt.Errorf("sampling request: %v", err)
-		}
-		if len(params.Tools) > 0 && !withTools {
-			return nil, fmt.Errorf("the MCP client's sampling takes no tools (it did not declare sampling.tools); ask without allow_tools")
-		}
-		a, err := t.ask(ctx, &params)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(a)
-	}
 }
 
 func (k *tasks) add(t *task, expire func()) {
