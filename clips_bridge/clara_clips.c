@@ -1403,22 +1403,20 @@ static void approval_decided(long long id) {
     if (a != NULL) approval_free(a);
 }
 
-/* (clara-approve ?id) -> TRUE: approves the call of a
- * (clara-approval-required) fact; (clara-approve ?id "{json}") approves it
- * with those arguments instead. FALSE with an error when Clara refuses
- * (no such approval waits, arguments that do not match the tool's
- * schema: then it waits on). */
-static void clara_approve_fn(struct udf_call *c) {
+/* approval_udf decides the approval whose id is the first argument: with
+ * approve, the optional second argument is the arguments to run with;
+ * without, it is the reason the caller is told. */
+static void approval_udf(struct udf_call *c, int approve) {
     struct cvalue idv;
-    const char *arguments = NULL;
+    const char *text = NULL;
     char *why;
     if (!arg_value(c, 1, &idv)) return;
     if (idv.kind != V_INTEGER) {
         fail_type(c, 1, "integer");
         return;
     }
-    if (arg_count(c) > 1 && !arg_string(c, 2, &arguments)) return;
-    why = approval_decide(idv.integer, 1, NULL, arguments);
+    if (arg_count(c) > 1 && !arg_string(c, 2, &text)) return;
+    why = approve ? approval_decide(idv.integer, 1, NULL, text) : approval_decide(idv.integer, 0, text, NULL);
     if (why != NULL) {
         failf(c, "approval %lld: %s", idv.integer, why);
         free(why);
@@ -1428,28 +1426,17 @@ static void clara_approve_fn(struct udf_call *c) {
     ret_symbol(c, "TRUE");
 }
 
+/* (clara-approve ?id) -> TRUE: approves the call of a
+ * (clara-approval-required) fact; (clara-approve ?id "{json}") approves it
+ * with those arguments instead. FALSE with an error when Clara refuses
+ * (no such approval waits, arguments that do not match the tool's
+ * schema: then it waits on). */
+static void clara_approve_fn(struct udf_call *c) { approval_udf(c, 1); }
+
 /* (clara-reject ?id "why") -> TRUE: rejects the call of a
  * (clara-approval-required) fact; the model (or the caller) is told why.
  * FALSE with an error when no such approval waits. */
-static void clara_reject_fn(struct udf_call *c) {
-    struct cvalue idv;
-    const char *reason = NULL;
-    char *why;
-    if (!arg_value(c, 1, &idv)) return;
-    if (idv.kind != V_INTEGER) {
-        fail_type(c, 1, "integer");
-        return;
-    }
-    if (arg_count(c) > 1 && !arg_string(c, 2, &reason)) return;
-    why = approval_decide(idv.integer, 0, reason, NULL);
-    if (why != NULL) {
-        failf(c, "approval %lld: %s", idv.integer, why);
-        free(why);
-        return;
-    }
-    approval_decided(idv.integer);
-    ret_symbol(c, "TRUE");
-}
+static void clara_reject_fn(struct udf_call *c) { approval_udf(c, 0); }
 
 /* ---- Asynchronous calls ------------------------------------------------- */
 
