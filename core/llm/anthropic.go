@@ -51,15 +51,7 @@ type anMessage struct {
 // Anthropic request with tool blocks must describe tools), earlier tool
 // calls and answers are written as text.
 func (anthropic) messages(r *modelRequest) (system string, out []anMessage) {
-	system = r.System
-	msgs := r.Messages
-	for len(msgs) > 0 && msgs[0].Role == roleSystem {
-		if system != "" {
-			system += "\n\n"
-		}
-		system += msgs[0].Content
-		msgs = msgs[1:]
-	}
+	system, msgs := leadingSystem(r)
 	described := len(r.Tools) > 0
 	add := func(role string, b anBlock) {
 		if n := len(out); n > 0 && out[n-1].role == role {

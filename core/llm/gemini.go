@@ -53,15 +53,7 @@ type gmContent struct {
 // row merge into one turn. When no tools are described, earlier calls and
 // answers are written as text.
 func (gemini) contents(r *modelRequest) (system string, out []gmContent) {
-	system = r.System
-	msgs := r.Messages
-	for len(msgs) > 0 && msgs[0].Role == roleSystem {
-		if system != "" {
-			system += "\n\n"
-		}
-		system += msgs[0].Content
-		msgs = msgs[1:]
-	}
+	system, msgs := leadingSystem(r)
 	described := len(r.Tools) > 0
 	add := func(role string, p gmPart) {
 		if n := len(out); n > 0 && out[n-1].role == role {

@@ -469,3 +469,19 @@ func schemaOrEmpty(s json.RawMessage) json.RawMessage {
 	}
 	return s
 }
+
+// leadingSystem is the system prompt of the wire formats that carry it
+// apart from the turns (Anthropic, Gemini): r.System and the system
+// messages that open the conversation, joined; the rest of the messages
+// follow.
+func leadingSystem(r *modelRequest) (system string, rest []message) {
+	system, rest = r.System, r.Messages
+	for len(rest) > 0 && rest[0].Role == roleSystem {
+		if system != "" {
+			system += "\n\n"
+		}
+		system += rest[0].Content
+		rest = rest[1:]
+	}
+	return system, rest
+}
