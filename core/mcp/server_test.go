@@ -304,6 +304,11 @@ func TestPanicsInHost(t *testing.T) {
 	h.panicList = true
 	h.mu.Unlock()
 	h.set(echoTool("never_listed"))
+	// The sync runs on its own goroutine: wait for its panic before
+	// letting Tools answer again.
+	waitFor(t, func() bool {
+		return strings.Contains(sink.text(), "panic in listing the host's tools: listing went wrong")
+	}, "the Tools panic in the log")
 	if res := s.call(t, "echo", map[string]any{"message": "still here"}); res.IsError {
 		t.Errorf("after a panic in Tools: %s", mustJSON(t, res))
 	}
