@@ -320,7 +320,8 @@ type toolCall struct {
 	call   toolbox.Call // without its arguments
 	caller *core.Caller
 	// What the tool reports from its own thread, written by C (shim.h):
-	// C memory, made with the toolCall and freed after it (a cleanup). A
+	// C memory, taken with the toolCall and given back after it (a
+	// cleanup; report.c says why from slabs rather than malloc). A
 	// Go pointer passed to C is checked for Go pointers inside, which cost
 	// a C tool's call 350 instructions for this struct; a C pointer is let
 	// through at once.
@@ -352,10 +353,10 @@ var toolCallPool = sync.Pool{New: func() any { return new(toolCall) }}
 func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc := toolCallPool.Get().(*toolCall)
 	if tc.res == nil {
-		if tc.res = (*C.struct_shim_result)(C.calloc(1, C.sizeof_struct_shim_result)); tc.res == nil {
+		if tc.res = C.shim_result_new(); tc.res == nil {
 			return nil
 		}
-		runtime.AddCleanup(tc, func(res *C.struct_shim_result) { C.free(unsafe.Pointer(res)) }, tc.res)
+		runtime.AddCleanup(tc, releaseResult, tc.res)
 	}
 	call.Arguments = nil // borrowed; the scope needs the rest
 	tc.mu.Lock()
@@ -370,6 +371,23 @@ func newToolCall(ctx context.Context, call toolbox.Call, id uintptr) *toolCall {
 	tc.status = 0
 	tc.mu.Unlock()
 	return tc
+}
+
+// releaseResult gives a collected toolCall's shim_result back to C,
+// freeing any report it still holds first.
+func releaseResult(res *C.struct_shim_result) {
+	if res.result != nil || res.error != nil {
+		C.shim_result_clear(res)
+	}
+	C.shim_result_release(res)
+}
+
+// shimResults: how many shim_results toolCalls hold, and how many C has
+// made (tests).
+func shimResults() (out, made int) {
+	var o, m C.size_t
+	C.shim_result_counts(&o, &m)
+	return int(o), int(m)
 }
 
 // recycle gives back a toolCall whose call has ended in time (never one

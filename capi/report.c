@@ -6,6 +6,7 @@
  * kept (shim_json_compact), so that Go need not scan it again. Nothing
  * here needs Go, so that tests/c/workers_sanitized.c builds this file and
  * workers.c alone under the sanitizers. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,80 @@ void shim_result_clear(struct shim_result *r) {
     r->result = r->error = NULL;
     r->result_len = 0;
     r->has_result = r->has_error = r->compact = 0;
+}
+
+/* ---- Where each toolCall's shim_result lives --------------------------------
+ *
+ * A toolCall (capi/exports.go) is pooled by Go and keeps its shim_result
+ * from call to call; Go gives the shim_result back with a runtime cleanup
+ * when it collects the toolCall. If each were malloc'd and freed, the only
+ * pointer to one would sit wherever Go keeps it at that moment, and
+ * valgrind once reported one "definitely lost" when a process exited while
+ * Go held it in none of the places valgrind scans. So they come from slabs
+ * that are never freed, each reachable from `slabs`, and go back to a free
+ * list: at most as many exist as toolCalls ever lived at once, and a new
+ * toolCall allocates nothing once the list has some. */
+
+#define RESULTS_PER_SLAB 32
+
+union result_slot {
+    struct shim_result res;
+    union result_slot *next_free; /* while on free_results */
+};
+
+struct result_slab {
+    struct result_slab *next;
+    union result_slot slots[RESULTS_PER_SLAB];
+};
+
+static pthread_mutex_t results_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct result_slab *slabs;        /* every slab made; under results_mu */
+static union result_slot *free_results;  /* under results_mu */
+static size_t results_out;               /* slots handed out; under results_mu */
+
+struct shim_result *shim_result_new(void) {
+    union result_slot *slot;
+    pthread_mutex_lock(&results_mu);
+    if (free_results == NULL) {
+        struct result_slab *slab = calloc(1, sizeof *slab);
+        int i;
+        if (slab == NULL) {
+            pthread_mutex_unlock(&results_mu);
+            return NULL;
+        }
+        slab->next = slabs;
+        slabs = slab;
+        for (i = RESULTS_PER_SLAB - 1; i >= 0; i--) {
+            slab->slots[i].next_free = free_results;
+            free_results = &slab->slots[i];
+        }
+    }
+    slot = free_results;
+    free_results = slot->next_free;
+    results_out++;
+    pthread_mutex_unlock(&results_mu);
+    memset(&slot->res, 0, sizeof slot->res);
+    return &slot->res;
+}
+
+void shim_result_release(struct shim_result *r) {
+    union result_slot *slot = (union result_slot *)r;
+    if (r == NULL) return;
+    pthread_mutex_lock(&results_mu);
+    slot->next_free = free_results;
+    free_results = slot;
+    results_out--;
+    pthread_mutex_unlock(&results_mu);
+}
+
+void shim_result_counts(size_t *out, size_t *made) {
+    struct result_slab *slab;
+    size_t n = 0;
+    pthread_mutex_lock(&results_mu);
+    for (slab = slabs; slab != NULL; slab = slab->next) n += RESULTS_PER_SLAB;
+    *out = results_out;
+    *made = n;
+    pthread_mutex_unlock(&results_mu);
 }
 
 /* ---- The check of a JSON result -------------------------------------------

@@ -66,6 +66,13 @@ struct shim_result {
     int check_json, compact;
 };
 void shim_result_clear(struct shim_result *r);
+/* report.c: a zeroed shim_result for a toolCall, from slabs the library
+ * keeps (NULL when there is no memory), and its return when Go collects
+ * the toolCall. What it holds must have been cleared (shim_result_clear).
+ * shim_result_counts: how many are handed out, and how many exist. */
+struct shim_result *shim_result_new(void);
+void shim_result_release(struct shim_result *r);
+void shim_result_counts(size_t *out, size_t *made);
 
 /* report.c: 1 when json (n bytes, then a NUL) is exactly one JSON value
  * that Go's protocol.Scan accepts, written compactly (no whitespace between
