@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -21,7 +20,7 @@ import (
 // asyncOptions are the table's limits under configuration c (nil: the
 // defaults).
 func (e *Engine) asyncOptions(c *config.Config) async.Options {
-	o := async.Options{Log: e.log, Go: e.Go}
+	o := async.Options{Log: e.log} // the table's goroutines recover on their own
 	if c != nil {
 		o.MaxRunning, o.MaxPending = c.Async.MaxRunning, c.Async.MaxPending
 	}
@@ -47,7 +46,7 @@ type asyncCall struct {
 	e      *Engine
 	s      *snapshot
 	handle int64
-	size   int // of the request: the first guess of the envelope's
+	out    []byte // room for the envelope, after the request's copy
 }
 
 func (a *asyncCall) Value(key any) any {
@@ -57,23 +56,30 @@ func (a *asyncCall) Value(key any) any {
 	return a.requestState.Value(key)
 }
 
-// run is the call, on the goroutine Submit started or on its waiter's.
-func (a *asyncCall) run(ctx context.Context, h int64) []byte {
+// RunCall is the call, on the goroutine Submit started or on its
+// waiter's. The envelope goes into out, made with the request's copy.
+func (a *asyncCall) RunCall(ctx context.Context, h int64) []byte {
 	a.Context, a.handle = ctx, h
-	return a.e.answerCall(a, make([]byte, 0, a.size+128), a.s, &a.c)
+	out := a.out
+	a.out = nil
+	return a.e.answerCall(a, out, a.s, &a.c)
 }
 
 // submit starts the request req in the background and returns its handle.
 // req is the caller's memory: the call runs on a copy, parsed again so that
 // everything the call holds points into memory of its own.
 func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
-	own := bytes.Clone(req)
+	// One allocation for the copy and for the envelope after it, whose
+	// first guess is the request's size and some.
+	buf := make([]byte, len(req), 2*len(req)+128)
+	copy(buf, req)
+	own := buf[:len(req):len(req)]
 	r, _, perr := protocol.Parse(own, s.limits, nil)
 	if perr != nil {
 		return 0, perr
 	}
 	t, _ := e.tools.Lookup(toolName(s, &r))
-	a := &asyncCall{e: e, s: s, size: len(own)}
+	a := &asyncCall{e: e, s: s, out: buf[len(req):len(req)]}
 	a.handedOn.Store(true) // its own, never pooled
 	a.budget.max = s.config.Rules.MaxEmissions
 	a.budget.left.Store(int64(a.budget.max))
@@ -83,7 +89,7 @@ func (e *Engine) submit(s *snapshot, req []byte) (int64, *protocol.Error) {
 	}
 	h, err := e.async.Submit(context.Background(), async.Call{
 		Tool: a.c.name,
-		Run:  a.run,
+		Run:  a,
 		// A host's tool (C, Python) runs where cancelling cannot stop it:
 		// a waiter running it would stay until it returns.
 		ByWaiter: !isHostTool(t),

@@ -29,7 +29,7 @@ func taskAfter(ms int) time.Duration {
 // outlives the request that made it.
 func (h mcpHost) Background(ctx context.Context, tool string, run func(ctx context.Context) []byte) (int64, error) {
 	handle, err := h.e.tasks.Submit(context.WithoutCancel(ctx), async.Call{Tool: tool,
-		Run: func(ctx context.Context, _ int64) []byte { return run(ctx) }})
+		Run: async.RunFunc(func(ctx context.Context, _ int64) []byte { return run(ctx) })})
 	if errors.Is(err, async.ErrBusy) {
 		return 0, errors.New("too many calls run in the background (async.max_running): try again later")
 	}

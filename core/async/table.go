@@ -25,7 +25,7 @@ type Options struct {
 	MaxRunning int                         // calls running at once; a submit beyond is refused (default 1000)
 	MaxPending int                         // finished, uncollected answers kept; past it the oldest go (default 10,000)
 	Log        *logging.Logger             // where dropped answers are reported; nil discards
-	Go         func(what string, f func()) // starts a guarded goroutine; nil uses the Table's own recover
+	Go         func(what string, f func()) // starts a call's goroutine (tests hold them back); nil: a go statement (run recovers)
 }
 
 // Default limits (config async.max_running, async.max_pending).
@@ -92,10 +92,13 @@ type job struct {
 	// started: a goroutine, or a waiter, has taken the call to run it.
 	started  atomic.Bool
 	ctx      context.Context // the call's, which Cancel cancels (kept: Wait reads Err)
-	run      func(ctx context.Context, handle int64) []byte
+	run      Runner
 	byWaiter bool // Call.ByWaiter
 	tool     string
 	cancel   context.CancelFunc
+	// done is closed when the call finishes; made by the first Wait that
+	// has to block (t.mu held), so that a call run by its waiter, or
+	// collected once ready, never makes one.
 	done     chan struct{}
 	envelope []byte
 	finished bool
@@ -125,12 +128,23 @@ func (t *Table) SetOptions(o Options) {
 	t.mu.Unlock()
 }
 
+// Runner computes a call's envelope. It gets a context that Cancel
+// cancels, and the call's handle. An interface rather than a func, so that
+// a caller's own struct can be the runner without a closure to allocate.
+type Runner interface {
+	RunCall(ctx context.Context, handle int64) []byte
+}
+
+// RunFunc is a func as a Runner.
+type RunFunc func(ctx context.Context, handle int64) []byte
+
+// RunCall calls f.
+func (f RunFunc) RunCall(ctx context.Context, handle int64) []byte { return f(ctx, handle) }
+
 // Call is a call to run in the background.
 type Call struct {
 	Tool string // names the call in Finished
-	// Run computes the call's envelope. It gets a context that Cancel
-	// cancels, and the call's handle.
-	Run func(ctx context.Context, handle int64) []byte
+	Run  Runner
 	// ByWaiter: a Wait without a time limit that finds the call not
 	// started yet (and not cancelled) runs it itself, on the waiter's
 	// goroutine. The goroutine Submit started then finds it taken and
@@ -156,22 +170,25 @@ func (t *Table) Submit(ctx context.Context, c Call) (int64, error) {
 	t.next++
 	h := t.next
 	ctx, cancel := context.WithCancel(ctx)
-	j := &job{ctx: ctx, run: c.Run, byWaiter: c.ByWaiter, tool: c.Tool, cancel: cancel, done: make(chan struct{})}
+	j := &job{ctx: ctx, run: c.Run, byWaiter: c.ByWaiter, tool: c.Tool, cancel: cancel}
 	t.jobs[h] = j
 	t.running++
 	launch := t.o.Go
 	t.mu.Unlock()
-	body := func() {
-		if j.started.CompareAndSwap(false, true) {
-			t.run(h, j)
-		}
-	}
 	if launch != nil {
-		launch("async call", body) // run recovers and names the tool itself
+		launch("async call", func() { t.start(h, j) })
 	} else {
-		go body()
+		go t.start(h, j) // one allocation for the goroutine's arguments, none for a closure
 	}
 	return h, nil
+}
+
+// start runs the call h unless a waiter has taken it (Call.ByWaiter). It
+// cannot panic outside run, which recovers and names the tool itself.
+func (t *Table) start(h int64, j *job) {
+	if j.started.CompareAndSwap(false, true) {
+		t.run(h, j)
+	}
 }
 
 // run runs the call h and records its answer, once j.started is taken.
@@ -186,7 +203,7 @@ func (t *Table) run(h int64, j *job) {
 	}()
 	run, ctx := j.run, j.ctx
 	j.run = nil // only the runner reads it: an answer kept for long does not keep the call's closure
-	env = run(ctx, h)
+	env = run.RunCall(ctx, h)
 }
 
 // cancelled is the answer of a call cancelled before it finished: the
@@ -219,7 +236,9 @@ func (t *Table) finish(h int64, env []byte) {
 	wake := !t.signalled && t.ev.signals()
 	ev := t.ev
 	t.signalled = t.signalled || wake
-	close(j.done)
+	if j.done != nil {
+		close(j.done)
+	}
 	t.mu.Unlock()
 	if wake {
 		t.signal(ev)
@@ -294,6 +313,10 @@ func (t *Table) unknown(h int64) error {
 	return fmt.Errorf("%w: %d is not a handle Clara gave", ErrUnknown, h)
 }
 
+// closedChan stands for the done of a call that finished before its
+// waiter needed one.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Ready reports whether the call's answer is ready.
 func (t *Table) Ready(h int64) (bool, error) {
 	t.mu.Lock()
@@ -324,6 +347,15 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 		t.run(h, j)
 	}
 	if timeout != 0 {
+		t.mu.Lock()
+		if j.done == nil && !j.finished {
+			j.done = make(chan struct{})
+		}
+		done := j.done // nil: finished already, and the select below must not block
+		t.mu.Unlock()
+		if done == nil {
+			done = closedChan
+		}
 		var timer <-chan time.Time
 		if timeout > 0 {
 			tm := time.NewTimer(timeout)
@@ -331,7 +363,7 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 			timer = tm.C
 		}
 		select {
-		case <-j.done:
+		case <-done:
 		case <-timer:
 		case <-ctx.Done():
 		}

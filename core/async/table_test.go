@@ -20,7 +20,7 @@ func envelope(s string) []byte { return []byte(`{"status":"success","result":"` 
 
 func TestTable_submit_then_wait_spends_the_handle(t *testing.T) {
 	tab := async.New(async.Options{})
-	h, err := tab.Submit(context.Background(), async.Call{Tool: "echo", Run: func(context.Context, int64) []byte { return envelope("a") }})
+	h, err := tab.Submit(context.Background(), async.Call{Tool: "echo", Run: async.RunFunc(func(context.Context, int64) []byte { return envelope("a") })})
 	if err != nil || h != 1 {
 		t.Fatalf("handle %d, %v", h, err)
 	}
@@ -39,7 +39,7 @@ func TestTable_submit_then_wait_spends_the_handle(t *testing.T) {
 func TestTable_wait_with_a_timeout_answers_pending(t *testing.T) {
 	tab := async.New(async.Options{})
 	release := make(chan struct{})
-	h, _ := tab.Submit(context.Background(), async.Call{Tool: "slow", Run: func(context.Context, int64) []byte { <-release; return envelope("late") }})
+	h, _ := tab.Submit(context.Background(), async.Call{Tool: "slow", Run: async.RunFunc(func(context.Context, int64) []byte { <-release; return envelope("late") })})
 	if _, done, err := tab.Wait(context.Background(), h, time.Millisecond); done || err != nil {
 		t.Fatalf("done %v, %v", done, err)
 	}
@@ -52,18 +52,59 @@ func TestTable_wait_with_a_timeout_answers_pending(t *testing.T) {
 	}
 }
 
+// Waiters blocked on one call all wake when it finishes (its done channel
+// is made by the first waiter that blocks, not at submit): one collects the
+// answer, the others learn it was collected.
+func TestTable_waiters_blocked_on_one_call_all_wake(t *testing.T) {
+	tab := async.New(async.Options{})
+	release := make(chan struct{})
+	h, _ := tab.Submit(context.Background(), async.Call{Tool: "slow", Run: async.RunFunc(func(context.Context, int64) []byte { <-release; return envelope("late") })})
+	const waiters = 4
+	results := make(chan bool, waiters)
+	for i := 0; i < waiters; i++ {
+		go func() {
+			_, done, err := tab.Wait(context.Background(), h, time.Minute)
+			results <- done && err == nil
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // let them block; the test holds either way
+	close(release)
+	collected := 0
+	for i := 0; i < waiters; i++ {
+		select {
+		case ok := <-results:
+			if ok {
+				collected++
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("a waiter did not wake when the call finished (%d of %d back)", i, waiters)
+		}
+	}
+	if collected != 1 {
+		t.Fatalf("%d waiters collected the answer, want 1", collected)
+	}
+	// A wait with a time limit on a call already finished answers at once.
+	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: async.RunFunc(func(context.Context, int64) []byte { return envelope("soon") })})
+	for ready := false; !ready; ready, _ = tab.Ready(h2) {
+		time.Sleep(time.Millisecond)
+	}
+	if env, done, _ := tab.Wait(context.Background(), h2, time.Hour); !done || !strings.Contains(string(env), "soon") {
+		t.Fatalf("%s", env)
+	}
+}
+
 // Cancel stops a call that watches its context, and answers at once for
 // one that does not (its late answer is dropped).
 func TestTable_cancel(t *testing.T) {
 	tab := async.New(async.Options{})
 	stopped := make(chan struct{})
-	h, _ := tab.Submit(context.Background(), async.Call{Tool: "watcher", Run: func(ctx context.Context, _ int64) []byte {
+	h, _ := tab.Submit(context.Background(), async.Call{Tool: "watcher", Run: async.RunFunc(func(ctx context.Context, _ int64) []byte {
 		<-ctx.Done()
 		close(stopped)
 		return envelope("after cancel")
-	}})
+	})})
 	stubborn := make(chan struct{})
-	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "c_tool", Run: func(context.Context, int64) []byte { <-stubborn; return envelope("ignored") }})
+	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "c_tool", Run: async.RunFunc(func(context.Context, int64) []byte { <-stubborn; return envelope("ignored") })})
 	if err := tab.Cancel(h); err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +128,11 @@ func TestTable_max_running_refuses(t *testing.T) {
 	tab := async.New(async.Options{MaxRunning: 2})
 	block := make(chan struct{})
 	for i := 0; i < 2; i++ {
-		if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { <-block; return envelope("") }}); err != nil {
+		if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte { <-block; return envelope("") })}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return nil }}); !errors.Is(err, async.ErrBusy) {
+	if _, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte { return nil })}); !errors.Is(err, async.ErrBusy) {
 		t.Fatalf("third submit: %v", err)
 	}
 	close(block)
@@ -101,7 +142,7 @@ func TestTable_max_pending_drops_the_oldest(t *testing.T) {
 	tab := async.New(async.Options{MaxPending: 3})
 	var hs []int64
 	for i := 0; i < 5; i++ {
-		h, _ := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope(fmt.Sprint(i)) }})
+		h, _ := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte { return envelope(fmt.Sprint(i)) })})
 		for ready, _ := tab.Ready(h); !ready; ready, _ = tab.Ready(h) {
 			time.Sleep(time.Millisecond)
 		}
@@ -135,12 +176,12 @@ func TestTable_eventfd_take_and_panics(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte {
+			h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte {
 				if i%50 == 0 {
 					panic("boom")
 				}
 				return envelope("ok")
-			}})
+			})})
 			if err != nil {
 				t.Error(err)
 			}
@@ -201,7 +242,7 @@ func TestTable_eventfd_once_per_batch(t *testing.T) {
 		return uint64(buf[0]) | uint64(buf[1])<<8
 	}
 	submitAndWait := func() int64 {
-		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope("ok") }})
+		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte { return envelope("ok") })})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +334,7 @@ func TestTable_waiter_runs_a_call_not_started(t *testing.T) {
 		mu.Unlock()
 		return envelope("here")
 	}
-	h, err := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	h, err := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: async.RunFunc(run), ByWaiter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +373,7 @@ func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
 		return envelope("there")
 	}
 	// Not ByWaiter: the waiter waits for the goroutine.
-	h1, _ := tab.Submit(context.Background(), async.Call{Tool: "host", Run: run})
+	h1, _ := tab.Submit(context.Background(), async.Call{Tool: "host", Run: async.RunFunc(run)})
 	got := make(chan []byte, 1)
 	go func() {
 		env, _, _ := tab.Wait(context.Background(), h1, -1)
@@ -349,7 +390,7 @@ func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
 	}
 	// ByWaiter, but a Wait with a time limit: pending, not run.
 	close(onWaiter)
-	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	h2, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: async.RunFunc(run), ByWaiter: true})
 	if _, done, err := tab.Wait(context.Background(), h2, time.Millisecond); done || err != nil {
 		t.Fatalf("done %v, %v", done, err)
 	}
@@ -358,7 +399,7 @@ func TestTable_waiter_leaves_calls_to_their_goroutine(t *testing.T) {
 	}
 	// ByWaiter, cancelled before it started: the waiter collects the
 	// cancellation and runs nothing.
-	h3, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: run, ByWaiter: true})
+	h3, _ := tab.Submit(context.Background(), async.Call{Tool: "quick", Run: async.RunFunc(run), ByWaiter: true})
 	if err := tab.Cancel(h3); err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +424,7 @@ func finishedCalls(t *testing.T, tab *async.Table, n int) []int64 {
 	t.Helper()
 	hs := make([]int64, n)
 	for i := range hs {
-		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: func(context.Context, int64) []byte { return envelope("ok") }})
+		h, err := tab.Submit(context.Background(), async.Call{Tool: "x", Run: async.RunFunc(func(context.Context, int64) []byte { return envelope("ok") })})
 		if err != nil {
 			t.Fatal(err)
 		}
