@@ -313,10 +313,6 @@ func (t *Table) unknown(h int64) error {
 	return fmt.Errorf("%w: %d is not a handle Clara gave", ErrUnknown, h)
 }
 
-// closedChan stands for the done of a call that finished before its
-// waiter needed one.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // Ready reports whether the call's answer is ready.
 func (t *Table) Ready(h int64) (bool, error) {
 	t.mu.Lock()
@@ -346,16 +342,13 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 	if timeout < 0 && j.byWaiter && ctx.Done() == nil && j.ctx.Err() == nil && j.started.CompareAndSwap(false, true) {
 		t.run(h, j)
 	}
-	if timeout != 0 {
-		t.mu.Lock()
-		if j.done == nil && !j.finished {
+	t.mu.Lock()
+	if timeout != 0 && !j.finished {
+		if j.done == nil {
 			j.done = make(chan struct{})
 		}
-		done := j.done // nil: finished already, and the select below must not block
+		done := j.done
 		t.mu.Unlock()
-		if done == nil {
-			done = closedChan
-		}
 		var timer <-chan time.Time
 		if timeout > 0 {
 			tm := time.NewTimer(timeout)
@@ -367,8 +360,8 @@ func (t *Table) Wait(ctx context.Context, h int64, timeout time.Duration) (envel
 		case <-timer:
 		case <-ctx.Done():
 		}
+		t.mu.Lock()
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.jobs[h] != j { // collected by another waiter meanwhile
 		return nil, false, t.unknown(h)
