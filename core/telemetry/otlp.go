@@ -231,42 +231,27 @@ func anyValue(v attribute.Value) *commonpb.AnyValue {
 	case attribute.BYTESLICE:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}}
 	case attribute.BOOLSLICE:
-		var vals []*commonpb.AnyValue
-		for _, x := range v.AsBoolSlice() {
-			vals = append(vals, anyValue(attribute.BoolValue(x)))
-		}
-		return arrayValue(vals)
+		return arrayValue(v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var vals []*commonpb.AnyValue
-		for _, x := range v.AsInt64Slice() {
-			vals = append(vals, anyValue(attribute.Int64Value(x)))
-		}
-		return arrayValue(vals)
+		return arrayValue(v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var vals []*commonpb.AnyValue
-		for _, x := range v.AsFloat64Slice() {
-			vals = append(vals, anyValue(attribute.Float64Value(x)))
-		}
-		return arrayValue(vals)
+		return arrayValue(v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var vals []*commonpb.AnyValue
-		for _, x := range v.AsStringSlice() {
-			vals = append(vals, anyValue(attribute.StringValue(x)))
-		}
-		return arrayValue(vals)
+		return arrayValue(v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		var vals []*commonpb.AnyValue
-		for _, x := range v.AsSlice() {
-			vals = append(vals, anyValue(x))
-		}
-		return arrayValue(vals)
+		return arrayValue(v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: keyValues(v.AsMap())}}}
 	}
 	return &commonpb.AnyValue{}
 }
 
-func arrayValue(vals []*commonpb.AnyValue) *commonpb.AnyValue {
+// arrayValue is the OTLP array of xs, each made an attribute value by as.
+func arrayValue[T any](xs []T, as func(T) attribute.Value) *commonpb.AnyValue {
+	vals := make([]*commonpb.AnyValue, 0, len(xs))
+	for _, x := range xs {
+		vals = append(vals, anyValue(as(x)))
+	}
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vals}}}
 }
 
