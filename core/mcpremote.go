@@ -36,9 +36,7 @@ type remoteServers struct {
 	early map[*mcp.Manager]map[string][]mcp.ToolSpec
 	// watchers hear that a server's resources or prompts changed (the
 	// MCP server, which serves them on).
-	watchMu  sync.Mutex
-	watchers map[int]func()
-	nextW    int
+	watchers toolbox.Watchers
 }
 
 // currentManager is the Manager in force, nil when none.
@@ -50,31 +48,9 @@ func (e *Engine) currentManager() *mcp.Manager {
 
 // onRemoteCatalog arranges for fn to run when a remote server's resources
 // or prompts change; stop ends it.
-func (e *Engine) onRemoteCatalog(fn func()) (stop func()) {
-	r := &e.remote
-	r.watchMu.Lock()
-	if r.watchers == nil {
-		r.watchers = map[int]func(){}
-	}
-	id := r.nextW
-	r.nextW++
-	r.watchers[id] = fn
-	r.watchMu.Unlock()
-	return func() {
-		r.watchMu.Lock()
-		delete(r.watchers, id)
-		r.watchMu.Unlock()
-	}
-}
+func (e *Engine) onRemoteCatalog(fn func()) (stop func()) { return e.remote.watchers.Add(fn) }
 
-func (e *Engine) remoteCatalogChanged(string) {
-	r := &e.remote
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	for _, fn := range r.watchers {
-		fn()
-	}
-}
+func (e *Engine) remoteCatalogChanged(string) { e.remote.watchers.Notify() }
 
 // preparedRemote is a configuration's servers, ready to commit.
 type preparedRemote struct {

@@ -20,9 +20,43 @@ type Registry struct {
 	mu    sync.Mutex // serialises writers
 	tools atomic.Pointer[toolSet]
 
-	watchMu  sync.Mutex
-	watchers map[int]func()
-	nextW    int
+	watchers Watchers
+}
+
+// Watchers is a set of functions to call when something changes; the zero
+// value is empty and ready. Safe for concurrent use.
+type Watchers struct {
+	mu   sync.Mutex
+	fns  map[int]func()
+	next int
+}
+
+// Add arranges for fn to run at every Notify until stop is called; fn is
+// not called once stop has returned.
+func (w *Watchers) Add(fn func()) (stop func()) {
+	w.mu.Lock()
+	if w.fns == nil {
+		w.fns = map[int]func(){}
+	}
+	id := w.next
+	w.next++
+	w.fns[id] = fn
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		delete(w.fns, id)
+		w.mu.Unlock()
+	}
+}
+
+// Notify calls every function added, on the calling goroutine, under the
+// set's lock: they must return at once and not add or stop watchers.
+func (w *Watchers) Notify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fn := range w.fns {
+		fn()
+	}
 }
 
 // toolSet is the registry's content, replaced whole at every change: the
@@ -49,21 +83,7 @@ func (r *Registry) store(m map[string]*Tool) {
 // with the registry's writer lock held: it must return at once and not
 // call back into the registry. stop ends it; fn is not called once stop
 // has returned.
-func (r *Registry) OnChange(fn func()) (stop func()) {
-	r.watchMu.Lock()
-	if r.watchers == nil {
-		r.watchers = map[int]func(){}
-	}
-	id := r.nextW
-	r.nextW++
-	r.watchers[id] = fn
-	r.watchMu.Unlock()
-	return func() {
-		r.watchMu.Lock()
-		delete(r.watchers, id)
-		r.watchMu.Unlock()
-	}
-}
+func (r *Registry) OnChange(fn func()) (stop func()) { return r.watchers.Add(fn) }
 
 // Touch tells the watchers that what the registry offers changed without
 // a registration: a tool's Offered now says otherwise.
@@ -74,13 +94,7 @@ func (r *Registry) Touch() {
 }
 
 // changed tells the watchers (r.mu held).
-func (r *Registry) changed() {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	for _, fn := range r.watchers {
-		fn()
-	}
-}
+func (r *Registry) changed() { r.watchers.Notify() }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
